@@ -1,0 +1,116 @@
+"""Graphviz DOT text from a :class:`~topo.render.model.View`.
+
+Groups are clusters; a process holding several nodes as threads is a filled, rounded
+box; a host placement is a dashed, unfilled box around processes. Node shapes follow
+the role: reverb a cylinder, cacher a folded tab, counter a hexagon, steps limiter an
+octagon, courier a rounded box, py a plain box; a collapsed group has a double border.
+Round-robin edges are dashed blue, fallback edges dotted, primary edges bold.
+The output depends only on the view, so it is byte-identical across runs.
+"""
+
+from __future__ import annotations
+
+from topo.render.model import Box, View, ViewEdge, ViewNode
+
+SHAPES: dict[str, tuple[str, str]] = {
+    # role: (shape, extra style)
+    "courier": ("box", "rounded,filled"),
+    "py": ("box", "filled"),
+    "reverb": ("cylinder", "filled"),
+    "cacher": ("tab", "filled"),
+    "counter": ("hexagon", "filled"),
+    "limiter": ("octagon", "filled"),
+}
+FILL: dict[str, str] = {
+    "courier": "#e8f0fe",
+    "py": "#f1f3f4",
+    "reverb": "#fce8e6",
+    "cacher": "#fef7e0",
+    "counter": "#e6f4ea",
+    "limiter": "#fde7f3",
+}
+EDGE_STYLE: dict[str, str] = {
+    "ref": "",
+    "round_robin": 'style=dashed, color="#1a73e8", fontcolor="#1a73e8"',
+    "fallback": 'style=dotted, color="#5f6368", fontcolor="#5f6368"',
+    "source": 'color="#b06000", fontcolor="#b06000"',
+    "primary": 'style=bold, color="#7b1fa2", fontcolor="#7b1fa2"',
+}
+BOX_STYLE: dict[str, str] = {
+    "group": 'style="rounded"; color="#5f6368";',
+    "threads": 'style="rounded,filled,bold"; fillcolor="#fff8e1"; color="#f9a825";',
+    "process": 'style="rounded,filled,bold"; fillcolor="#fff8e1"; color="#f9a825";',
+    "host": 'style="dashed"; color="#00897b"; penwidth=2;',
+}
+GREY = 'color="#bdbdbd", fontcolor="#9e9e9e"'
+GREY_BOX = 'color="#bdbdbd"; fontcolor="#9e9e9e"; style="dashed";'
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string (backslashes, quotes and newlines escaped)."""
+    body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{body}"'
+
+
+def _node_line(n: ViewNode, indent: str) -> str:
+    shape, style = SHAPES.get(n.role, ("box", "filled"))
+    label = n.label if not n.detail else f"{n.label}\n{n.detail}"
+    attrs = [f"label={quote(label)}", f"shape={shape}", f'style="{style}"']
+    if n.disabled:
+        attrs += ['fillcolor="#f5f5f5"', GREY, 'style="dashed,filled"']
+        attrs.remove(f'style="{style}"')
+    else:
+        attrs.append(f'fillcolor="{FILL.get(n.role, "#ffffff")}"')
+    if n.collapsed:
+        attrs.append("peripheries=2")
+    if n.neighbour:
+        attrs.append('color="#9e9e9e"')
+    return f"{indent}{quote(n.key)} [{', '.join(attrs)}];"
+
+
+def _box_lines(view: View, box: Box, ids: dict[str, int], depth: int) -> list[str]:
+    indent = "  " * depth
+    lines: list[str] = []
+    if box.kind != "root":
+        lines.append(f"{indent}subgraph cluster_{ids[box.key]} {{")
+        inner = indent + "  "
+        lines.append(f"{inner}label={quote(box.label)};")
+        lines.append(f"{inner}{BOX_STYLE[box.kind]}")
+        if box.disabled:
+            lines.append(f"{inner}{GREY_BOX}")
+    else:
+        inner = indent
+    for key in box.nodes:
+        lines.append(_node_line(view.nodes[key], inner))
+    for child in box.boxes:
+        lines.extend(_box_lines(view, child, ids, depth + (box.kind != "root")))
+    if box.kind != "root":
+        lines.append(f"{indent}}}")
+    return lines
+
+
+def _edge_line(e: ViewEdge) -> str:
+    attrs = [f"label={quote(e.label)}"]
+    if EDGE_STYLE.get(e.via):
+        attrs.append(EDGE_STYLE[e.via])
+    if e.count > 1:
+        attrs.append("penwidth=2")
+    return f"  {quote(e.src)} -> {quote(e.dst)} [{', '.join(attrs)}];"
+
+
+def to_dot(view: View) -> str:
+    """The view as a DOT digraph (left to right, compound clusters)."""
+    ids = {b.key: i for i, b in enumerate(view.root.walk())}
+    lines = [
+        f"digraph {quote(view.name)} {{",
+        "  rankdir=LR;",
+        "  compound=true;",
+        "  newrank=true;",
+        f'  label={quote(view.name)}; labelloc=t; fontname="Helvetica";',
+        '  node [fontname="Helvetica", fontsize=11];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+    ]
+    lines.extend(_box_lines(view, view.root, ids, 1))
+    lines.extend(_edge_line(e) for e in view.edges)
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,136 @@
+"""A Mermaid flowchart from a :class:`~topo.render.model.View` (renders in GitHub Markdown).
+
+Same picture as the DOT one, in Mermaid's vocabulary: subgraphs for groups, thread
+sets, packed processes and host placements; node shapes by role (reverb a cylinder,
+cacher a subroutine box, counter a hexagon, steps limiter a flag, courier a rounded
+box, py a plain box); round-robin and fallback edges dotted, primary edges thick.
+Ids are derived from node ids, so the text is stable and diffs read well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from topo.render.model import Box, View, ViewNode
+
+SHAPES: dict[str, tuple[str, str]] = {
+    "courier": ("(", ")"),
+    "py": ("[", "]"),
+    "reverb": ("[(", ")]"),
+    "cacher": ("[[", "]]"),
+    "counter": ("{{", "}}"),
+    "limiter": (">", "]"),
+}
+ARROWS: dict[str, str] = {
+    "ref": "-->",
+    "round_robin": "-.->",
+    "fallback": "-.->",
+    "source": "-->",
+    "primary": "==>",
+}
+EDGE_COLOUR: dict[str, str] = {
+    "round_robin": "stroke:#1a73e8,color:#1a73e8",
+    "fallback": "stroke:#5f6368,stroke-dasharray:2 4",
+    "source": "stroke:#b06000",
+    "primary": "stroke:#7b1fa2",
+}
+CLASSES: dict[str, str] = {
+    "courier": "fill:#e8f0fe,stroke:#1a73e8",
+    "py": "fill:#f1f3f4,stroke:#5f6368",
+    "reverb": "fill:#fce8e6,stroke:#c5221f",
+    "cacher": "fill:#fef7e0,stroke:#b06000",
+    "counter": "fill:#e6f4ea,stroke:#137333",
+    "limiter": "fill:#fde7f3,stroke:#a50e5f",
+    "many": "stroke-width:3px",
+    "disabled": "fill:#f5f5f5,stroke:#bdbdbd,color:#9e9e9e,stroke-dasharray:4 3",
+}
+BOX_STYLE: dict[str, str] = {
+    "group": "fill:none,stroke:#5f6368",
+    "threads": "fill:#fff8e1,stroke:#f9a825,stroke-width:2px",
+    "process": "fill:#fff8e1,stroke:#f9a825,stroke-width:2px",
+    "host": "fill:none,stroke:#00897b,stroke-width:2px,stroke-dasharray:6 4",
+}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def text(label: str) -> str:
+    """A Mermaid quoted label: quotes and angle brackets as entities, newlines as <br/>."""
+    body = (
+        label.replace("#", "#35;")
+        .replace('"', "#quot;")
+        .replace("<", "#lt;")
+        .replace(">", "#gt;")
+        .replace("\n", "<br/>")
+    )
+    return f'"{body}"'
+
+
+class _Ids:
+    """Stable, unique Mermaid identifiers derived from keys."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, str] = {}
+        self.used: set[str] = set()
+
+    def get(self, key: str, prefix: str) -> str:
+        found = self.by_key.get(key)
+        if found is not None:
+            return found
+        base = prefix + _UNSAFE.sub("_", key)
+        made, i = base, 2
+        while made in self.used:
+            made, i = f"{base}_{i}", i + 1
+        self.used.add(made)
+        self.by_key[key] = made
+        return made
+
+
+def _node(n: ViewNode, ident: str) -> str:
+    left, right = SHAPES.get(n.role, ("[", "]"))
+    label = n.label if not n.detail else f"{n.label}\n{n.detail}"
+    return f"{ident}{left}{text(label)}{right}"
+
+
+def _box(
+    view: View, box: Box, ids: tuple[_Ids, _Ids], depth: int, out: list[str], styles: list[str]
+) -> None:
+    pad = "  " * depth
+    inner = pad
+    if box.kind != "root":
+        cid = ids[1].get(box.key, "c_")
+        out.append(f"{pad}subgraph {cid}[{text(box.label)}]")
+        style = BOX_STYLE[box.kind] if not box.disabled else CLASSES["disabled"]
+        styles.append(f"  style {cid} {style}")
+        inner = pad + "  "
+    for key in box.nodes:
+        out.append(inner + _node(view.nodes[key], ids[0].get(key, "n_")))
+    for child in box.boxes:
+        _box(view, child, ids, depth + (box.kind != "root"), out, styles)
+    if box.kind != "root":
+        out.append(f"{pad}end")
+
+
+def to_mermaid(view: View) -> str:
+    """The view as a ``flowchart LR`` Mermaid diagram."""
+    ids = _Ids()
+    out = ["---", f"title: {json.dumps(view.name)}", "---", "flowchart LR"]
+    styles: list[str] = []
+    _box(view, view.root, (ids, _Ids()), 1, out, styles)
+    links: list[str] = []
+    for i, e in enumerate(view.edges):
+        arrow = ARROWS.get(e.via, "-->")
+        out.append(f"  {ids.get(e.src, 'n_')} {arrow}|{text(e.label)}| {ids.get(e.dst, 'n_')}")
+        if e.via in EDGE_COLOUR:
+            links.append(f"  linkStyle {i} {EDGE_COLOUR[e.via]}")
+    out.extend(f"  classDef {name} {css}" for name, css in CLASSES.items())
+    members: dict[str, list[str]] = {name: [] for name in CLASSES}
+    for key, n in view.nodes.items():
+        ident = ids.get(key, "n_")
+        members["disabled" if n.disabled else n.role].append(ident)
+        if n.collapsed:
+            members["many"].append(ident)
+    out.extend(f"  class {','.join(m)} {name}" for name, m in members.items() if m)
+    out.extend(styles)
+    out.extend(links)
+    return "\n".join(out) + "\n"
