@@ -1,0 +1,270 @@
+"""Stage 2, compile: a validated Spec -> the Program IR.
+
+Expands counts into nodes, packs colocation into executables, derives seeds,
+renders every node's arguments (references, round-robin, per-replica values) and
+records every edge, then checks the graph as a whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topo.compile.args import ArgCompiler, EdgeSpec, NodeContext, Template, arg_path
+from topo.compile.checks import check_graph, check_imports as run_import_checks
+from topo.compile.pack import pack
+from topo.compile.refs import GroupTable, RefError
+from topo.compile.seeds import derive_seeds, key_data
+from topo.diagnostics import Diagnostic, TopoError
+from topo.ir import (
+    Edge,
+    FrozenMap,
+    Group,
+    Node,
+    Program,
+    Resources,
+    RestartPolicy,
+    RpcSettings,
+    StopSettings,
+    freeze,
+)
+from topo.spec.loader import LoadedSpec
+from topo.spec.models import GroupSpec, RpcSpec
+
+REVERB_TARGET = "topo.nodes.reverb:ReverbServer"
+CACHER_TARGET = "topo.nodes.cacher:Cacher"
+
+
+def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:
+    base = RpcSettings()
+    values: dict[str, Any] = {}
+    for layer in (program, group):
+        if layer is not None:
+            values.update({k: v for k, v in layer.model_dump().items() if v is not None})
+    return RpcSettings(
+        threads=values.get("threads", base.threads),
+        deadline_s=values.get("deadline_s", base.deadline_s),
+        max_message_mb=values.get("max_message_mb", base.max_message_mb),
+    )
+
+
+def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
+    restart = RestartPolicy()
+    if g.restart is not None:
+        restart = RestartPolicy(
+            g.restart.policy, g.restart.max_restarts, g.restart.backoff.initial_s, g.restart.backoff.max_s
+        )
+    resources = Resources()
+    if g.resources is not None:
+        r = g.resources
+        resources = Resources(
+            env=FrozenMap({k: _env_value(v) for k, v in r.env.items()}),
+            workdir=r.workdir,
+            cpus=None if r.cpus is None else tuple(r.cpus),
+            gpus=None if r.gpus is None else tuple(r.gpus),
+            host_labels=tuple(r.host_labels),
+        )
+    target = {"reverb": REVERB_TARGET, "cacher": CACHER_TARGET}.get(g.kind, g.target or "")
+    count = (1 if g.count is None else g.count) if g.enabled else 0
+    primary = g.primary[1:] if g.primary and g.primary.startswith("@") else g.primary
+    return Group(
+        name=name,
+        kind=g.kind,
+        target=target,
+        count=count,
+        enabled=g.enabled,
+        singleton=g.count is None,
+        per_process=g.colocate.per_process if g.colocate else None,
+        restart=restart,
+        resources=resources,
+        rpc=_rpc(loaded.spec.rpc, g.rpc),
+        stops_program=g.stops_program,
+        primary=primary,
+        description=g.description,
+        origin=loaded.sources.pos(("nodes", name), key=True),
+    )
+
+
+def _env_value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _builtin_args(g: GroupSpec) -> dict[str, Any]:
+    """Arguments the built-in node kinds take from their own YAML fields."""
+    if g.kind == "reverb":
+        ckpt = g.checkpoint
+        return {
+            "tables": g.tables,
+            "checkpoint_dir": ckpt.dir if ckpt else None,
+            "checkpoint_every_s": ckpt.every_s if ckpt else None,
+        }
+    if g.kind == "cacher":
+        return {
+            "source": g.source,
+            "refresh_ms": 1000 if g.refresh_ms is None else g.refresh_ms,
+            "stale_ms": g.stale_ms,
+        }
+    return {}
+
+
+def _program_seed(loaded: LoadedSpec) -> int:
+    if loaded.spec.seed is not None:
+        return loaded.spec.seed
+    seed = loaded.param_values.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
+def compile_spec(
+    loaded: LoadedSpec,
+    *,
+    check_imports: bool = False,
+    warnings: list[Diagnostic] | None = None,
+) -> Program:
+    """Compile a loaded topology into a Program; raises TopoError with every problem found.
+
+    With ``check_imports`` every target is imported; warnings go to ``warnings``."""
+    spec, sources = loaded.spec, loaded.sources
+    errors: list[Diagnostic] = []
+    groups = [_group(name, g, loaded) for name, g in spec.nodes.items()]
+    node_ids = {
+        g.name: ((g.name,) if g.singleton else tuple(f"{g.name}/{i}" for i in range(g.count)))
+        if g.enabled
+        else ()
+        for g in groups
+    }
+    table = GroupTable(
+        {g.name: g for g in groups}, node_ids, {g.name: str(g.origin) for g in groups}
+    )
+    packing = pack(groups, table, spec.colocation, sources, errors)
+    seed = _program_seed(loaded)
+    all_ids = [n for g in groups for n in node_ids[g.name]]
+    seeds = derive_seeds(seed, all_ids)
+    params = loaded.param_values
+
+    nodes: list[Node] = []
+    edges: list[Edge] = []
+    for g in groups:
+        if not g.enabled:
+            continue
+        gspec = spec.nodes[g.name]
+        base = ("nodes", g.name, "args")
+        compiler = ArgCompiler(table, sources, base)
+        raw_args = {**_builtin_args(gspec), **gspec.args}
+        templates: dict[str, Template] = {k: compiler.compile(v, (k,)) for k, v in raw_args.items()}
+        per_replica = _override_templates(g, gspec, table, loaded, errors)
+        errors.extend(compiler.errors)
+        exe_index: dict[str, int] = {}
+        for node_id in node_ids[g.name]:
+            exe_index.setdefault(packing.node_exe[node_id], len(exe_index))
+        for replica, node_id in enumerate(node_ids[g.name]):
+            node_seed = seeds[node_id]
+            scope = dict(params)
+            scope.update(
+                {
+                    "replica": replica,
+                    "node_id": node_id,
+                    "group": g.name,
+                    "count": g.count,
+                    "seed.int": node_seed,
+                    "seed.key": key_data(node_seed),
+                }
+            )
+            ctx = NodeContext(scope, replica, exe_index[packing.node_exe[node_id]])
+            node_edges: list[EdgeSpec] = []
+            node_templates = templates
+            if replica in per_replica:
+                node_templates = {**templates, **per_replica[replica]}
+            try:
+                args = FrozenMap({k: t.render(ctx, node_edges) for k, t in node_templates.items()})
+            except TopoError as exc:
+                errors.extend(exc.diagnostics)
+                if len(errors) > 50:
+                    break
+                continue
+            for path, dst, via in node_edges:
+                if dst == node_id:
+                    errors.append(
+                        Diagnostic(
+                            f"node '{node_id}' refers to itself in argument '{path}'",
+                            sources.pos((*base, path.split(".")[0].split("[")[0])),
+                            "a node cannot hold a handle to itself",
+                        )
+                    )
+                    continue
+                if g.kind == "cacher" and path == "source":
+                    via = "source"
+                edges.append(Edge(node_id, dst, path, via))
+            nodes.append(Node(node_id, g.name, replica, args, node_seed, packing.node_exe[node_id]))
+
+    errors.extend(check_graph(groups, packing.executables, table, sources))
+    if errors:
+        raise TopoError(_dedupe(errors))
+    program = Program(
+        name=spec.name,
+        seed=seed,
+        params=FrozenMap({k: freeze(v) for k, v in params.items()}),
+        groups=tuple(groups),
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        executables=tuple(packing.executables),
+        stop=StopSettings(spec.stop.grace_s, spec.stop.timeout_s),
+        source=loaded.file,
+    )
+    if check_imports:
+        found = run_import_checks(program, loaded)
+        if warnings is not None:
+            warnings.extend(found)
+    return program
+
+
+def _override_templates(
+    g: Group, gspec: GroupSpec, table: GroupTable, loaded: LoadedSpec, errors: list[Diagnostic]
+) -> dict[int, dict[str, Template]]:
+    out: dict[int, dict[str, Template]] = {}
+    for key, args in gspec.overrides.items():
+        where = loaded.sources.pos(("nodes", g.name, "overrides", key), key=True)
+        replica = int(key)
+        if replica >= g.count:
+            errors.append(
+                Diagnostic(
+                    f"override for replica {replica} of group '{g.name}', which has "
+                    f"{g.count} replica(s)",
+                    where,
+                )
+            )
+            continue
+        unknown = set(args) - set(gspec.args) - set(_builtin_args(gspec))
+        if unknown and gspec.args:
+            name = sorted(unknown)[0]
+            errors.append(
+                Diagnostic(
+                    f"override of replica {replica} sets '{name}', which group '{g.name}' "
+                    "does not pass in args",
+                    loaded.sources.pos(("nodes", g.name, "overrides", key, name), key=True),
+                    f"args of '{g.name}': {', '.join(gspec.args)}",
+                )
+            )
+            continue
+        compiler = ArgCompiler(table, loaded.sources, ("nodes", g.name, "overrides", key))
+        out[replica] = {k: compiler.compile(v, (k,)) for k, v in args.items()}
+        errors.extend(compiler.errors)
+    return out
+
+
+def _dedupe(errors: list[Diagnostic]) -> list[Diagnostic]:
+    """The same problem rendered for many replicas is reported at most three times."""
+    per_pos: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for d in errors:
+        key = (str(d.pos), d.message)
+        if key in seen or per_pos.get(str(d.pos), 0) >= 3:
+            continue
+        seen.add(key)
+        per_pos[str(d.pos)] = per_pos.get(str(d.pos), 0) + 1
+        out.append(d)
+    return out
+
+
+__all__ = ["RefError", "arg_path", "compile_spec"]

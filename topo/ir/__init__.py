@@ -1,0 +1,41 @@
+"""The Program IR: what the compiler produces and every backend and renderer reads."""
+
+from topo.ir.codec import dumps, loads, program_from_dict, program_to_dict
+from topo.ir.program import (
+    IR_VERSION,
+    Edge,
+    Executable,
+    Group,
+    Node,
+    Program,
+    Resources,
+    RestartPolicy,
+    RpcSettings,
+    SourcePos,
+    StopSettings,
+)
+from topo.ir.values import FrozenMap, Ref, Value, freeze, iter_refs, thaw
+
+__all__ = [
+    "IR_VERSION",
+    "Edge",
+    "Executable",
+    "FrozenMap",
+    "Group",
+    "Node",
+    "Program",
+    "Ref",
+    "Resources",
+    "RestartPolicy",
+    "RpcSettings",
+    "SourcePos",
+    "StopSettings",
+    "Value",
+    "dumps",
+    "freeze",
+    "iter_refs",
+    "loads",
+    "program_from_dict",
+    "program_to_dict",
+    "thaw",
+]

@@ -1,0 +1,177 @@
+"""The Program IR: a typed, fully expanded, immutable graph of nodes and executables.
+
+Everything a backend or renderer needs is here, explicitly: concrete node ids,
+resolved arguments with references, edges, per-node seeds, and the packing of
+nodes into executables (the unit a backend starts). Nothing here points back
+at YAML except :class:`SourcePos`, kept for error messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal
+
+from topo.ir.values import FrozenMap
+
+IR_VERSION = 1
+
+NodeKind = Literal["courier", "py", "reverb", "cacher"]
+RestartMode = Literal["never", "on-failure", "always"]
+EdgeVia = Literal["ref", "round_robin", "fallback", "source", "primary"]
+ColocationMode = Literal["single", "replicas", "set"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePos:
+    """Where something was written: file, 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """What to do when a node of the group fails."""
+
+    policy: RestartMode = "never"
+    max_restarts: int = 3
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Process environment for a group: env vars, working dir, CPU/GPU visibility, host labels."""
+
+    env: FrozenMap = field(default_factory=FrozenMap)
+    workdir: str | None = None
+    cpus: tuple[int, ...] | None = None
+    gpus: tuple[int, ...] | None = None
+    host_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RpcSettings:
+    """Per-group RPC server and client settings."""
+
+    threads: int = 8
+    deadline_s: float = 60.0
+    max_message_mb: float = 512.0
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A group as compiled: settings shared by its replicas. Disabled groups are kept
+    (with no nodes) so that renderers can show them greyed out."""
+
+    name: str
+    kind: NodeKind
+    target: str
+    count: int
+    enabled: bool = True
+    singleton: bool = True
+    per_process: int | None = None
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    resources: Resources = field(default_factory=Resources)
+    rpc: RpcSettings = field(default_factory=RpcSettings)
+    stops_program: bool = False
+    primary: str | None = None
+    description: str = ""
+    origin: SourcePos | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One concrete node: ``actor/3`` built as ``group.target(**args)``."""
+
+    id: str
+    group: str
+    replica: int
+    args: FrozenMap
+    seed: int
+    executable: str
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """``src`` holds a handle to ``dst`` in argument ``arg`` (a path like ``sources[1]``)."""
+
+    src: str
+    dst: str
+    arg: str
+    via: EdgeVia = "ref"
+
+
+@dataclass(frozen=True, slots=True)
+class Executable:
+    """The unit a backend starts: one process (or one thread set), holding one or more nodes
+    as threads. ``placement`` names a host-colocation set: executables sharing it must run
+    on the same host."""
+
+    id: str
+    nodes: tuple[str, ...]
+    mode: ColocationMode = "single"
+    placement: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StopSettings:
+    """Program-level stop behaviour."""
+
+    grace_s: float = 5.0
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled topology. Immutable; JSON round-trip via :mod:`topo.ir.codec` is lossless."""
+
+    name: str
+    seed: int
+    params: FrozenMap
+    groups: tuple[Group, ...]
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    executables: tuple[Executable, ...]
+    stop: StopSettings = field(default_factory=StopSettings)
+    source: str | None = None
+    version: int = IR_VERSION
+
+    @cached_property
+    def node_index(self) -> dict[str, Node]:
+        """Node id -> node."""
+        return {n.id: n for n in self.nodes}
+
+    @cached_property
+    def group_index(self) -> dict[str, Group]:
+        """Group name -> group."""
+        return {g.name: g for g in self.groups}
+
+    @cached_property
+    def executable_index(self) -> dict[str, Executable]:
+        """Executable id -> executable."""
+        return {e.id: e for e in self.executables}
+
+    def node(self, node_id: str) -> Node:
+        """The node with this id (KeyError if absent)."""
+        return self.node_index[node_id]
+
+    def group_of(self, node_id: str) -> Group:
+        """The group a node belongs to."""
+        return self.group_index[self.node_index[node_id].group]
+
+    def nodes_of(self, group: str) -> tuple[Node, ...]:
+        """The replicas of a group, in replica order."""
+        return tuple(n for n in self.nodes if n.group == group)
+
+    def __getstate__(self) -> dict[str, object]:
+        # Drop the cached indexes: they are derived and rebuilt on demand.
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("_index")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)

@@ -1,0 +1,204 @@
+"""Load a topology: YAML text -> extends merged -> params resolved -> interpolated -> Spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from topo.diagnostics import Diagnostic, TopoError
+from topo.spec import interpolate
+from topo.spec.expr import ExprError, names
+from topo.spec.models import GroupSpec, TopologySpec
+from topo.spec.params import RESERVED, Param, resolve_params, suggest
+from topo.spec.source import Document, PathKey, SourceMap, read_document
+from topo.spec.validation import diagnostics_from
+
+# Fields evaluated per node by the compiler, not here.
+_PER_NODE_FIELDS = ("args", "overrides")
+_KIND_FIELDS = {
+    "courier": {"target"},
+    "py": {"target"},
+    "reverb": {"tables", "checkpoint"},
+    "cacher": {"source", "refresh_ms", "stale_ms"},
+}
+_KIND_ONLY = {f for fields in _KIND_FIELDS.values() for f in fields}
+_REQUIRED = {"courier": "target", "py": "target", "reverb": "tables", "cacher": "source"}
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated topology file: the Spec plus what later stages need to report errors."""
+
+    file: str
+    spec: TopologySpec
+    params: dict[str, Param]
+    sources: SourceMap
+    data: dict[str, Any]
+
+    @property
+    def param_values(self) -> dict[str, Any]:
+        """Parameter name -> resolved value."""
+        return {name: p.value for name, p in self.params.items()}
+
+
+def _merge(base: Any, child: Any) -> Any:
+    if isinstance(base, dict) and isinstance(child, dict):
+        out = dict(base)
+        for key, value in child.items():
+            out[key] = _merge(base[key], value) if key in base else value
+        return out
+    return child
+
+
+def _load_with_extends(path: Path, chain: tuple[Path, ...] = ()) -> Document:
+    doc = read_document(path)
+    if not isinstance(doc.data, dict):
+        raise TopoError.one(
+            "a topology file must be a mapping with at least 'name' and 'nodes'",
+            doc.sources.pos(()),
+        )
+    extends = doc.data.get("extends")
+    if extends is None:
+        return doc
+    bases = [extends] if isinstance(extends, str) else extends
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise TopoError.one(
+            "extends must be a file name or a list of file names", doc.sources.pos(("extends",))
+        )
+    merged: Any = {}
+    sources = SourceMap()
+    for i, base in enumerate(bases):
+        base_path = (path.parent / base).resolve()
+        where = doc.sources.pos(("extends",) if isinstance(extends, str) else ("extends", i))
+        if base_path in chain or base_path == path.resolve():
+            raise TopoError.one(f"extends loops back to {base}", where)
+        if not base_path.exists():
+            raise TopoError.one(f"extends: no such file {base} (looked for {base_path})", where)
+        base_doc = _load_with_extends(base_path, (*chain, path.resolve()))
+        merged = _merge(merged, base_doc.data)
+        sources.update(base_doc.sources)
+    data = _merge(merged, {k: v for k, v in doc.data.items() if k != "extends"})
+    sources.update(doc.sources)
+    return Document(doc.file, data, sources)
+
+
+def _is_per_node(path: PathKey) -> bool:
+    return len(path) >= 3 and path[0] == "nodes" and path[2] in _PER_NODE_FIELDS
+
+
+def _interpolate(
+    data: Any, scope: dict[str, Any], sources: SourceMap, path: PathKey, errors: list[Diagnostic]
+) -> Any:
+    """Evaluate ``${}`` in every field except params and per-node args (checked, not evaluated)."""
+    if isinstance(data, dict):
+        return {k: _interpolate(v, scope, sources, (*path, k), errors) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_interpolate(v, scope, sources, (*path, i), errors) for i, v in enumerate(data)]
+    if not isinstance(data, str) or not interpolate.has_interpolation(data):
+        return data
+    per_node = _is_per_node(path)
+    try:
+        template = interpolate.parse(data)
+        allowed = set(scope) | (RESERVED if per_node else set())
+        for source in template.expressions:
+            for name in names(source):
+                base = name.split(".")[0]
+                if name in allowed or base in scope:
+                    continue
+                if name in RESERVED or base == "seed":
+                    raise ExprError(
+                        f"'{name}' is only available inside a group's args and overrides"
+                        if not per_node
+                        else f"unknown name '{name}'"
+                    )
+                hint = suggest(name, allowed)
+                raise ExprError(
+                    f"unknown parameter '{name}' in '${{{source}}}'"
+                    + (f"; {hint}" if hint else f" (parameters: {', '.join(sorted(scope)) or 'none'})")
+                )
+        if per_node:
+            return data
+        value = interpolate.render(data, scope)
+    except ExprError as exc:
+        errors.append(Diagnostic(str(exc), sources.pos(path)))
+        return data
+    if len(path) == 3 and path[0] == "nodes" and path[2] == "enabled":
+        return bool(value)  # `enabled: ${max_steps}` reads as "when max_steps is set"
+    return value
+
+
+def _kind_checks(spec: TopologySpec, sources: SourceMap) -> list[Diagnostic]:
+    errors = []
+    for name, group in spec.nodes.items():
+        required = _REQUIRED[group.kind]
+        if getattr(group, required) is None:
+            example = {
+                "target": "package.module:Class",
+                "tables": "package.module:make_tables",
+                "source": '"@trainer"',
+            }[required]
+            errors.append(
+                Diagnostic(
+                    f"group '{name}' (kind {group.kind}) needs '{required}'",
+                    sources.pos(("nodes", name), key=True),
+                    f"add  {required}: {example}",
+                )
+            )
+        for field in _KIND_ONLY - _KIND_FIELDS[group.kind]:
+            if field in group.model_fields_set:
+                owners = [k for k, v in _KIND_FIELDS.items() if field in v]
+                errors.append(
+                    Diagnostic(
+                        f"'{field}' does not apply to group '{name}' of kind {group.kind} "
+                        f"(it is for kind {' / '.join(owners)})",
+                        sources.pos(("nodes", name, field), key=True),
+                    )
+                )
+        if group.kind == "cacher" and group.refresh_ms and group.stale_ms is not None:
+            if group.stale_ms < group.refresh_ms:
+                errors.append(
+                    Diagnostic(
+                        f"group '{name}': stale_ms ({group.stale_ms}) is shorter than "
+                        f"refresh_ms ({group.refresh_ms}), so every call would block",
+                        sources.pos(("nodes", name, "stale_ms")),
+                    )
+                )
+        for key in group.overrides:
+            if not key.isdigit():
+                errors.append(
+                    Diagnostic(
+                        f"overrides of group '{name}' are keyed by replica index, got '{key}'",
+                        sources.pos(("nodes", name, "overrides", key), key=True),
+                    )
+                )
+    return errors
+
+
+def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpec:
+    """Read ``path`` and everything it extends, apply ``-p`` overrides and validate."""
+    path = Path(path)
+    doc = _load_with_extends(path)
+    data: dict[str, Any] = doc.data
+    params = resolve_params(data.get("params"), overrides or [], doc.sources)
+    scope = {name: p.value for name, p in params.items()}
+    errors: list[Diagnostic] = []
+    interpolated = {
+        k: (v if k == "params" else _interpolate(v, scope, doc.sources, (k,), errors))
+        for k, v in data.items()
+    }
+    if errors:
+        raise TopoError(errors)
+    try:
+        spec = TopologySpec.model_validate(interpolated)
+    except ValidationError as exc:
+        raise TopoError(diagnostics_from(exc, interpolated, doc.sources, TopologySpec)) from None
+    errors = _kind_checks(spec, doc.sources)
+    if errors:
+        raise TopoError(errors)
+    return LoadedSpec(doc.file, spec, params, doc.sources, interpolated)
+
+
+__all__ = ["GroupSpec", "LoadedSpec", "TopologySpec", "load_spec"]

@@ -1,0 +1,243 @@
+"""Pydantic models of a topology file: what the user wrote, after parameter interpolation.
+
+Every field has a description; :mod:`topo.spec.schema` turns these models into the
+JSON Schema in ``schemas/topology.schema.json`` that editors use for completion.
+Argument values (``args``) are kept as written: references and per-replica
+expressions are resolved by the compiler, per node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TARGET_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+NodeKindName = Literal["courier", "py", "reverb", "cacher"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ParamSpec(_Model):
+    """A parameter in long form; the short form ``name: default`` means ``{default: ...}``."""
+
+    default: Any = Field(None, description="Value used when not overridden with -p NAME=VALUE.")
+    type: Literal["int", "float", "bool", "str", "list", "dict", "any"] | None = Field(
+        None,
+        description="Type that overrides must have; inferred from the default when omitted.",
+    )
+    help: str = Field("", description="One line shown by `topo validate` in the parameter table.")
+
+
+class ColocateSpec(_Model):
+    """Thread colocation of a group's replicas."""
+
+    per_process: int = Field(
+        ge=1,
+        description="Replicas packed as threads into one process (Acme's num_actors_per_node).",
+    )
+
+
+class BackoffSpec(_Model):
+    """Delay between restarts: doubles from initial_s up to max_s."""
+
+    initial_s: float = Field(1.0, ge=0, description="Delay before the first restart, seconds.")
+    max_s: float = Field(30.0, ge=0, description="Longest delay between restarts, seconds.")
+
+
+class RestartSpec(_Model):
+    """What happens when a node of this group fails (raises, or its process dies)."""
+
+    policy: Literal["never", "on-failure", "always"] = Field(
+        "never",
+        description="never: a failure stops the program; on-failure: restart it when it fails; "
+        "always: also restart it when its run() returns.",
+    )
+    max_restarts: int = Field(
+        3, ge=0, description="Restarts allowed per node before the program is stopped."
+    )
+    backoff: BackoffSpec = Field(
+        default_factory=BackoffSpec, description="Delay between successive restarts."
+    )
+
+
+class ResourcesSpec(_Model):
+    """Process environment for every node of the group."""
+
+    env: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Environment variables set in the node's process."
+    )
+    workdir: str | None = Field(None, description="Working directory of the node's process.")
+    cpus: list[int] | None = Field(
+        None, description="CPU cores the process may run on (CPU affinity)."
+    )
+    gpus: list[int] | None = Field(
+        None,
+        description="GPUs visible to the process (CUDA_VISIBLE_DEVICES); [] hides every GPU.",
+    )
+    host_labels: list[str] = Field(
+        default_factory=list,
+        description="Labels a host must carry to run this group (ssh backend inventory).",
+    )
+
+
+class RpcSpec(_Model):
+    """RPC settings for a group's servers and the handles it holds."""
+
+    threads: int | None = Field(None, ge=1, description="Handler thread-pool size of the server.")
+    deadline_s: float | None = Field(
+        None, gt=0, description="Default deadline of calls made by this group's nodes, seconds."
+    )
+    max_message_mb: float | None = Field(
+        None, gt=0, description="Largest request the server accepts, MiB; larger ones are dropped."
+    )
+
+
+class CheckpointSpec(_Model):
+    """Periodic checkpoint of a Reverb server."""
+
+    dir: str = Field(description="Directory the checkpoints are written to.")
+    every_s: float = Field(600.0, gt=0, description="Seconds between checkpoints.")
+
+
+class GroupSpec(_Model):
+    """A group of identical nodes: ``count`` replicas of ``target(**args)``."""
+
+    kind: NodeKindName = Field(
+        "courier",
+        description="courier: an object served over RPC (run() called if it has one); "
+        "py: a function or object run, no server; reverb: a Reverb replay server; "
+        "cacher: caches the replies of another node.",
+    )
+    target: str | None = Field(
+        None,
+        pattern=TARGET_PATTERN,
+        description="What builds the node, as 'package.module:attribute' (courier and py).",
+    )
+    description: str = Field("", description="Free text shown in validate and graph.")
+    count: int | None = Field(
+        None,
+        ge=0,
+        description="Number of replicas, named group/0 ... group/N-1. Without count the group is "
+        "a single node and '@group' is one handle; with count '@group' is a list of handles.",
+    )
+    enabled: bool = Field(
+        True, description="false leaves the group out (e.g. enabled: ${max_steps is not None})."
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for target. Values may be references ('@group', "
+        "'@group[i]'), {round_robin: [...]} and ${...} expressions using params, replica and seed.",
+    )
+    overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-replica argument overrides: replica index -> args merged over args.",
+    )
+    colocate: ColocateSpec | None = Field(
+        None, description="Pack replicas as threads into shared processes."
+    )
+    restart: RestartSpec | None = Field(None, description="Failure and restart policy.")
+    resources: ResourcesSpec | None = Field(
+        None, description="Environment, working directory, CPU/GPU visibility, host labels."
+    )
+    rpc: RpcSpec | None = Field(None, description="RPC settings overriding the program's.")
+    stops_program: bool = Field(
+        False, description="When this node's run() returns, stop the whole program."
+    )
+    primary: str | None = Field(
+        None,
+        description="Marks this group as secondaries of a singleton group, e.g. '@learner'.",
+    )
+    tables: str | None = Field(
+        None,
+        pattern=TARGET_PATTERN,
+        description="reverb only: 'module:function' returning the list of reverb.Table.",
+    )
+    checkpoint: CheckpointSpec | None = Field(
+        None, description="reverb only: periodic checkpointing of the replay."
+    )
+    source: str | None = Field(
+        None, description="cacher only: the node whose replies are cached, e.g. '@trainer'."
+    )
+    refresh_ms: int | None = Field(
+        None, ge=0, description="cacher only: how often cached replies are refreshed, ms."
+    )
+    stale_ms: int | None = Field(
+        None, ge=0, description="cacher only: oldest reply served before a call blocks, ms."
+    )
+
+
+class ColocationSpec(_Model):
+    """Nodes of different groups placed together."""
+
+    name: str | None = Field(
+        None, pattern=NAME_PATTERN, description="Name of the set (default: joined group names)."
+    )
+    nodes: list[str] = Field(
+        min_length=1, description="References to the nodes placed together: '@g' or '@g[i]'."
+    )
+    mode: Literal["threads", "host"] = Field(
+        "threads",
+        description="threads: one process, each node a thread; host: separate processes "
+        "on the same host.",
+    )
+
+
+class StopSpec(_Model):
+    """How the program stops."""
+
+    grace_s: float = Field(
+        5.0, ge=0, description="Seconds nodes get to finish after a stop before being killed."
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="Stop the program after this many seconds of running."
+    )
+
+
+class TopologySpec(_Model):
+    """A topology file."""
+
+    schema_uri: str | None = Field(
+        None, alias="$schema", description="JSON Schema of this file, for editors."
+    )
+    name: str = Field(pattern=NAME_PATTERN, description="Program name (run directories, logs).")
+    description: str = Field("", description="Free text.")
+    extends: str | list[str] | None = Field(
+        None, description="Base file(s) this one is merged over, relative to this file."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameters: name -> default, or name -> {default, type, help}. "
+        "Used as ${name} anywhere; overridden with -p name=value.",
+    )
+    seed: int | None = Field(
+        None,
+        description="Program seed; per-node seeds derive from it and the node id "
+        "(default: the 'seed' parameter, else 0).",
+    )
+    rpc: RpcSpec | None = Field(None, description="Program-wide RPC defaults.")
+    stop: StopSpec = Field(default_factory=StopSpec, description="Program stop settings.")
+    nodes: dict[str, GroupSpec] = Field(
+        min_length=1, description="The groups of nodes, by group name."
+    )
+    colocation: list[ColocationSpec] = Field(
+        default_factory=list, description="Sets of nodes from different groups placed together."
+    )
+
+    @field_validator("nodes")
+    @classmethod
+    def _group_names(cls, nodes: dict[str, GroupSpec]) -> dict[str, GroupSpec]:
+        import re
+
+        for name in nodes:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(
+                    f"group name {name!r} must start with a letter or _ and contain only "
+                    "letters, digits, _ and -"
+                )
+        return nodes
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)

@@ -1,0 +1,187 @@
+"""Parameters: declarations under ``params:``, ``-p name=value`` overrides, type checks."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from topo.diagnostics import Diagnostic, TopoError
+from topo.spec import interpolate
+from topo.spec.expr import ExprError
+from topo.spec.source import SourceMap
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LONG_FORM_KEYS = {"default", "type", "help"}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "list": (list,),
+    "dict": (dict,),
+}
+# Names the compiler provides inside args; a parameter may not shadow them.
+RESERVED = {"replica", "node_id", "group", "count", "seed.int", "seed.key"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared parameter after overrides: its value, its type and where it came from."""
+
+    name: str
+    value: Any
+    type: str
+    help: str
+    overridden: bool
+
+
+def _infer_type(default: Any) -> str:
+    for name, types in (("bool", (bool,)), ("int", (int,)), ("float", (float,))):
+        if isinstance(default, types):
+            return name
+    for name in ("str", "list", "dict"):
+        if isinstance(default, _TYPES[name]):
+            return name
+    return "any"
+
+
+def _type_ok(value: Any, type_name: str) -> bool:
+    if type_name == "any" or value is None:
+        return True
+    if isinstance(value, bool) and type_name in ("int", "float"):
+        return False
+    return isinstance(value, _TYPES[type_name])
+
+
+def suggest(word: str, choices: list[str] | set[str]) -> str | None:
+    """A 'did you mean' hint for a misspelt name, if one is close enough."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``name=value`` from the command line; the value is read as a YAML scalar or flow."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise TopoError.one(
+            f"-p {text}: expected NAME=VALUE", hint="for example: -p num_actors=64"
+        )
+    try:
+        value = YAML(typ="safe").load(raw) if raw.strip() else ""
+    except YAMLError:
+        raise TopoError.one(
+            f"-p {text}: cannot read the value {raw!r}",
+            hint="quote strings that contain ':', '[' or '{'",
+        ) from None
+    if isinstance(value, str) and raw.strip() and value != raw.strip():
+        value = raw.strip()
+    return name, value
+
+
+def resolve_params(
+    raw: Any, overrides: list[str], sources: SourceMap
+) -> dict[str, Param]:
+    """Declared params with command-line overrides applied and ``${}`` defaults evaluated."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise TopoError.one(
+            "params must be a mapping of name: default", sources.pos(("params",))
+        )
+    errors: list[Diagnostic] = []
+    declared: dict[str, tuple[Any, str | None, str]] = {}
+    for name, decl in raw.items():
+        where = sources.pos(("params", name), key=True)
+        if not _IDENT.match(name) or name in RESERVED or name == "seed.key":
+            errors.append(
+                Diagnostic(
+                    f"parameter name '{name}' is not usable in expressions"
+                    + (" (it is reserved for per-replica values)" if name in RESERVED else ""),
+                    where,
+                    "use letters, digits and _, starting with a letter",
+                )
+            )
+            continue
+        if isinstance(decl, dict) and decl and set(decl) <= _LONG_FORM_KEYS:
+            type_name = decl.get("type")
+            if type_name is not None and type_name not in (*_TYPES, "any"):
+                errors.append(
+                    Diagnostic(
+                        f"parameter '{name}': unknown type {type_name!r}",
+                        sources.pos(("params", name, "type")),
+                        f"use one of: {', '.join([*_TYPES, 'any'])}",
+                    )
+                )
+                continue
+            help_text = decl.get("help", "")
+            declared[name] = (decl.get("default"), type_name, str(help_text))
+        else:
+            declared[name] = (decl, None, "")
+
+    given: dict[str, Any] = {}
+    for text in overrides:
+        try:
+            name, value = parse_override(text)
+        except TopoError as exc:
+            errors.extend(exc.diagnostics)
+            continue
+        if name not in declared:
+            names = sorted(declared)
+            hint = suggest(name, names) or (
+                f"declared parameters: {', '.join(names)}" if names else "this file declares no params"
+            )
+            errors.append(Diagnostic(f"-p {text}: no parameter named '{name}'", None, hint))
+            continue
+        given[name] = value
+    if errors:
+        raise TopoError(errors)
+
+    params: dict[str, Param] = {}
+    scope: dict[str, Any] = {}
+    for name, (default, type_name, help_text) in declared.items():
+        overridden = name in given
+        value = given[name] if overridden else default
+        where = sources.pos(("params", name))
+        if not overridden and isinstance(value, str) and interpolate.has_interpolation(value):
+            try:
+                value = interpolate.render(value, scope)
+            except ExprError as exc:
+                known = f" (parameters defined above it: {', '.join(scope) or 'none'})"
+                errors.append(Diagnostic(f"parameter '{name}': {exc}{known}", where))
+                continue
+        resolved_type = type_name or _infer_type(default)
+        if resolved_type == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if resolved_type == "str" and overridden and not isinstance(value, str) and value is not None:
+            value = str(given_raw(overrides, name))
+        if not _type_ok(value, resolved_type):
+            source = f"-p {name}={given_raw(overrides, name)}" if overridden else f"parameter '{name}'"
+            errors.append(
+                Diagnostic(
+                    f"{source}: expected {resolved_type}, got {type(value).__name__} {value!r}",
+                    None if overridden else where,
+                    f"the default of '{name}' is {default!r}, so its type is {resolved_type}",
+                )
+            )
+            continue
+        params[name] = Param(name, value, resolved_type, help_text, overridden)
+        scope[name] = value
+    if errors:
+        raise TopoError(errors)
+    return params
+
+
+def given_raw(overrides: list[str], name: str) -> str:
+    """The text given on the command line for ``name`` (the last one wins)."""
+    raw = ""
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.strip() == name:
+            raw = value
+    return raw
