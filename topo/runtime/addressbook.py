@@ -1,0 +1,92 @@
+"""The address book: ``node_id -> endpoint`` plus the program's stop signal.
+
+``AddressBook`` is the small protocol every backend provides; this module has
+the in-process implementation (threads backend, tests). The networked one is
+``registry.RegistryClient``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+
+
+class AddressBook(ABC):
+    """Where node servers register and clients resolve; also carries program stop."""
+
+    @abstractmethod
+    def register(self, node_id: str, endpoint: str) -> None:
+        """Publish (or replace, after a restart) the endpoint of ``node_id``."""
+
+    @abstractmethod
+    def unregister(self, node_id: str, endpoint: str) -> None:
+        """Forget ``node_id`` if it is still registered at ``endpoint``."""
+
+    @abstractmethod
+    def lookup(self, node_id: str) -> str | None:
+        """Current endpoint of ``node_id``, or None if it is not registered (no wait)."""
+
+    @abstractmethod
+    def request_stop(self, reason: str, node_id: str | None = None) -> None:
+        """Ask the whole program to stop."""
+
+    @property
+    @abstractmethod
+    def stop_event(self) -> threading.Event:
+        """Set in this process once the program is stopping."""
+
+    @abstractmethod
+    def stop_reason(self) -> tuple[str, str | None] | None:
+        """(reason, node id) of the stop request once one was made."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release sockets/threads held by this address book."""
+
+    def wait_lookup(self, node_id: str, deadline: float) -> str | None:
+        """Poll ``lookup`` with backoff until it answers or ``deadline`` (monotonic)."""
+        delay = 0.002
+        while True:
+            endpoint = self.lookup(node_id)
+            if endpoint is not None:
+                return endpoint
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
+
+
+class InProcessAddressBook(AddressBook):
+    """Address book held in this process's memory (threads backend and tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._reason: tuple[str, str | None] | None = None
+
+    def register(self, node_id: str, endpoint: str) -> None:
+        with self._lock:
+            self._entries[node_id] = endpoint
+
+    def unregister(self, node_id: str, endpoint: str) -> None:
+        with self._lock:
+            if self._entries.get(node_id) == endpoint:
+                del self._entries[node_id]
+
+    def lookup(self, node_id: str) -> str | None:
+        return self._entries.get(node_id)
+
+    def request_stop(self, reason: str, node_id: str | None = None) -> None:
+        with self._lock:
+            if self._reason is None:
+                self._reason = (reason, node_id)
+        self._stop.set()
+
+    @property
+    def stop_event(self) -> threading.Event:
+        return self._stop
+
+    def stop_reason(self) -> tuple[str, str | None] | None:
+        return self._reason

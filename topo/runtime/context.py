@@ -1,0 +1,127 @@
+"""Runtime context: the program a process belongs to, and the node a thread runs.
+
+``ProgramContext`` is per process (one program); ``NodeInfo`` is per thread
+(a contextvar), so nodes colocated as threads in one process each see their
+own ``topo.current_node()``. Threads a node starts itself fall back to the
+process's only node when there is exactly one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from topo.runtime.addressbook import AddressBook, InProcessAddressBook
+from topo.runtime.auth import Mechanism, Security, new_program_id, new_secret
+
+DEFAULT_DEADLINE = 60.0
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """Identity of a running node: id, group and replica index."""
+
+    id: str
+    group: str
+    replica: int = 0
+
+
+@dataclass
+class ProgramContext:
+    """Everything a process needs to take part in one program run."""
+
+    program_id: str
+    secret: str
+    address_book: AddressBook
+    default_deadline: float = DEFAULT_DEADLINE
+    mechanism: Mechanism = "plain"
+    bind_host: str = "127.0.0.1"
+    security: Security = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.security = Security(self.program_id, self.secret, self.mechanism)
+
+    @property
+    def stop_event(self) -> threading.Event:
+        """Set once the program is stopping."""
+        return self.address_book.stop_event
+
+    @classmethod
+    def local(cls, default_deadline: float = DEFAULT_DEADLINE) -> ProgramContext:
+        """A fresh in-process program (threads backend, tests)."""
+        return cls(new_program_id(), new_secret(), InProcessAddressBook(),
+                   default_deadline=default_deadline)
+
+
+_program_var: contextvars.ContextVar[ProgramContext | None] = contextvars.ContextVar(
+    "topo_program", default=None)
+_node_var: contextvars.ContextVar[NodeInfo | None] = contextvars.ContextVar(
+    "topo_node", default=None)
+_process_program: ProgramContext | None = None
+_process_nodes: dict[str, NodeInfo] = {}
+_lock = threading.Lock()
+
+
+def set_process_program(program: ProgramContext | None) -> None:
+    """Make ``program`` the default program of every thread of this process."""
+    global _process_program
+    _process_program = program
+
+
+def current_program() -> ProgramContext:
+    """The program of the calling thread (its node's, else the process default)."""
+    program = _program_var.get() or _process_program
+    if program is None:
+        raise RuntimeError("no topo program is running in this process "
+                           "(is this code running inside a topo node?)")
+    return program
+
+
+def maybe_current_program() -> ProgramContext | None:
+    """Like ``current_program`` but None outside a program."""
+    return _program_var.get() or _process_program
+
+
+def current_node_info() -> NodeInfo | None:
+    """The node of the calling thread, or the process's only node, or None."""
+    node = _node_var.get()
+    if node is not None:
+        return node
+    with _lock:
+        if len(_process_nodes) == 1:
+            return next(iter(_process_nodes.values()))
+    return None
+
+
+@contextmanager
+def node_scope(program: ProgramContext, node: NodeInfo | None) -> Iterator[None]:
+    """Run the body as ``node`` of ``program`` (for this thread only)."""
+    t1 = _program_var.set(program)
+    t2 = _node_var.set(node)
+    try:
+        yield
+    finally:
+        _node_var.reset(t2)
+        _program_var.reset(t1)
+
+
+def enter_node_scope(program: ProgramContext, node: NodeInfo | None) -> None:
+    """Bind the calling thread (for good) to ``node`` of ``program``."""
+    _program_var.set(program)
+    _node_var.set(node)
+
+
+def add_process_node(node: NodeInfo) -> None:
+    """Record that ``node`` runs in this process (fallback for its own threads)."""
+    with _lock:
+        _process_nodes[node.id] = node
+
+
+def remove_process_node(node_id: str) -> None:
+    """Forget a node that stopped running in this process."""
+    with _lock:
+        _process_nodes.pop(node_id, None)

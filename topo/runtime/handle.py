@@ -1,0 +1,109 @@
+"""Handles: what a reference to another node becomes inside a running node.
+
+``h.method(*a, **kw)`` blocks; ``h.futures.method(...)`` returns a
+``concurrent.futures.Future``. A handle only carries the peer's node id (and
+an optional per-group deadline), so it pickles to any process of the program
+and connects lazily there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from topo.runtime import client
+from topo.runtime.context import ProgramContext, current_program
+
+
+class Handle:
+    """Client-side proxy of node ``node_id``."""
+
+    __slots__ = ("_node_id", "_program", "_timeout")
+
+    def __init__(self, node_id: str, timeout: float | None = None,
+                 program: ProgramContext | None = None) -> None:
+        self._node_id = node_id
+        self._timeout = timeout
+        self._program = program
+
+    @property
+    def node_id(self) -> str:
+        """The peer's node id."""
+        return self._node_id
+
+    def with_timeout(self, seconds: float) -> Handle:
+        """A copy of this handle whose calls use a ``seconds`` deadline."""
+        return Handle(self._node_id, seconds, self._program)
+
+    def _resolve(self) -> tuple[ProgramContext, float]:
+        program = self._program or current_program()
+        timeout = self._timeout if self._timeout is not None else program.default_deadline
+        return program, timeout
+
+    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Blocking call of ``method`` on the peer."""
+        program, timeout = self._resolve()
+        return client.call(program, self._node_id, method, args, kwargs, timeout)
+
+    def submit(self, method: str, /, *args: Any, **kwargs: Any) -> Future:
+        """Non-blocking call of ``method``; returns a Future of its result."""
+        program, timeout = self._resolve()
+        return client.engine().submit(program, self._node_id, method, args, kwargs, timeout)
+
+    @property
+    def futures(self) -> _Futures:
+        """``h.futures.method(...)`` returns a Future instead of blocking."""
+        return _Futures(self)
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Method(self, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call("__call__", *args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Handle, (self._node_id, self._timeout))
+
+    def __repr__(self) -> str:
+        return f"Handle({self._node_id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Handle) and other._node_id == self._node_id
+
+    def __hash__(self) -> int:
+        return hash(("topo.Handle", self._node_id))
+
+
+class _Method:
+    __slots__ = ("_handle", "_name")
+
+    def __init__(self, handle: Handle, name: str) -> None:
+        self._handle = handle
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._handle.call(self._name, *args, **kwargs)
+
+
+class _Futures:
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name != "__call__":
+            raise AttributeError(name)
+        handle = self._handle
+        return lambda *args, **kwargs: handle.submit(name, *args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Future:
+        return self._handle.submit("__call__", *args, **kwargs)
+
+
+def handles(node_ids: Iterable[str], timeout: float | None = None) -> list[Handle]:
+    """Handles for a group reference (one per node, in order)."""
+    return [Handle(n, timeout) for n in node_ids]

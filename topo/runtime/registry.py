@@ -1,0 +1,219 @@
+"""The program registry: networked address book and stop channel.
+
+The launcher runs one ``RegistryServer`` per program run (loopback for local
+backends). It is itself a topo node server (same auth, same wire) with
+methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_info``,
+plus an authenticated PUB socket on which it announces a stop (repeated
+while the program is stopping, so late subscribers hear it too). Every node
+process uses a ``RegistryClient`` as its ``AddressBook``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from topo.runtime import client
+from topo.runtime.addressbook import AddressBook, InProcessAddressBook
+from topo.runtime.auth import Mechanism, secure_client, secure_server, zmq_context
+from topo.runtime.context import DEFAULT_DEADLINE, NodeInfo, ProgramContext
+from topo.runtime.server import NodeServer
+
+log = logging.getLogger("topo.runtime.registry")
+REGISTRY_ID = "__registry__"
+STOP_TOPIC = b"topo-stop"
+
+
+@dataclass(frozen=True)
+class RegistryInfo:
+    """Everything a process needs to join a program (picklable; hand it to children)."""
+
+    program_id: str
+    secret: str
+    endpoint: str
+    pub_endpoint: str
+    mechanism: Mechanism = "plain"
+    default_deadline: float = DEFAULT_DEADLINE
+    bind_host: str = "127.0.0.1"
+
+
+class _RegistryService:
+    """The registry's served methods."""
+
+    def __init__(self, on_stop: Callable[[str, str | None], None]) -> None:
+        self._entries: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop: tuple[str, str | None] | None = None
+        self._on_stop = on_stop
+
+    def register(self, node_id: str, endpoint: str) -> None:
+        with self._lock:
+            self._entries[node_id] = endpoint
+
+    def unregister(self, node_id: str, endpoint: str) -> None:
+        with self._lock:
+            if self._entries.get(node_id) == endpoint:
+                del self._entries[node_id]
+
+    def lookup(self, node_id: str) -> str | None:
+        return self._entries.get(node_id)
+
+    def entries(self) -> dict[str, str]:
+        return dict(self._entries)
+
+    def request_stop(self, reason: str, node_id: str | None = None) -> None:
+        with self._lock:
+            first = self._stop is None
+            if first:
+                self._stop = (reason, node_id)
+        if first:
+            self._on_stop(reason, node_id)
+
+    def stop_info(self) -> tuple[str, str | None] | None:
+        return self._stop
+
+
+class RegistryServer:
+    """Runs a program's registry; the launcher owns it."""
+
+    def __init__(self, program_id: str, secret: str, *, mechanism: Mechanism = "plain",
+                 bind_host: str = "127.0.0.1", advertise_host: str | None = None,
+                 default_deadline: float = DEFAULT_DEADLINE, threads: int = 4) -> None:
+        self.stop_event = threading.Event()
+        self._closed = threading.Event()
+        self._program = ProgramContext(program_id, secret, InProcessAddressBook(),
+                                       default_deadline, mechanism, bind_host)
+        self.service = _RegistryService(self._on_stop)
+        self._server = NodeServer(self.service, NodeInfo(REGISTRY_ID, REGISTRY_ID),
+                                  self._program, threads=threads, max_message_bytes=1 << 20,
+                                  register=False, advertise_host=advertise_host, track=False)
+        pub = zmq_context().socket(zmq.PUB)
+        pub.linger = 0
+        secure_server(pub, self._program.security)
+        pub.bind(f"tcp://{bind_host}:0")
+        pub_endpoint = pub.last_endpoint.decode()
+        if advertise_host:
+            pub_endpoint = f"tcp://{advertise_host}:{pub_endpoint.rsplit(':', 1)[1]}"
+        self.info = RegistryInfo(program_id, secret, self._server.endpoint, pub_endpoint,
+                                 mechanism, default_deadline, bind_host)
+        self._publisher = threading.Thread(target=self._publish, args=(pub,),
+                                           name="topo-registry-pub", daemon=True)
+        self._publisher.start()
+
+    @property
+    def endpoint(self) -> str:
+        """The registry's RPC endpoint."""
+        return self.info.endpoint
+
+    def stop_reason(self) -> tuple[str, str | None] | None:
+        """(reason, node id) once a stop was requested."""
+        return self.service.stop_info()
+
+    def request_stop(self, reason: str, node_id: str | None = None) -> None:
+        """Stop the program from the launcher side."""
+        self.service.request_stop(reason, node_id)
+
+    def _on_stop(self, reason: str, node_id: str | None) -> None:
+        log.info("topo program %s stopping: %s (from %s)", self.info.program_id, reason,
+                 node_id or "launcher")
+        self.stop_event.set()
+
+    def _publish(self, pub: zmq.Socket) -> None:
+        try:
+            while not self._closed.is_set():
+                if self.stop_event.wait(0.2) and not self._closed.is_set():
+                    reason, node = self.service.stop_info() or ("", None)
+                    pub.send_multipart([STOP_TOPIC, reason.encode(), (node or "").encode()])
+                    self._closed.wait(0.1)
+        finally:
+            pub.close(linger=0)
+
+    def close(self) -> None:
+        """Stop serving the registry."""
+        self._closed.set()
+        self._server.close()
+        self._publisher.join(5)
+
+
+class RegistryClient(AddressBook):
+    """``AddressBook`` backed by a program's ``RegistryServer``."""
+
+    def __init__(self, info: RegistryInfo, call_timeout: float = 30.0) -> None:
+        self.info = info
+        book = InProcessAddressBook()
+        book.register(REGISTRY_ID, info.endpoint)
+        self._boot = ProgramContext(info.program_id, info.secret, book,
+                                    call_timeout, info.mechanism, info.bind_host)
+        self._stop = threading.Event()
+        self._reason: tuple[str, str | None] | None = None
+        self._closed = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch",
+                                         daemon=True)
+        self._watcher.start()
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return client.call(self._boot, REGISTRY_ID, method, args, {},
+                           self._boot.default_deadline)
+
+    def register(self, node_id: str, endpoint: str) -> None:
+        self._call("register", node_id, endpoint)
+
+    def unregister(self, node_id: str, endpoint: str) -> None:
+        self._call("unregister", node_id, endpoint)
+
+    def lookup(self, node_id: str) -> str | None:
+        result: str | None = self._call("lookup", node_id)
+        return result
+
+    def request_stop(self, reason: str, node_id: str | None = None) -> None:
+        self._mark_stopped(reason, node_id)
+        self._call("request_stop", reason, node_id)
+
+    @property
+    def stop_event(self) -> threading.Event:
+        return self._stop
+
+    def stop_reason(self) -> tuple[str, str | None] | None:
+        return self._reason
+
+    def _mark_stopped(self, reason: str, node_id: str | None) -> None:
+        if self._reason is None:
+            self._reason = (reason, node_id)
+        self._stop.set()
+
+    def _watch(self) -> None:
+        sub = zmq_context().socket(zmq.SUB)
+        sub.linger = 0
+        secure_client(sub, self._boot.security)
+        sub.subscribe(STOP_TOPIC)
+        sub.connect(self.info.pub_endpoint)
+        try:
+            try:  # a stop requested before we subscribed
+                info = self._call("stop_info")
+                if info is not None:
+                    self._mark_stopped(info[0], info[1])
+            except Exception as exc:
+                log.warning("topo: cannot reach registry %s: %r", self.info.endpoint, exc)
+            while not self._closed.is_set() and not self._stop.is_set():
+                if sub.poll(200):
+                    msg = sub.recv_multipart()
+                    if len(msg) == 3 and msg[0] == STOP_TOPIC:
+                        self._mark_stopped(msg[1].decode(errors="replace"),
+                                           msg[2].decode(errors="replace") or None)
+        finally:
+            sub.close(linger=0)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._watcher.join(5)
+
+
+def connect_program(info: RegistryInfo) -> ProgramContext:
+    """The ``ProgramContext`` of a process joining the program described by ``info``."""
+    return ProgramContext(info.program_id, info.secret, RegistryClient(info),
+                          info.default_deadline, info.mechanism, info.bind_host)

@@ -1,0 +1,342 @@
+"""Serving one node object over zmq.
+
+Layout: an authenticated ROUTER (tcp, random port) is joined to an inproc
+DEALER by ``zmq.proxy_steerable`` running in C (no GIL); ``threads`` worker
+threads each own a DEALER on that inproc endpoint and run handlers, so the
+thread pool size is exactly ``threads``. Per-worker queues are capped (HWM 1)
+so a busy worker is skipped by the load balancer. Invalid messages are
+dropped with a (rate-limited) log line; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from topo.runtime import wire
+from topo.runtime.auth import secure_server, zmq_context
+from topo.runtime.batching import Batcher, batch_spec
+from topo.runtime.context import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    NodeInfo,
+    ProgramContext,
+    add_process_node,
+    current_program,
+    enter_node_scope,
+    node_scope,
+    remove_process_node,
+)
+from topo.runtime.errors import UnknownMethod, encode_exception
+
+log = logging.getLogger("topo.runtime.server")
+NOT_SERVED = frozenset({"run"})
+
+
+def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
+    """The methods a node serves: public callables (not ``run``) and ``__call__``."""
+    methods: dict[str, Callable[..., Any]] = {}
+    cls = type(obj)
+    for name in dir(cls):
+        if name.startswith("_") or name in NOT_SERVED:
+            continue
+        static = inspect.getattr_static(cls, name, None)
+        if isinstance(static, property):
+            continue
+        attr = getattr(obj, name, None)
+        if callable(attr):
+            methods[name] = attr
+    if "__call__" in dir(cls) and not isinstance(obj, type) and not inspect.isfunction(obj):
+        methods["__call__"] = obj.__call__
+    return methods
+
+
+class _DropLog:
+    """Counts dropped messages; logs the first few and then every 1000th."""
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, reason: str) -> None:
+        with self._lock:
+            self.count += 1
+            n = self.count
+        if n <= 10 or n % 1000 == 0:
+            log.warning("topo node %s: dropped message #%d: %s", self.node_id, n, reason)
+
+
+class NodeServer:
+    """Serves ``obj``'s methods for one node; ``endpoint`` is its real tcp address."""
+
+    def __init__(self, obj: Any, node: NodeInfo, program: ProgramContext, *,
+                 threads: int = 4, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 register: bool = True, bind_host: str | None = None,
+                 advertise_host: str | None = None, track: bool = True) -> None:
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        self.node = node
+        self.program = program
+        self.threads = threads
+        self.max_message_bytes = max_message_bytes
+        self.methods = public_methods(obj)
+        self._method_names = sorted(self.methods)
+        self.dropped = _DropLog(node.id)
+        self._closed = threading.Event()
+        self._registered = register
+        ctx = zmq_context()
+        host = bind_host or program.bind_host
+        front = ctx.socket(zmq.ROUTER)
+        front.linger = 0
+        front.maxmsgsize = max_message_bytes
+        front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
+        secure_server(front, program.security)
+        front.bind(f"tcp://{host}:0")
+        endpoint = front.last_endpoint.decode()
+        if advertise_host:
+            endpoint = f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
+        self.endpoint = endpoint
+        tag = uuid.uuid4().hex[:12]
+        self._inner = f"inproc://topo-srv-{tag}"
+        back = ctx.socket(zmq.DEALER)
+        back.linger = 0
+        back.sndhwm = 1
+        back.bind(self._inner)
+        ctl = ctx.socket(zmq.PAIR)
+        ctl.bind(f"inproc://topo-ctl-{tag}")
+        self._ctl = ctx.socket(zmq.PAIR)
+        self._ctl.linger = 0
+        self._ctl.connect(f"inproc://topo-ctl-{tag}")
+        self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
+                                       name=f"topo-proxy-{node.id}", daemon=True)
+        self._proxy.start()
+        self._outbox: collections.deque[list[Any]] = collections.deque()
+        self._batchers: dict[str, Batcher] = {}
+        self._wake_addr = f"inproc://topo-wake-{tag}"
+        self._wake: zmq.Socket | None = None
+        self._wake_lock = threading.Lock()
+        for name, fn in self.methods.items():
+            spec = batch_spec(fn)
+            if spec is not None:
+                if self._wake is None:
+                    self._wake = ctx.socket(zmq.PUB)
+                    self._wake.linger = 0
+                    self._wake.bind(self._wake_addr)
+                self._batchers[name] = Batcher(fn, spec, self._batch_reply,
+                                               f"{node.id}.{name}", init=self._enter_scope)
+        self._workers = [threading.Thread(target=self._work, name=f"topo-h-{node.id}-{i}",
+                                          daemon=True) for i in range(threads)]
+        for t in self._workers:
+            t.start()
+        self._track = track
+        if track:
+            add_process_node(node)
+        if register:
+            program.address_book.register(node.id, self.endpoint)
+
+    # -- threads --------------------------------------------------------------
+    def _enter_scope(self) -> None:
+        enter_node_scope(self.program, self.node)
+
+    @staticmethod
+    def _run_proxy(front: zmq.Socket, back: zmq.Socket, ctl: zmq.Socket) -> None:
+        try:
+            zmq.proxy_steerable(front, back, None, ctl)
+        except zmq.ZMQError:
+            pass
+        finally:
+            for s in (front, back, ctl):
+                s.close(linger=0)
+
+    def _work(self) -> None:
+        self._enter_scope()
+        sock = zmq_context().socket(zmq.DEALER)
+        sock.linger = 0
+        sock.rcvhwm = 1
+        sock.connect(self._inner)
+        try:
+            if self._batchers:
+                self._poll_loop(sock)
+            else:
+                sock.rcvtimeo = 200
+                while not self._closed.is_set():
+                    try:
+                        frames = sock.recv_multipart(copy=False)
+                    except zmq.Again:
+                        continue
+                    self._handle(sock, frames)
+        finally:
+            sock.close(linger=0)
+
+    def _poll_loop(self, sock: zmq.Socket) -> None:
+        wake = zmq_context().socket(zmq.SUB)
+        wake.linger = 0
+        wake.subscribe(b"")
+        wake.connect(self._wake_addr)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(wake, zmq.POLLIN)
+        try:
+            while not self._closed.is_set():
+                events = dict(poller.poll(100))
+                if wake in events:
+                    while wake.poll(0):
+                        wake.recv()
+                while self._outbox:
+                    try:
+                        reply = self._outbox.popleft()
+                    except IndexError:
+                        break
+                    sock.send_multipart(reply, copy=False)
+                if sock in events:
+                    self._handle(sock, sock.recv_multipart(copy=False))
+        finally:
+            wake.close(linger=0)
+
+    # -- request handling -------------------------------------------------------
+    def _handle(self, sock: zmq.Socket, frames: list[Any]) -> None:
+        if len(frames) < 4:
+            self.dropped(f"{len(frames)} frames, expected at least 4")
+            return
+        ident = frames[0]
+        header = wire.unpack_header(frames[1].bytes)
+        if header is None or header[0] != wire.K_CALL:
+            self.dropped("bad header")
+            return
+        call_id = header[1]
+        size = wire.frames_nbytes(frames)
+        if size > self.max_message_bytes:
+            self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")
+            self._send(sock, ident, wire.K_FAULT, call_id,
+                       f"message of {size} bytes exceeds the node's limit "
+                       f"({self.max_message_bytes} bytes)")
+            return
+        try:
+            method = frames[2].bytes.decode()
+        except UnicodeDecodeError:
+            self.dropped("method name is not utf-8")
+            return
+        fn = self.methods.get(method)
+        if fn is None:
+            self._send(sock, ident, wire.K_ERROR, call_id, encode_exception(
+                UnknownMethod(self.node.id, method, self._method_names), self.node.id))
+            return
+        try:
+            args, kwargs = wire.loads(frames[3], frames[4:])
+            if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+                raise TypeError("payload is not (args, kwargs)")
+        except Exception as exc:
+            self.dropped(f"undecodable payload for {method!r}: {exc!r}")
+            self._send(sock, ident, wire.K_FAULT, call_id, f"undecodable request: {exc!r}")
+            return
+        batcher = self._batchers.get(method)
+        if batcher is not None:
+            batcher.submit((ident, call_id), args, kwargs)
+            return
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            self._send(sock, ident, wire.K_ERROR, call_id, encode_exception(exc, self.node.id))
+            return
+        self._send(sock, ident, wire.K_OK, call_id, result)
+
+    def _reply_frames(self, kind: int, call_id: int, value: Any) -> list[Any]:
+        try:
+            return wire.reply_frames(kind, call_id, value)
+        except Exception as exc:  # e.g. an unpicklable result
+            try:
+                return wire.reply_frames(wire.K_ERROR, call_id,
+                                         encode_exception(exc, self.node.id))
+            except Exception:
+                return wire.reply_frames(wire.K_FAULT, call_id, f"unpicklable reply: {exc!r}")
+
+    def _send(self, sock: zmq.Socket, ident: Any, kind: int, call_id: int, value: Any) -> None:
+        sock.send_multipart([ident, *self._reply_frames(kind, call_id, value)], copy=False)
+
+    def _batch_reply(self, token: Any, ok: bool, value: Any) -> None:
+        ident, call_id = token
+        if ok:
+            frames = self._reply_frames(wire.K_OK, call_id, value)
+        else:
+            frames = self._reply_frames(wire.K_ERROR, call_id,
+                                        encode_exception(value, self.node.id))
+        self._outbox.append([ident, *frames])
+        with self._wake_lock:
+            if self._wake is not None:
+                self._wake.send(b"")
+
+    # -- lifecycle ----------------------------------------------------------------
+    def close(self, timeout: float = 5.0) -> None:
+        """Unregister, stop serving and join the server's threads."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._registered:
+            try:
+                self.program.address_book.unregister(self.node.id, self.endpoint)
+            except Exception as exc:  # the registry may already be gone at shutdown
+                log.debug("unregister %s failed: %r", self.node.id, exc)
+        try:
+            self._ctl.send(b"TERMINATE")
+        except zmq.ZMQError:
+            pass
+        self._proxy.join(timeout)
+        self._ctl.close(linger=0)
+        for t in self._workers:
+            t.join(timeout)
+        for b in self._batchers.values():
+            b.close()
+        with self._wake_lock:
+            if self._wake is not None:
+                self._wake.close(linger=0)
+                self._wake = None
+        if self._track:
+            remove_process_node(self.node.id)
+
+    def __enter__(self) -> NodeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_node(obj: Any, node_id: str, group: str = "", replica: int = 0, *,
+               program: ProgramContext | None = None, threads: int = 4,
+               max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+               register: bool = True, bind_host: str | None = None,
+               advertise_host: str | None = None) -> NodeServer:
+    """Start serving ``obj`` as node ``node_id`` and register it in the address book."""
+    return NodeServer(obj, NodeInfo(node_id, group or node_id, replica),
+                      program or current_program(), threads=threads,
+                      max_message_bytes=max_message_bytes, register=register,
+                      bind_host=bind_host, advertise_host=advertise_host)
+
+
+def run_node(obj: Any, node_id: str, group: str = "", replica: int = 0, *,
+             program: ProgramContext | None = None, threads: int = 4,
+             max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+             bind_host: str | None = None, advertise_host: str | None = None) -> None:
+    """Serve ``obj`` and run it: while ``obj.run()`` runs, or until the program stops.
+
+    Exceptions from ``run()`` propagate (the backend decides to stop or restart).
+    """
+    prog = program or current_program()
+    server = serve_node(obj, node_id, group, replica, program=prog, threads=threads,
+                        max_message_bytes=max_message_bytes, bind_host=bind_host,
+                        advertise_host=advertise_host)
+    try:
+        with node_scope(prog, server.node):
+            run = getattr(obj, "run", None)
+            if callable(run):
+                run()
+            else:
+                prog.stop_event.wait()
+    finally:
+        server.close()
