@@ -43,9 +43,7 @@ class TopoError(Exception):
         super().__init__("\n".join(d.headline() for d in self.diagnostics))
 
     @classmethod
-    def one(
-        cls, message: str, pos: SourcePos | None = None, hint: str | None = None
-    ) -> TopoError:
+    def one(cls, message: str, pos: SourcePos | None = None, hint: str | None = None) -> TopoError:
         """An error with a single diagnostic."""
         return cls([Diagnostic(message, pos, hint)])
 

@@ -24,7 +24,7 @@ FileArgument = Annotated[
     Path, typer.Argument(metavar="FILE", help="Topology YAML file.", show_default=False)
 ]
 
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False)
 
 
@@ -34,9 +34,7 @@ def fail(error: TopoError) -> typer.Exit:
     return typer.Exit(1)
 
 
-def load_program(
-    file: Path, params: list[str] | None, *, check_imports: bool = False
-) -> Program:
+def load_program(file: Path, params: list[str] | None, *, check_imports: bool = False) -> Program:
     """Load, interpolate and compile ``file``; on bad input print the errors and exit 1."""
     from topo.compile import compile_spec
     from topo.spec import load_spec

@@ -117,7 +117,9 @@ class ArgCompiler:
     base: PathKey  # ("nodes", group, "args") or ("nodes", group, "overrides", "3")
     errors: list[Diagnostic] = field(default_factory=list)
 
-    def error(self, message: str, path: tuple[str | int, ...], hint: str | None = None) -> TopoError:
+    def error(
+        self, message: str, path: tuple[str | int, ...], hint: str | None = None
+    ) -> TopoError:
         return TopoError([Diagnostic(message, self.sources.pos((*self.base, *path)), hint)])
 
     def reference(self, text: str, path: tuple[str | int, ...], edges: list[EdgeSpec]) -> Value:
@@ -189,7 +191,9 @@ class ArgCompiler:
             )
         per = spec.get("per", "replica")
         if per not in ("replica", "process"):
-            raise self.error(f"round_robin per must be 'replica' or 'process', got {per!r}", (*path, "per"))
+            raise self.error(
+                f"round_robin per must be 'replica' or 'process', got {per!r}", (*path, "per")
+            )
         pool = self._pool(spec["round_robin"], (*path, "round_robin"))
         via: EdgeVia = "round_robin"
         if not pool and "fallback" in spec:

@@ -69,7 +69,8 @@ def check_graph(
                         f"{n} secondary node(s) in {', '.join(s.name for s in followers)}; "
                         "colocating the learner with replay is only possible with a single learner",
                         sources.pos(("colocation",)),
-                        "set the secondary count to 0 (e.g. -p num_learners=1) or remove the colocation",
+                        "set the secondary count to 0 (e.g. -p num_learners=1) "
+                        "or remove the colocation",
                     )
                 )
         policies = {by_name[m].restart for m in members}
@@ -120,7 +121,9 @@ def check_imports(program: Program, loaded: LoadedSpec) -> list[Diagnostic]:
             except AttributeError:
                 module, _, attr = target.partition(":")
                 errors.append(
-                    Diagnostic(f"group '{g.name}': module '{module}' has no attribute '{attr}'", where)
+                    Diagnostic(
+                        f"group '{g.name}': module '{module}' has no attribute '{attr}'", where
+                    )
                 )
                 continue
             except TypeError as exc:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from topo.compile.args import ArgCompiler, EdgeSpec, NodeContext, Template, arg_path
-from topo.compile.checks import check_graph, check_imports as run_import_checks
+from topo.compile.checks import check_graph
+from topo.compile.checks import check_imports as run_import_checks
 from topo.compile.pack import pack
 from topo.compile.refs import GroupTable, RefError
 from topo.compile.seeds import derive_seeds, key_data
@@ -51,7 +52,10 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
     restart = RestartPolicy()
     if g.restart is not None:
         restart = RestartPolicy(
-            g.restart.policy, g.restart.max_restarts, g.restart.backoff.initial_s, g.restart.backoff.max_s
+            g.restart.policy,
+            g.restart.max_restarts,
+            g.restart.backoff.initial_s,
+            g.restart.backoff.max_s,
         )
     resources = Resources()
     if g.resources is not None:

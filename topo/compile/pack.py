@@ -62,7 +62,7 @@ def pack(
             )
             continue
         taken = thread_set if spec.mode == "threads" else placement
-        for j, node in enumerate(members):
+        for node in members:
             if node in taken:
                 errors.append(
                     Diagnostic(
@@ -102,22 +102,26 @@ def pack(
         if k is not None:
             for start in range(0, len(ids), k):
                 chunk = ids[start : start + k]
-                exe_id = chunk[0] if len(chunk) == 1 else f"{group.name}/{start}-{start + len(chunk) - 1}"
+                exe_id = (
+                    chunk[0]
+                    if len(chunk) == 1
+                    else f"{group.name}/{start}-{start + len(chunk) - 1}"
+                )
                 executables.append(Executable(exe_id, tuple(chunk), "replicas"))
                 for n in chunk:
                     node_exe[n] = exe_id
             continue
         for node in ids:
-            name = thread_set.get(node)
-            if name is None:
+            set_name = thread_set.get(node)
+            if set_name is None:
                 executables.append(Executable(node, (node,), "single"))
                 node_exe[node] = node
-            elif name not in emitted_sets:
-                emitted_sets.add(name)
-                members = tuple(set_members[name])
-                executables.append(Executable(name, members, "set"))
-                for n in members:
-                    node_exe[n] = name
+            elif set_name not in emitted_sets:
+                emitted_sets.add(set_name)
+                together = tuple(set_members[set_name])
+                executables.append(Executable(set_name, together, "set"))
+                for n in together:
+                    node_exe[n] = set_name
 
     # Host placement: every executable holding a node of a host set gets its name.
     exe_placement: dict[str, str] = {}
@@ -135,15 +139,13 @@ def pack(
             )
             continue
         exe_placement[exe] = name
-    executables = [
-        Executable(e.id, e.nodes, e.mode, exe_placement.get(e.id)) for e in executables
-    ]
+    executables = [Executable(e.id, e.nodes, e.mode, exe_placement.get(e.id)) for e in executables]
 
     seen: dict[str, int] = {}
     for e in executables:
         seen[e.id] = seen.get(e.id, 0) + 1
-    for exe_id, n in seen.items():
-        if n > 1:
+    for exe_id, times in seen.items():
+        if times > 1:
             errors.append(
                 Diagnostic(
                     f"two executables would be named '{exe_id}'",

@@ -56,7 +56,7 @@ class FrozenMap(Mapping[str, Any]):
         return (FrozenMap, (self._data,))
 
 
-Value = Union[None, bool, int, float, str, tuple["Value", ...], FrozenMap, Ref]
+Value = Union[None, bool, int, float, str, tuple["Value", ...], FrozenMap, Ref]  # noqa: UP007
 
 
 def freeze(value: Any) -> Value:

@@ -161,13 +161,13 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
             raise ExprError(f"'{source}' builds a value longer than {_MAX_SIZE:,}")
         return result
     if isinstance(node, ast.UnaryOp):
-        value = _eval(node.operand, scope, source)
+        operand = _eval(node.operand, scope, source)
         if isinstance(node.op, ast.Not):
-            return not value
+            return not operand
         if isinstance(node.op, ast.USub):
-            return -value
+            return -operand
         if isinstance(node.op, ast.UAdd):
-            return +value
+            return +operand
         raise ExprError(f"'{source}': operator ~ is not supported")
     if isinstance(node, ast.BoolOp):
         if isinstance(node.op, ast.And):
@@ -199,7 +199,9 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
         container = _eval(node.value, scope, source)
         if isinstance(node.slice, ast.Slice):
             s = node.slice
-            bounds = [None if b is None else _eval(b, scope, source) for b in (s.lower, s.upper, s.step)]
+            bounds = [
+                None if b is None else _eval(b, scope, source) for b in (s.lower, s.upper, s.step)
+            ]
             return container[slice(*bounds)]
         return container[_eval(node.slice, scope, source)]
     if isinstance(node, ast.List | ast.Tuple):

@@ -117,7 +117,11 @@ def _interpolate(
                 hint = suggest(name, allowed)
                 raise ExprError(
                     f"unknown parameter '{name}' in '${{{source}}}'"
-                    + (f"; {hint}" if hint else f" (parameters: {', '.join(sorted(scope)) or 'none'})")
+                    + (
+                        f"; {hint}"
+                        if hint
+                        else f" (parameters: {', '.join(sorted(scope)) or 'none'})"
+                    )
                 )
         if per_node:
             return data

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-TARGET_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+TARGET_PATTERN = rf"^{_DOTTED}:{_DOTTED}$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 NodeKindName = Literal["courier", "py", "reverb", "cacher"]
 
@@ -60,7 +61,7 @@ class RestartSpec(_Model):
         3, ge=0, description="Restarts allowed per node before the program is stopped."
     )
     backoff: BackoffSpec = Field(
-        default_factory=BackoffSpec, description="Delay between successive restarts."
+        default_factory=lambda: BackoffSpec(), description="Delay between successive restarts."
     )
 
 
@@ -219,7 +220,7 @@ class TopologySpec(_Model):
         "(default: the 'seed' parameter, else 0).",
     )
     rpc: RpcSpec | None = Field(None, description="Program-wide RPC defaults.")
-    stop: StopSpec = Field(default_factory=StopSpec, description="Program stop settings.")
+    stop: StopSpec = Field(default_factory=lambda: StopSpec(), description="Program stop settings.")
     nodes: dict[str, GroupSpec] = Field(
         min_length=1, description="The groups of nodes, by group name."
     )

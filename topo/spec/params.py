@@ -69,9 +69,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise TopoError.one(
-            f"-p {text}: expected NAME=VALUE", hint="for example: -p num_actors=64"
-        )
+        raise TopoError.one(f"-p {text}: expected NAME=VALUE", hint="for example: -p num_actors=64")
     try:
         value = YAML(typ="safe").load(raw) if raw.strip() else ""
     except YAMLError:
@@ -84,16 +82,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     return name, value
 
 
-def resolve_params(
-    raw: Any, overrides: list[str], sources: SourceMap
-) -> dict[str, Param]:
+def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[str, Param]:
     """Declared params with command-line overrides applied and ``${}`` defaults evaluated."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise TopoError.one(
-            "params must be a mapping of name: default", sources.pos(("params",))
-        )
+        raise TopoError.one("params must be a mapping of name: default", sources.pos(("params",)))
     errors: list[Diagnostic] = []
     declared: dict[str, tuple[Any, str | None, str]] = {}
     for name, decl in raw.items():
@@ -134,7 +128,9 @@ def resolve_params(
         if name not in declared:
             names = sorted(declared)
             hint = suggest(name, names) or (
-                f"declared parameters: {', '.join(names)}" if names else "this file declares no params"
+                f"declared parameters: {', '.join(names)}"
+                if names
+                else "this file declares no params"
             )
             errors.append(Diagnostic(f"-p {text}: no parameter named '{name}'", None, hint))
             continue
@@ -158,10 +154,17 @@ def resolve_params(
         resolved_type = type_name or _infer_type(default)
         if resolved_type == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if resolved_type == "str" and overridden and not isinstance(value, str) and value is not None:
+        if (
+            resolved_type == "str"
+            and overridden
+            and not isinstance(value, str)
+            and value is not None
+        ):
             value = str(given_raw(overrides, name))
         if not _type_ok(value, resolved_type):
-            source = f"-p {name}={given_raw(overrides, name)}" if overridden else f"parameter '{name}'"
+            source = (
+                f"-p {name}={given_raw(overrides, name)}" if overridden else f"parameter '{name}'"
+            )
             errors.append(
                 Diagnostic(
                     f"{source}: expected {resolved_type}, got {type(value).__name__} {value!r}",

@@ -100,12 +100,19 @@ def _plain(node: Any, path: PathKey, file: str, sm: SourceMap) -> Any:
     return node
 
 
-def _syntax_error(file: str, exc: MarkedYAMLError) -> TopoError:
+def _syntax_error(file: str, exc: MarkedYAMLError, text: str = "") -> TopoError:
     mark = exc.problem_mark or exc.context_mark
     pos = SourcePos(file, mark.line + 1, mark.column + 1) if mark else SourcePos(file, 1, 1)
     problem = (exc.problem or exc.context or "invalid YAML").strip()
     hint = None
-    if "'@'" in problem or "'`'" in problem:
+    lines = text.splitlines()
+    line_text = lines[pos.line - 1] if 0 < pos.line <= len(lines) else ""
+    if "${" in line_text and ("{" in problem or "}" in problem or "," in problem):
+        hint = (
+            'inside [ ] or { } a ${...} expression must be quoted: write "${n - 1}", '
+            "or put the value on its own line in block style"
+        )
+    elif "'@'" in problem or "'`'" in problem:
         hint = (
             "'@' cannot start a plain YAML value: quote the reference, "
             'e.g. replay: "@replay" or ["@learner", "@learner2"]'
@@ -113,7 +120,10 @@ def _syntax_error(file: str, exc: MarkedYAMLError) -> TopoError:
     elif "duplicate key" in problem:
         hint = "each key may appear once per mapping; remove or rename one of them"
     elif "mapping values are not allowed" in problem:
-        hint = "a value containing ': ' must be quoted, or a nested mapping needs its own indented line"
+        hint = (
+            "a value containing ': ' must be quoted, "
+            "or a nested mapping needs its own indented line"
+        )
     elif "could not find expected ':'" in problem or "expected <block end>" in problem:
         hint = "check the indentation of this line against the lines above it"
     return TopoError.one(f"invalid YAML: {problem}", pos, hint)
@@ -125,7 +135,7 @@ def parse_text(text: str, file: str) -> Document:
     try:
         raw = _yaml().load(text)
     except MarkedYAMLError as exc:
-        raise _syntax_error(file, exc) from None
+        raise _syntax_error(file, exc, text) from None
     except Exception as exc:  # ruamel raises a few unmarked errors (e.g. bad encodings)
         raise TopoError.one(f"invalid YAML: {exc}", SourcePos(file, 1, 1)) from None
     sm.values[()] = SourcePos(file, 1, 1)

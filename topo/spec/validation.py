@@ -88,7 +88,8 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
 
 def _looks_like_tag(part: Any) -> bool:
     return isinstance(part, str) and (
-        "[" in part or part in {"str", "int", "float", "bool", "list", "dict", "none"}
+        "[" in part
+        or part in {"str", "int", "float", "bool", "list", "dict", "none"}
         or part.startswith("function-")
     )
 
@@ -109,11 +110,13 @@ def diagnostics_from(
     exc: ValidationError, data: Any, sources: SourceMap, root: type[BaseModel]
 ) -> list[Diagnostic]:
     """One diagnostic per offending place in the file (union alternatives merged)."""
-    by_path: dict[tuple[PathKey, str], list[dict[str, Any]]] = {}
+    by_path: dict[tuple[PathKey, str], list[Any]] = {}
     for err in exc.errors(include_url=False):
         path = _data_path(data, tuple(err["loc"]))
-        group = "extra" if err["type"] == "extra_forbidden" else (
-            "missing" if err["type"] == "missing" else "value"
+        group = (
+            "extra"
+            if err["type"] == "extra_forbidden"
+            else ("missing" if err["type"] == "missing" else "value")
         )
         by_path.setdefault((path, group), []).append(err)
 
@@ -126,7 +129,9 @@ def diagnostics_from(
             known = sorted(_model_fields(model)) if model else []
             hint = suggest(key, known) or (f"allowed keys: {', '.join(known)}" if known else None)
             out.append(
-                Diagnostic(f"unknown key '{key}' in {describe(parent)}", sources.pos(path, key=True), hint)
+                Diagnostic(
+                    f"unknown key '{key}' in {describe(parent)}", sources.pos(path, key=True), hint
+                )
             )
         elif group == "missing":
             key = str(path[-1]) if path else "?"
@@ -141,9 +146,7 @@ def diagnostics_from(
     return out
 
 
-def _value_diagnostic(
-    path: PathKey, errs: list[dict[str, Any]], sources: SourceMap
-) -> Diagnostic:
+def _value_diagnostic(path: PathKey, errs: list[dict[str, Any]], sources: SourceMap) -> Diagnostic:
     where = sources.pos(path)
     name = describe(path)
     value = errs[0].get("input")

@@ -1,0 +1,91 @@
+"""``topo validate``: check a topology and summarise what it compiles to."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from topo.cli.app import app
+from topo.cli.common import FileArgument, ParamsOption, fail, stderr, stdout
+from topo.diagnostics import Diagnostic, TopoError, render_diagnostics
+from topo.ir import Program
+from topo.ir.printer import format_value
+
+
+def summary(program: Program, params_help: dict[str, str], overridden: set[str]) -> list[Table]:
+    """Tables for parameters, groups, and totals."""
+    tables = []
+    if len(program.params):
+        pt = Table(title="parameters", title_justify="left", show_edge=False)
+        pt.add_column("name", style="bold")
+        pt.add_column("value")
+        pt.add_column("")
+        for name, value in program.params.items():
+            mark = "[yellow]-p[/yellow]" if name in overridden else ""
+            pt.add_row(name, format_value(value), mark + ("  " + params_help.get(name, "")))
+        tables.append(pt)
+
+    exes_per_group: Counter[str] = Counter()
+    for exe in program.executables:
+        for group_name in {program.node(n).group for n in exe.nodes}:
+            exes_per_group[group_name] += 1
+    out_edges: Counter[str] = Counter()
+    for e in program.edges:
+        out_edges[program.node(e.src).group] += 1
+    gt = Table(title="groups", title_justify="left", show_edge=False)
+    for col in ("group", "kind", "count", "target", "processes", "restart", "edges out"):
+        gt.add_column(
+            col, justify="right" if col in ("count", "processes", "edges out") else "left"
+        )
+    for g in program.groups:
+        style = None if g.enabled else "dim"
+        count = str(g.count) if g.enabled else "disabled"
+        restart: str = g.restart.policy
+        if g.restart.policy != "never":
+            restart += f" ×{g.restart.max_restarts}"
+        gt.add_row(
+            g.name, g.kind, count, g.target, str(exes_per_group[g.name]), restart,
+            str(out_edges[g.name]), style=style,
+        )  # fmt: skip
+    tables.append(gt)
+    return tables
+
+
+@app.command("validate")
+def validate(
+    file: FileArgument,
+    params: ParamsOption = None,
+    check_imports: Annotated[
+        bool,
+        typer.Option("--check-imports", help="Also import every target and check it is callable."),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when valid.")] = False,
+) -> None:
+    """Check FILE: YAML, params, references, colocation; print a summary. Exit 1 on errors."""
+    from topo.compile import compile_spec
+    from topo.spec import load_spec
+
+    warnings: list[Diagnostic] = []
+    try:
+        loaded = load_spec(file, overrides=params or [])
+        program = compile_spec(loaded, check_imports=check_imports, warnings=warnings)
+    except TopoError as error:
+        raise fail(error) from None
+    if warnings:
+        render_diagnostics(warnings, stderr)
+    if quiet:
+        return
+    helps = {name: p.help for name, p in loaded.params.items()}
+    overridden = {name for name, p in loaded.params.items() if p.overridden}
+    for table in summary(program, helps, overridden):
+        stdout.print(table)
+        stdout.print()
+    stdout.print(
+        f"[green]✓[/green] [bold]{Path(file)}[/bold]: program [bold]{program.name}[/bold] — "
+        f"{len(program.nodes)} nodes in {len(program.executables)} processes, "
+        f"{len(program.edges)} edges"
+    )

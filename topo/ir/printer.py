@@ -1,0 +1,47 @@
+"""A compact text form of the IR, one line per executable and node (like a jaxpr)."""
+
+from __future__ import annotations
+
+from topo.ir.program import Program
+from topo.ir.values import FrozenMap, Ref, Value
+
+
+def format_value(value: Value, limit: int = 6) -> str:
+    """``@node`` for refs; long lists shortened to their first items."""
+    if isinstance(value, Ref):
+        return f"@{value.node}"
+    if isinstance(value, tuple):
+        items = [format_value(v, limit) for v in value[:limit]]
+        if len(value) > limit:
+            items.append(f"... {len(value) - limit} more")
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, FrozenMap):
+        return "{" + ", ".join(f"{k}: {format_value(v, limit)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def format_program(program: Program) -> str:
+    """The whole program: header, then each executable with the nodes it runs."""
+    groups = program.group_index
+    lines = [
+        f"program {program.name}  (ir v{program.version}, seed {program.seed}, "
+        f"{len(program.nodes)} nodes, {len(program.executables)} executables, "
+        f"{len(program.edges)} edges)"
+    ]
+    disabled = [g.name for g in program.groups if not g.enabled]
+    if disabled:
+        lines.append(f"  disabled: {', '.join(disabled)}")
+    for exe in program.executables:
+        where = f"  host set {exe.placement}" if exe.placement else ""
+        threads = f", {len(exe.nodes)} threads" if len(exe.nodes) > 1 else ""
+        lines.append(f"  exe {exe.id}  [{exe.mode}{threads}]{where}")
+        for node_id in exe.nodes:
+            node = program.node(node_id)
+            group = groups[node.group]
+            args = ", ".join(f"{k}={format_value(v)}" for k, v in node.args.items())
+            lines.append(f"    {node.id} = {group.kind} {group.target}({args})  seed={node.seed}")
+    return "\n".join(lines)
