@@ -140,6 +140,7 @@ class _Peer:
         self.sock: zmq.Socket | None = None
         self.pending: collections.deque[_Request] = collections.deque()
         self.next_lookup = 0.0
+        self.blocked_since: float | None = None
 
 
 _Request = tuple[Any, str, str, int, list[Any], Future, float, float]
@@ -187,8 +188,9 @@ class _Engine:
         return peer
 
     def _flush(self, peer: _Peer, now: float) -> None:
-        if now >= peer.next_lookup and (peer.sock is None or peer.pending):
-            peer.next_lookup = now + (0.05 if peer.sock is None else 0.2)
+        stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
+        if now >= peer.next_lookup and (peer.sock is None or stuck):
+            peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
             key = (peer.program.program_id, peer.node_id)
             endpoint = (_endpoints.get(key) if peer.sock is None else None) or (
                 peer.program.address_book.lookup(peer.node_id))
@@ -210,7 +212,10 @@ class _Engine:
             try:
                 peer.sock.send_multipart(req[4], flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
+                if peer.blocked_since is None:
+                    peer.blocked_since = now
                 return
+            peer.blocked_since = None
             peer.pending.popleft()
             self._inflight[req[3]] = req
 

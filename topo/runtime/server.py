@@ -105,18 +105,24 @@ class NodeServer:
         self.endpoint = endpoint
         tag = uuid.uuid4().hex[:12]
         self._inner = f"inproc://topo-srv-{tag}"
-        back = ctx.socket(zmq.DEALER)
-        back.linger = 0
-        back.sndhwm = 1
-        back.bind(self._inner)
-        ctl = ctx.socket(zmq.PAIR)
-        ctl.bind(f"inproc://topo-ctl-{tag}")
-        self._ctl = ctx.socket(zmq.PAIR)
-        self._ctl.linger = 0
-        self._ctl.connect(f"inproc://topo-ctl-{tag}")
-        self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
-                                       name=f"topo-proxy-{node.id}", daemon=True)
-        self._proxy.start()
+        self._direct: zmq.Socket | None = None
+        self._ctl: zmq.Socket | None = None
+        self._proxy: threading.Thread | None = None
+        if threads == 1:  # the only handler thread owns the ROUTER: no proxy hop
+            self._direct = front
+        else:
+            back = ctx.socket(zmq.DEALER)
+            back.linger = 0
+            back.sndhwm = 1
+            back.bind(self._inner)
+            ctl = ctx.socket(zmq.PAIR)
+            ctl.bind(f"inproc://topo-ctl-{tag}")
+            self._ctl = ctx.socket(zmq.PAIR)
+            self._ctl.linger = 0
+            self._ctl.connect(f"inproc://topo-ctl-{tag}")
+            self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
+                                           name=f"topo-proxy-{node.id}", daemon=True)
+            self._proxy.start()
         self._outbox: collections.deque[list[Any]] = collections.deque()
         self._batchers: dict[str, Batcher] = {}
         self._wake_addr = f"inproc://topo-wake-{tag}"
@@ -157,10 +163,13 @@ class NodeServer:
 
     def _work(self) -> None:
         self._enter_scope()
-        sock = zmq_context().socket(zmq.DEALER)
-        sock.linger = 0
-        sock.rcvhwm = 1
-        sock.connect(self._inner)
+        if self._direct is not None:
+            sock = self._direct
+        else:
+            sock = zmq_context().socket(zmq.DEALER)
+            sock.linger = 0
+            sock.rcvhwm = 1
+            sock.connect(self._inner)
         try:
             if self._batchers:
                 self._poll_loop(sock)
@@ -283,12 +292,13 @@ class NodeServer:
                 self.program.address_book.unregister(self.node.id, self.endpoint)
             except Exception as exc:  # the registry may already be gone at shutdown
                 log.debug("unregister %s failed: %r", self.node.id, exc)
-        try:
-            self._ctl.send(b"TERMINATE")
-        except zmq.ZMQError:
-            pass
-        self._proxy.join(timeout)
-        self._ctl.close(linger=0)
+        if self._ctl is not None and self._proxy is not None:
+            try:
+                self._ctl.send(b"TERMINATE")
+            except zmq.ZMQError:
+                pass
+            self._proxy.join(timeout)
+            self._ctl.close(linger=0)
         for t in self._workers:
             t.join(timeout)
         for b in self._batchers.values():

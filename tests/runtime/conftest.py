@@ -1,0 +1,74 @@
+"""Fixtures: a real registry, real child processes, and a pid check that they are gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from topo.runtime import (
+    ProgramContext,
+    RegistryServer,
+    connect_program,
+    new_program_id,
+    new_secret,
+)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+@pytest.fixture
+def registry() -> Iterator[RegistryServer]:
+    reg = RegistryServer(new_program_id(), new_secret(), default_deadline=30.0)
+    yield reg
+    reg.close()
+
+
+@pytest.fixture
+def program(registry: RegistryServer) -> Iterator[ProgramContext]:
+    prog = connect_program(registry.info)
+    yield prog
+    prog.address_book.close()
+
+
+def assert_gone(pid: int) -> None:
+    """The process is gone (reaped or never a zombie of ours)."""
+    if psutil.pid_exists(pid):
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"pid {pid} still alive"
+
+
+Spawn = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def spawn(registry: RegistryServer) -> Iterator[Spawn]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(node_id: str, cls: str = "Echo", **extra: Any) -> subprocess.Popen[bytes]:
+        spec = {"info": asdict(extra.pop("info", registry.info)), "node_id": node_id,
+                "cls": cls, **extra}
+        env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{HERE}")
+        proc = subprocess.Popen([sys.executable, str(HERE / "node_main.py"), json.dumps(spec)],
+                                env=env, cwd=str(ROOT))
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        assert_gone(proc.pid)
