@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -25,7 +26,8 @@ FileArgument = Annotated[
 ]
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False)
+# Piped output is not cut to 80 columns: tables keep whole target paths.
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def fail(error: TopoError) -> typer.Exit:
