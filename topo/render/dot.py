@@ -84,6 +84,11 @@ def _box_lines(view: View, box: Box, ids: dict[str, int], depth: int) -> list[st
         lines.append(_node_line(view.nodes[key], inner))
     for child in box.boxes:
         lines.extend(_box_lines(view, child, ids, depth + (box.kind != "root")))
+    if box.kind == "group":
+        # replicas of one group line up in one column, whatever their wiring
+        members = box.nodes + [k for b in box.boxes if b.kind == "process" for k in b.nodes]
+        if len(members) > 1:
+            lines.append(f"{inner}{{ rank=same; {' '.join(quote(k) for k in members)} }}")
     if box.kind != "root":
         lines.append(f"{indent}}}")
     return lines
