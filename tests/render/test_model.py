@@ -145,3 +145,12 @@ def test_dot_is_byte_identical_across_runs_and_json_round_trip(
     b = to_dot(build_view(SEEDS[name](), opts))
     c = to_dot(build_view(loads(dumps(SEEDS[name]())), opts))
     assert a == b == c
+
+
+def test_round_robin_between_collapsed_groups_says_how_many_targets() -> None:
+    view = build_view(mava_dial(num_executors=64, num_caches=16))
+    (edge,) = [e for e in view.edges if e.via == "round_robin"]
+    assert edge.count == 64 and edge.targets == 16
+    assert edge.label == "variable_source \u00d764 · round-robin over 16"
+    (source,) = [e for e in view.edges if e.via == "source"]
+    assert source.count == 16 and source.targets == 1 and source.label == "source \u00d716"

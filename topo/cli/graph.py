@@ -89,7 +89,7 @@ def graph(
             "--collapse-above",
             metavar="N",
             min=0,
-            help="Collapse groups with more than N replicas into one box.",
+            help="Collapse groups of more than N replicas into one box (0: all).",
         ),
     ] = 8,
     group: Annotated[

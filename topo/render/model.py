@@ -87,16 +87,20 @@ class ViewEdge:
     arg: str
     via: str
     count: int = 1
+    targets: int = 1
 
     @property
     def label(self) -> str:
-        """``variable_source x32 · round-robin``: argument, fold count, wiring."""
+        """``variable_source x32 · round-robin``: argument, fold count, wiring, and
+        ``over 16`` when the handles spread over several replicas of a collapsed box."""
         text = self.arg
         if self.count > 1:
             text += f" {TIMES}{self.count}"
         via = VIA_LABEL.get(self.via, self.via)
         if via and via != self.arg:
             text += f" · {via}"
+        if self.targets > 1:
+            text += f" over {self.targets}"
         return text
 
 
@@ -160,6 +164,15 @@ def _packing(g: Group) -> str:
         procs = -(-g.count // g.per_process)
         return f"{procs} procs {TIMES} {g.per_process} threads"
     return ""
+
+
+@dataclass(slots=True)
+class _Fold:
+    """IR edges folding into one view edge: their argument, count and distinct targets."""
+
+    arg: str
+    targets: set[str]
+    count: int = 1
 
 
 class _Builder:
@@ -297,7 +310,7 @@ class _Builder:
                 b.label = f"process {b.name} · {len(execs[b.name].nodes)} threads"
 
     def edges(self, visible: set[str] | None) -> list[ViewEdge]:
-        folded: dict[tuple[str, str, str, str], list[int | str]] = {}
+        folded: dict[tuple[str, str, str, str], _Fold] = {}
         focus = self.o.focus
         for e in self.p.edges:
             src = self.node_of.get(e.src)
@@ -311,14 +324,15 @@ class _Builder:
             k = (src, dst, arg, e.via)
             entry = folded.get(k)
             if entry is None:
-                folded[k] = [1, e.arg]
+                folded[k] = _Fold(e.arg, {e.dst})
             else:
-                entry[0] = int(entry[0]) + 1
-                if entry[1] != e.arg:
-                    entry[1] = arg
+                entry.count += 1
+                entry.targets.add(e.dst)
+                if entry.arg != e.arg:
+                    entry.arg = arg
         return [
-            ViewEdge(src, dst, str(raw), via, int(count))
-            for (src, dst, _arg, via), (count, raw) in folded.items()
+            ViewEdge(src, dst, f.arg, via, f.count, len(f.targets))
+            for (src, dst, _arg, via), f in folded.items()
         ]
 
 
