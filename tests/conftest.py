@@ -1,0 +1,114 @@
+"""Fixtures shared by the spec, compile and CLI tests: write a topology, load it, run the CLI."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from topo.diagnostics import TopoError
+from topo.ir import Program
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "topologies"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+WriteTopo = Callable[..., Path]
+CompileText = Callable[..., Program]
+ErrorsOf = Callable[..., "Failure"]
+RunTopo = Callable[..., Result]
+
+
+def compile_file(path: Path | str, params: list[str] | tuple[str, ...] = ()) -> Program:
+    """Load and compile a topology file the way ``topo validate`` does."""
+    from topo.compile import compile_spec
+    from topo.spec import load_spec
+
+    return compile_spec(load_spec(path, overrides=list(params)))
+
+
+@pytest.fixture
+def compile_path() -> Callable[..., Program]:
+    """``compile_path(path, params=())``: :func:`compile_file` as a fixture for test modules."""
+    return compile_file
+
+
+@pytest.fixture
+def write_topo(tmp_path: Path) -> WriteTopo:
+    """``write_topo(text, name="topology.yaml")``: dedent ``text`` into a file under tmp_path."""
+
+    def write(text: str, name: str = "topology.yaml") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def compile_text(write_topo: WriteTopo) -> CompileText:
+    """``compile_text(text, *params)``: the Program a topology text compiles to."""
+
+    def run(text: str, *params: str) -> Program:
+        return compile_file(write_topo(text), params)
+
+    return run
+
+
+class Failure:
+    """The TopoError a topology raised, with helpers to look at its diagnostics."""
+
+    def __init__(self, error: TopoError) -> None:
+        self.error = error
+        self.diagnostics = error.diagnostics
+
+    @property
+    def headline(self) -> str:
+        """The only diagnostic as ``file:line:col: error: message`` (fails if there are more)."""
+        assert len(self.diagnostics) == 1, f"expected one diagnostic, got: {self.error}"
+        return self.diagnostics[0].headline()
+
+    @property
+    def text(self) -> str:
+        """Every message and hint, one per line."""
+        return "\n".join(f"{d.headline()}\n  hint: {d.hint}" for d in self.diagnostics)
+
+    def where(self, index: int = 0) -> tuple[str, int, int]:
+        """(file name, line, col) of diagnostic ``index``; fails if it has no position."""
+        pos = self.diagnostics[index].pos
+        assert pos is not None, f"no position for: {self.error}"
+        return Path(pos.file).name, pos.line, pos.col
+
+    def hint(self, index: int = 0) -> str:
+        """The hint of diagnostic ``index`` ("" if none)."""
+        return self.diagnostics[index].hint or ""
+
+
+@pytest.fixture
+def errors_of(write_topo: WriteTopo) -> ErrorsOf:
+    """``errors_of(text, *params)``: the TopoError that loading or compiling the text raises."""
+
+    def run(text: str, *params: str) -> Failure:
+        path = write_topo(text)
+        with pytest.raises(TopoError) as info:
+            compile_file(path, params)
+        return Failure(info.value)
+
+    return run
+
+
+@pytest.fixture
+def run_topo() -> RunTopo:
+    """``run_topo(*argv)``: invoke the ``topo`` typer app in-process."""
+    from topo.cli import app
+
+    runner = CliRunner()
+
+    def run(*argv: str | Path) -> Result:
+        return runner.invoke(app, [str(a) for a in argv])
+
+    return run
