@@ -198,6 +198,8 @@ def compile_spec(
                     continue
                 if g.kind == "cacher" and path == "source":
                     via = "source"
+                elif via == "ref" and g.primary is not None and dst == g.primary:
+                    via = "primary"  # a secondary's handle to its primary
                 edges.append(Edge(node_id, dst, path, via))
             nodes.append(Node(node_id, g.name, replica, args, node_seed, packing.node_exe[node_id]))
 
