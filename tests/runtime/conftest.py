@@ -14,16 +14,18 @@ from typing import Any
 import psutil
 import pytest
 
-from topo.runtime import (
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:  # the editable install may expose topo as a namespace package
+    sys.path.insert(0, str(ROOT))
+
+from topo.runtime import (  # noqa: E402
     ProgramContext,
     RegistryServer,
     connect_program,
     new_program_id,
     new_secret,
 )
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 
 
 @pytest.fixture

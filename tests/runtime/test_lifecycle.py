@@ -7,15 +7,20 @@ import threading
 import pytest
 from conftest import Spawn, assert_gone
 
-import topo
 from topo.runtime import (
     Handle,
+    NodeInfo,
     ProgramContext,
     RegistryServer,
+    batched,
     connect_program,
+    current_node,
     new_program_id,
     new_secret,
     run_node,
+    stop,
+    stop_event,
+    wait_for_stop,
 )
 
 
@@ -50,21 +55,21 @@ def test_stop_from_a_node_thread_stops_only_this_program(
 class _Colocated:
     def __init__(self, peer: str) -> None:
         self.peer = peer
-        self.seen: list[topo.runtime.NodeInfo] = []
+        self.seen: list[NodeInfo] = []
 
     def run(self) -> None:
-        self.seen.append(topo.current_node())
+        self.seen.append(current_node())
         self.seen.append(Handle(self.peer).whoami())
-        assert topo.wait_for_stop(0.01) is False
-        if topo.current_node().replica == 0:
+        assert wait_for_stop(0.01) is False
+        if current_node().replica == 0:
             self.ready.wait(30)
-            topo.stop("done")
+            stop("done")
         else:
             self.ready.set()
-        topo.stop_event().wait(30)
+        stop_event().wait(30)
 
-    def whoami(self) -> topo.runtime.NodeInfo:
-        return topo.current_node()
+    def whoami(self) -> NodeInfo:
+        return current_node()
 
 
 def test_colocated_threads_each_see_their_node() -> None:
@@ -99,7 +104,7 @@ def test_current_node_outside_a_node_raises() -> None:
 
     def probe() -> None:
         try:
-            topo.current_node()
+            current_node()
         except RuntimeError as exc:
             result.append(exc)
 
@@ -108,4 +113,4 @@ def test_current_node_outside_a_node_raises() -> None:
     t.join()
     assert result and "outside a topo node" in str(result[0])
     with pytest.raises(ValueError):
-        topo.batched(batch_size=0)
+        batched(batch_size=0)

@@ -15,8 +15,7 @@ import pytest
 import zmq
 from conftest import Spawn
 
-from topo.runtime import DeadlineExceeded, Handle, PeerUnavailable, ProgramContext
-from topo.runtime import wire
+from topo.runtime import DeadlineExceeded, Handle, PeerUnavailable, ProgramContext, wire
 from topo.runtime.auth import PLAIN_USER
 from topo.runtime.errors import ProtocolError
 
