@@ -168,25 +168,22 @@ class GrpcClient:
 
 
 # ---------------------------------------------------------------- measurement
-def measure(client: Any, payload: Any, n_sync: int, n_pipe: int) -> dict[str, float]:
-    for _ in range(max(5, n_sync // 10)):
-        client.call(payload)
+def sync_times(client: Any, payload: Any, n: int) -> tuple[list[float], float]:
+    """Round-trip times of ``n`` blocking calls, and their total wall time."""
     times = []
     t_all = time.perf_counter()
-    for _ in range(n_sync):
+    for _ in range(n):
         t0 = time.perf_counter()
         client.call(payload)
         times.append(time.perf_counter() - t0)
-    total = time.perf_counter() - t_all
-    times.sort()
-    out = {"median_us": statistics.median(times) * 1e6,
-           "p90_us": times[int(len(times) * 0.9)] * 1e6,
-           "sync_calls_per_s": n_sync / total}
-    if n_pipe:
-        t0 = time.perf_counter()
-        client.pipelined(payload, n_pipe)
-        out["pipelined_calls_per_s"] = n_pipe / (time.perf_counter() - t0)
-    return out
+    return times, time.perf_counter() - t_all
+
+
+def summarize(times: list[float], total: float) -> dict[str, float]:
+    times = sorted(times)
+    return {"median_us": statistics.median(times) * 1e6,
+            "p90_us": times[int(len(times) * 0.9)] * 1e6,
+            "sync_calls_per_s": len(times) / total}
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -201,19 +198,42 @@ def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, line
 
 
-def run_system(name: str, make: Callable[[], tuple[Any, subprocess.Popen[str]]],
-               sizes: dict[str, tuple[Any, int, int]], results: dict[str, Any]) -> None:
-    client, proc = make()
+def run_all(systems: list[tuple[str, Any]], sizes: dict[str, tuple[Any, int, int]],
+            rounds: int) -> dict[str, Any]:
+    """Measure every system with all servers up, interleaved in ``rounds`` so that
+    machine noise hits every system alike; pipelined runs go last."""
+    clients: dict[str, tuple[Any, subprocess.Popen[str]]] = {}
     try:
-        results[name] = {}
-        for label, (payload, n_sync, n_pipe) in sizes.items():
-            results[name][label] = measure(client, payload, n_sync, n_pipe)
-            print(name, label, {k: round(v, 1) for k, v in results[name][label].items()},
-                  flush=True)
+        for name, make in systems:
+            clients[name] = make()
+        samples: dict[tuple[str, str], tuple[list[float], float]] = {}
+        for name, (client, _) in clients.items():
+            for label, (payload, n_sync, _) in sizes.items():
+                sync_times(client, payload, max(3, n_sync // 20))  # warm up
+                samples[(name, label)] = ([], 0.0)
+        for _ in range(rounds):
+            for name, (client, _) in clients.items():
+                for label, (payload, n_sync, _) in sizes.items():
+                    t, total = sync_times(client, payload, max(1, n_sync // rounds))
+                    acc = samples[(name, label)]
+                    samples[(name, label)] = (acc[0] + t, acc[1] + total)
+        results: dict[str, Any] = {name: {} for name in clients}
+        for (name, label), (t, total) in samples.items():
+            results[name][label] = summarize(t, total)
+        for name, (client, _) in clients.items():
+            for label, (payload, _, n_pipe) in sizes.items():
+                t0 = time.perf_counter()
+                client.pipelined(payload, n_pipe)
+                results[name][label]["pipelined_calls_per_s"] = n_pipe / (
+                    time.perf_counter() - t0)
+                print(name, label, {k: round(v, 1) for k, v in results[name][label].items()},
+                      flush=True)
+        return results
     finally:
-        client.close()
-        proc.kill()
-        proc.wait()
+        for client, proc in clients.values():
+            client.close()
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:
@@ -237,7 +257,6 @@ def main() -> None:
 
     q = 4 if a.quick else 1
     sizes = {"tiny": (1, 4000 // q, 40000 // q), "4MiB": (BIG, 200 // q, 400 // q)}
-    results: dict[str, Any] = {}
     registries = []
 
     def topo_system(mechanism: str) -> Callable[[], tuple[Any, subprocess.Popen[str]]]:
@@ -261,9 +280,9 @@ def main() -> None:
     systems = [("raw pyzmq (floor)", raw), ("topo (PLAIN auth)", topo_system("plain")),
                ("topo (CURVE auth)", topo_system("curve")), ("grpcio generic unary", grpc_)]
     wanted = [w for w in a.only.split(",") if w]
-    for name, make in systems:
-        if name.startswith("raw") or not wanted or any(w in name for w in wanted):
-            run_system(name, make, sizes, results)
+    chosen = [(n, m) for n, m in systems
+              if n.startswith("raw") or not wanted or any(w in n for w in wanted)]
+    results = run_all(chosen, sizes, rounds=5)
     try:
         import ray  # noqa: F401
         notes = ["ray installed but not benchmarked by this script version"]
@@ -285,7 +304,8 @@ def write(results: dict[str, Any], notes: list[str], a: argparse.Namespace) -> N
                                                  indent=2) + "\n")
     lines = ["# RPC benchmark", "",
              f"Same run, server in its own process, loopback, {os.cpu_count()} CPUs "
-             f"(shared, noisy), topo server threads={a.threads}, futures window={WINDOW}. "
+             f"(shared, noisy), topo server threads={a.threads}, futures window={WINDOW}; "
+             "all servers up at once, blocking calls interleaved over 5 rounds. "
              "Ratios are against raw pyzmq measured in this run.", "",
              "| system | payload | median µs | p90 µs | ratio (median) | sync calls/s "
              "| pipelined calls/s |", "|---|---|---|---|---|---|---|"]
