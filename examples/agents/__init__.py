@@ -1,0 +1,1 @@
+"""Node code behind the example topologies in ``examples/topologies/``."""

@@ -1,0 +1,67 @@
+"""Launchpad's consumer_producers example as topo nodes.
+
+``examples/topologies/consumer_producers.yaml`` wires ``count`` producers to one
+consumer. Each producer does real CPU work on request; the consumer's ``run()``
+fans the work out to all producers with futures, collects the results, prints
+them and returns, which stops the program (``stops_program: true``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import topo
+from topo.runtime import Handle
+
+
+class Producer:
+    """Does CPU work (iterated SHA-256) when asked."""
+
+    def __init__(self, producer_id: int = 0, rounds: int = 20_000) -> None:
+        self.producer_id = producer_id
+        self.rounds = rounds
+        self.done = 0
+
+    def work(self, context: int) -> int:
+        """Hash ``context`` ``rounds`` times; return a small integer digest of the result."""
+        digest = f"{self.producer_id}:{context}".encode()
+        for _ in range(self.rounds):
+            digest = hashlib.sha256(digest).digest()
+        self.done += 1
+        return int.from_bytes(digest[:2], "big")
+
+    def stats(self) -> dict[str, int]:
+        """How many work items this producer has done."""
+        return {"producer_id": self.producer_id, "done": self.done}
+
+
+class Consumer:
+    """Hands ``work_items`` items out round-robin to ``producers`` and sums the results."""
+
+    def __init__(self, producers: Sequence[Handle], work_items: int = 32) -> None:
+        self.producers = list(producers)
+        self.work_items = work_items
+        self.result: int | None = None
+
+    def run(self) -> None:
+        """Fan out, collect, print the result; returning stops the program."""
+        if not self.producers:
+            raise ValueError("the consumer needs at least one producer")
+        start = time.perf_counter()
+        futures: list[Future[int]] = [
+            self.producers[i % len(self.producers)].futures.work(i)
+            for i in range(self.work_items)
+        ]
+        results = [f.result() for f in futures]
+        self.result = sum(results)
+        elapsed = time.perf_counter() - start
+        node = topo.current_node().id
+        print(f"{node}: {len(results)} results from {len(self.producers)} producers "
+              f"in {elapsed:.2f}s, sum = {self.result}", flush=True)
+
+    def get_result(self) -> int | None:
+        """The sum once ``run()`` has finished (for tests)."""
+        return self.result

@@ -1,0 +1,443 @@
+"""The supervision loop shared by every backend.
+
+The ``Launcher`` owns one program run: the run directory, the registry
+(address book + stop channel), the backend's executables, their logs and
+status. One supervisor thread turns what backends report (node ready /
+finished / failed, executable exited) into status events, applies the
+groups' restart policies, and stops the program: stop event to every node,
+a grace period, then kill.
+
+Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
+130 stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topo.backends.base import Backend, Event, ExecutableRunner, JobContext, RunOptions, Sink
+from topo.backends.logs import LogTailer, exe_output_path, log_path, make_run_dir, write_status
+from topo.backends.worker import unsupported_kinds
+from topo.ir import Group, Program, RestartPolicy
+from topo.runtime import RegistryServer, new_program_id, new_secret
+
+Listener = Callable[[Event], None]
+
+
+@dataclass
+class NodeStatus:
+    """What the live view shows for one node."""
+
+    id: str
+    exe: str
+    state: str = "pending"
+    pid: int | None = None
+    restarts: int = 0
+    started: float | None = None
+    last_line: str = ""
+
+
+@dataclass
+class ExeStatus:
+    """Supervision state of one executable."""
+
+    id: str
+    nodes: tuple[str, ...]
+    policy: RestartPolicy
+    attempt: int = -1
+    restarts: int = 0
+    runner: ExecutableRunner | None = None
+    state: str = "pending"
+    restart_at: float | None = None
+    failure: tuple[str, str] | None = None  # (node id, traceback) of the current attempt
+    pids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run ended with exit code 1."""
+
+    node: str
+    executable: str
+    pid: int | None
+    message: str
+    traceback: str = ""
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class Launcher(Sink):
+    """Runs ``program`` on ``backend``: start, watch, restart, stop."""
+
+    def __init__(self, program: Program, backend: Backend, options: RunOptions | None = None
+                 ) -> None:
+        problems = unsupported_kinds(program)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.program = program
+        self.backend = backend
+        self.options = options or RunOptions()
+        self.grace_s = (self.options.grace_s if self.options.grace_s is not None
+                        else program.stop.grace_s)
+        self.run_dir: Path = Path()
+        self.nodes = {n.id: NodeStatus(n.id, n.executable) for n in program.nodes}
+        self.exes = {e.id: ExeStatus(e.id, e.nodes, self._policy(e.nodes))
+                     for e in program.executables}
+        self.exit_code: int | None = None
+        self.failure: Failure | None = None
+        self.stop_reason = ""
+        self.warnings: list[str] = []
+        self.started_at = 0.0
+        self.ready_at: float | None = None
+        self.all_pids: set[int] = set()
+        self.registry: RegistryServer | None = None
+        self._listeners: list[Listener] = []
+        self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._stopping = False
+        self._stop_code = 0
+        self._grace_deadline: float | None = None
+        self._kill_deadline: float | None = None
+        self._killed = False
+        self._ready = threading.Event()
+        self._ever_ready: set[str] = set()
+        self._done = threading.Event()
+        self._tailer: LogTailer | None = None
+        self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
+                                        daemon=True)
+
+    def _policy(self, node_ids: tuple[str, ...]) -> RestartPolicy:
+        groups: list[Group] = [self.program.group_of(n) for n in node_ids]
+        return groups[0].restart if groups else RestartPolicy()
+
+    # -- public ---------------------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event)`` for every status event (from launcher threads)."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        """Create the run directory and registry, start every executable."""
+        opts = self.options
+        self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
+        deadline = opts.default_deadline or max(
+            (g.rpc.deadline_s for g in self.program.groups), default=60.0)
+        self.registry = RegistryServer(new_program_id(), new_secret(), default_deadline=deadline)
+        files = {n.id: log_path(self.run_dir, n.id) for n in self.program.nodes}
+        for exe in self.program.executables:
+            if len(exe.nodes) > 1:
+                files[exe.id] = exe_output_path(self.run_dir, self.program, exe.id)
+        self._tailer = LogTailer(files, self._on_line)
+        self._tailer.start()
+        self.started_at = time.time()
+        job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
+        self.backend.open(job, self)
+        self.all_pids.update(self.backend.helper_pids())
+        for status in self.exes.values():
+            self._start_exe(status)
+        self._thread.start()
+
+    def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
+        """Stop the program: stop event, grace period, then kill. ``code`` is the exit code
+        of a clean stop (e.g. 130 for Ctrl-C)."""
+        self._queue.put(("stop", reason, None, code))
+
+    def kill(self) -> None:
+        """Kill every executable now (a second Ctrl-C)."""
+        self._queue.put(("kill",))
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the run ended; its exit code (None on timeout)."""
+        self._done.wait(timeout)
+        return self.exit_code if self._done.is_set() else None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until every node reported ready once (False on timeout or end of run)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ready.is_set() and not self._done.is_set():
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            self._ready.wait(0.05 if left is None else min(0.05, left))
+        return self._ready.is_set()
+
+    @property
+    def done(self) -> bool:
+        """True once the run ended."""
+        return self._done.is_set()
+
+    def pids(self) -> dict[str, int]:
+        """Executable id -> pid of its current attempt (running ones)."""
+        return {e.id: e.runner.pid for e in self.exes.values()
+                if e.runner is not None and e.runner.pid}
+
+    def summary(self) -> dict[str, Any]:
+        """The final status summary (``status.json``)."""
+        now = time.time()
+        return {
+            "program": self.program.name,
+            "backend": self.backend.name,
+            "exit_code": self.exit_code,
+            "stop_reason": self.stop_reason,
+            "failure": None if self.failure is None else vars(self.failure),
+            "warnings": self.warnings,
+            "started": self.started_at,
+            "duration_s": round(now - self.started_at, 3) if self.started_at else None,
+            "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at,
+                                                                 3),
+            "nodes": [{"id": n.id, "executable": n.exe, "state": n.state, "pid": n.pid,
+                       "restarts": n.restarts} for n in self.nodes.values()],
+        }
+
+    # -- Sink (called from backend threads) -----------------------------------
+    def node_status(self, kind: str, node: str, exe: str, attempt: int, pid: int,
+                    traceback: str = "") -> None:
+        self._queue.put(("node", kind, node, exe, attempt, pid, traceback))
+
+    def exited(self, exe: str, attempt: int, pid: int, code: int) -> None:
+        self._queue.put(("exited", exe, attempt, pid, code))
+
+    def started(self, exe: str, attempt: int, pid: int) -> None:
+        """A backend learned the pid of an attempt (procs: after the fork)."""
+        self._queue.put(("started", exe, attempt, pid))
+
+    # -- internals --------------------------------------------------------------
+    def _emit(self, kind: Any, node: str | None = None, exe: str | None = None,
+              pid: int | None = None, message: str = "", **data: Any) -> None:
+        event = Event(kind, node, exe, pid, message, time.time(), data)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken view must not break supervision
+                pass
+
+    def _on_line(self, label: str, line: str) -> None:
+        status = self.nodes.get(label)
+        if status is not None and line.strip():
+            status.last_line = line
+        self._emit("log", label, message=line)
+
+    def _set_nodes(self, exe: ExeStatus, state: str, pid: int | None = None) -> None:
+        for n in exe.nodes:
+            st = self.nodes[n]
+            st.state = state
+            st.restarts = exe.restarts
+            if pid is not None:
+                st.pid = pid
+
+    def _start_exe(self, exe: ExeStatus) -> None:
+        exe.attempt += 1
+        exe.failure = None
+        exe.restart_at = None
+        exe.state = "starting"
+        self._set_nodes(exe, "starting")
+        now = time.time()
+        for n in exe.nodes:
+            self.nodes[n].started = now
+        exe.runner = self.backend.start(exe.id, exe.attempt)
+        if exe.runner.pid:
+            self._on_started(exe.id, exe.attempt, exe.runner.pid)
+        self._emit("starting", exe=exe.id, message=f"attempt {exe.attempt}")
+
+    def _on_started(self, exe_id: str, attempt: int, pid: int) -> None:
+        exe = self.exes[exe_id]
+        if attempt != exe.attempt:
+            return
+        self.all_pids.add(pid)
+        exe.pids.append(pid)
+        self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
+        self._emit("started", exe=exe_id, pid=pid)
+
+    def _supervise(self) -> None:
+        try:
+            while not self._step():
+                pass
+        finally:
+            self._finish()
+
+    def _step(self) -> bool:
+        """One round of supervision; True when the run is over."""
+        try:
+            msg = self._queue.get(timeout=0.05)
+        except queue.Empty:
+            msg = None
+        if msg is not None:
+            self._handle(msg)
+        registry = self.registry
+        if registry is not None and registry.stop_event.is_set() and not self._stopping:
+            reason, node = registry.stop_reason() or ("stop requested", None)
+            self._begin_stop(reason, node)
+        now = time.monotonic()
+        timeout = self.program.stop.timeout_s
+        if not self._stopping and timeout and time.time() - self.started_at > timeout:
+            self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
+        for exe in self.exes.values():
+            if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
+                self._start_exe(exe)
+        if self._grace_deadline is not None and now >= self._grace_deadline:
+            self._grace_deadline = None
+            if self._running():
+                self.warnings.append(f"killed {len(self._running())} executable(s) still "
+                                     f"running after the {self.grace_s:g}s grace period")
+            self._kill_all()
+        if self._stopping and not self._running():
+            return True
+        return self._kill_deadline is not None and now >= self._kill_deadline
+
+    def _running(self) -> list[ExeStatus]:
+        return [e for e in self.exes.values() if e.runner is not None]
+
+    def _handle(self, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "node":
+            self._on_node(*msg[1:])
+        elif kind == "exited":
+            self._on_exited(*msg[1:])
+        elif kind == "started":
+            self._on_started(*msg[1:])
+        elif kind == "stop":
+            self._begin_stop(msg[1], msg[2], code=msg[3])
+        elif kind == "kill":
+            self._begin_stop("killed by the launcher", code=self._stop_code or 130)
+            self._kill_all()
+
+    def _on_node(self, kind: str, node: str, exe_id: str, attempt: int, pid: int,
+                 text: str) -> None:
+        exe = self.exes.get(exe_id)
+        if exe is None or attempt != exe.attempt or node not in self.nodes:
+            return
+        st = self.nodes[node]
+        if kind == "ready":
+            st.state = "running"
+            exe.state = "running"
+            self._emit("ready", node, exe_id, pid)
+            self._ever_ready.add(node)
+            if not self._ready.is_set() and len(self._ever_ready) == len(self.nodes):
+                self.ready_at = time.time()
+                self._ready.set()
+        elif kind == "finished":
+            st.state = "finished"
+            self._emit("finished", node, exe_id, pid)
+        elif kind == "failed":
+            st.state = "failed"
+            if self._tailer is not None:
+                self._tailer.append(node, text)
+            if self._stopping:
+                last = text.strip().splitlines()[-1] if text.strip() else "error"
+                self.warnings.append(f"{node} raised while the program was stopping: {last}")
+                self._emit("failed", node, exe_id, pid, "raised while stopping", traceback=text)
+            elif exe.failure is None:
+                exe.failure = (node, text)
+
+    def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int) -> None:
+        exe = self.exes.get(exe_id)
+        if exe is None or attempt != exe.attempt or exe.runner is None:
+            return
+        exe.runner = None
+        if self._stopping:
+            exe.state = "killed" if code < 0 and self._killed else "stopped"
+            for n in exe.nodes:
+                if self.nodes[n].state not in ("failed", "finished"):
+                    self.nodes[n].state = exe.state
+            self._emit("exited", exe=exe_id, pid=pid, message=exe.state, code=code)
+            return
+        policy = exe.policy
+        failed = code != 0 or exe.failure is not None
+        if not failed:
+            exe.state = "finished"
+            self._set_nodes(exe, "finished")
+            self._emit("exited", exe=exe_id, pid=pid, message="finished", code=code)
+            if policy.policy == "always" and exe.restarts < policy.max_restarts:
+                self._schedule_restart(exe, "its run() returned")
+            elif not any(e.runner is not None or e.restart_at is not None
+                         for e in self.exes.values()):
+                self._begin_stop("every node finished")
+            return
+        node, text = exe.failure or (exe.nodes[0], "")
+        if code < 0:
+            how = f"was killed by {_signal_name(code)}"
+        elif text:
+            how = "raised an exception"
+        else:
+            how = f"exited with code {code}"
+        message = f"node {node} (pid {pid}) {how}"
+        exe.state = "failed"
+        self._set_nodes(exe, "failed")
+        self._emit("failed", node, exe_id, pid, message, traceback=text, code=code)
+        if policy.policy in ("on-failure", "always"):
+            if exe.restarts < policy.max_restarts:
+                self._schedule_restart(exe, how)
+                return
+            message = (f"node {node} failed {exe.restarts + 1} times, giving up "
+                       f"(max_restarts: {policy.max_restarts}); last failure: {how}")
+        self.failure = Failure(node, exe_id, pid, message, text)
+        self._begin_stop(message, node, failed=True)
+
+    def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
+        p = exe.policy
+        delay = min(p.backoff_s * (2 ** exe.restarts), p.backoff_max_s)
+        exe.restarts += 1
+        exe.restart_at = time.monotonic() + delay
+        exe.state = "restarting"
+        self._set_nodes(exe, "restarting")
+        self._emit("restarting", exe.nodes[0], exe.id,
+                   message=f"{why}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
+                   restarts=exe.restarts)
+
+    def _begin_stop(self, reason: str, node: str | None = None, *, failed: bool = False,
+                    code: int = 0) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
+        self._stop_code = 1 if failed else code
+        for exe in self.exes.values():
+            if exe.restart_at is not None:
+                exe.restart_at = None
+                exe.state = "stopped"
+        if self.registry is not None:
+            self.registry.request_stop(reason, node)
+        self._grace_deadline = time.monotonic() + self.grace_s
+        self._emit("stopping", node, message=self.stop_reason)
+
+    def _kill_all(self) -> None:
+        self._killed = True
+        self._grace_deadline = None
+        if self._kill_deadline is None:
+            self._kill_deadline = time.monotonic() + 10.0
+        for exe in self._running():
+            assert exe.runner is not None
+            try:
+                exe.runner.kill()
+            except Exception as exc:
+                self.warnings.append(f"could not kill {exe.id}: {exc!r}")
+            self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
+
+    def _finish(self) -> None:
+        for exe in self._running():
+            self.warnings.append(f"executable {exe.id} did not report its exit")
+        try:
+            self.backend.close()
+        except Exception as exc:
+            self.warnings.append(f"backend shutdown failed: {exc!r}")
+        if self._tailer is not None:
+            self._tailer.close()
+        if self.registry is not None:
+            self.registry.close()
+        self.exit_code = self._stop_code
+        try:
+            write_status(self.run_dir, self.summary())
+        finally:
+            self._emit("stopped", message=self.stop_reason, code=self.exit_code)
+            self._done.set()

@@ -1,0 +1,215 @@
+"""Run directories, per-node log files, routing of node output, and log tailing.
+
+Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
+
+    program.json        the IR (topo.ir JSON)
+    topology.yaml       the resolved topology (when run from a file)
+    logs/<node>.log     one per node ("/" in ids becomes "_")
+    logs/<exe>.log      colocated sets only: output written below Python (C libraries)
+    status.json         final status summary, written when the run ends
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from topo.ir import Program, dumps
+from topo.runtime.context import current_node_info, maybe_current_program
+
+
+def safe_name(node_or_exe_id: str) -> str:
+    """A node/executable id as a file name."""
+    return node_or_exe_id.replace("/", "_").replace(os.sep, "_")
+
+
+def log_path(run_dir: Path, node_or_exe_id: str) -> Path:
+    """``<run_dir>/logs/<id>.log``."""
+    return run_dir / "logs" / f"{safe_name(node_or_exe_id)}.log"
+
+
+def exe_output_path(run_dir: Path, program: Program, exe_id: str) -> Path:
+    """Where an executable's raw stdout/stderr goes: its node's log when it has one node."""
+    nodes = program.executable_index[exe_id].nodes
+    return log_path(run_dir, nodes[0] if len(nodes) == 1 else exe_id)
+
+
+def make_run_dir(program: Program, log_dir: Path, run_dir: Path | None,
+                 topology_yaml: str | None) -> Path:
+    """Create the run directory with program.json, topology.yaml and empty log files."""
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = log_dir / f"{program.name}-{stamp}"
+        n = 1
+        while run_dir.exists():
+            n += 1
+            run_dir = log_dir / f"{program.name}-{stamp}-{n}"
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "program.json").write_text(dumps(program) + "\n")
+    if topology_yaml is not None:
+        (run_dir / "topology.yaml").write_text(topology_yaml)
+    for node in program.nodes:
+        log_path(run_dir, node.id).touch()
+    for exe in program.executables:
+        if len(exe.nodes) > 1:
+            log_path(run_dir, exe.id).touch()
+    return run_dir.resolve()
+
+
+def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Write ``status.json``."""
+    (run_dir / "status.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+
+
+class NodeRouter(io.TextIOBase):
+    """A ``sys.stdout``/``sys.stderr`` stand-in that sends each write to the log file of
+    the node the writing thread runs as (falls back to the stream it replaced)."""
+
+    def __init__(self, fallback: TextIO) -> None:
+        self.fallback = fallback
+        self.files: dict[tuple[str, str], TextIO] = {}
+
+    def _target(self) -> TextIO:
+        if self.files:
+            node = current_node_info()
+            program = maybe_current_program()
+            if node is not None and program is not None:
+                f = self.files.get((program.program_id, node.id))
+                if f is not None:
+                    return f
+        return self.fallback
+
+    def write(self, s: str) -> int:
+        target = self._target()
+        target.write(s)
+        if target is not self.fallback and "\n" in s:
+            target.flush()
+        return len(s)
+
+    def flush(self) -> None:
+        self.fallback.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.fallback.fileno()
+
+
+_routers: tuple[NodeRouter, NodeRouter] | None = None
+_router_users = 0
+_router_lock = threading.Lock()
+
+
+def route_node_output(program_id: str, files: dict[str, Path]) -> dict[str, TextIO]:
+    """Route writes of these nodes' threads (``node id -> log file``) to their files."""
+    global _routers, _router_users
+    import sys
+
+    with _router_lock:
+        if _routers is None:
+            _routers = (NodeRouter(sys.stdout), NodeRouter(sys.stderr))
+            sys.stdout, sys.stderr = _routers  # type: ignore[assignment]
+        _router_users += 1
+        opened: dict[str, TextIO] = {}
+        for node_id, path in files.items():
+            f = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+            opened[node_id] = f
+            for r in _routers:
+                r.files[(program_id, node_id)] = f
+        return opened
+
+
+def unroute_node_output(program_id: str, opened: dict[str, TextIO]) -> None:
+    """Undo ``route_node_output`` (restores sys.stdout/stderr after the last user)."""
+    global _routers, _router_users
+    import sys
+
+    with _router_lock:
+        if _routers is None:
+            return
+        for node_id, f in opened.items():
+            for r in _routers:
+                r.files.pop((program_id, node_id), None)
+            f.close()
+        _router_users -= 1
+        if _router_users <= 0:
+            if sys.stdout is _routers[0]:
+                sys.stdout = _routers[0].fallback
+            if sys.stderr is _routers[1]:
+                sys.stderr = _routers[1].fallback
+            _routers, _router_users = None, 0
+
+
+class LogTailer:
+    """Follows log files and calls ``emit(label, line)`` for every complete new line."""
+
+    def __init__(self, files: dict[str, Path], emit: Callable[[str, str], None],
+                 interval: float = 0.1) -> None:
+        self._files = files
+        self._emit = emit
+        self._interval = interval
+        self._handles: dict[str, Any] = {}
+        self._partial: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="topo-log-tail", daemon=True)
+
+    def start(self) -> None:
+        """Start following (from the current end of each file)."""
+        for label, path in self._files.items():
+            f = open(path, "rb")
+            f.seek(0, os.SEEK_END)
+            self._handles[label] = f
+            self._partial[label] = b""
+        self._thread.start()
+
+    def _drain(self, label: str, final: bool = False) -> None:
+        data = self._handles[label].read()
+        if not data and not (final and self._partial[label]):
+            return
+        data = self._partial[label] + data
+        *lines, rest = data.split(b"\n")
+        if final and rest:
+            lines.append(rest)
+            rest = b""
+        self._partial[label] = rest
+        for line in lines:
+            self._emit(label, line.decode("utf-8", "replace").rstrip("\r"))
+
+    def poll(self, final: bool = False) -> None:
+        """Read what is new in every file now."""
+        with self._lock:
+            for label in self._handles:
+                self._drain(label, final)
+
+    def append(self, label: str, text: str) -> None:
+        """Add ``text`` to ``label``'s file without emitting it (e.g. a traceback shown
+        separately)."""
+        with self._lock:
+            if label not in self._handles:
+                return
+            self._drain(label)
+            with open(self._files[label], "a", encoding="utf-8") as f:
+                f.write(text if text.endswith("\n") else text + "\n")
+            self._handles[label].seek(0, os.SEEK_END)
+            self._partial[label] = b""
+
+    def _loop(self) -> None:
+        while not self._closed.wait(self._interval):
+            self.poll()
+
+    def close(self) -> None:
+        """Emit what is left and stop following."""
+        self._closed.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.poll(final=True)
+        for f in self._handles.values():
+            f.close()

@@ -1,0 +1,153 @@
+"""The ``procs`` backend (default): one OS process per executable, forked from a
+pre-warmed fork server (see ``forkserver``) instead of a fresh interpreter per node.
+
+The launcher keeps no zmq state in common with the children: the fork server
+is a separate, import-only process, so ``topo.launch(..., backend="procs")``
+also works from a process (e.g. pytest) that has zmq contexts and threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
+from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.worker import target_modules
+from topo.ir import dumps
+
+
+class _ProcRunner(ExecutableRunner):
+    def __init__(self, exe: str, attempt: int) -> None:
+        self.exe = exe
+        self.attempt = attempt
+        self.pid = 0
+        self.known = threading.Event()
+
+    def kill(self) -> None:
+        if self.known.wait(5) and self.pid:
+            kill_tree(self.pid)
+
+
+class ProcsBackend(Backend):
+    """Executables as processes forked from a per-run fork server."""
+
+    name = "procs"
+
+    def __init__(self) -> None:
+        self._sink: Sink | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._runners: dict[tuple[str, int], _ProcRunner] = {}
+        self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._closed = threading.Event()
+        self.server_pid: int | None = None
+        self.import_errors: list[str] = []
+
+    def open(self, job: JobContext, sink: Sink) -> None:
+        self._sink = sink
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self._sock = mine
+        out = open(Path(job.run_dir) / "forkserver.log", "ab")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+        try:
+            self._server = subprocess.Popen(
+                [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
+                stdin=subprocess.PIPE, stdout=out, stderr=out, pass_fds=[theirs.fileno()],
+                start_new_session=True, env=env, cwd=os.getcwd())
+        finally:
+            theirs.close()
+            out.close()
+        self.server_pid = self._server.pid
+        init = {"program_json": dumps(job.program), "registry": vars(job.registry).copy(),
+                "run_dir": job.run_dir, "launcher_pid": job.launcher_pid,
+                "disable_run": job.options.disable_run, "modules": target_modules(job.program)}
+        self._send(init)
+        self._reader = threading.Thread(target=self._read, name="topo-procs-status",
+                                        daemon=True)
+        self._reader.start()
+
+    def _send(self, msg: Any) -> None:
+        assert self._server is not None and self._server.stdin is not None
+        with self._lock:
+            write_msg(self._server.stdin.fileno(), msg)
+
+    def helper_pids(self) -> list[int]:
+        return [] if self.server_pid is None else [self.server_pid]
+
+    def start(self, exe: str, attempt: int) -> ExecutableRunner:
+        runner = _ProcRunner(exe, attempt)
+        self._runners[(exe, attempt)] = runner
+        self._send(("spawn", exe, attempt))
+        return runner
+
+    def _read(self) -> None:
+        assert self._sock is not None and self._sink is not None
+        sink = self._sink
+        self._sock.settimeout(0.2)
+        while not self._closed.is_set():
+            try:
+                data = self._sock.recv(1 << 20)
+            except TimeoutError:
+                if self._server is not None and self._server.poll() is not None:
+                    self._server_died()
+                    return
+                continue
+            except OSError:
+                return
+            msg = json.loads(data)
+            t = msg.get("t")
+            if t == "node":
+                sink.node_status(msg["kind"], msg["node"], msg["exe"], msg["attempt"],
+                                 msg["pid"], msg.get("tb", ""))
+            elif t == "started":
+                runner = self._runners.get((msg["exe"], msg["attempt"]))
+                if runner is not None:
+                    runner.pid = msg["pid"]
+                    runner.known.set()
+                sink.started(msg["exe"], msg["attempt"], msg["pid"])
+            elif t == "exited":
+                self._runners.pop((msg["exe"], msg["attempt"]), None)
+                code = msg["code"]
+                sink.exited(msg["exe"], msg["attempt"], msg["pid"], -9 if code is None else code)
+            elif t == "server":
+                self.import_errors = msg.get("import_errors", [])
+
+    def _server_died(self) -> None:
+        """The fork server is gone: its children died with it (PDEATHSIG)."""
+        assert self._sink is not None
+        for (exe, attempt), runner in list(self._runners.items()):
+            if runner.pid:
+                kill_tree(runner.pid)
+            self._sink.exited(exe, attempt, runner.pid, -9)
+        self._runners.clear()
+
+    def close(self) -> None:
+        server = self._server
+        if server is not None:
+            try:
+                self._send(("shutdown",))
+                assert server.stdin is not None
+                server.stdin.close()
+            except (OSError, ValueError):
+                pass
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                kill_tree(server.pid)
+                server.wait(5)
+        self._closed.set()
+        if self._reader is not None:
+            self._reader.join(2)
+        if self._sock is not None:
+            self._sock.close()
+

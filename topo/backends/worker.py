@@ -1,0 +1,129 @@
+"""What runs inside one executable: build its nodes from the IR, serve them, run them.
+
+Used by every backend (a thread set in the launcher for ``threads``, a forked
+process for ``procs``). Each node gets its own thread and, for ``courier``
+nodes, its own RPC server. The executable ends when all its nodes finished,
+or at once when one of them fails (exit code 1).
+"""
+
+from __future__ import annotations
+
+import importlib
+import queue
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from topo.ir import FrozenMap, Group, Node, Program, Ref
+from topo.runtime import Handle, NodeInfo, ProgramContext, node_scope, serve_node
+
+SUPPORTED_KINDS = frozenset({"courier", "py"})
+MAX_TRACEBACK = 32_000
+
+# report(kind, node_id, traceback): kind is "ready", "finished" or "failed".
+Report = Callable[[str, str, str], None]
+
+
+def import_target(target: str) -> Any:
+    """Import ``package.module:attr.path`` and return the attribute."""
+    module_name, _, attr_path = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr_path.split(".") if attr_path else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+def target_modules(program: Program) -> list[str]:
+    """The modules of every enabled group's target (what a fork server pre-imports)."""
+    modules = {g.target.partition(":")[0] for g in program.groups
+               if g.enabled and g.target and g.kind in SUPPORTED_KINDS}
+    return sorted(m for m in modules if m)
+
+
+def unsupported_kinds(program: Program) -> list[str]:
+    """Groups whose node kind this runtime cannot run yet, as user-facing messages."""
+    return [f"group {g.name!r}: node kind {g.kind!r} is not supported by topo run yet"
+            for g in program.groups if g.enabled and g.count and g.kind not in SUPPORTED_KINDS]
+
+
+def resolve(value: Any, deadline: float | None = None) -> Any:
+    """IR argument value -> Python value: refs become ``Handle``s, tuples lists."""
+    if isinstance(value, Ref):
+        return Handle(value.node, deadline)
+    if isinstance(value, tuple):
+        return [resolve(v, deadline) for v in value]
+    if isinstance(value, FrozenMap):
+        return {k: resolve(v, deadline) for k, v in value.items()}
+    return value
+
+
+def run_one_node(program: Program, node: Node, context: ProgramContext, report: Report,
+                 disable_run: bool = False) -> None:
+    """Build and run one node in the calling thread; report ready/finished/failed."""
+    group: Group = program.group_of(node.id)
+    info = NodeInfo(node.id, node.group, node.replica)
+    with node_scope(context, info):
+        try:
+            target = import_target(group.target)
+            kwargs = resolve(node.args, group.rpc.deadline_s)
+            if group.kind == "courier":
+                obj = target(**kwargs)
+                server = serve_node(obj, node.id, node.group, node.replica, program=context,
+                                    threads=group.rpc.threads,
+                                    max_message_bytes=int(group.rpc.max_message_mb * 2**20))
+                report("ready", node.id, "")
+                try:
+                    run = getattr(obj, "run", None)
+                    if callable(run) and not disable_run:
+                        run()
+                    else:
+                        context.stop_event.wait()
+                finally:
+                    server.close()
+            elif group.kind == "py":
+                report("ready", node.id, "")
+                result = target(**kwargs)
+                run = getattr(result, "run", None)
+                if callable(run) and not disable_run:
+                    run()
+            else:
+                raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
+        except BaseException:
+            text = traceback.format_exc()
+            if len(text) > MAX_TRACEBACK:
+                text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
+            report("failed", node.id, text)
+            return
+        report("finished", node.id, "")
+        if group.stops_program and not context.stop_event.is_set():
+            context.address_book.request_stop(f"{node.id} finished (stops_program)", node.id)
+
+
+def run_executable(program: Program, exe_id: str, context: ProgramContext, report: Report,
+                   disable_run: bool = False) -> int:
+    """Run every node of ``exe_id`` as a thread; 0 when all finished, 1 when one failed."""
+    exe = program.executable_index[exe_id]
+    outcomes: queue.Queue[bool] = queue.Queue()
+
+    def node_main(node: Node) -> None:
+        failed = False
+
+        def tracking_report(kind: str, node_id: str, text: str) -> None:
+            nonlocal failed
+            failed = failed or kind == "failed"
+            report(kind, node_id, text)
+
+        try:
+            run_one_node(program, node, context, tracking_report, disable_run)
+        finally:
+            outcomes.put(not failed)
+
+    for node_id in exe.nodes:
+        node = program.node(node_id)
+        threading.Thread(target=node_main, args=(node,), name=f"topo-node-{node_id}",
+                         daemon=True).start()
+    for _ in exe.nodes:
+        if not outcomes.get():
+            return 1
+    return 0
