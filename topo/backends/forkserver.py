@@ -167,8 +167,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
     except BaseException:
         import traceback
 
-        text = traceback.format_exc()
-        sys.stderr.write(text)
+        text = traceback.format_exc()  # the launcher appends it to the node's log
         first = init["program"].executable_index[exe_id].nodes[0]
         send_status(t="node", kind="failed", node=first, exe=exe_id,
                     attempt=attempt, pid=os.getpid(), tb=text)

@@ -254,7 +254,8 @@ class Launcher(Sink):
         exe = self.exes[exe_id]
         if attempt != exe.attempt:
             return
-        self.all_pids.add(pid)
+        if pid != os.getpid():  # threads backend: the launcher itself
+            self.all_pids.add(pid)
         exe.pids.append(pid)
         self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
         self._emit("started", exe=exe_id, pid=pid)
@@ -326,6 +327,8 @@ class Launcher(Sink):
             if not self._ready.is_set() and len(self._ever_ready) == len(self.nodes):
                 self.ready_at = time.time()
                 self._ready.set()
+                self._emit("ready", message=f"all {len(self.nodes)} nodes up in "
+                           f"{self.ready_at - self.started_at:.2f}s")
         elif kind == "finished":
             st.state = "finished"
             self._emit("finished", node, exe_id, pid)

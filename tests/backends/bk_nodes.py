@@ -1,0 +1,66 @@
+"""Node code for the backend tests (imported by the launcher and the fork server)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import topo
+
+
+class Echo:
+    """A served object without run(): serves until the program stops."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    def ping(self) -> str:
+        return "pong"
+
+    def whoami(self) -> tuple[str, int]:
+        return topo.current_node().id, os.getpid()
+
+
+class Crasher:
+    """run() raises after a short delay."""
+
+    def __init__(self, message: str = "boom", delay: float = 0.2) -> None:
+        self.message = message
+        self.delay = delay
+
+    def run(self) -> None:
+        time.sleep(self.delay)
+        print(f"about to fail: {self.message}", flush=True)
+        raise ValueError(self.message)
+
+
+class Stubborn:
+    """run() ignores the stop event (so the launcher has to kill it after the grace)."""
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.1)
+
+    def ping(self) -> str:
+        return "pong"
+
+
+class Stopper:
+    """Calls peers, then topo.stop()."""
+
+    def __init__(self, peers: list[Any], delay: float = 0.3) -> None:
+        self.peers = peers
+        self.delay = delay
+
+    def run(self) -> None:
+        answers = [p.ping() for p in self.peers]
+        print(f"answers: {answers}", flush=True)
+        time.sleep(self.delay)
+        topo.stop("stopper is done")
+        topo.wait_for_stop(30)
+
+
+def hello(greeting: str = "hello") -> None:
+    """A py node: a plain function run, no server."""
+    print(f"{greeting} from {topo.current_node().id}", flush=True)

@@ -1,0 +1,125 @@
+"""``topo run``: run a topology on the threads or procs backend with a live view.
+
+Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts), or the
+file is invalid; 130 stopped by Ctrl-C; 143 stopped by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from topo.cli.app import app
+from topo.cli.common import FileArgument, ParamsOption, fail, stderr
+from topo.diagnostics import TopoError
+
+
+@app.command("run")
+def run(
+    file: FileArgument,
+    params: ParamsOption = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="threads | procs (one process per executable).")
+    ] = "procs",
+    grace: Annotated[
+        float | None,
+        typer.Option("--grace", help="Seconds nodes get to stop before being killed "
+                     "(default: the file's stop.grace_s, else 5)."),
+    ] = None,
+    log_dir: Annotated[
+        Path, typer.Option("--log-dir", help="Parent of the run directory.")
+    ] = Path("runs"),
+    run_dir: Annotated[
+        Path | None, typer.Option("--run-dir", help="Exact run directory (default: "
+                                  "<log-dir>/<name>-<timestamp>).")
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No logs or live table; only the outcome.")
+    ] = False,
+    live: Annotated[
+        bool | None, typer.Option("--live/--no-live", help="Live table (default: when stdout "
+                                  "is a terminal) or prefixed log lines.")
+    ] = None,
+) -> None:
+    """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
+    from topo.backends.base import RunOptions, available_backends, get_backend
+    from topo.backends.launch import load
+    from topo.backends.launcher import Launcher
+    from topo.backends.view import LinesView, TableView
+
+    if backend not in available_backends():
+        stderr.print(f"[red]error:[/] unknown backend {backend!r}; choose one of "
+                     f"{', '.join(available_backends())}")
+        raise typer.Exit(2)
+    try:
+        program, yaml_text = load(file, params or [])
+    except TopoError as error:
+        raise fail(error) from None
+    options = RunOptions(grace_s=grace, log_dir=log_dir, run_dir=run_dir,
+                         topology_yaml=yaml_text)
+    try:
+        launcher = Launcher(program, get_backend(backend), options)
+    except ValueError as exc:
+        stderr.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    console = Console(highlight=False, soft_wrap=True)
+    use_table = (live if live is not None else console.is_terminal) and not quiet
+    interrupts = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            launcher.request_stop(f"{name} (press Ctrl-C again to kill)",
+                                  code=130 if signum == signal.SIGINT else 143)
+        else:
+            launcher.kill()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    view: LinesView | TableView | None = None
+    try:
+        if use_table:
+            view = TableView(launcher, console)
+        elif not quiet:
+            view = LinesView(launcher, console)
+        if view is not None:
+            launcher.add_listener(view)
+        launcher.start()
+        while launcher.wait(0.2) is None:
+            pass
+    finally:
+        if view is not None:
+            view.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    code = launcher.exit_code or 0
+    _outcome(launcher, code)
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def _outcome(launcher: object, code: int) -> None:
+    from topo.backends.launcher import Launcher
+
+    assert isinstance(launcher, Launcher)
+    for warning in launcher.warnings:
+        stderr.print(Text(f"warning: {warning}", style="yellow"))
+    failure = launcher.failure
+    if failure is not None:
+        body = Text(failure.traceback.rstrip() or "(no traceback: the process died)")
+        stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
+                           title_align="left", border_style="red", expand=False))
+        stderr.print(Text(f"exit 1 — logs in {launcher.run_dir}", style="red"))
+        return
+    style = "green" if code == 0 else "yellow"
+    stderr.print(Text(f"✓ stopped: {launcher.stop_reason} — exit {code}, logs in "
+                      f"{launcher.run_dir}", style=style))
