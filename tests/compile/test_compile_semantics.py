@@ -484,3 +484,42 @@ def test_check_imports_passes_and_warns_about_unreachable_nodes(
     compile_spec(load_spec(path2), check_imports=True, warnings=warnings)
     assert [d.severity for d in warnings] == ["warning"]
     assert "nothing holds a handle to it" in warnings[0].message
+
+
+# --- regressions found by the mutation corpus ----------------------------------------------
+
+
+def test_references_in_a_disabled_group_are_still_checked(errors_of: Any) -> None:
+    text = (EXAMPLES / "acme_distributed.yaml").read_text()
+    f = errors_of(text.replace('learner: "@learner"', 'learner: "@learnerx"'))
+    assert "'@learnerx' refers to group 'learnerx', which does not exist" in f.headline
+    assert f.where() == ("topology.yaml", 73, 16)  # in model_saver, disabled by default
+    f = errors_of(
+        text.replace(
+            'counter: "@counter"\n      max_steps', 'counter: "@counter[3]"\n      max_steps'
+        )
+    )
+    assert "'@counter[3]' is out of range" in f.headline
+
+
+def test_a_disabled_group_may_refer_to_another_disabled_group(compile_text: Any) -> None:
+    program = compile_text(
+        """
+        name: t
+        params: {on: false}
+        nodes:
+          a: {target: m:A, enabled: "${on}"}
+          b:
+            target: m:B
+            enabled: "${on}"
+            args: {a: "@a", rr: {round_robin: ["@a"]}}
+        """
+    )
+    assert program.nodes == () and program.edges == ()
+
+
+def test_an_unused_fallback_is_still_checked(errors_of: Any) -> None:
+    text = (EXAMPLES / "mava_dial.yaml").read_text()
+    f = errors_of(text.replace('fallback: ["@trainer"]', 'fallback: ["@trainr"]'))
+    assert "'@trainr' refers to group 'trainr', which does not exist" in f.headline
+    assert f.hint() == "did you mean 'trainer'?"

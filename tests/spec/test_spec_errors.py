@@ -432,3 +432,9 @@ def test_extends_missing_file_and_loops(compile_path: Any, write_topo: Any) -> N
     loop = write_topo("extends: a.yaml\nname: b\n", "b.yaml")
     with pytest.raises(TopoError, match="extends loops back"):
         compile_path(loop)
+
+
+def test_enabled_with_text_around_the_expression_is_not_silently_true(errors_of: Any) -> None:
+    f = errors_of("name: t\nparams: {on: false}\nnodes:\n  a: {target: m:A, enabled: '${on} x'}\n")
+    assert "'enabled' of group 'a' must be true or false, got 'false x'" in f.headline
+    assert f.where() == ("topology.yaml", 4, 29)

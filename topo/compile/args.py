@@ -196,9 +196,13 @@ class ArgCompiler:
             )
         pool = self._pool(spec["round_robin"], (*path, "round_robin"))
         via: EdgeVia = "round_robin"
-        if not pool and "fallback" in spec:
-            pool = self._pool(spec["fallback"], (*path, "fallback"))
+        # The fallback is checked even while unused: another -p value may need it.
+        fallback = self._pool(spec["fallback"], (*path, "fallback")) if "fallback" in spec else ()
+        if not pool and fallback:
+            pool = fallback
             via = "fallback"
+        if not pool and self.table.lenient:
+            return Const(None, [])
         if not pool:
             raise self.error(
                 "round_robin has nothing to choose from: every pool is empty or disabled"

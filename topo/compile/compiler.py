@@ -7,6 +7,7 @@ records every edge, then checks the graph as a whole.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from topo.compile.args import ArgCompiler, EdgeSpec, NodeContext, Template, arg_path
@@ -30,6 +31,7 @@ from topo.ir import (
 )
 from topo.spec.loader import LoadedSpec
 from topo.spec.models import GroupSpec, RpcSpec
+from topo.spec.source import SourceMap
 
 REVERB_TARGET = "topo.nodes.reverb:ReverbServer"
 CACHER_TARGET = "topo.nodes.cacher:Cacher"
@@ -148,8 +150,10 @@ def compile_spec(
 
     nodes: list[Node] = []
     edges: list[Edge] = []
+    lenient = dataclasses.replace(table, lenient=True)
     for g in groups:
         if not g.enabled:
+            errors.extend(_check_disabled(g, spec.nodes[g.name], lenient, sources))
             continue
         gspec = spec.nodes[g.name]
         base = ("nodes", g.name, "args")
@@ -222,6 +226,24 @@ def compile_spec(
         if warnings is not None:
             warnings.extend(found)
     return program
+
+
+def _check_disabled(
+    g: Group, gspec: GroupSpec, table: GroupTable, sources: SourceMap
+) -> list[Diagnostic]:
+    """References in a disabled group's args must still name real groups and replicas, so a
+    typo shows now rather than when a parameter switches the group on. ``table`` is lenient:
+    references to other disabled groups resolve to nothing."""
+    errors: list[Diagnostic] = []
+    compiler = ArgCompiler(table, sources, ("nodes", g.name, "args"))
+    for k, v in {**_builtin_args(gspec), **gspec.args}.items():
+        compiler.compile(v, (k,))
+    for key, args in gspec.overrides.items():
+        over = ArgCompiler(table, sources, ("nodes", g.name, "overrides", key))
+        for k, v in args.items():
+            over.compile(v, (k,))
+        errors.extend(over.errors)
+    return compiler.errors + errors
 
 
 def _override_templates(

@@ -25,6 +25,9 @@ class GroupTable:
     groups: dict[str, Group]
     node_ids: dict[str, tuple[str, ...]]
     positions: dict[str, str]  # group -> "file:line:col" where it is declared, for messages
+    # For checking the args of a disabled group: a reference to another disabled group is
+    # fine there (both are usually switched by the same parameter) and resolves to nothing.
+    lenient: bool = False
 
     def resolve(self, text: str) -> Ref | tuple[Ref, ...] | None:
         """A single Ref, a tuple of Refs (whole multi-node group) or None (optional, disabled)."""
@@ -43,7 +46,7 @@ class GroupTable:
             hint = suggest(name, set(self.groups)) or f"groups: {', '.join(self.groups)}"
             raise RefError(f"'{text}' refers to group '{name}', which does not exist", hint)
         if not group.enabled:
-            if optional:
+            if optional or self.lenient:
                 return None
             where = self.positions.get(name)
             raise RefError(

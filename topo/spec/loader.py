@@ -129,8 +129,10 @@ def _interpolate(
     except ExprError as exc:
         errors.append(Diagnostic(str(exc), sources.pos(path)))
         return data
-    if len(path) == 3 and path[0] == "nodes" and path[2] == "enabled":
-        return bool(value)  # `enabled: ${max_steps}` reads as "when max_steps is set"
+    if len(path) == 3 and path[0] == "nodes" and path[2] == "enabled" and template.whole:
+        # `enabled: ${max_steps}` reads as "when max_steps is set"; text around the ${...}
+        # leaves a string, which the model refuses rather than reading it as true.
+        return bool(value)
     return value
 
 
