@@ -1,0 +1,137 @@
+"""``topo run`` as a real command: output, exit codes, Ctrl-C and the launcher's death."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from topo.testing import wait_gone
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TOPO = [sys.executable, "-c", "from topo.cli import main; main()"]
+SERVERS = """
+    name: servers
+    nodes:
+      echo: {target: "bk_nodes:Echo", count: 3}
+      stubborn: {target: "bk_nodes:Stubborn"}
+"""
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
+                NO_COLOR="1", COLUMNS="200")
+
+
+def _topo(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOPO, *args], capture_output=True,
+                          text=True, env=_env(), cwd=ROOT, timeout=timeout)
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*TOPO, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT)
+
+
+def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[str]]:
+    """Read output until every node is up; (pids of the launcher's descendants, lines)."""
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "nodes up in" in line:
+            break
+    assert any("nodes up in" in line for line in lines), "".join(lines)
+    kids = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert len(kids) == nodes + 1, kids  # the executables and the fork server
+    return kids, lines
+
+
+def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path) -> None:
+    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--backend", "procs",
+                   "--no-live", "--log-dir", str(tmp_path), "-p", "num_producers=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "consumer" in result.stdout and "| consumer: 32 results from 2 producers" in (
+        result.stdout)
+    assert "exit 0" in result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    assert {p.name for p in (run_dir / "logs").iterdir()} == {
+        "producer_0.log", "producer_1.log", "consumer.log"}
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 0
+    assert not wait_gone([n["pid"] for n in status["nodes"]], 15)
+
+
+def test_failure_prints_the_traceback_once(tmp_path: Path, topology: Callable) -> None:
+    path = topology("""
+        name: crash
+        nodes:
+          crasher: {target: "bk_nodes:Crasher", args: {message: unique-boom-99}}
+    """)
+    result = _topo("run", str(path), "--no-live", "--log-dir", str(tmp_path))
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert out.count("ValueError: unique-boom-99") == 1, out
+    assert "node crasher" in result.stderr and "raised an exception" in result.stderr
+
+
+def test_bad_file_exits_1_without_starting(tmp_path: Path, topology: Callable) -> None:
+    path = topology("name: bad\nnodes:\n  x: {target: 'bk_nodes:Echo', count: -1}\n")
+    result = _topo("run", str(path), "--log-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert not list(tmp_path.glob("bad-*"))
+
+
+def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Callable) -> None:
+    proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "1",
+                  "--log-dir", str(tmp_path))
+    try:
+        kids, _ = _wait_up(proc, 4)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 130, out
+        assert "Ctrl-C" in out and "grace period" in out  # the stubborn node was killed
+        assert not wait_gone(kids, 15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None:
+    proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "60",
+                  "--log-dir", str(tmp_path))
+    try:
+        kids, _ = _wait_up(proc, 4)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)  # far less than the 60 s grace
+        assert proc.returncode == 130
+        assert not wait_gone(kids, 15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_kill9_of_the_launcher_leaves_nothing_behind(tmp_path: Path,
+                                                     topology: Callable) -> None:
+    proc = _start("run", str(topology(SERVERS)), "--no-live", "--log-dir", str(tmp_path))
+    try:
+        kids, _ = _wait_up(proc, 4)
+        proc.kill()
+        proc.wait(10)
+        assert not wait_gone(kids, 10)  # the behaviour is "within 5 s"; slack for a busy box
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
