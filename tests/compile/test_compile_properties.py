@@ -23,7 +23,7 @@ from topo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
