@@ -1,0 +1,41 @@
+"""StepsLimiter: stops the program once a counter key reaches ``max_steps``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("topo.nodes.limiter")
+
+
+class StepsLimiter:
+    """Polls ``counter.get_counts()[steps_key]`` and calls ``topo.stop()`` at ``max_steps``."""
+
+    def __init__(
+        self, counter: Any, max_steps: int, steps_key: str = "actor_steps", poll_s: float = 1.0
+    ) -> None:
+        if max_steps < 0:
+            raise ValueError(f"max_steps must be ≥ 0, got {max_steps}")
+        self._counter = counter
+        self._max_steps = max_steps
+        self._steps_key = steps_key
+        self._poll_s = poll_s
+        self.steps_seen = 0
+
+    def run(self) -> None:
+        """Poll until the limit is reached (then stop the program) or the program stops."""
+        import topo
+
+        while True:
+            self.steps_seen = int(self._counter.get_counts().get(self._steps_key, 0))
+            if self.steps_seen >= self._max_steps:
+                log.info(
+                    "%s reached %d (limit %d): stopping the program",
+                    self._steps_key,
+                    self.steps_seen,
+                    self._max_steps,
+                )
+                topo.stop(f"{self._steps_key} reached {self.steps_seen} (limit {self._max_steps})")
+                return
+            if topo.wait_for_stop(self._poll_s):
+                return
