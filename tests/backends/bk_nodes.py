@@ -18,6 +18,12 @@ class Echo:
     def ping(self) -> str:
         return "pong"
 
+    def env(self, name: str) -> str | None:
+        return os.environ.get(name)
+
+    def cwd(self) -> str:
+        return os.getcwd()
+
     def whoami(self) -> tuple[str, int]:
         return topo.current_node().id, os.getpid()
 

@@ -81,3 +81,23 @@ def test_stubborn_node_is_killed_after_grace(topo_launch: Callable, topology: Ca
     assert run.stop(timeout=60) == 0
     assert any("grace period" in w for w in run.launcher.warnings)
     assert not wait_gone(run.pids(), 15)
+
+
+def test_group_resources_apply_in_the_child(topo_launch: Callable, topology: Callable,
+                                            tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    path = topology(f"""
+        name: resources
+        nodes:
+          echo:
+            target: "bk_nodes:Echo"
+            resources: {{env: {{TOPO_TEST_VAR: "42"}}, workdir: "{workdir}", cpus: [0]}}
+    """)
+    run = topo_launch(path, "procs", ready_timeout=60)
+    echo = run.handle("echo")
+    assert echo.env("TOPO_TEST_VAR") == "42"
+    assert echo.cwd() == str(workdir)
+    import psutil
+
+    assert psutil.Process(run.launcher.pids()["echo"]).cpu_affinity() == [0]
+    assert run.stop(timeout=60) == 0

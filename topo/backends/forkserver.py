@@ -202,6 +202,10 @@ def serve(status_fd: int) -> None:
         except BaseException as exc:  # the child will fail with the full traceback
             errors.append(f"{module}: {exc!r}")
     launcher_pid = init["launcher_pid"]
+    import gc
+
+    gc.collect()
+    gc.freeze()  # keep imported objects out of the children's GC: fewer copy-on-write faults
     send_status(t="server", pid=os.getpid(), import_errors=errors)
     ctx = multiprocess.get_context("fork")
     children: dict[int, tuple[Any, str, int]] = {}  # sentinel -> (process, exe, attempt)

@@ -110,7 +110,7 @@ class TableView:
             table.add_row(Text(st.id, style=colour(st.id)), st.exe,
                           Text(st.state, style=STATE_STYLE.get(st.state, "")),
                           str(st.pid or ""), str(st.restarts or ""), _uptime(st.started)
-                          if st.state == "running" else "", escape(st.last_line[-60:]))
+                          if st.state == "running" else "", escape(st.last_line[:200]))
         if len(rows) > height:
             table.add_row(f"… {len(rows) - height} more", "", "", "", "", "", "")
         return table
