@@ -165,6 +165,7 @@ def main() -> None:
                "naive_ready_s": statistics.median(naive_runs),
                "stop_s": statistics.median(r["stop_s"] for r in topo_runs)}
         row["speedup"] = row["naive_ready_s"] / row["topo_ready_s"]
+        row["load_avg_1m"] = os.getloadavg()[0]
         rows.append(row)
         print(json.dumps(row), flush=True)
     det = bench_detection(log_dir, args.kills)
@@ -182,11 +183,11 @@ def main() -> None:
              f"`.venv/bin/python bench/launch_bench.py` — Python {platform.python_version()}, "
              f"{os.cpu_count()} CPUs (shared, noisy). Median of the repeats.", "",
              "| nodes | topo fork server: launch → all ready | naive: fresh interpreter per "
-             "node | speed-up | stop → all gone |",
-             "| ---: | ---: | ---: | ---: | ---: |"]
+             "node | speed-up | stop → all gone | load avg (1 min) after |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['nodes']} | {r['topo_ready_s']:.2f} s | {r['naive_ready_s']:.2f} s "
-                     f"| {r['speedup']:.1f}× | {r['stop_s']:.2f} s |")
+                     f"| {r['speedup']:.1f}× | {r['stop_s']:.2f} s | {r['load_avg_1m']:.0f} |")
     lines += ["", f"Failure detection (`kill -9` of a node → launcher's failed event), "
               f"{len(det)} kills: median {statistics.median(det) * 1000:.0f} ms, "
               f"max {max(det) * 1000:.0f} ms.", ""]

@@ -49,7 +49,6 @@ class RunOptions:
     disable_run: bool = False  # courier nodes only serve; their run() is not called
     default_deadline: float | None = None  # None: the groups' rpc.deadline_s
     topology_yaml: str | None = None  # resolved YAML text, written to the run directory
-    echo_logs: bool = False  # copy node output to the launcher's own stderr (threads backend)
 
 
 @dataclass(frozen=True)

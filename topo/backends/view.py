@@ -55,9 +55,6 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
         return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s)", style="bold")
     if k == "killed":
         return Text(f"✗ killed {event.executable} (pid {event.pid})", style="red")
-    if k == "exited" and event.data.get("code") not in (0, None) and event.message != "failed":
-        return Text(f"  {event.executable} exited ({event.message}, code "
-                    f"{event.data.get('code')})", style="dim")
     return None
 
 
