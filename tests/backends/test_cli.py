@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from topo.testing import wait_gone
 
@@ -31,9 +32,10 @@ def _env() -> dict[str, str]:
                 NO_COLOR="1", COLUMNS="200")
 
 
-def _topo(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def _topo(*args: str, timeout: float = 90, env: dict[str, str] | None = None
+          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TOPO, *args], capture_output=True,
-                          text=True, env=_env(), cwd=ROOT, timeout=timeout)
+                          text=True, env=env or _env(), cwd=ROOT, timeout=timeout)
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
@@ -55,9 +57,11 @@ def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[s
     return kids, lines
 
 
-def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path) -> None:
-    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--backend", "procs",
-                   "--no-live", "--log-dir", str(tmp_path), "-p", "num_producers=2")
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: str) -> None:
+    env = dict(_env(), PYTHONPATH="")  # node targets resolve from the current directory
+    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--backend", backend,
+                   "--no-live", "--log-dir", str(tmp_path), "-p", "num_producers=2", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "consumer" in result.stdout and "| consumer: 32 results from 2 producers" in (
         result.stdout)
