@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import RunOptions, get_backend
-from topo.backends.launcher import Failure, Launcher, NodeStatus
+from topo.backends.launcher import Launcher
+from topo.backends.state import Failure, NodeStatus
 from topo.ir import Program
 from topo.runtime import Handle, ProgramContext, connect_program
 

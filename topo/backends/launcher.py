@@ -15,68 +15,20 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, Event, ExecutableRunner, JobContext, RunOptions, Sink
+from topo.backends.base import Backend, Event, JobContext, RunOptions, Sink
 from topo.backends.logs import LogTailer, exe_output_path, log_path, make_run_dir, write_status
+from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.backends.worker import unsupported_kinds
 from topo.ir import Group, Program, RestartPolicy
 from topo.runtime import RegistryServer, new_program_id, new_secret
 
 Listener = Callable[[Event], None]
-
-
-@dataclass
-class NodeStatus:
-    """What the live view shows for one node."""
-
-    id: str
-    exe: str
-    state: str = "pending"
-    pid: int | None = None
-    restarts: int = 0
-    started: float | None = None
-    last_line: str = ""
-
-
-@dataclass
-class ExeStatus:
-    """Supervision state of one executable."""
-
-    id: str
-    nodes: tuple[str, ...]
-    policy: RestartPolicy
-    attempt: int = -1
-    restarts: int = 0
-    runner: ExecutableRunner | None = None
-    state: str = "pending"
-    restart_at: float | None = None
-    failure: tuple[str, str] | None = None  # (node id, traceback) of the current attempt
-    pids: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a run ended with exit code 1."""
-
-    node: str
-    executable: str
-    pid: int | None
-    message: str
-    traceback: str = ""
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
 
 
 class Launcher(Sink):
@@ -369,7 +321,7 @@ class Launcher(Sink):
             return
         node, text = exe.failure or (exe.nodes[0], "")
         if code < 0:
-            how = f"was killed by {_signal_name(code)}"
+            how = f"was killed by {signal_name(code)}"
         elif text:
             how = "raised an exception"
         else:
