@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["topo.testing"]
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 if str(HERE) not in sys.path:  # bk_nodes must import in the launcher and in the fork server
