@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, _base
 from typing import Any
 
 import zmq
@@ -131,63 +131,179 @@ def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ..
 
 
 class _Peer:
-    """Futures-engine state for one peer (I/O thread only)."""
+    """Futures-engine state for one peer (guarded by the engine's I/O lock)."""
 
     def __init__(self, program: ProgramContext, node_id: str) -> None:
         self.program = program
         self.node_id = node_id
         self.endpoint: str | None = None
         self.sock: zmq.Socket | None = None
+        self.fd = -1
         self.pending: collections.deque[_Request] = collections.deque()
         self.next_lookup = 0.0
         self.blocked_since: float | None = None
 
 
-_Request = tuple[Any, str, str, int, list[Any], Future, float, float]
+# (program, node_id, method, call_id, frames, future, deadline, start)
+_Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
+_Done = list[tuple[_Request, int, list[Any], str]]
+_IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
+_SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
+_POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
+_EVENTS = int(zmq.EVENTS)
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+
+
+def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
+    """``send_multipart(frames, NOBLOCK, copy=False)`` without its per-call checks.
+
+    Raises ``zmq.Again`` only on the first frame: libzmq delivers a multipart
+    message atomically once its first part is queued.
+    """
+    send = sock.send
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        send(frame, _MORE if i < last else _NOBLOCK, copy=False)
+
+
+class _CallFuture(Future):
+    """A Future whose ``result()`` / ``exception()`` receive replies themselves."""
+
+    _engine: _Engine
+    _peer: _Peer | None = None  # set once the request is on the socket
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().exception(timeout)
 
 
 class _Engine:
-    """Per-process I/O thread that pipelines future calls."""
+    """Per-process futures engine.
+
+    The calling thread does the I/O in the common case: ``submit`` sends on
+    the engine's DEALER for that peer and picks up replies that are already
+    there; ``result()`` on a future that is not done yet polls that socket
+    until the reply arrives. All sockets and in-flight state are guarded by
+    one lock (a zmq socket is never used by two threads at once), and futures
+    are resolved outside it. The I/O thread connects and re-resolves peers,
+    sends what could not be sent yet, expires deadlines, and receives replies
+    when no caller has been active for ``_IDLE_AFTER`` (so callbacks,
+    ``concurrent.futures.wait`` and ``as_completed`` work without ``result()``).
+    It then watches the sockets' file descriptors (ZMQ_FD) without the lock,
+    after draining them (which re-arms the edge-triggered ZMQ_FD), and drains
+    again at least every 10 ms in case a caller consumed a wake-up meanwhile.
+    """
 
     def __init__(self) -> None:
         ctx = zmq_context()
-        self.queue: collections.deque[_Request] = collections.deque()
-        self._flag = False
-        self._lock = threading.Lock()
+        self._io = threading.Lock()
+        self._active = 0.0  # monotonic time of the last submit / wait by a caller
+        self._wake_pending = False
         addr = f"inproc://topo-fut-{uuid.uuid4().hex[:12]}"
         self._rx = ctx.socket(zmq.PAIR)
         self._rx.bind(addr)
-        self._tx = ctx.socket(zmq.PAIR)
+        self._tx = ctx.socket(zmq.PAIR)  # used under the I/O lock only
         self._tx.connect(addr)
         self._peers: dict[tuple[str, str], _Peer] = {}
-        self._by_sock: dict[zmq.Socket, _Peer] = {}
         self._inflight: dict[int, _Request] = {}
-        self._poller = zmq.Poller()
-        self._poller.register(self._rx, zmq.POLLIN)
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
+    # -- calling threads ----------------------------------------------------------
     def submit(self, program: ProgramContext, node_id: str, method: str,
                args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float) -> Future:
-        fut: Future = Future()
+        fut = _CallFuture()
+        fut._engine = self
         start = time.monotonic()
         call_id = next(_ids)
         frames = wire.request_frames(call_id, method, timeout, args, kwargs)
-        self.queue.append((program, node_id, method, call_id, frames, fut,
-                           start + timeout, start))
-        if not self._flag:
-            with self._lock:
-                self._flag = True
-                self._tx.send(b"")
+        req: _Request = (program, node_id, method, call_id, frames, fut, start + timeout, start)
+        done: _Done = []
+        with self._io:
+            self._active = start
+            peer = self._peers.get((program.program_id, node_id))
+            if peer is None:
+                peer = self._peers[(program.program_id, node_id)] = _Peer(program, node_id)
+            sock = peer.sock
+            sent = False
+            if sock is not None and not peer.pending:
+                try:
+                    _send_nowait(sock, frames)
+                    sent = True
+                except zmq.Again:
+                    pass
+            if sent:
+                fut._peer = peer
+                self._inflight[call_id] = req
+                self._drain(peer, done, 1)
+            else:
+                peer.pending.append(req)
+                if sock is not None:
+                    self._drain(peer, done)
+                if not self._wake_pending:
+                    self._wake_pending = True
+                    self._tx.send(b"")
+        if done:
+            _resolve(done)
         return fut
 
-    def _peer(self, program: ProgramContext, node_id: str) -> _Peer:
-        key = (program.program_id, node_id)
-        peer = self._peers.get(key)
-        if peer is None:
-            peer = self._peers[key] = _Peer(program, node_id)
-        return peer
+    def drive(self, fut: _CallFuture, timeout: float | None) -> None:
+        """Receive replies on ``fut``'s socket until it is done (or ``timeout``)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        cond = fut._condition  # type: ignore[attr-defined]
+        while not fut.done():
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            wait = _SLICE_MS / 1000 if end is None else min(_SLICE_MS / 1000, end - now)
+            peer = fut._peer
+            if peer is None or not self._io.acquire(blocking=False):
+                # Not sent yet (the I/O thread sends it) or another thread is receiving.
+                with cond:
+                    if not fut.done():
+                        cond.wait(wait)
+                continue
+            done: _Done = []
+            try:
+                self._active = now
+                sock = peer.sock
+                if sock is not None and peer is fut._peer:
+                    self._drain(peer, done)
+                    if not done and sock.poll(max(1, int(wait * 1000)), _POLLIN):
+                        self._drain(peer, done)
+                self._active = time.monotonic()
+            finally:
+                self._io.release()
+            if done:
+                _resolve(done)
 
-    def _flush(self, peer: _Peer, now: float) -> None:
+    # -- under the I/O lock -------------------------------------------------------
+    def _drain(self, peer: _Peer, done: _Done, most: int = -1) -> None:
+        """Receive the replies waiting on ``peer``'s socket (at most ``most``).
+
+        Draining completely leaves ZMQ_FD re-armed; ``submit`` takes only one
+        reply per call (one ZMQ_EVENTS check instead of two in steady state).
+        """
+        sock = peer.sock
+        assert sock is not None
+        inflight = self._inflight
+        while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
+            most -= 1
+            reply = sock.recv_multipart(flags=_NOBLOCK, copy=False)
+            header = wire.unpack_header(reply[0].bytes)
+            if header is None or len(reply) < 2:
+                continue
+            req = inflight.pop(header[1], None)
+            if req is not None:
+                done.append((req, header[0], reply, peer.node_id))
+
+    def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
         if now >= peer.next_lookup and (peer.sock is None or stuck):
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
@@ -198,8 +314,7 @@ class _Engine:
                 _endpoints[key] = endpoint
                 if peer.sock is None:
                     peer.sock = _new_socket(peer.program, endpoint)
-                    self._by_sock[peer.sock] = peer
-                    self._poller.register(peer.sock, zmq.POLLIN)
+                    peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
                 else:
                     if peer.endpoint is not None:
                         peer.sock.disconnect(peer.endpoint)
@@ -210,41 +325,23 @@ class _Engine:
         while peer.pending:
             req = peer.pending[0]
             try:
-                peer.sock.send_multipart(req[4], flags=zmq.NOBLOCK, copy=False)
+                _send_nowait(peer.sock, req[4])
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
-                return
+                break
             peer.blocked_since = None
             peer.pending.popleft()
+            req[5]._peer = peer
             self._inflight[req[3]] = req
+        self._drain(peer, done)
 
-    def _receive(self, peer: _Peer) -> None:
-        assert peer.sock is not None
-        while True:
-            try:
-                reply = peer.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            header = wire.unpack_header(reply[0].bytes)
-            if header is None or len(reply) < 2:
-                continue
-            req = self._inflight.pop(header[1], None)
-            if req is None:
-                continue
-            fut = req[5]
-            try:
-                fut.set_result(decode_reply(header[0], reply[1:], peer.node_id))
-            except InvalidStateError:
-                pass
-            except BaseException as exc:
-                _fail(fut, exc)
-
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
+        failed: list[tuple[Future, BaseException]] = []
         for call_id, req in list(self._inflight.items()):
             if req[6] <= now:
                 del self._inflight[call_id]
-                _fail(req[5], DeadlineExceeded(req[1], req[2], now - req[7]))
+                failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):
                 continue
@@ -255,36 +352,105 @@ class _Engine:
                     continue
                 detail = (f"no connection to {peer.endpoint}" if peer.endpoint
                           else "no address registered")
-                _fail(r[5], PeerUnavailable(r[1], now - r[7], detail))
+                failed.append((r[5], PeerUnavailable(r[1], now - r[7], detail)))
             peer.pending = keep
+        return failed
 
+    # -- the I/O thread -----------------------------------------------------------
     def _loop(self) -> None:
         next_expire = 0.0
+        watched: tuple[int, ...] = ()
+        poller = zmq.Poller()
+        poller.register(self._rx, zmq.POLLIN)
         while True:
+            now = time.monotonic()
             waiting = any(p.pending for p in self._peers.values())
-            timeout = 5 if waiting else (50 if self._inflight else 1000)
-            events = dict(self._poller.poll(timeout))
+            idle = now - self._active >= _IDLE_AFTER
+            # Watch replies only while no caller is receiving them itself.
+            want = tuple(p.fd for p in self._peers.values()
+                         if p.sock is not None) if idle and self._inflight else ()
+            if want != watched:
+                if want:  # callers may have left replies unread: re-arm ZMQ_FD first
+                    done0: _Done = []
+                    with self._io:
+                        for peer in self._peers.values():
+                            if peer.sock is not None:
+                                self._drain(peer, done0)
+                    if done0:
+                        _resolve(done0)
+                for fd in watched:
+                    poller.unregister(fd)
+                for fd in want:
+                    poller.register(fd, zmq.POLLIN)
+                watched = want
+            if waiting:
+                timeout = 5
+            elif self._inflight:
+                timeout = 10 if idle else int(_IDLE_AFTER * 1000)
+            else:
+                timeout = 1000
+            events = dict(poller.poll(timeout))
             if self._rx in events:
                 while True:
                     try:
-                        self._rx.recv(zmq.NOBLOCK)
+                        self._rx.recv(_NOBLOCK)
                     except zmq.Again:
                         break
-            self._flag = False
-            now = time.monotonic()
-            while self.queue:
-                req = self.queue.popleft()
-                self._peer(req[0], req[1]).pending.append(req)
-            for sock in events:
-                peer = self._by_sock.get(sock)
-                if peer is not None:
-                    self._receive(peer)
-            for peer in self._peers.values():
-                if peer.pending:
-                    self._flush(peer, now)
-            if now >= next_expire:
-                self._expire(now)
-                next_expire = now + 0.01
+            done: _Done = []
+            failed: list[tuple[Future, BaseException]] = []
+            with self._io:
+                self._wake_pending = False
+                now = time.monotonic()
+                for peer in self._peers.values():
+                    if peer.pending:
+                        self._flush(peer, now, done)
+                    elif peer.sock is not None:
+                        self._drain(peer, done)
+                if now >= next_expire:
+                    failed = self._expire(now)
+                    next_expire = now + 0.01
+            if done:
+                _resolve(done)
+            for fut, exc in failed:
+                _fail(fut, exc)
+
+
+def _resolve(done: _Done) -> None:
+    """Decode replies and complete their futures (outside the I/O lock)."""
+    for req, kind, reply, node_id in done:
+        fut = req[5]
+        try:
+            value = decode_reply(kind, reply[1:], node_id)
+        except BaseException as exc:
+            _fail(fut, exc)
+            continue
+        _set_result(fut, value)
+
+
+_FINISHED = _base.FINISHED
+_DONE_STATES = frozenset({_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED})
+
+
+def _set_result(fut: Future, value: Any) -> None:
+    """``fut.set_result(value)`` without its overhead when nobody waits on ``fut``.
+
+    Same steps as ``Future.set_result`` (state change under the future's
+    condition, ``wait``/``as_completed`` waiters, callbacks); an already
+    finished or cancelled future is left alone.
+    """
+    f: Any = fut
+    cond = f._condition
+    with cond:
+        if f._state in _DONE_STATES:
+            return
+        f._result = value
+        f._state = _FINISHED
+        for waiter in f._waiters:
+            waiter.add_result(fut)
+        if cond._waiters:
+            cond.notify_all()
+    if f._done_callbacks:
+        f._invoke_callbacks()
 
 
 def _fail(fut: Future, exc: BaseException) -> None:
@@ -295,15 +461,25 @@ def _fail(fut: Future, exc: BaseException) -> None:
 
 
 _engine: _Engine | None = None
-_engine_pid = -1
 _engine_lock = threading.Lock()
+
+
+def _forget_engine() -> None:
+    global _engine, _engine_lock
+    _engine = None  # the I/O thread does not exist in a forked child
+    _engine_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_engine)
 
 
 def engine() -> _Engine:
     """This process's futures engine (started on first use, re-created after fork)."""
-    global _engine, _engine_pid
-    if _engine is None or _engine_pid != os.getpid():
+    global _engine
+    eng = _engine
+    if eng is None:
         with _engine_lock:
-            if _engine is None or _engine_pid != os.getpid():
-                _engine, _engine_pid = _Engine(), os.getpid()
-    return _engine
+            if _engine is None:
+                _engine = _Engine()
+            eng = _engine
+    return eng
