@@ -1,0 +1,57 @@
+"""The futures engine: callers receive their own replies; the I/O thread covers
+futures nobody calls ``result()`` on (callbacks, ``wait``, ``as_completed``)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import as_completed, wait
+
+from conftest import Spawn
+
+from topo.runtime import Handle, ProgramContext
+
+
+def test_futures_complete_without_result_calls(program: ProgramContext, spawn: Spawn) -> None:
+    spawn("echo/0")
+    h = Handle("echo/0", program=program)
+    assert h.echo(0) == 0
+    seen: list[int] = []
+    got = threading.Event()
+
+    def on_done(f: object) -> None:
+        seen.append(f.result())  # type: ignore[attr-defined]
+        if len(seen) == 50:
+            got.set()
+
+    futures = [h.futures.echo(i) for i in range(50)]
+    for f in futures:
+        f.add_done_callback(on_done)
+    assert got.wait(30), f"only {len(seen)} callbacks ran"
+    assert sorted(seen) == list(range(50))
+    done, not_done = wait([h.futures.echo(i) for i in range(20)], timeout=30)
+    assert not not_done and sorted(f.result() for f in done) == list(range(20))
+    assert sorted(f.result() for f in as_completed(
+        [h.futures.echo(i) for i in range(20)], timeout=30)) == list(range(20))
+
+
+def test_futures_from_many_threads_and_cancelled(program: ProgramContext, spawn: Spawn) -> None:
+    spawn("echo/0")
+    h = Handle("echo/0", program=program)
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            window = [h.futures.echo((k, i)) for i in range(200)]
+            window[0].cancel()  # may or may not win the race; must not break anything
+            for i, f in enumerate(window[1:], 1):
+                assert f.result(timeout=30) == (k, i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert h.futures.echo("after").exception(timeout=30) is None
