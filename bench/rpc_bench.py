@@ -282,12 +282,15 @@ def main() -> None:
     wanted = [w for w in a.only.split(",") if w]
     chosen = [(n, m) for n, m in systems
               if n.startswith("raw") or not wanted or any(w in n for w in wanted)]
+    load0 = os.getloadavg()[0]
     results = run_all(chosen, sizes, rounds=5)
     try:
         import ray  # noqa: F401
         notes = ["ray installed but not benchmarked by this script version"]
     except ImportError:
         notes = ["Ray actor: skipped, ray is not installed in this environment"]
+    notes.append(f"machine load average (1 min) at start / end of the run: {load0:.1f} / "
+                 f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for reg in registries:
         reg.close()
     write(results, notes, a)
