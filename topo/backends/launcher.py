@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -81,6 +82,10 @@ class Launcher(Sink):
 
     def start(self) -> None:
         """Create the run directory and registry, start every executable."""
+        # Targets resolve from the current directory, as with `python -m` (the procs
+        # backend passes the same path on to its fork server).
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         deadline = opts.default_deadline or max(

@@ -15,7 +15,7 @@ from typing import TextIO
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
 from topo.backends.worker import run_executable
-from topo.runtime import ProgramContext, connect_program
+from topo.runtime import NodeServer, ProgramContext, connect_program
 
 
 class _ThreadRunner(ExecutableRunner):
@@ -26,6 +26,7 @@ class _ThreadRunner(ExecutableRunner):
         self._sink = sink
         self._lock = threading.Lock()
         self._ended = False
+        self.servers: list[NodeServer] = []
 
     def report_exit(self, code: int) -> None:
         with self._lock:
@@ -35,7 +36,11 @@ class _ThreadRunner(ExecutableRunner):
         self._sink.exited(self.exe, self.attempt, self.pid, code)
 
     def kill(self) -> None:
-        self.report_exit(-9)  # abandon the threads; the launcher goes on
+        # Threads cannot be killed: stop serving (so the node leaves the address book and
+        # its port closes), abandon the threads, and let the launcher go on.
+        for server in list(self.servers):
+            server.close(timeout=1.0)
+        self.report_exit(-9)
 
 
 class ThreadsBackend(Backend):
@@ -67,7 +72,7 @@ class ThreadsBackend(Backend):
             code = 1
             try:
                 code = run_executable(job.program, exe, context, report,
-                                      job.options.disable_run)
+                                      job.options.disable_run, runner.servers)
             finally:
                 runner.report_exit(code)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from topo.ir import FrozenMap, Group, Node, Program, Ref
-from topo.runtime import Handle, NodeInfo, ProgramContext, node_scope, serve_node
+from topo.runtime import Handle, NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
 
 SUPPORTED_KINDS = frozenset({"courier", "py"})
 MAX_TRACEBACK = 32_000
@@ -59,8 +59,11 @@ def resolve(value: Any, deadline: float | None = None) -> Any:
 
 
 def run_one_node(program: Program, node: Node, context: ProgramContext, report: Report,
-                 disable_run: bool = False) -> None:
-    """Build and run one node in the calling thread; report ready/finished/failed."""
+                 disable_run: bool = False, servers: list[NodeServer] | None = None) -> None:
+    """Build and run one node in the calling thread; report ready/finished/failed.
+
+    Each server started is appended to ``servers`` so a backend that cannot kill the
+    thread (threads backend) can at least close the server when it gives up on it."""
     group: Group = program.group_of(node.id)
     info = NodeInfo(node.id, node.group, node.replica)
     with node_scope(context, info):
@@ -72,6 +75,8 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
                 server = serve_node(obj, node.id, node.group, node.replica, program=context,
                                     threads=group.rpc.threads,
                                     max_message_bytes=int(group.rpc.max_message_mb * 2**20))
+                if servers is not None:
+                    servers.append(server)
                 report("ready", node.id, "")
                 try:
                     run = getattr(obj, "run", None)
@@ -101,7 +106,7 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
 
 
 def run_executable(program: Program, exe_id: str, context: ProgramContext, report: Report,
-                   disable_run: bool = False) -> int:
+                   disable_run: bool = False, servers: list[NodeServer] | None = None) -> int:
     """Run every node of ``exe_id`` as a thread; 0 when all finished, 1 when one failed."""
     exe = program.executable_index[exe_id]
     outcomes: queue.Queue[bool] = queue.Queue()
@@ -115,7 +120,7 @@ def run_executable(program: Program, exe_id: str, context: ProgramContext, repor
             report(kind, node_id, text)
 
         try:
-            run_one_node(program, node, context, tracking_report, disable_run)
+            run_one_node(program, node, context, tracking_report, disable_run, servers)
         finally:
             outcomes.put(not failed)
 

@@ -6,7 +6,6 @@ file is invalid; 130 stopped by Ctrl-C; 143 stopped by SIGTERM.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -56,8 +55,6 @@ def run(
     from topo.backends.launcher import Launcher
     from topo.backends.view import LinesView, TableView
 
-    if os.getcwd() not in sys.path:  # targets resolve from the current directory, like -m
-        sys.path.insert(0, os.getcwd())
     if backend not in available_backends():
         stderr.print(f"[red]error:[/] unknown backend {backend!r}; choose one of "
                      f"{', '.join(available_backends())}")

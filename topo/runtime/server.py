@@ -90,6 +90,7 @@ class NodeServer:
         self._method_names = sorted(self.methods)
         self.dropped = _DropLog(node.id)
         self._closed = threading.Event()
+        self._close_lock = threading.Lock()
         self._registered = register
         ctx = zmq_context()
         host = bind_host or program.bind_host
@@ -284,9 +285,10 @@ class NodeServer:
     # -- lifecycle ----------------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
         """Unregister, stop serving and join the server's threads."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._close_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
         if self._registered:
             try:
                 self.program.address_book.unregister(self.node.id, self.endpoint)
