@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -14,11 +13,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from render_programs import SEEDS
 
 from topo.ir import Program
-
-needs_dot = pytest.mark.skipif(
-    shutil.which("dot") is None,
-    reason="Graphviz `dot` is not installed (apt-get install graphviz)",
-)
 
 
 @pytest.fixture(params=sorted(SEEDS))

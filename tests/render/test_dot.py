@@ -6,8 +6,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import needs_dot
 from render_programs import SEEDS, ProgramBuilder, acme_distributed
+from render_support import needs_dot
 
 from topo.ir import Program, Ref
 from topo.render import ViewOptions, build_view, render, to_dot

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import needs_dot
+from render_support import needs_dot
 from test_dot import svg_counts
 from test_mermaid import check
 from typer.testing import CliRunner

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import typer
-from conftest import needs_dot
 from render_programs import acme_distributed, mava_dial
+from render_support import needs_dot
 from typer.testing import CliRunner
 
 from topo.ir import dumps

@@ -6,18 +6,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:  # the editable install may expose topo as a namespace package
     sys.path.insert(0, str(ROOT))
+
+from rt_support import Spawn, assert_gone  # noqa: E402
 
 from topo.runtime import (  # noqa: E402
     ProgramContext,
@@ -40,15 +41,6 @@ def program(registry: RegistryServer) -> Iterator[ProgramContext]:
     prog = connect_program(registry.info)
     yield prog
     prog.address_book.close()
-
-
-def assert_gone(pid: int) -> None:
-    """The process is gone (reaped or never a zombie of ours)."""
-    if psutil.pid_exists(pid):
-        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"pid {pid} still alive"
-
-
-Spawn = Callable[..., subprocess.Popen[bytes]]
 
 
 @pytest.fixture

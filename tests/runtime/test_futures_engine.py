@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import as_completed, wait
 
-from conftest import Spawn
+from rt_support import Spawn
 
 from topo.runtime import Handle, ProgramContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import Spawn, assert_gone
+from rt_support import Spawn, assert_gone
 
 from topo.runtime import (
     Handle,

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import Spawn, assert_gone
+from rt_support import Spawn, assert_gone
 
 from topo.runtime import (
     Handle,

@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 import zmq
-from conftest import Spawn
+from rt_support import Spawn
 
 from topo.runtime import DeadlineExceeded, Handle, PeerUnavailable, ProgramContext, wire
 from topo.runtime.auth import PLAIN_USER

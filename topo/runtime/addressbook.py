@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 
 class AddressBook(ABC):
@@ -58,13 +59,15 @@ class AddressBook(ABC):
 
 
 class InProcessAddressBook(AddressBook):
-    """Address book held in this process's memory (threads backend and tests)."""
+    """Address book held in this process's memory (threads backend, tests, and the
+    state behind the networked registry). ``on_stop`` runs once, on the first stop."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_stop: Callable[[str, str | None], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, str] = {}
         self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
+        self._on_stop = on_stop
 
     def register(self, node_id: str, endpoint: str) -> None:
         with self._lock:
@@ -78,11 +81,19 @@ class InProcessAddressBook(AddressBook):
     def lookup(self, node_id: str) -> str | None:
         return self._entries.get(node_id)
 
+    def entries(self) -> dict[str, str]:
+        """A copy of every registration."""
+        with self._lock:
+            return dict(self._entries)
+
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         with self._lock:
-            if self._reason is None:
+            first = self._reason is None
+            if first:
                 self._reason = (reason, node_id)
         self._stop.set()
+        if first and self._on_stop is not None:
+            self._on_stop(reason, node_id)
 
     @property
     def stop_event(self) -> threading.Event:

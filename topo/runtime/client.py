@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import Future, InvalidStateError, _base
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import zmq
@@ -427,30 +427,12 @@ def _resolve(done: _Done) -> None:
         _set_result(fut, value)
 
 
-_FINISHED = _base.FINISHED
-_DONE_STATES = frozenset({_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED})
-
-
 def _set_result(fut: Future, value: Any) -> None:
-    """``fut.set_result(value)`` without its overhead when nobody waits on ``fut``.
-
-    Same steps as ``Future.set_result`` (state change under the future's
-    condition, ``wait``/``as_completed`` waiters, callbacks); an already
-    finished or cancelled future is left alone.
-    """
-    f: Any = fut
-    cond = f._condition
-    with cond:
-        if f._state in _DONE_STATES:
-            return
-        f._result = value
-        f._state = _FINISHED
-        for waiter in f._waiters:
-            waiter.add_result(fut)
-        if cond._waiters:
-            cond.notify_all()
-    if f._done_callbacks:
-        f._invoke_callbacks()
+    """Complete ``fut`` unless it was cancelled or already timed out meanwhile."""
+    try:
+        fut.set_result(value)
+    except InvalidStateError:
+        pass
 
 
 def _fail(fut: Future, exc: BaseException) -> None:

@@ -2,7 +2,7 @@
 
 The launcher runs one ``RegistryServer`` per program run (loopback for local
 backends). It is itself a topo node server (same auth, same wire) with
-methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_info``,
+methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``,
 plus an authenticated PUB socket on which it announces a stop (repeated
 while the program is stopping, so late subscribers hear it too). Every node
 process uses a ``RegistryClient`` as its ``AddressBook``.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,42 +41,6 @@ class RegistryInfo:
     bind_host: str = "127.0.0.1"
 
 
-class _RegistryService:
-    """The registry's served methods."""
-
-    def __init__(self, on_stop: Callable[[str, str | None], None]) -> None:
-        self._entries: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._stop: tuple[str, str | None] | None = None
-        self._on_stop = on_stop
-
-    def register(self, node_id: str, endpoint: str) -> None:
-        with self._lock:
-            self._entries[node_id] = endpoint
-
-    def unregister(self, node_id: str, endpoint: str) -> None:
-        with self._lock:
-            if self._entries.get(node_id) == endpoint:
-                del self._entries[node_id]
-
-    def lookup(self, node_id: str) -> str | None:
-        return self._entries.get(node_id)
-
-    def entries(self) -> dict[str, str]:
-        return dict(self._entries)
-
-    def request_stop(self, reason: str, node_id: str | None = None) -> None:
-        with self._lock:
-            first = self._stop is None
-            if first:
-                self._stop = (reason, node_id)
-        if first:
-            self._on_stop(reason, node_id)
-
-    def stop_info(self) -> tuple[str, str | None] | None:
-        return self._stop
-
-
 class RegistryServer:
     """Runs a program's registry; the launcher owns it."""
 
@@ -88,7 +51,7 @@ class RegistryServer:
         self._closed = threading.Event()
         self._program = ProgramContext(program_id, secret, InProcessAddressBook(),
                                        default_deadline, mechanism, bind_host)
-        self.service = _RegistryService(self._on_stop)
+        self.service = InProcessAddressBook(on_stop=self._on_stop)
         self._server = NodeServer(self.service, NodeInfo(REGISTRY_ID, REGISTRY_ID),
                                   self._program, threads=threads, max_message_bytes=1 << 20,
                                   register=False, advertise_host=advertise_host, track=False)
@@ -112,7 +75,7 @@ class RegistryServer:
 
     def stop_reason(self) -> tuple[str, str | None] | None:
         """(reason, node id) once a stop was requested."""
-        return self.service.stop_info()
+        return self.service.stop_reason()
 
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         """Stop the program from the launcher side."""
@@ -127,7 +90,7 @@ class RegistryServer:
         try:
             while not self._closed.is_set():
                 if self.stop_event.wait(0.2) and not self._closed.is_set():
-                    reason, node = self.service.stop_info() or ("", None)
+                    reason, node = self.service.stop_reason() or ("", None)
                     pub.send_multipart([STOP_TOPIC, reason.encode(), (node or "").encode()])
                     self._closed.wait(0.1)
         finally:
@@ -194,7 +157,7 @@ class RegistryClient(AddressBook):
         sub.connect(self.info.pub_endpoint)
         try:
             try:  # a stop requested before we subscribed
-                info = self._call("stop_info")
+                info = self._call("stop_reason")
                 if info is not None:
                     self._mark_stopped(info[0], info[1])
             except Exception as exc:
