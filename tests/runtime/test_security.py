@@ -30,9 +30,14 @@ class _Trace:
         return (open, (self.path, "w"))
 
 
+def _head(kind: int, call_id: int, method: bytes = b"echo", flags: int = 0) -> bytes:
+    """A request header followed by the method name, as the wire module lays it out."""
+    return wire.HEADER.pack(wire.MAGIC, kind, flags, call_id, 5.0, len(method)) + method
+
+
 def _evil_request(path: Path) -> list[bytes]:
     payload = pickle.dumps(((_Trace(str(path)),), {}), protocol=5)
-    return [wire.pack_header(wire.K_CALL, 1, 5.0), b"echo", payload]
+    return [_head(wire.K_CALL, 1) + payload]
 
 
 def _dealer(endpoint: str, **opts: Any) -> zmq.Socket:
@@ -85,24 +90,26 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
 
 
 def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
-    header = wire.pack_header(wire.K_CALL, i, 1.0)
-    kind = i % 8
+    header = _head(wire.K_CALL, i)
+    kind = i % 9
     rand = lambda n: rng.bytes(int(n))  # noqa: E731
     if kind == 0:
         return [rand(rng.integers(0, 64))]
-    if kind == 1:
-        return [header[: int(rng.integers(0, len(header)))], b"echo", rand(10)]
-    if kind == 2:
-        return [header, b"echo", rand(rng.integers(0, 200))]
-    if kind == 3:
-        return [header, b"\xff\xfe\xfa", pickle.dumps(((1,), {}))]
-    if kind == 4:
-        return [wire.pack_header(99, i, 1.0), b"echo", pickle.dumps(((1,), {}))]
-    if kind == 5:
-        return [header, b"echo"]
-    if kind == 6:
+    if kind == 1:  # truncated header
+        return [header[: int(rng.integers(0, wire.HEADER_SIZE))]]
+    if kind == 2:  # random payload
+        return [header + rand(rng.integers(0, 200))]
+    if kind == 3:  # method name that is not utf-8
+        return [_head(wire.K_CALL, i, b"\xff\xfe\xfa") + pickle.dumps(((1,), {}))]
+    if kind == 4:  # unknown kind
+        return [_head(99, i) + pickle.dumps(((1,), {}))]
+    if kind == 5:  # header only: the method name's length runs past the frame
+        return [header[:-2]]
+    if kind == 6:  # truncated pickle
         good = pickle.dumps(((np.ones(100),), {}), protocol=5)
-        return [header, b"echo", good[: len(good) // 2]]
+        return [header + good[: len(good) // 2]]
+    if kind == 7:  # split flag without the payload frame
+        return [_head(wire.K_CALL, i, flags=wire.F_SPLIT)]
     return [rand(rng.integers(1, 30)) for _ in range(int(rng.integers(1, 7)))]
 
 

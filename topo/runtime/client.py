@@ -85,15 +85,16 @@ def _conn(program: ProgramContext, node_id: str, start: float, deadline: float) 
     return conn
 
 
-def decode_reply(kind: int, frames: list[Any], node_id: str) -> Any:
-    """Turn reply frames (after the header) into a value, or raise the remote error."""
-    if kind == wire.K_OK:
-        return wire.loads(frames[0], frames[1:])
-    if kind == wire.K_ERROR:
-        raise decode_exception(wire.loads(frames[0], frames[1:]))
-    if kind == wire.K_FAULT:
-        raise ProtocolError(f"node {node_id!r} rejected the call: {frames[0].bytes.decode()}")
-    raise ProtocolError(f"node {node_id!r} sent a reply of unknown kind {kind}")
+def decode_reply(msg: wire.Message, node_id: str) -> Any:
+    """Turn a parsed reply into a value, or raise the remote error."""
+    if msg.kind == wire.K_OK:
+        return wire.loads(msg.payload, msg.buffers)
+    if msg.kind == wire.K_ERROR:
+        raise decode_exception(wire.loads(msg.payload, msg.buffers))
+    if msg.kind == wire.K_FAULT:
+        text = bytes(msg.payload).decode(errors="replace")
+        raise ProtocolError(f"node {node_id!r} rejected the call: {text}")
+    raise ProtocolError(f"node {node_id!r} sent a reply of unknown kind {msg.kind}")
 
 
 def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ...],
@@ -108,7 +109,7 @@ def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ..
     step = 0.02
     while True:
         try:
-            sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            wire.send(sock, frames, _NOBLOCK)
             break
         except zmq.Again:
             pass
@@ -123,11 +124,10 @@ def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ..
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not sock.poll(int(remaining * 1000) + 1, zmq.POLLIN):
             raise DeadlineExceeded(node_id, method, time.monotonic() - start)
-        reply = sock.recv_multipart(copy=False)
-        header = wire.unpack_header(reply[0].bytes)
-        if header is None or header[1] != call_id or len(reply) < 2:
+        msg = wire.parse(sock.recv_multipart(copy=False))
+        if msg is None or msg.call_id != call_id:
             continue  # a late reply to an earlier call that timed out
-        return decode_reply(header[0], reply[1:], node_id)
+        return decode_reply(msg, node_id)
 
 
 class _Peer:
@@ -146,7 +146,7 @@ class _Peer:
 
 # (program, node_id, method, call_id, frames, future, deadline, start)
 _Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
-_Done = list[tuple[_Request, int, list[Any], str]]
+_Done = list[tuple[_Request, wire.Message, str]]
 _IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
 _SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
 _POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
@@ -156,15 +156,9 @@ _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 
 
 def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
-    """``send_multipart(frames, NOBLOCK, copy=False)`` without its per-call checks.
-
-    Raises ``zmq.Again`` only on the first frame: libzmq delivers a multipart
-    message atomically once its first part is queued.
-    """
-    send = sock.send
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        send(frame, _MORE if i < last else _NOBLOCK, copy=False)
+    """Send without blocking; raises ``zmq.Again`` only on the first frame (libzmq
+    delivers a multipart message atomically once its first part is queued)."""
+    wire.send(sock, frames, _NOBLOCK)
 
 
 class _CallFuture(Future):
@@ -295,13 +289,12 @@ class _Engine:
         inflight = self._inflight
         while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
             most -= 1
-            reply = sock.recv_multipart(flags=_NOBLOCK, copy=False)
-            header = wire.unpack_header(reply[0].bytes)
-            if header is None or len(reply) < 2:
+            msg = wire.parse(sock.recv_multipart(flags=_NOBLOCK, copy=False))
+            if msg is None:
                 continue
-            req = inflight.pop(header[1], None)
+            req = inflight.pop(msg.call_id, None)
             if req is not None:
-                done.append((req, header[0], reply, peer.node_id))
+                done.append((req, msg, peer.node_id))
 
     def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
@@ -417,10 +410,10 @@ class _Engine:
 
 def _resolve(done: _Done) -> None:
     """Decode replies and complete their futures (outside the I/O lock)."""
-    for req, kind, reply, node_id in done:
+    for req, msg, node_id in done:
         fut = req[5]
         try:
-            value = decode_reply(kind, reply[1:], node_id)
+            value = decode_reply(msg, node_id)
         except BaseException as exc:
             _fail(fut, exc)
             continue

@@ -124,7 +124,7 @@ class NodeServer:
             self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
                                            name=f"topo-proxy-{node.id}", daemon=True)
             self._proxy.start()
-        self._outbox: collections.deque[list[Any]] = collections.deque()
+        self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         self._batchers: dict[str, Batcher] = {}
         self._wake_addr = f"inproc://topo-wake-{tag}"
         self._wake: zmq.Socket | None = None
@@ -204,7 +204,7 @@ class NodeServer:
                         reply = self._outbox.popleft()
                     except IndexError:
                         break
-                    sock.send_multipart(reply, copy=False)
+                    wire.send(sock, reply[1], prefix=reply[0])
                 if sock in events:
                     self._handle(sock, sock.recv_multipart(copy=False))
         finally:
@@ -212,15 +212,15 @@ class NodeServer:
 
     # -- request handling -------------------------------------------------------
     def _handle(self, sock: zmq.Socket, frames: list[Any]) -> None:
-        if len(frames) < 4:
-            self.dropped(f"{len(frames)} frames, expected at least 4")
+        if len(frames) < 2:
+            self.dropped(f"{len(frames)} frames, expected at least 2")
             return
         ident = frames[0]
-        header = wire.unpack_header(frames[1].bytes)
-        if header is None or header[0] != wire.K_CALL:
-            self.dropped("bad header")
+        msg = wire.parse(frames[1:])
+        if msg is None or msg.kind != wire.K_CALL:
+            self.dropped("not a topo request (bad or truncated header)")
             return
-        call_id = header[1]
+        call_id = msg.call_id
         size = wire.frames_nbytes(frames)
         if size > self.max_message_bytes:
             self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")
@@ -228,18 +228,14 @@ class NodeServer:
                        f"message of {size} bytes exceeds the node's limit "
                        f"({self.max_message_bytes} bytes)")
             return
-        try:
-            method = frames[2].bytes.decode()
-        except UnicodeDecodeError:
-            self.dropped("method name is not utf-8")
-            return
+        method = msg.method
         fn = self.methods.get(method)
         if fn is None:
             self._send(sock, ident, wire.K_ERROR, call_id, encode_exception(
                 UnknownMethod(self.node.id, method, self._method_names), self.node.id))
             return
         try:
-            args, kwargs = wire.loads(frames[3], frames[4:])
+            args, kwargs = wire.loads(msg.payload, msg.buffers)
             if not isinstance(args, tuple) or not isinstance(kwargs, dict):
                 raise TypeError("payload is not (args, kwargs)")
         except Exception as exc:
@@ -268,7 +264,7 @@ class NodeServer:
                 return wire.reply_frames(wire.K_FAULT, call_id, f"unpicklable reply: {exc!r}")
 
     def _send(self, sock: zmq.Socket, ident: Any, kind: int, call_id: int, value: Any) -> None:
-        sock.send_multipart([ident, *self._reply_frames(kind, call_id, value)], copy=False)
+        wire.send(sock, self._reply_frames(kind, call_id, value), prefix=ident)
 
     def _batch_reply(self, token: Any, ok: bool, value: Any) -> None:
         ident, call_id = token
@@ -277,7 +273,7 @@ class NodeServer:
         else:
             frames = self._reply_frames(wire.K_ERROR, call_id,
                                         encode_exception(value, self.node.id))
-        self._outbox.append([ident, *frames])
+        self._outbox.append((ident, frames))
         with self._wake_lock:
             if self._wake is not None:
                 self._wake.send(b"")
