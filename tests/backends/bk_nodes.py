@@ -14,9 +14,15 @@ class Echo:
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
+        self.n = 0
 
     def ping(self) -> str:
         return "pong"
+
+    def get_variables(self, names: list[str] | None = None) -> dict[str, int]:
+        """A variable source whose version counts its calls (to see what a cache absorbs)."""
+        self.n += 1
+        return {"version": self.n}
 
     def env(self, name: str) -> str | None:
         return os.environ.get(name)

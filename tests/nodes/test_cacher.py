@@ -67,3 +67,12 @@ def test_stale_reply_makes_caller_wait_for_source() -> None:
     clock.now = 5.0
     assert cache.get_variables()["version"] == 2
     assert src.calls == 2
+
+
+def test_unhashable_arguments_such_as_lists_are_cached() -> None:
+    src = Source()
+    cache = Cacher(src, refresh_ms=2000, clock=Clock())
+    assert cache.get_variables(["policy", "critic"])["version"] == 1
+    assert cache.get_variables(["policy", "critic"])["version"] == 1
+    assert cache.get_variables(["policy"])["version"] == 2
+    assert cache.call("get_variables", names=["policy"])["version"] == 3

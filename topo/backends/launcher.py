@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, RunOptions, Sink
+from topo.backends.imports import prepare_imports
 from topo.backends.logs import LogTailer, exe_output_path, log_path, make_run_dir, write_status
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
-from topo.backends.worker import unsupported_kinds
+from topo.backends.worker import target_modules, unsupported_kinds
 from topo.ir import Group, Program, RestartPolicy
 from topo.runtime import RegistryServer, new_program_id, new_secret
 
@@ -37,9 +37,10 @@ class Launcher(Sink):
 
     def __init__(self, program: Program, backend: Backend, options: RunOptions | None = None
                  ) -> None:
-        problems = unsupported_kinds(program)
+        problems = unsupported_kinds(program) or prepare_imports(
+            program, target_modules(program))
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("\n".join(problems))
         self.program = program
         self.backend = backend
         self.options = options or RunOptions()
@@ -82,10 +83,6 @@ class Launcher(Sink):
 
     def start(self) -> None:
         """Create the run directory and registry, start every executable."""
-        # Targets resolve from the current directory, as with `python -m` (the procs
-        # backend passes the same path on to its fork server).
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         deadline = opts.default_deadline or max(

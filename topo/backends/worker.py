@@ -18,7 +18,8 @@ from typing import Any
 from topo.ir import FrozenMap, Group, Node, Program, Ref
 from topo.runtime import Handle, NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
 
-SUPPORTED_KINDS = frozenset({"courier", "py"})
+SUPPORTED_KINDS = frozenset({"courier", "py", "cacher"})
+SERVED_KINDS = frozenset({"courier", "cacher"})  # an object whose methods are served
 MAX_TRACEBACK = 32_000
 
 # report(kind, node_id, traceback): kind is "ready", "finished" or "failed".
@@ -70,7 +71,7 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
         try:
             target = import_target(group.target)
             kwargs = resolve(node.args, group.rpc.deadline_s)
-            if group.kind == "courier":
+            if group.kind in SERVED_KINDS:
                 obj = target(**kwargs)
                 server = serve_node(obj, node.id, node.group, node.replica, program=context,
                                     threads=group.rpc.threads,

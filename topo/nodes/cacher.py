@@ -9,6 +9,7 @@ refresh. Cached per (method, arguments).
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 Key = tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]]
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for an argument (Acme passes lists of variable names)."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, set | frozenset):
+        return frozenset(_frozen(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("pickled", pickle.dumps(value, protocol=5))
+    return value
 
 
 class _Entry:
@@ -46,10 +62,9 @@ class Cacher:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cacher-refresh")
         self.source_calls = 0
 
-    def _fetch(self, key: Key) -> Any:
-        method, args, kwargs = key
+    def _fetch(self, key: Key, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.source_calls += 1
-        value = getattr(self._source, method)(*args, **dict(kwargs))
+        value = getattr(self._source, key[0])(*args, **kwargs)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -60,7 +75,7 @@ class Cacher:
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``source.method(*args, **kwargs)``, answered from the cache when fresh enough."""
-        key: Key = (method, tuple(args), tuple(sorted(kwargs.items())))
+        key: Key = (method, _frozen(args), _frozen(kwargs))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -69,14 +84,14 @@ class Cacher:
                     return entry.value
                 if self._stale_s is None or age < self._stale_s:
                     if entry.refreshing is None:
-                        entry.refreshing = self._pool.submit(self._fetch, key)
+                        entry.refreshing = self._pool.submit(self._fetch, key, args, kwargs)
                     return entry.value
                 pending = entry.refreshing
             else:
                 pending = None
         if pending is not None:
             return pending.result()
-        return self._fetch(key)
+        return self._fetch(key, args, kwargs)
 
     def get_variables(self, *args: Any, **kwargs: Any) -> Any:
         """The variable-source call of Acme and Mava, cached."""
