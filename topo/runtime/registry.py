@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,7 @@ class RegistryClient(AddressBook):
         self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
+        self._knock_addr = f"inproc://topo-watch-{uuid.uuid4().hex[:12]}"
         self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch",
                                          daemon=True)
         self._watcher.start()
@@ -155,6 +157,9 @@ class RegistryClient(AddressBook):
         secure_client(sub, self._boot.security)
         sub.subscribe(STOP_TOPIC)
         sub.connect(self.info.pub_endpoint)
+        knock = zmq_context().socket(zmq.PAIR)
+        knock.linger = 0
+        knock.bind(self._knock_addr)
         try:
             try:  # a stop requested before we subscribed
                 info = self._call("stop_reason")
@@ -162,18 +167,29 @@ class RegistryClient(AddressBook):
                     self._mark_stopped(info[0], info[1])
             except Exception as exc:
                 log.warning("topo: cannot reach registry %s: %r", self.info.endpoint, exc)
+            poller = zmq.Poller()
+            poller.register(sub, zmq.POLLIN)
+            poller.register(knock, zmq.POLLIN)
+            # No timeout: an idle node costs no CPU; close() knocks to end the wait.
             while not self._closed.is_set() and not self._stop.is_set():
-                if sub.poll(200):
+                events = dict(poller.poll())
+                if sub in events:
                     msg = sub.recv_multipart()
                     if len(msg) == 3 and msg[0] == STOP_TOPIC:
                         self._mark_stopped(msg[1].decode(errors="replace"),
                                            msg[2].decode(errors="replace") or None)
         finally:
             sub.close(linger=0)
+            knock.close(linger=0)
 
     def close(self) -> None:
         self._closed.set()
+        knock = zmq_context().socket(zmq.PAIR)
+        knock.linger = 0
+        knock.connect(self._knock_addr)  # inproc: fine even before the watcher binds
+        knock.send(b"", zmq.NOBLOCK)
         self._watcher.join(5)
+        knock.close(linger=0)
 
 
 def connect_program(info: RegistryInfo) -> ProgramContext:

@@ -14,6 +14,7 @@ import collections
 import inspect
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,9 @@ from topo.runtime.context import (
 from topo.runtime.errors import UnknownMethod, encode_exception
 
 log = logging.getLogger("topo.runtime.server")
+_NOBLOCK = int(zmq.NOBLOCK)
+_LINGER_MS = 200  # how long a closing server keeps sending queued replies
+_REPLY_FLUSH_S = 0.02
 NOT_SERVED = frozenset({"run"})
 
 
@@ -138,7 +142,9 @@ class NodeServer:
                     self._wake.bind(self._wake_addr)
                 self._batchers[name] = Batcher(fn, spec, self._batch_reply,
                                                f"{node.id}.{name}", init=self._enter_scope)
-        self._workers = [threading.Thread(target=self._work, name=f"topo-h-{node.id}-{i}",
+        self._stop_addr = f"inproc://topo-stop-{tag}"
+        self._workers = [threading.Thread(target=self._work, args=(i,),
+                                          name=f"topo-h-{node.id}-{i}",
                                           daemon=True) for i in range(threads)]
         for t in self._workers:
             t.start()
@@ -159,56 +165,63 @@ class NodeServer:
         except zmq.ZMQError:
             pass
         finally:
-            for s in (front, back, ctl):
-                s.close(linger=0)
+            front.close(linger=_LINGER_MS)  # replies already queued still go out
+            back.close(linger=0)
+            ctl.close(linger=0)
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
+        """One handler thread. It blocks without a timeout (idle nodes cost no CPU) and
+        wakes on a request, on a batched reply to send, or on its stop socket."""
         self._enter_scope()
+        ctx = zmq_context()
         if self._direct is not None:
             sock = self._direct
         else:
-            sock = zmq_context().socket(zmq.DEALER)
+            sock = ctx.socket(zmq.DEALER)
             sock.linger = 0
             sock.rcvhwm = 1
             sock.connect(self._inner)
-        try:
-            if self._batchers:
-                self._poll_loop(sock)
-            else:
-                sock.rcvtimeo = 200
-                while not self._closed.is_set():
-                    try:
-                        frames = sock.recv_multipart(copy=False)
-                    except zmq.Again:
-                        continue
-                    self._handle(sock, frames)
-        finally:
-            sock.close(linger=0)
-
-    def _poll_loop(self, sock: zmq.Socket) -> None:
-        wake = zmq_context().socket(zmq.SUB)
-        wake.linger = 0
-        wake.subscribe(b"")
-        wake.connect(self._wake_addr)
+        stop = ctx.socket(zmq.PAIR)
+        stop.linger = 0
+        stop.bind(f"{self._stop_addr}-{index}")
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(wake, zmq.POLLIN)
+        poller.register(stop, zmq.POLLIN)
+        wake = None
+        if self._batchers:
+            wake = ctx.socket(zmq.SUB)
+            wake.linger = 0
+            wake.subscribe(b"")
+            wake.connect(self._wake_addr)
+            poller.register(wake, zmq.POLLIN)
         try:
             while not self._closed.is_set():
-                events = dict(poller.poll(100))
-                if wake in events:
+                # Batched replies are announced on `wake`; a short timeout also covers a
+                # reply published before that subscription took effect.
+                events = dict(poller.poll(100 if wake is not None else None))
+                if stop in events:
+                    break
+                if wake is not None and wake in events:
                     while wake.poll(0):
                         wake.recv()
                 while self._outbox:
                     try:
-                        reply = self._outbox.popleft()
+                        ident, frames = self._outbox.popleft()
                     except IndexError:
                         break
-                    wire.send(sock, reply[1], prefix=reply[0])
+                    wire.send(sock, frames, prefix=ident)
                 if sock in events:
-                    self._handle(sock, sock.recv_multipart(copy=False))
+                    while True:  # everything that has arrived, then back to waiting
+                        try:
+                            request = sock.recv_multipart(flags=_NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        self._handle(sock, request)
         finally:
-            wake.close(linger=0)
+            sock.close(linger=_LINGER_MS if sock is self._direct else 0)
+            stop.close(linger=0)
+            if wake is not None:
+                wake.close(linger=0)
 
     # -- request handling -------------------------------------------------------
     def _handle(self, sock: zmq.Socket, frames: list[Any]) -> None:
@@ -285,20 +298,36 @@ class NodeServer:
             if self._closed.is_set():
                 return
             self._closed.set()
-        if self._registered:
+        # When the whole program stops there is nobody left to tell: skipping the
+        # unregister call spares the registry one request per node at shutdown.
+        if self._registered and not self.program.stop_event.is_set():
             try:
                 self.program.address_book.unregister(self.node.id, self.endpoint)
             except Exception as exc:  # the registry may already be gone at shutdown
                 log.debug("unregister %s failed: %r", self.node.id, exc)
+        # Handler threads first: each finishes the request in hand and sends its reply.
+        ctx = zmq_context()
+        knocks = []
+        for i in range(len(self._workers)):  # inproc connect works before the bind, too
+            knock = ctx.socket(zmq.PAIR)
+            knock.linger = 0
+            knock.connect(f"{self._stop_addr}-{i}")
+            knock.send(b"", zmq.NOBLOCK)
+            knocks.append(knock)
+        for t in self._workers:
+            t.join(timeout)
+        for knock in knocks:
+            knock.close(linger=0)
         if self._ctl is not None and self._proxy is not None:
+            # Then the proxy, once it has had a moment to forward those last replies
+            # (libzmq's proxy acts on TERMINATE before pending messages).
+            time.sleep(_REPLY_FLUSH_S)
             try:
                 self._ctl.send(b"TERMINATE")
             except zmq.ZMQError:
                 pass
             self._proxy.join(timeout)
             self._ctl.close(linger=0)
-        for t in self._workers:
-            t.join(timeout)
         for b in self._batchers.values():
             b.close()
         with self._wake_lock:
