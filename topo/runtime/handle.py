@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from topo.runtime import client
+from topo.runtime import client, futures
 from topo.runtime.context import ProgramContext, current_program
 
 
@@ -49,7 +49,7 @@ class Handle:
     def submit(self, method: str, /, *args: Any, **kwargs: Any) -> Future:
         """Non-blocking call of ``method``; returns a Future of its result."""
         program, timeout = self._resolve()
-        return client.engine().submit(program, self._node_id, method, args, kwargs, timeout)
+        return futures.engine().submit(program, self._node_id, method, args, kwargs, timeout)
 
     @property
     def futures(self) -> _Futures:

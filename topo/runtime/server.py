@@ -37,7 +37,7 @@ from topo.runtime.context import (
 from topo.runtime.errors import UnknownMethod, encode_exception
 
 log = logging.getLogger("topo.runtime.server")
-_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK = wire.NOBLOCK
 _LINGER_MS = 200  # how long a closing server keeps sending queued replies
 _REPLY_FLUSH_S = 0.02
 NOT_SERVED = frozenset({"run"})

@@ -50,7 +50,8 @@ F_SPLIT = 1  # the payload is the second frame, not the tail of the first
 SPLIT_AT = 64 * 1024
 
 Frames = list[Any]
-SNDMORE = int(zmq.SNDMORE)
+SNDMORE = int(zmq.SNDMORE)  # plain ints: pyzmq's enum flags cost microseconds per use
+NOBLOCK = int(zmq.NOBLOCK)
 
 
 class Message(NamedTuple):

@@ -1,0 +1,355 @@
+"""The futures engine: ``handle.futures.method(...)`` calls, pipelined.
+
+Calling threads send on a per-peer DEALER under one I/O lock and pick up
+replies themselves while they wait; one background thread per process
+connects to peers, re-resolves them, retries sends, expires deadlines and
+collects replies once callers have gone idle.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import zmq
+
+from topo.runtime import wire
+from topo.runtime.auth import zmq_context
+from topo.runtime.client import _endpoints, _ids, _new_socket, decode_reply
+from topo.runtime.context import ProgramContext
+from topo.runtime.errors import DeadlineExceeded, PeerUnavailable
+
+
+class _Peer:
+    """Futures-engine state for one peer (guarded by the engine's I/O lock)."""
+
+    def __init__(self, program: ProgramContext, node_id: str) -> None:
+        self.program = program
+        self.node_id = node_id
+        self.endpoint: str | None = None
+        self.sock: zmq.Socket | None = None
+        self.fd = -1
+        self.pending: collections.deque[_Request] = collections.deque()
+        self.next_lookup = 0.0
+        self.blocked_since: float | None = None
+
+
+# (program, node_id, method, call_id, frames, future, deadline, start)
+_Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
+_Done = list[tuple[_Request, wire.Message, str]]
+_IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
+_SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
+_POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
+_EVENTS = int(zmq.EVENTS)
+_NOBLOCK = wire.NOBLOCK
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+
+
+def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
+    """Send without blocking; raises ``zmq.Again`` only on the first frame (libzmq
+    delivers a multipart message atomically once its first part is queued)."""
+    wire.send(sock, frames, _NOBLOCK)
+
+
+class _CallFuture(Future):
+    """A Future whose ``result()`` / ``exception()`` receive replies themselves."""
+
+    _engine: _Engine
+    _peer: _Peer | None = None  # set once the request is on the socket
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().exception(timeout)
+
+
+class _Engine:
+    """Per-process futures engine.
+
+    The calling thread does the I/O in the common case: ``submit`` sends on
+    the engine's DEALER for that peer and picks up replies that are already
+    there; ``result()`` on a future that is not done yet polls that socket
+    until the reply arrives. All sockets and in-flight state are guarded by
+    one lock (a zmq socket is never used by two threads at once), and futures
+    are resolved outside it. The I/O thread connects and re-resolves peers,
+    sends what could not be sent yet, expires deadlines, and receives replies
+    when no caller has been active for ``_IDLE_AFTER`` (so callbacks,
+    ``concurrent.futures.wait`` and ``as_completed`` work without ``result()``).
+    It then watches the sockets' file descriptors (ZMQ_FD) without the lock,
+    after draining them (which re-arms the edge-triggered ZMQ_FD), and drains
+    again at least every 10 ms in case a caller consumed a wake-up meanwhile.
+    """
+
+    def __init__(self) -> None:
+        ctx = zmq_context()
+        self._io = threading.Lock()
+        self._active = 0.0  # monotonic time of the last submit / wait by a caller
+        self._wake_pending = False
+        addr = f"inproc://topo-fut-{uuid.uuid4().hex[:12]}"
+        self._rx = ctx.socket(zmq.PAIR)
+        self._rx.bind(addr)
+        self._tx = ctx.socket(zmq.PAIR)  # used under the I/O lock only
+        self._tx.connect(addr)
+        self._peers: dict[tuple[str, str], _Peer] = {}
+        self._inflight: dict[int, _Request] = {}
+        threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
+
+    # -- calling threads ----------------------------------------------------------
+    def submit(self, program: ProgramContext, node_id: str, method: str,
+               args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float) -> Future:
+        fut = _CallFuture()
+        fut._engine = self
+        start = time.monotonic()
+        call_id = next(_ids)
+        frames = wire.request_frames(call_id, method, timeout, args, kwargs)
+        req: _Request = (program, node_id, method, call_id, frames, fut, start + timeout, start)
+        done: _Done = []
+        with self._io:
+            self._active = start
+            peer = self._peers.get((program.program_id, node_id))
+            if peer is None:
+                peer = self._peers[(program.program_id, node_id)] = _Peer(program, node_id)
+            sock = peer.sock
+            sent = False
+            if sock is not None and not peer.pending:
+                try:
+                    _send_nowait(sock, frames)
+                    sent = True
+                except zmq.Again:
+                    pass
+            if sent:
+                fut._peer = peer
+                self._inflight[call_id] = req
+                self._drain(peer, done, 1)
+            else:
+                peer.pending.append(req)
+                if sock is not None:
+                    self._drain(peer, done)
+                if not self._wake_pending:
+                    self._wake_pending = True
+                    self._tx.send(b"")
+        if done:
+            _resolve(done)
+        return fut
+
+    def drive(self, fut: _CallFuture, timeout: float | None) -> None:
+        """Receive replies on ``fut``'s socket until it is done (or ``timeout``)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        cond = fut._condition  # type: ignore[attr-defined]
+        while not fut.done():
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            wait = _SLICE_MS / 1000 if end is None else min(_SLICE_MS / 1000, end - now)
+            peer = fut._peer
+            if peer is None or not self._io.acquire(blocking=False):
+                # Not sent yet (the I/O thread sends it) or another thread is receiving.
+                with cond:
+                    if not fut.done():
+                        cond.wait(wait)
+                continue
+            done: _Done = []
+            try:
+                self._active = now
+                sock = peer.sock
+                if sock is not None and peer is fut._peer:
+                    self._drain(peer, done)
+                    if not done and sock.poll(max(1, int(wait * 1000)), _POLLIN):
+                        self._drain(peer, done)
+                self._active = time.monotonic()
+            finally:
+                self._io.release()
+            if done:
+                _resolve(done)
+
+    # -- under the I/O lock -------------------------------------------------------
+    def _drain(self, peer: _Peer, done: _Done, most: int = -1) -> None:
+        """Receive the replies waiting on ``peer``'s socket (at most ``most``).
+
+        Draining completely leaves ZMQ_FD re-armed; ``submit`` takes only one
+        reply per call (one ZMQ_EVENTS check instead of two in steady state).
+        """
+        sock = peer.sock
+        assert sock is not None
+        inflight = self._inflight
+        while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
+            most -= 1
+            msg = wire.parse(sock.recv_multipart(flags=_NOBLOCK, copy=False))
+            if msg is None:
+                continue
+            req = inflight.pop(msg.call_id, None)
+            if req is not None:
+                done.append((req, msg, peer.node_id))
+
+    def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
+        stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
+        if now >= peer.next_lookup and (peer.sock is None or stuck):
+            peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
+            key = (peer.program.program_id, peer.node_id)
+            endpoint = (_endpoints.get(key) if peer.sock is None else None) or (
+                peer.program.address_book.lookup(peer.node_id))
+            if endpoint is not None and endpoint != peer.endpoint:
+                _endpoints[key] = endpoint
+                if peer.sock is None:
+                    peer.sock = _new_socket(peer.program, endpoint)
+                    peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
+                else:
+                    if peer.endpoint is not None:
+                        peer.sock.disconnect(peer.endpoint)
+                    peer.sock.connect(endpoint)
+                peer.endpoint = endpoint
+        if peer.sock is None:
+            return
+        while peer.pending:
+            req = peer.pending[0]
+            try:
+                _send_nowait(peer.sock, req[4])
+            except zmq.Again:
+                if peer.blocked_since is None:
+                    peer.blocked_since = now
+                break
+            peer.blocked_since = None
+            peer.pending.popleft()
+            req[5]._peer = peer
+            self._inflight[req[3]] = req
+        self._drain(peer, done)
+
+    def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
+        failed: list[tuple[Future, BaseException]] = []
+        for call_id, req in list(self._inflight.items()):
+            if req[6] <= now:
+                del self._inflight[call_id]
+                failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
+        for peer in self._peers.values():
+            if not any(r[6] <= now for r in peer.pending):
+                continue
+            keep: collections.deque[_Request] = collections.deque()
+            for r in peer.pending:
+                if r[6] > now:
+                    keep.append(r)
+                    continue
+                detail = (f"no connection to {peer.endpoint}" if peer.endpoint
+                          else "no address registered")
+                failed.append((r[5], PeerUnavailable(r[1], now - r[7], detail)))
+            peer.pending = keep
+        return failed
+
+    # -- the I/O thread -----------------------------------------------------------
+    def _loop(self) -> None:
+        next_expire = 0.0
+        watched: tuple[int, ...] = ()
+        poller = zmq.Poller()
+        poller.register(self._rx, zmq.POLLIN)
+        while True:
+            now = time.monotonic()
+            waiting = any(p.pending for p in self._peers.values())
+            idle = now - self._active >= _IDLE_AFTER
+            # Watch replies only while no caller is receiving them itself.
+            want = tuple(p.fd for p in self._peers.values()
+                         if p.sock is not None) if idle and self._inflight else ()
+            if want != watched:
+                if want:  # callers may have left replies unread: re-arm ZMQ_FD first
+                    done0: _Done = []
+                    with self._io:
+                        for peer in self._peers.values():
+                            if peer.sock is not None:
+                                self._drain(peer, done0)
+                    if done0:
+                        _resolve(done0)
+                for fd in watched:
+                    poller.unregister(fd)
+                for fd in want:
+                    poller.register(fd, zmq.POLLIN)
+                watched = want
+            if waiting:
+                timeout = 5
+            elif self._inflight:
+                timeout = 10 if idle else int(_IDLE_AFTER * 1000)
+            else:
+                timeout = 1000
+            events = dict(poller.poll(timeout))
+            if self._rx in events:
+                while True:
+                    try:
+                        self._rx.recv(_NOBLOCK)
+                    except zmq.Again:
+                        break
+            done: _Done = []
+            failed: list[tuple[Future, BaseException]] = []
+            with self._io:
+                self._wake_pending = False
+                now = time.monotonic()
+                for peer in self._peers.values():
+                    if peer.pending:
+                        self._flush(peer, now, done)
+                    elif peer.sock is not None:
+                        self._drain(peer, done)
+                if now >= next_expire:
+                    failed = self._expire(now)
+                    next_expire = now + 0.01
+            if done:
+                _resolve(done)
+            for fut, exc in failed:
+                _fail(fut, exc)
+
+
+def _resolve(done: _Done) -> None:
+    """Decode replies and complete their futures (outside the I/O lock)."""
+    for req, msg, node_id in done:
+        fut = req[5]
+        try:
+            value = decode_reply(msg, node_id)
+        except BaseException as exc:
+            _fail(fut, exc)
+            continue
+        _set_result(fut, value)
+
+
+def _set_result(fut: Future, value: Any) -> None:
+    """Complete ``fut`` unless it was cancelled or already timed out meanwhile."""
+    try:
+        fut.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def _fail(fut: Future, exc: BaseException) -> None:
+    try:
+        fut.set_exception(exc)
+    except InvalidStateError:
+        pass
+
+
+_engine: _Engine | None = None
+_engine_lock = threading.Lock()
+
+
+def _forget_engine() -> None:
+    global _engine, _engine_lock
+    _engine = None  # the I/O thread does not exist in a forked child
+    _engine_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_engine)
+
+
+def engine() -> _Engine:
+    """This process's futures engine (started on first use, re-created after fork)."""
+    global _engine
+    eng = _engine
+    if eng is None:
+        with _engine_lock:
+            if _engine is None:
+                _engine = _Engine()
+            eng = _engine
+    return eng
