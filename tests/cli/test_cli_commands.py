@@ -252,3 +252,24 @@ def test_subprocess_check_imports_and_plan_json(tmp_path: Path) -> None:
     plan = _topo("plan", "--json", path)
     assert plan.returncode == 0
     assert loads(plan.stdout) == compile_spec(load_spec(path))
+
+
+def test_every_schema_field_has_a_description() -> None:
+    """Editors show these descriptions on hover; a field without one is a gap."""
+    schema = json.loads(SCHEMA.read_text())
+    missing: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, prop in (node.get("properties") or {}).items():
+                if "description" not in prop:
+                    missing.append(f"{path}.{key}")
+            for key, value in node.items():
+                walk(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(schema, "$")
+    assert schema["$defs"]["GroupSpec"]["properties"]["count"]["description"]
+    assert missing == []
