@@ -57,7 +57,7 @@ def pack(
                 Diagnostic(
                     f"two thread colocation sets are named '{name}'",
                     sources.pos(("colocation", i)),
-                    "give each set its own name:",
+                    "give each set its own name: field",
                 )
             )
             continue
@@ -150,7 +150,7 @@ def pack(
                 Diagnostic(
                     f"two executables would be named '{exe_id}'",
                     sources.pos(("colocation",)),
-                    "give the colocation set a name: that differs from every node id",
+                    "give the colocation set a name (name: ...) that differs from every node id",
                 )
             )
     return Packing(executables, node_exe)
