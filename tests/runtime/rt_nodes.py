@@ -12,6 +12,9 @@ import numpy as np
 import topo
 from topo.runtime import Handle, handles
 
+_busy = [0, 0]  # running now, most at once
+_busy_lock = threading.Lock()
+
 
 class Echo:
     def echo(self, x: Any) -> Any:
@@ -36,6 +39,20 @@ class Echo:
     def sleep(self, seconds: float) -> float:
         time.sleep(seconds)
         return seconds
+
+    def busy(self, seconds: float) -> int:
+        """Sleep while counting how many calls run at once; returns the highest count."""
+        with _busy_lock:
+            _busy[0] += 1
+            _busy[1] = max(_busy[1], _busy[0])
+        time.sleep(seconds)
+        with _busy_lock:
+            _busy[0] -= 1
+            return _busy[1]
+
+    def threads(self) -> int:
+        """Handler threads this node's process runs."""
+        return sum(1 for t in threading.enumerate() if t.name.startswith("topo-h-"))
 
     def call_peers(self, peers: list[Handle], method: str) -> list[Any]:
         return [getattr(p, method)() for p in peers]

@@ -60,6 +60,16 @@ def test_100_concurrent_callers(program: ProgramContext, spawn: Spawn) -> None:
     assert results == [[i + j for j in range(10)] for i in range(100)]
 
 
+def test_pool_grows_on_demand_up_to_its_size(program: ProgramContext, spawn: Spawn) -> None:
+    spawn("echo/0", threads=3)
+    h = Handle("echo/0", program=program)
+    assert h.threads() <= 2  # one thread, plus a spare started while it answers
+    calls = [h.futures.busy(1.0) for _ in range(8)]
+    most = max(f.result(timeout=60) for f in calls)
+    assert most == 3  # all three threads served at once, never a fourth
+    assert h.threads() == 3
+
+
 def test_thread_pool_size_is_honoured(program: ProgramContext, spawn: Spawn) -> None:
     spawn("echo/0", threads=3)
     h = Handle("echo/0", program=program)

@@ -143,11 +143,12 @@ class NodeServer:
                 self._batchers[name] = Batcher(fn, spec, self._batch_reply,
                                                f"{node.id}.{name}", init=self._enter_scope)
         self._stop_addr = f"inproc://topo-stop-{tag}"
-        self._workers = [threading.Thread(target=self._work, args=(i,),
-                                          name=f"topo-h-{node.id}-{i}",
-                                          daemon=True) for i in range(threads)]
-        for t in self._workers:
-            t.start()
+        # The pool grows on demand up to `threads`: a new handler thread starts when every
+        # running one is busy, so idle nodes keep one thread and a busy one gets all.
+        self._workers: list[threading.Thread] = []
+        self._pool_lock = threading.Lock()
+        self._busy = 0
+        self._grow()
         self._track = track
         if track:
             add_process_node(node)
@@ -155,6 +156,29 @@ class NodeServer:
             program.address_book.register(node.id, self.endpoint)
 
     # -- threads --------------------------------------------------------------
+    def _grow(self) -> None:
+        """Start one more handler thread, unless closed or the pool is full."""
+        with self._pool_lock:
+            if self._closed.is_set() or len(self._workers) >= self.threads:
+                return
+            t = threading.Thread(target=self._work, args=(len(self._workers),),
+                                 name=f"topo-h-{self.node.id}-{len(self._workers)}",
+                                 daemon=True)
+            self._workers.append(t)
+        t.start()
+
+    def _handle_counted(self, sock: zmq.Socket, request: list[Any]) -> None:
+        with self._pool_lock:
+            self._busy += 1
+            full = self._busy >= len(self._workers)
+        if full:
+            self._grow()
+        try:
+            self._handle(sock, request)
+        finally:
+            with self._pool_lock:
+                self._busy -= 1
+
     def _enter_scope(self) -> None:
         enter_node_scope(self.program, self.node)
 
@@ -216,7 +240,7 @@ class NodeServer:
                             request = sock.recv_multipart(flags=_NOBLOCK, copy=False)
                         except zmq.Again:
                             break
-                        self._handle(sock, request)
+                        self._handle_counted(sock, request)
         finally:
             sock.close(linger=_LINGER_MS if sock is self._direct else 0)
             stop.close(linger=0)
@@ -308,13 +332,15 @@ class NodeServer:
         # Handler threads first: each finishes the request in hand and sends its reply.
         ctx = zmq_context()
         knocks = []
-        for i in range(len(self._workers)):  # inproc connect works before the bind, too
+        with self._pool_lock:  # _closed is set: the pool cannot grow any more
+            workers = list(self._workers)
+        for i in range(len(workers)):  # inproc connect works before the bind, too
             knock = ctx.socket(zmq.PAIR)
             knock.linger = 0
             knock.connect(f"{self._stop_addr}-{i}")
             knock.send(b"", zmq.NOBLOCK)
             knocks.append(knock)
-        for t in self._workers:
+        for t in workers:
             t.join(timeout)
         for knock in knocks:
             knock.close(linger=0)
