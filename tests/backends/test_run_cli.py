@@ -74,6 +74,18 @@ def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: s
     assert not wait_gone([n["pid"] for n in status["nodes"]], 15)
 
 
+def test_live_table_shows_every_node_with_its_state(tmp_path: Path) -> None:
+    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--live",
+                   "--log-dir", str(tmp_path), "-p", "num_producers=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for header in ("node", "state", "pid", "restarts", "uptime", "last log line"):
+        assert header in out
+    for node in ("producer/0", "producer/1", "consumer"):
+        assert node in out
+    assert "finished" in out  # the table's last frame shows how each node ended
+
+
 def test_failure_prints_the_traceback_once(tmp_path: Path, topology: Callable) -> None:
     path = topology("""
         name: crash
