@@ -59,6 +59,15 @@ def resolve(value: Any, deadline: float | None = None) -> Any:
     return value
 
 
+def node_traceback(exc: BaseException) -> str:
+    """The traceback as the user wants it: from their code down, without this module's
+    own frames on top (the way pytest hides its internals)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__ and tb.tb_next:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
 def run_one_node(program: Program, node: Node, context: ProgramContext, report: Report,
                  disable_run: bool = False, servers: list[NodeServer] | None = None) -> None:
     """Build and run one node in the calling thread; report ready/finished/failed.
@@ -95,8 +104,8 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
                     run()
             else:
                 raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
-        except BaseException:
-            text = traceback.format_exc()
+        except BaseException as exc:
+            text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
             report("failed", node.id, text)
