@@ -53,13 +53,13 @@ run_node(Trivial(), sys.argv[2], program=program)
 
 
 def _program(n: int, restart: str = "") -> Any:
-    from topo.backends.launch import load
+    from topo.api import load
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(f"name: bench{n}\nnodes:\n  node:\n    target: 'launch_bench:Trivial'\n"
                         f"    count: {n}\n{restart}")
-        return load(path)[0]
+        return load(path).program
 
 
 def _gone(pids: set[int], timeout: float = 30) -> float:
@@ -73,7 +73,7 @@ def _gone(pids: set[int], timeout: float = 30) -> float:
 
 def bench_topo(n: int, log_dir: Path) -> dict[str, float]:
     """Fork-server launch -> all ready, then stop -> all gone."""
-    from topo.backends.launch import launch
+    from topo.api import launch
 
     program = _program(n)
     t0 = time.perf_counter()
@@ -118,8 +118,8 @@ def bench_naive(n: int) -> float:
 
 def bench_detection(log_dir: Path, kills: int) -> list[float]:
     """kill -9 of a node -> the launcher's 'failed' event, under on-failure restarts."""
+    from topo.api import launch
     from topo.backends.base import Event
-    from topo.backends.launch import launch
 
     program = _program(10, "    restart: {policy: on-failure, max_restarts: 100, "
                            "backoff: {initial_s: 0.05, max_s: 0.05}}\n")

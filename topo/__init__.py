@@ -21,7 +21,8 @@ _LAZY: dict[str, str] = {
     "batched": "topo.runtime.batching",
     "PeerUnavailable": "topo.runtime.errors",
     "RemoteError": "topo.runtime.errors",
-    "launch": "topo.backends.launch",
+    "launch": "topo.api",
+    "load": "topo.api",
 }
 
 

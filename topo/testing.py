@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from topo.backends.launch import RunningProgram, launch
+from topo.api import RunningProgram, launch
 
 
 def alive(pids: Iterable[int]) -> list[int]:

@@ -1,24 +1,33 @@
-"""The backend interface: what every backend (threads, procs, later ssh) implements.
+"""The backend interface: what every backend (threads, procs, later ssh, ray) implements.
 
 A backend only knows how to *start one executable* of a compiled ``Program``
 and how to signal or kill it; everything else (address book, status events,
-failure policy, restarts, stopping, logs) is the shared ``Launcher``. Status
-from inside executables (node ready / finished / failed) and their exits
-reach the launcher through the ``Sink`` callbacks, whichever way the backend
-carries them.
+failure policy, restarts, stopping, logs) is the shared ``Launcher``. The seams
+a backend fills in besides starting executables:
+
+* ``network()``: where the program's registry binds, the address peers dial and
+  the auth mechanism (PLAIN on loopback, CURVE across hosts);
+* ``check(program)``: what it cannot honour, as diagnostics, before anything starts;
+* ``log_source(job, emit)``: where the launcher gets node log lines from.
+
+Node status (ready / finished / failed) reaches the launcher over the registry's
+``report`` RPC, the same way for every backend; process-level facts (an
+executable started, exited with a code) come through the ``Sink`` from whoever
+owns the process.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from topo.diagnostics import Diagnostic
 from topo.ir import Program
 from topo.runtime import RegistryInfo
+from topo.runtime.auth import Mechanism
 
 EventKind = Literal[
     "starting", "started", "ready", "log", "finished", "failed", "exited",
@@ -52,6 +61,21 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The registry a backend needs: where it binds, what peers dial, how they authenticate.
+
+    ``advertise_host`` None means the bound address itself. ``plain`` is for loopback only;
+    a backend whose executables run on other hosts asks for ``curve`` (encrypted)."""
+
+    bind_host: str = "127.0.0.1"
+    advertise_host: str | None = None
+    mechanism: Mechanism = "plain"
+
+
+LOOPBACK = Network()
+
+
+@dataclass(frozen=True)
 class JobContext:
     """What a backend needs to start executables of one run."""
 
@@ -62,13 +86,30 @@ class JobContext:
     launcher_pid: int
 
 
+LineSink = Callable[[str, str], None]  # emit(label, line): label is a node or executable id
+
+
+class LogSource(Protocol):
+    """Where the launcher gets log lines from (local files tailed, or streamed)."""
+
+    def start(self) -> None:
+        """Begin delivering lines (from now on)."""
+
+    def append(self, label: str, text: str) -> None:
+        """Add ``text`` to ``label``'s log without emitting it (a traceback shown apart)."""
+
+    def close(self) -> None:
+        """Deliver what is left and stop."""
+
+
 class Sink(ABC):
-    """Where a backend reports what happens inside and to its executables."""
+    """Where a backend and the registry report what happens inside and to executables."""
 
     @abstractmethod
     def node_status(self, kind: str, node: str, exe: str, attempt: int, pid: int,
                     traceback: str = "") -> None:
-        """A node is ``ready``, ``finished`` (run() returned) or ``failed`` (raised)."""
+        """A node is ``ready``, ``finished`` (run() returned) or ``failed`` (raised);
+        delivered by the registry's ``report`` RPC."""
 
     @abstractmethod
     def started(self, exe: str, attempt: int, pid: int) -> None:
@@ -96,6 +137,25 @@ class Backend(ABC):
 
     name: str = ""
 
+    def network(self) -> Network:
+        """The registry this backend's executables can reach (default: loopback, PLAIN)."""
+        return LOOPBACK
+
+    def check(self, program: Program) -> list[Diagnostic]:
+        """What in ``program`` this backend cannot honour (errors refuse the run, warnings
+        are shown); called before anything starts."""
+        return []
+
+    def log_source(self, job: JobContext, emit: LineSink) -> LogSource:
+        """Where node output comes from: by default the log files in the run directory."""
+        from topo.backends.logs import LogTailer, exe_output_path, log_path
+
+        files = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
+        for exe in job.program.executables:
+            if len(exe.nodes) > 1:
+                files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
+        return LogTailer(files, emit)
+
     @abstractmethod
     def open(self, job: JobContext, sink: Sink) -> None:
         """Prepare a run (e.g. start the pre-warmed fork server)."""
@@ -113,24 +173,70 @@ class Backend(ABC):
         """Release everything ``open`` made; every executable has exited or been killed."""
 
 
-_BACKENDS: dict[str, str] = {
+# -- the table of backends ------------------------------------------------------------
+
+ENTRY_POINT_GROUP = "topo.backends"
+BUILTIN_BACKENDS: dict[str, str] = {
     "threads": "topo.backends.threads:ThreadsBackend",
     "procs": "topo.backends.procs:ProcsBackend",
 }
+PLANNED_BACKENDS: dict[str, str] = {
+    "ssh": "a process per executable on the hosts of an inventory, over SSH",
+    "ray": "one Ray actor per executable on a Ray cluster",
+}
+
+
+class BackendNotFound(ValueError):
+    """``get_backend`` was given a name that no backend answers to (yet)."""
+
+
+def _plugins() -> dict[str, Any]:
+    """Third-party backends: entry points of group ``topo.backends`` (name -> EntryPoint),
+    read only when asked (``topo validate`` never pays for the scan)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.name not in BUILTIN_BACKENDS}
 
 
 def available_backends() -> list[str]:
-    """Names accepted by ``get_backend``."""
-    return sorted(_BACKENDS)
+    """Names accepted by ``get_backend``: the built-in ones and the installed plugins."""
+    return sorted({*BUILTIN_BACKENDS, *_plugins()})
 
 
-def get_backend(name: str) -> Backend:
-    """A fresh backend object by name ("threads" or "procs")."""
+def _factory(name: str) -> Callable[..., Backend]:
+    target = BUILTIN_BACKENDS.get(name)
+    if target is not None:
+        import importlib
+
+        module, attr = target.split(":")
+        factory: Callable[..., Backend] = getattr(importlib.import_module(module), attr)
+        return factory
+    plugin = _plugins().get(name)
+    if plugin is not None:
+        loaded: Callable[..., Backend] = plugin.load()
+        return loaded
+    choices = ", ".join(available_backends())
+    if name in PLANNED_BACKENDS:
+        raise BackendNotFound(f"backend {name!r} is not built yet (planned: "
+                              f"{PLANNED_BACKENDS[name]}); available: {choices}")
+    raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """A fresh backend object by name, given its ``options`` (e.g. an SSH inventory).
+
+    Raises ``BackendNotFound`` for a name no backend answers to, ``TypeError`` for an
+    option the backend does not take."""
+    import inspect
+
+    factory = _factory(name)
     try:
-        target = _BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; choose one of "
-                         f"{', '.join(available_backends())}") from None
-    module, attr = target.split(":")
-    factory: Callable[[], Backend] = getattr(importlib.import_module(module), attr)
-    return factory()
+        inspect.signature(factory).bind(**options)
+    except TypeError:
+        raise TypeError(f"backend {name!r} does not take the option(s) "
+                        f"{', '.join(sorted(options))}") from None
+    backend = factory(**options)
+    if not backend.name:
+        backend.name = name
+    return backend

@@ -7,9 +7,10 @@ then forks one child per executable with ``multiprocess`` (fork context) from
 its main thread, so children start in milliseconds with everything imported.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
-(``init``, ``spawn``, ``shutdown``); the server and every child send JSON
-datagrams to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM`` socket
-(``started``, ``exited``, node ``ready``/``finished``/``failed``).
+(``init``, ``spawn``, ``shutdown``); the server sends JSON datagrams about the
+processes it owns to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM``
+socket (``server``, ``started``, ``exited``). Children set themselves up with
+``topo.backends.child`` and report node status over the registry's RPC.
 
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
 makes the server kill its children and exit; each child has
@@ -27,8 +28,6 @@ import signal
 import socket
 import struct
 import sys
-import threading
-import time
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -95,88 +94,23 @@ def kill_tree(pid: int) -> None:
 
 # -- inside a child ---------------------------------------------------------------
 
-def _watch_launcher(launcher_pid: int, server_pid: int) -> None:
-    while True:
-        time.sleep(0.25)
-        if not _pid_alive(launcher_pid) or os.getppid() != server_pid:
-            os._exit(70)
-
-
-def _apply_resources(init: dict[str, Any], node_ids: tuple[str, ...]) -> None:
-    from topo.ir import Program
-
-    program: Program = init["program"]
-    groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
-    for group in groups.values():
-        res = group.resources
-        os.environ.update({k: str(v) for k, v in res.env.items()})
-        if res.gpus is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in res.gpus)
-        if res.cpus:
-            os.sched_setaffinity(0, set(res.cpus))
-        if res.workdir:
-            os.makedirs(res.workdir, exist_ok=True)
-            os.chdir(res.workdir)
-
-
 def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int) -> None:
-    """Entry of a forked child: set up the process, run the executable, exit."""
+    """Entry of a forked child: tie it to the server, then the shared child set-up."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # not Linux: the watchdog thread still covers it
+    except Exception:  # not Linux: the parent watchdog still covers it
         pass
     if os.getppid() != server_pid:
         os._exit(70)
-    code = 1
-    try:
-        os.setpgid(0, 0)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from topo.backends.logs import exe_output_path, log_path, route_node_output
-        from topo.backends.worker import run_executable
-        from topo.runtime import RegistryInfo, connect_program, set_process_program
+    from topo.backends import child
+    from topo.runtime import RegistryInfo
 
-        program = init["program"]
-        run_dir = init["run_dir"]
-        exe = program.executable_index[exe_id]
-        fd = os.open(exe_output_path(run_dir, program, exe_id),
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        os.close(null)
-        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
-        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
-        info = RegistryInfo(**init["registry"])
-        if len(exe.nodes) > 1:
-            route_node_output(info.program_id, {n: log_path(run_dir, n) for n in exe.nodes})
-        _apply_resources(init, exe.nodes)
-        threading.Thread(target=_watch_launcher, args=(init["launcher_pid"], server_pid),
-                         name="topo-launcher-watch", daemon=True).start()
-        context = connect_program(info)
-        set_process_program(context)
-        pid = os.getpid()
-
-        def report(kind: str, node: str, text: str) -> None:
-            send_status(t="node", kind=kind, node=node, exe=exe_id, attempt=attempt, pid=pid,
-                        tb=text)
-
-        code = run_executable(program, exe_id, context, report, init["disable_run"])
-    except BaseException:
-        import traceback
-
-        text = traceback.format_exc()  # the launcher appends it to the node's log
-        first = init["program"].executable_index[exe_id].nodes[0]
-        send_status(t="node", kind="failed", node=first, exe=exe_id,
-                    attempt=attempt, pid=os.getpid(), tb=text)
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    program = init["program"]
+    launcher_pid = init["launcher_pid"]
+    spec = child.ChildSpec(program, exe_id, attempt, RegistryInfo(**init["registry"]),
+                           child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id),
+                           init["disable_run"])
+    child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
 
 
 # -- the server ---------------------------------------------------------------------
@@ -196,7 +130,7 @@ def serve(status_fd: int) -> None:
 
     init["program"] = loads(init.pop("program_json"))
     errors = []
-    for module in ["topo.backends.worker", *init["modules"]]:
+    for module in ["topo.backends.child", *init["modules"]]:
         try:
             __import__(module)
         except BaseException as exc:  # the child will fail with the full traceback

@@ -34,11 +34,12 @@ def _add_path(path: str) -> None:
         importlib.invalidate_caches()
 
 
-def prepare_imports(program: Program, modules: list[str]) -> list[str]:
-    """Put the import roots on ``sys.path``; return a message per module still missing."""
+def prepare_imports(program: Program, modules: list[str]) -> dict[str, str]:
+    """Put the import roots on ``sys.path``; return module -> message for each one still
+    missing."""
     _add_path(os.getcwd())
     start = Path(program.source).resolve().parent if program.source else None
-    problems = []
+    problems: dict[str, str] = {}
     for module in modules:
         if _findable(module) is None:
             continue
@@ -55,7 +56,7 @@ def prepare_imports(program: Program, modules: list[str]) -> list[str]:
                 break
         why = _findable(module)
         if why is not None:
-            problems.append(
+            problems[module] = (
                 f"cannot import {module!r} ({why}); targets resolve from the current "
                 f"directory ({os.getcwd()}) and the folders above the topology file: run "
                 "topo from the project root or add it to PYTHONPATH"

@@ -1,9 +1,12 @@
 """The supervision loop shared by every backend.
 
 The ``Launcher`` owns one program run: the run directory, the registry
-(address book + stop channel), the backend's executables, their logs and
-status. One supervisor thread turns what backends report (node ready /
-finished / failed, executable exited) into status events, applies the
+(address book + stop channel + node status, built as the backend's ``network()``
+asks), the backend's executables, their logs (from the backend's
+``log_source``) and status. Before anything starts it runs the checks of
+``preflight`` (the backend's own ``check`` included) and raises
+``topo.diagnostics.TopoError`` on a refusal. One supervisor thread turns what
+is reported (node ready / finished / failed, executable exited) into status events, applies the
 groups' restart policies, and stops the program: stop event to every node,
 a grace period, then kill.
 
@@ -21,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, Event, JobContext, RunOptions, Sink
-from topo.backends.imports import prepare_imports
-from topo.backends.logs import LogTailer, exe_output_path, log_path, make_run_dir, write_status
+from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
+from topo.backends.logs import make_run_dir, write_status
+from topo.backends.preflight import preflight
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
-from topo.backends.worker import target_modules, unsupported_kinds
+from topo.diagnostics import TopoError
 from topo.ir import Group, Program, RestartPolicy
 from topo.runtime import RegistryServer, new_program_id, new_secret
 
@@ -37,10 +40,10 @@ class Launcher(Sink):
 
     def __init__(self, program: Program, backend: Backend, options: RunOptions | None = None
                  ) -> None:
-        problems = unsupported_kinds(program) or prepare_imports(
-            program, target_modules(program))
-        if problems:
-            raise ValueError("\n".join(problems))
+        found = preflight(program, backend)
+        errors = [d for d in found if d.severity == "error"]
+        if errors:
+            raise TopoError(errors)
         self.program = program
         self.backend = backend
         self.options = options or RunOptions()
@@ -53,7 +56,7 @@ class Launcher(Sink):
         self.exit_code: int | None = None
         self.failure: Failure | None = None
         self.stop_reason = ""
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [d.headline() for d in found if d.severity != "error"]
         self.started_at = 0.0
         self.ready_at: float | None = None
         self.all_pids: set[int] = set()
@@ -68,7 +71,7 @@ class Launcher(Sink):
         self._ready = threading.Event()
         self._ever_ready: set[str] = set()
         self._done = threading.Event()
-        self._tailer: LogTailer | None = None
+        self._tailer: LogSource | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
                                         daemon=True)
 
@@ -87,15 +90,15 @@ class Launcher(Sink):
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0)
-        self.registry = RegistryServer(new_program_id(), new_secret(), default_deadline=deadline)
-        files = {n.id: log_path(self.run_dir, n.id) for n in self.program.nodes}
-        for exe in self.program.executables:
-            if len(exe.nodes) > 1:
-                files[exe.id] = exe_output_path(self.run_dir, self.program, exe.id)
-        self._tailer = LogTailer(files, self._on_line)
+        net = self.backend.network()
+        self.registry = RegistryServer(
+            new_program_id(), new_secret(), mechanism=net.mechanism, bind_host=net.bind_host,
+            advertise_host=net.advertise_host, default_deadline=deadline,
+            on_report=self.node_status)
+        job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
+        self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self.started_at = time.time()
-        job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
         self.backend.open(job, self)
         self.all_pids.update(self.backend.helper_pids())
         for status in self.exes.values():
@@ -154,7 +157,7 @@ class Launcher(Sink):
                        "restarts": n.restarts} for n in self.nodes.values()],
         }
 
-    # -- Sink (called from backend threads) -----------------------------------
+    # -- Sink (called from backend threads and the registry's handlers) --------
     def node_status(self, kind: str, node: str, exe: str, attempt: int, pid: int,
                     traceback: str = "") -> None:
         self._queue.put(("node", kind, node, exe, attempt, pid, traceback))

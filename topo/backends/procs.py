@@ -4,6 +4,8 @@ pre-warmed fork server (see ``forkserver``) instead of a fresh interpreter per n
 The launcher keeps no zmq state in common with the children: the fork server
 is a separate, import-only process, so ``topo.launch(..., backend="procs")``
 also works from a process (e.g. pytest) that has zmq contexts and threads.
+The fork server reports the processes (started, exited with a code); the
+nodes in them report their status over the program's registry.
 """
 
 from __future__ import annotations
@@ -106,10 +108,7 @@ class ProcsBackend(Backend):
                 return
             msg = json.loads(data)
             t = msg.get("t")
-            if t == "node":
-                sink.node_status(msg["kind"], msg["node"], msg["exe"], msg["attempt"],
-                                 msg["pid"], msg.get("tb", ""))
-            elif t == "started":
+            if t == "started":
                 runner = self._runners.get((msg["exe"], msg["attempt"]))
                 if runner is not None:
                     runner.pid = msg["pid"]

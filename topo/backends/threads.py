@@ -1,9 +1,11 @@
 """The ``threads`` backend: every executable as threads of the launcher process.
 
 For tests and debuggers. Nodes still talk through the real RPC layer and the
-real registry; their output is routed to their log files. Threads cannot be
-killed: a node that ignores the stop event past the grace period is
-abandoned (its thread is a daemon) and reported as killed.
+real registry (node status goes through its ``report`` too); their output is
+routed to their log files. Threads cannot be killed: a node that ignores the
+stop event past the grace period is abandoned (its thread is a daemon) and
+reported as killed. Group ``resources`` that would change the launcher process
+itself (env vars, working dir, CPU or GPU visibility) are refused by ``check``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,20 @@ import threading
 from typing import TextIO
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
+from topo.backends.child import registry_reporter
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
 from topo.backends.worker import run_executable
+from topo.diagnostics import Diagnostic
+from topo.ir import Program
 from topo.runtime import NodeServer, ProgramContext, connect_program
+
+# resources field -> what honouring it would do to the launcher process
+_PROCESS_WIDE = {
+    "env": "set environment variables of the launcher",
+    "workdir": "change the launcher's working directory",
+    "cpus": "pin the launcher to those CPUs",
+    "gpus": "set CUDA_VISIBLE_DEVICES for the launcher",
+}
 
 
 class _ThreadRunner(ExecutableRunner):
@@ -43,6 +56,30 @@ class _ThreadRunner(ExecutableRunner):
         self.report_exit(-9)
 
 
+def process_wide_resources(program: Program, backend: str) -> list[Diagnostic]:
+    """One error per enabled group whose ``resources`` act on the whole process, which
+    a backend running nodes inside the launcher cannot honour. ``host_labels`` are
+    accepted: on one host every label placement is that host."""
+    out = []
+    for g in program.groups:
+        if not g.enabled:
+            continue
+        res = g.resources
+        set_ = {"env": bool(res.env), "workdir": res.workdir is not None,
+                "cpus": bool(res.cpus), "gpus": res.gpus is not None}
+        used = [f for f in _PROCESS_WIDE if set_[f]]
+        if used:
+            what = "; ".join(_PROCESS_WIDE[f] for f in used)
+            out.append(Diagnostic(
+                f"group {g.name!r} sets resources {', '.join(used)}, which the {backend} "
+                f"backend cannot honour: its nodes run inside the launcher process, so it "
+                f"would {what}",
+                g.origin,
+                hint="run it with --backend procs (one process per executable), or drop "
+                     "those resources"))
+    return out
+
+
 class ThreadsBackend(Backend):
     """Executables as thread sets in this process."""
 
@@ -54,6 +91,9 @@ class ThreadsBackend(Backend):
         self._context: ProgramContext | None = None
         self._files: dict[str, TextIO] = {}
 
+    def check(self, program: Program) -> list[Diagnostic]:
+        return process_wide_resources(program, self.name)
+
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
         self._context = connect_program(job.registry)
@@ -64,9 +104,7 @@ class ThreadsBackend(Backend):
         job, sink, context = self._job, self._sink, self._context
         assert job is not None and sink is not None and context is not None
         runner = _ThreadRunner(exe, attempt, sink)
-
-        def report(kind: str, node: str, text: str) -> None:
-            sink.node_status(kind, node, exe, attempt, runner.pid, text)
+        report = registry_reporter(context, exe, attempt, runner.pid)
 
         def main() -> None:
             code = 1

@@ -42,12 +42,6 @@ def target_modules(program: Program) -> list[str]:
     return sorted(m for m in modules if m)
 
 
-def unsupported_kinds(program: Program) -> list[str]:
-    """Groups whose node kind this runtime cannot run yet, as user-facing messages."""
-    return [f"group {g.name!r}: node kind {g.kind!r} is not supported by topo run yet"
-            for g in program.groups if g.enabled and g.count and g.kind not in SUPPORTED_KINDS]
-
-
 def resolve(value: Any, deadline: float | None = None) -> Any:
     """IR argument value -> Python value: refs become ``Handle``s, tuples lists."""
     if isinstance(value, Ref):

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
+
+if TYPE_CHECKING:
+    from topo.api import Loaded
 
 ParamsOption = Annotated[
     list[str] | None,
@@ -37,12 +40,18 @@ def fail(error: TopoError) -> typer.Exit:
 
 
 def load_program(file: Path, params: list[str] | None, *, check_imports: bool = False) -> Program:
-    """Load, interpolate and compile ``file``; on bad input print the errors and exit 1."""
-    from topo.compile import compile_spec
-    from topo.spec import load_spec
+    """``topo.api.load`` (the one load path of the CLI and the API) for a command: on bad
+    input print the errors and exit 1."""
+    return load_topology(file, params, check_imports=check_imports).program
+
+
+def load_topology(file: Path, params: list[str] | None, *, check_imports: bool = False
+                  ) -> Loaded:
+    """``topo.api.load``: the program and its resolved YAML text; on bad input print the
+    errors and exit 1."""
+    from topo.api import load
 
     try:
-        spec = load_spec(file, overrides=params or [])
-        return compile_spec(spec, check_imports=check_imports)
+        return load(file, params or [], check_imports=check_imports)
     except TopoError as error:
         raise fail(error) from None

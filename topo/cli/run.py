@@ -1,7 +1,8 @@
-"""``topo run``: run a topology on the threads or procs backend with a live view.
+"""``topo run``: run a topology on a backend (procs, threads, or a plugin) with a live view.
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts), or the
-file is invalid; 130 stopped by Ctrl-C; 143 stopped by SIGTERM.
+file is invalid, or the backend refused it; 2 no such backend; 130 stopped by
+Ctrl-C; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from topo.cli.app import app
-from topo.cli.common import FileArgument, ParamsOption, fail, stderr
+from topo.cli.common import FileArgument, ParamsOption, fail, load_topology, stderr
 from topo.diagnostics import TopoError
 
 
@@ -27,7 +28,8 @@ def run(
     file: FileArgument,
     params: ParamsOption = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="threads | procs (one process per executable).")
+        str, typer.Option("--backend", "-b", help="procs (one process per executable), "
+                          "threads, or an installed plugin backend.")
     ] = "procs",
     grace: Annotated[
         float | None,
@@ -50,26 +52,22 @@ def run(
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import RunOptions, available_backends, get_backend
-    from topo.backends.launch import load
+    from topo.backends.base import BackendNotFound, RunOptions, get_backend
     from topo.backends.launcher import Launcher
     from topo.backends.view import LinesView, TableView
 
-    if backend not in available_backends():
-        stderr.print(f"[red]error:[/] unknown backend {backend!r}; choose one of "
-                     f"{', '.join(available_backends())}")
-        raise typer.Exit(2)
     try:
-        program, yaml_text = load(file, params or [])
+        chosen = get_backend(backend)
+    except BackendNotFound as exc:
+        stderr.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    loaded = load_topology(file, params)
+    options = RunOptions(grace_s=grace, log_dir=log_dir, run_dir=run_dir,
+                         topology_yaml=loaded.yaml_text)
+    try:
+        launcher = Launcher(loaded.program, chosen, options)
     except TopoError as error:
         raise fail(error) from None
-    options = RunOptions(grace_s=grace, log_dir=log_dir, run_dir=run_dir,
-                         topology_yaml=yaml_text)
-    try:
-        launcher = Launcher(program, get_backend(backend), options)
-    except ValueError as exc:
-        stderr.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from None
     console = Console(highlight=False, soft_wrap=True)
     use_table = (live if live is not None else console.is_terminal) and not quiet
     interrupts = 0

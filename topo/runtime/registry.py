@@ -2,7 +2,8 @@
 
 The launcher runs one ``RegistryServer`` per program run (loopback for local
 backends). It is itself a topo node server (same auth, same wire) with
-methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``,
+methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``
+and ``report`` (node status for the launcher, the same channel on every backend),
 plus an authenticated PUB socket on which it announces a stop (repeated
 while the program is stopping, so late subscribers hear it too). Every node
 process uses a ``RegistryClient`` as its ``AddressBook``.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,9 @@ from topo.runtime.server import NodeServer
 log = logging.getLogger("topo.runtime.registry")
 REGISTRY_ID = "__registry__"
 STOP_TOPIC = b"topo-stop"
+REPORT_DEADLINE_S = 10.0
+# on_report(kind, node, exe, attempt, pid, traceback): kind is ready / finished / failed
+ReportHandler = Callable[[str, str, str, int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -42,17 +47,35 @@ class RegistryInfo:
     bind_host: str = "127.0.0.1"
 
 
+class RegistryService(InProcessAddressBook):
+    """What the registry serves: the address book, the stop channel and ``report``."""
+
+    def __init__(self, on_stop: Callable[[str, str | None], None],
+                 on_report: ReportHandler | None) -> None:
+        super().__init__(on_stop=on_stop)
+        self._on_report = on_report
+
+    def report(self, kind: str, node: str, exe: str, attempt: int, pid: int,
+               traceback: str = "") -> None:
+        """A node's status, from inside its executable, for the launcher."""
+        if self._on_report is not None:
+            self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid),
+                            str(traceback))
+
+
 class RegistryServer:
-    """Runs a program's registry; the launcher owns it."""
+    """Runs a program's registry; the launcher owns it. ``on_report`` receives the node
+    status that executables send with ``RegistryClient.report``."""
 
     def __init__(self, program_id: str, secret: str, *, mechanism: Mechanism = "plain",
                  bind_host: str = "127.0.0.1", advertise_host: str | None = None,
-                 default_deadline: float = DEFAULT_DEADLINE, threads: int = 4) -> None:
+                 default_deadline: float = DEFAULT_DEADLINE, threads: int = 4,
+                 on_report: ReportHandler | None = None) -> None:
         self.stop_event = threading.Event()
         self._closed = threading.Event()
         self._program = ProgramContext(program_id, secret, InProcessAddressBook(),
                                        default_deadline, mechanism, bind_host)
-        self.service = InProcessAddressBook(on_stop=self._on_stop)
+        self.service = RegistryService(self._on_stop, on_report)
         self._server = NodeServer(self.service, NodeInfo(REGISTRY_ID, REGISTRY_ID),
                                   self._program, threads=threads, max_message_bytes=1 << 20,
                                   register=False, advertise_host=advertise_host, track=False)
@@ -138,6 +161,14 @@ class RegistryClient(AddressBook):
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         self._mark_stopped(reason, node_id)
         self._call("request_stop", reason, node_id)
+
+    def report(self, kind: str, node: str, exe: str, attempt: int, pid: int,
+               traceback: str = "") -> None:
+        """Tell the launcher a node is ``ready``, ``finished`` or ``failed`` (blocks until
+        the registry has it, so it arrives before the process's exit)."""
+        client.call(self._boot, REGISTRY_ID, "report",
+                    (kind, node, exe, attempt, pid, traceback), {},
+                    min(self._boot.default_deadline, REPORT_DEADLINE_S))
 
     @property
     def stop_event(self) -> threading.Event:

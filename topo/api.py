@@ -1,0 +1,199 @@
+"""topo's Python API: ``load`` a topology, ``launch`` a program, talk to its nodes.
+
+The counterpart of Launchpad's ``launch_type='test_mt'``::
+
+    with topo.launch("examples/topologies/consumer_producers.yaml", disable_run=True) as run:
+        assert run.handle("producer/0").work(3) >= 0
+
+``load`` is also what every CLI command loads a file with. This module imports
+the runtime (zmq) only when a program is launched, so loading stays light.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from topo.ir import Program
+
+if TYPE_CHECKING:
+    from topo.backends.base import Backend
+    from topo.backends.launcher import Launcher
+    from topo.backends.state import Failure, NodeStatus
+    from topo.runtime import Handle, ProgramContext
+
+
+def _overrides(params: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
+    if params is None:
+        return []
+    if isinstance(params, Mapping):
+        return [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in params.items()]
+    return list(params)
+
+
+class Loaded:
+    """A loaded topology: the compiled ``program`` and, made when first asked for, the
+    resolved YAML text (what the run directory keeps as ``topology.yaml``)."""
+
+    def __init__(self, program: Program, data: Any) -> None:
+        self.program = program
+        self._data = data
+
+    @functools.cached_property
+    def yaml_text(self) -> str:
+        """The topology with parameters and includes resolved, as YAML."""
+        import io
+
+        from ruamel.yaml import YAML
+
+        out = io.StringIO()
+        yaml = YAML()
+        yaml.default_flow_style = False
+        yaml.dump(self._data, out)
+        return out.getvalue()
+
+
+def load(path: str | Path, params: Mapping[str, Any] | Sequence[str] | None = None, *,
+         check_imports: bool = False) -> Loaded:
+    """Load, interpolate and compile a topology file (the one load path of the API and
+    every CLI command).
+
+    ``params`` are overrides (``{"num_actors": 8}`` or ``["num_actors=8"]``); with
+    ``check_imports`` every target must import. Raises ``topo.diagnostics.TopoError``
+    on a bad file."""
+    from topo.compile import compile_spec
+    from topo.spec import load_spec
+
+    loaded = load_spec(Path(path), overrides=_overrides(params))
+    return Loaded(compile_spec(loaded, check_imports=check_imports), loaded.data)
+
+
+class RunningProgram:
+    """A started program: handles to its nodes, wait, stop, kill. A context manager."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+        self._client: ProgramContext | None = None
+
+    @property
+    def program(self) -> Program:
+        """The compiled program being run."""
+        return self.launcher.program
+
+    @property
+    def run_dir(self) -> Path:
+        """This run's directory (logs, program.json, status.json)."""
+        return self.launcher.run_dir
+
+    @property
+    def exit_code(self) -> int | None:
+        """None while running; then 0 clean stop, 1 failure, 130 Ctrl-C/kill."""
+        return self.launcher.exit_code if self.launcher.done else None
+
+    @property
+    def failure(self) -> Failure | None:
+        """The node failure that ended the run, if any."""
+        return self.launcher.failure
+
+    def handle(self, node_id: str, timeout: float | None = None) -> Handle:
+        """A client handle to ``node_id`` usable from this (non-node) thread."""
+        if node_id not in self.program.node_index:
+            raise KeyError(f"no node {node_id!r} in program {self.program.name!r}")
+        from topo.runtime import Handle, connect_program
+
+        if self._client is None:
+            assert self.launcher.registry is not None
+            self._client = connect_program(self.launcher.registry.info)
+        return Handle(node_id, timeout, program=self._client)
+
+    def wait_ready(self, timeout: float | None = 60.0) -> bool:
+        """Wait until every node is up (served / running)."""
+        return self.launcher.wait_ready(timeout)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the program to end; its exit code, or None on timeout."""
+        code = self.launcher.wait(timeout)
+        if self.launcher.done:
+            self._close_client()
+        return code
+
+    def stop(self, reason: str = "stopped by the caller", timeout: float | None = None
+             ) -> int | None:
+        """Stop (stop event, grace period, kill) and wait up to ``timeout``."""
+        if not self.launcher.done:
+            self.launcher.request_stop(reason)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        """Kill every executable now."""
+        self.launcher.kill()
+
+    def pids(self) -> set[int]:
+        """Every process id this run started (executables and helpers), for orphan checks."""
+        return set(self.launcher.all_pids)
+
+    def status(self) -> list[NodeStatus]:
+        """Current status of every node."""
+        return list(self.launcher.nodes.values())
+
+    def log(self, node_id: str) -> str:
+        """The log file content of ``node_id`` so far."""
+        from topo.backends.logs import log_path
+
+        return log_path(self.run_dir, node_id).read_text(errors="replace")
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            self._client.address_book.close()
+            self._client = None
+
+    def __enter__(self) -> RunningProgram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch(program_or_path: Program | str | Path, backend: str | Backend = "threads",
+           params: Mapping[str, Any] | Sequence[str] | None = None, *,
+           grace_s: float | None = None, log_dir: str | Path = "runs",
+           run_dir: str | Path | None = None, disable_run: bool = False,
+           ready_timeout: float | None = None,
+           backend_options: Mapping[str, Any] | None = None) -> RunningProgram:
+    """Start a program (a compiled ``Program`` or a topology file) and return at once.
+
+    ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object.
+    ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
+    drive nodes through handles). With ``ready_timeout`` wait that long for every node
+    to be up (``TimeoutError`` otherwise). A program the backend cannot run raises
+    ``topo.diagnostics.TopoError`` before anything starts."""
+    from topo.backends.base import RunOptions, get_backend
+    from topo.backends.launcher import Launcher
+
+    yaml_text = None
+    if isinstance(program_or_path, Program):
+        if params:
+            raise ValueError("params apply to a topology file, not to a compiled Program")
+        program = program_or_path
+    else:
+        loaded = load(program_or_path, params)
+        program, yaml_text = loaded.program, loaded.yaml_text
+    options = RunOptions(grace_s=grace_s, log_dir=Path(log_dir),
+                         run_dir=None if run_dir is None else Path(run_dir),
+                         disable_run=disable_run, topology_yaml=yaml_text)
+    if isinstance(backend, str):
+        backend = get_backend(backend, **dict(backend_options or {}))
+    elif backend_options:
+        raise ValueError("backend_options apply to a backend given by name")
+    launcher = Launcher(program, backend, options)
+    launcher.start()
+    running = RunningProgram(launcher)
+    if ready_timeout is not None and not running.wait_ready(ready_timeout):
+        if not launcher.done:
+            running.stop()
+            raise TimeoutError(f"program {program.name!r}: not every node was up after "
+                               f"{ready_timeout:g}s")
+    return running

@@ -1,0 +1,166 @@
+"""Setting up one executable's process: the part every process backend shares.
+
+A backend that runs an executable as its own process (procs: forked from the
+fork server; later ssh: forked by a per-host agent; ray: inside an actor) makes
+the process, then calls ``child_main``. It owns the process from there on: own
+process group, default signals, stdout/stderr to the executable's log file,
+per-node output routing, the group resources (env, cwd, CPU affinity,
+``CUDA_VISIBLE_DEVICES``), a watchdog on the parent, the connection to the
+program's registry, the nodes themselves, their status (``report`` over the
+registry) and the exit.
+
+Nothing here assumes a fork server: the caller says where output goes
+(``ChildOutput``) and how to tell that its parent is gone (``parent_alive``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from topo.backends.logs import exe_output_path, log_path, route_node_output
+from topo.backends.worker import Report, run_executable
+from topo.ir import Program
+from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
+from topo.runtime.registry import RegistryClient
+
+ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone
+
+
+@dataclass(frozen=True)
+class ChildOutput:
+    """Where an executable's output goes: ``exe_file`` takes fds 1 and 2 (C libraries
+    included); ``node_files`` routes each node's Python-level writes when it has several."""
+
+    exe_file: Path
+    node_files: Mapping[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def in_run_dir(cls, run_dir: Path, program: Program, exe_id: str) -> ChildOutput:
+        """The run directory layout of ``topo.backends.logs``."""
+        nodes = program.executable_index[exe_id].nodes
+        files = {n: log_path(run_dir, n) for n in nodes} if len(nodes) > 1 else {}
+        return cls(exe_output_path(run_dir, program, exe_id), files)
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """Which attempt of which executable of which program this process is, and where it
+    reports (the program's registry)."""
+
+    program: Program
+    exe_id: str
+    attempt: int
+    registry: RegistryInfo
+    output: ChildOutput
+    disable_run: bool = False
+
+
+def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: int) -> Report:
+    """A ``worker.Report`` that sends node status to the launcher over the registry."""
+    book = context.address_book
+    assert isinstance(book, RegistryClient), "node status goes through the registry"
+
+    def report(kind: str, node: str, text: str) -> None:
+        try:
+            book.report(kind, node, exe_id, attempt, pid, text)
+        except Exception as exc:  # the launcher is gone or unreachable: say so in the log
+            print(f"topo: could not report {node} {kind} to the launcher: {exc!r}",
+                  file=sys.stderr, flush=True)
+
+    return report
+
+
+def redirect_output(output: ChildOutput, program_id: str) -> None:
+    """Send fds 0/1/2 and ``sys.stdout``/``sys.stderr`` where ``output`` says."""
+    output.exe_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(output.exe_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    if output.node_files:
+        route_node_output(program_id, dict(output.node_files))
+
+
+def apply_resources(program: Program, node_ids: tuple[str, ...]) -> None:
+    """The groups' ``resources``: env vars, GPU visibility, CPU affinity, working dir."""
+    groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
+    for group in groups.values():
+        res = group.resources
+        os.environ.update({k: str(v) for k, v in res.env.items()})
+        if res.gpus is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in res.gpus)
+        if res.cpus:
+            os.sched_setaffinity(0, set(res.cpus))
+        if res.workdir:
+            os.makedirs(res.workdir, exist_ok=True)
+            os.chdir(res.workdir)
+
+
+def watch_parent(parent_alive: Callable[[], bool], interval: float = 0.25) -> None:
+    """A daemon thread that ends this process at once when ``parent_alive()`` is False."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval)
+            if not parent_alive():
+                os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=loop, name="topo-parent-watch", daemon=True).start()
+
+
+def _report_setup_failure(spec: ChildSpec, context: ProgramContext | None, text: str) -> None:
+    """A failure before the nodes ran (bad workdir, unreachable registry...): tell the
+    launcher if the registry can be reached, and leave it in the log in any case."""
+    first = spec.program.executable_index[spec.exe_id].nodes[0]
+    try:  # the launcher appends the traceback to the node's log
+        book = (context or connect_program(spec.registry)).address_book
+        assert isinstance(book, RegistryClient)
+        book.report("failed", first, spec.exe_id, spec.attempt, os.getpid(), text)
+    except BaseException:
+        print(text, file=sys.stderr, end="", flush=True)
+
+
+def run_child(spec: ChildSpec, parent_alive: Callable[[], bool]) -> int:
+    """Set this process up as executable ``spec.exe_id`` and run it; its exit code."""
+    context: ProgramContext | None = None
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        redirect_output(spec.output, spec.registry.program_id)
+        apply_resources(spec.program, spec.program.executable_index[spec.exe_id].nodes)
+        watch_parent(parent_alive)
+        context = connect_program(spec.registry)
+        set_process_program(context)
+        report = registry_reporter(context, spec.exe_id, spec.attempt, os.getpid())
+        return run_executable(spec.program, spec.exe_id, context, report, spec.disable_run)
+    except BaseException:
+        _report_setup_failure(spec, context, traceback.format_exc())
+        return 1
+
+
+def child_main(spec: ChildSpec, parent_alive: Callable[[], bool]) -> NoReturn:
+    """``run_child``, then flush and leave at once (no atexit, no inherited cleanup)."""
+    code = 1
+    try:
+        code = run_child(spec, parent_alive)
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

@@ -1,0 +1,41 @@
+"""What the launcher checks before it starts anything, as diagnostics.
+
+Node kinds the runtime cannot run, target modules that cannot be imported, and
+whatever the backend says it cannot honour (``Backend.check``). Each diagnostic
+points at the group (its ``file:line:col``), so ``topo run`` prints it like any
+other bad input.
+"""
+
+from __future__ import annotations
+
+from topo.backends.base import Backend
+from topo.backends.imports import prepare_imports
+from topo.backends.worker import SUPPORTED_KINDS, target_modules
+from topo.diagnostics import Diagnostic
+from topo.ir import Program
+
+
+def unsupported_kinds(program: Program) -> list[Diagnostic]:
+    """Groups whose node kind this runtime cannot run yet."""
+    return [Diagnostic(f"group {g.name!r}: node kind {g.kind!r} is not supported by topo run "
+                       "yet", g.origin,
+                       hint=f"supported kinds: {', '.join(sorted(SUPPORTED_KINDS))}")
+            for g in program.groups if g.enabled and g.count and g.kind not in SUPPORTED_KINDS]
+
+
+def missing_modules(program: Program) -> list[Diagnostic]:
+    """Target modules that cannot be imported (after putting the import roots on the
+    path), one diagnostic per group that uses one."""
+    problems = prepare_imports(program, target_modules(program))
+    out = []
+    for g in program.groups:
+        module = g.target.partition(":")[0] if g.target else ""
+        if g.enabled and module in problems:
+            out.append(Diagnostic(f"group {g.name!r}: {problems[module]}", g.origin))
+    return out
+
+
+def preflight(program: Program, backend: Backend) -> list[Diagnostic]:
+    """Every problem found before a run starts (errors refuse it, warnings are shown)."""
+    return unsupported_kinds(program) or missing_modules(program) or list(
+        backend.check(program))
