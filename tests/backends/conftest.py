@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from topo.backends.base import available_backends
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 if str(HERE) not in sys.path:  # bk_nodes must import in the launcher and in the fork server
@@ -27,6 +29,7 @@ def topology(tmp_path: Path) -> Callable[[str], Path]:
     return write
 
 
-@pytest.fixture(params=["threads", "procs"])
+@pytest.fixture(params=available_backends())
 def backend(request: pytest.FixtureRequest) -> str:
+    """Every registered backend: the built-in ones and any installed plugin."""
     return str(request.param)

@@ -33,6 +33,7 @@ def test_missing_target_fails_before_anything_starts(tmp_path: Path) -> None:
     done = _topo_elsewhere(tmp_path, "run", str(path), "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 1
     assert "cannot import 'no_such_pkg_xyz.mod'" in done.stderr
+    assert f"{path}:3:" in done.stderr  # points at the group, like any other bad input
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started
 

@@ -1,0 +1,40 @@
+"""Test-only backends: the seams a new backend fills in, on top of threads and procs."""
+
+from __future__ import annotations
+
+from topo.backends.base import JobContext, LineSink, LogSource, Network
+from topo.backends.procs import ProcsBackend
+from topo.backends.threads import ThreadsBackend
+
+CURVE = Network(bind_host="127.0.0.1", advertise_host="127.0.0.1", mechanism="curve")
+
+
+class CurveThreads(ThreadsBackend):
+    """threads, asking for a CURVE (encrypted) registry as a cross-host backend would."""
+
+    name = "curve-threads"
+
+    def network(self) -> Network:
+        return CURVE
+
+
+class CurveProcs(ProcsBackend):
+    """procs, asking for a CURVE registry: the forked children must speak CURVE too."""
+
+    name = "curve-procs"
+
+    def network(self) -> Network:
+        return CURVE
+
+
+class RemoteLogs(ThreadsBackend):
+    """threads whose log lines come "from elsewhere": every line gets a host prefix, as
+    an SSH backend streaming them would add."""
+
+    name = "remote-logs"
+
+    def log_source(self, job: JobContext, emit: LineSink) -> LogSource:
+        def prefixed(label: str, line: str) -> None:
+            emit(label, f"[host-a] {line}")
+
+        return super().log_source(job, prefixed)
