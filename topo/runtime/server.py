@@ -77,6 +77,13 @@ class _DropLog:
             log.warning("topo node %s: dropped message #%d: %s", self.node_id, n, reason)
 
 
+def _advertised(endpoint: str, advertise_host: str | None) -> str:
+    """``endpoint`` with its host replaced by ``advertise_host`` (what peers dial)."""
+    if not advertise_host:
+        return endpoint
+    return f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
+
+
 class NodeServer:
     """Serves ``obj``'s methods for one node; ``endpoint`` is its real tcp address."""
 
@@ -96,52 +103,15 @@ class NodeServer:
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self._registered = register
-        ctx = zmq_context()
-        host = bind_host or program.bind_host
-        front = ctx.socket(zmq.ROUTER)
-        front.linger = 0
-        front.maxmsgsize = max_message_bytes
-        front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
-        secure_server(front, program.security)
-        front.bind(f"tcp://{host}:0")
-        endpoint = front.last_endpoint.decode()
-        if advertise_host:
-            endpoint = f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
-        self.endpoint = endpoint
+        front, bound = self._bind_front(bind_host or program.bind_host)
+        self.endpoint = _advertised(bound, advertise_host)
         tag = uuid.uuid4().hex[:12]
         self._inner = f"inproc://topo-srv-{tag}"
-        self._direct: zmq.Socket | None = None
-        self._ctl: zmq.Socket | None = None
-        self._proxy: threading.Thread | None = None
-        if threads == 1:  # the only handler thread owns the ROUTER: no proxy hop
-            self._direct = front
-        else:
-            back = ctx.socket(zmq.DEALER)
-            back.linger = 0
-            back.sndhwm = 1
-            back.bind(self._inner)
-            ctl = ctx.socket(zmq.PAIR)
-            ctl.bind(f"inproc://topo-ctl-{tag}")
-            self._ctl = ctx.socket(zmq.PAIR)
-            self._ctl.linger = 0
-            self._ctl.connect(f"inproc://topo-ctl-{tag}")
-            self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
-                                           name=f"topo-proxy-{node.id}", daemon=True)
-            self._proxy.start()
+        self._start_proxy(front, tag)
         self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
-        self._batchers: dict[str, Batcher] = {}
         self._wake_addr = f"inproc://topo-wake-{tag}"
-        self._wake: zmq.Socket | None = None
         self._wake_lock = threading.Lock()
-        for name, fn in self.methods.items():
-            spec = batch_spec(fn)
-            if spec is not None:
-                if self._wake is None:
-                    self._wake = ctx.socket(zmq.PUB)
-                    self._wake.linger = 0
-                    self._wake.bind(self._wake_addr)
-                self._batchers[name] = Batcher(fn, spec, self._batch_reply,
-                                               f"{node.id}.{name}", init=self._enter_scope)
+        self._setup_batchers()
         self._stop_addr = f"inproc://topo-stop-{tag}"
         # The pool grows on demand up to `threads`: a new handler thread starts when every
         # running one is busy, so idle nodes keep one thread and a busy one gets all.
@@ -154,6 +124,56 @@ class NodeServer:
             add_process_node(node)
         if register:
             program.address_book.register(node.id, self.endpoint)
+
+    # -- set-up ---------------------------------------------------------------
+    def _bind_front(self, host: str) -> tuple[zmq.Socket, str]:
+        """The authenticated ROUTER clients connect to, bound to a random port; and the
+        endpoint it got."""
+        front = zmq_context().socket(zmq.ROUTER)
+        front.linger = 0
+        front.maxmsgsize = self.max_message_bytes
+        front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
+        secure_server(front, self.program.security)
+        front.bind(f"tcp://{host}:0")
+        return front, front.last_endpoint.decode()
+
+    def _start_proxy(self, front: zmq.Socket, tag: str) -> None:
+        """One handler thread owns ``front`` directly; more share it through a C proxy."""
+        self._direct: zmq.Socket | None = None
+        self._ctl: zmq.Socket | None = None
+        self._proxy: threading.Thread | None = None
+        if self.threads == 1:  # the only handler thread owns the ROUTER: no proxy hop
+            self._direct = front
+            return
+        ctx = zmq_context()
+        back = ctx.socket(zmq.DEALER)
+        back.linger = 0
+        back.sndhwm = 1
+        back.bind(self._inner)
+        ctl = ctx.socket(zmq.PAIR)
+        ctl.bind(f"inproc://topo-ctl-{tag}")
+        self._ctl = ctx.socket(zmq.PAIR)
+        self._ctl.linger = 0
+        self._ctl.connect(f"inproc://topo-ctl-{tag}")
+        self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
+                                       name=f"topo-proxy-{self.node.id}", daemon=True)
+        self._proxy.start()
+
+    def _setup_batchers(self) -> None:
+        """A ``Batcher`` per ``@batched`` method, and the socket that wakes handler threads
+        when a batched reply is ready."""
+        self._batchers: dict[str, Batcher] = {}
+        self._wake: zmq.Socket | None = None
+        for name, fn in self.methods.items():
+            spec = batch_spec(fn)
+            if spec is None:
+                continue
+            if self._wake is None:
+                self._wake = zmq_context().socket(zmq.PUB)
+                self._wake.linger = 0
+                self._wake.bind(self._wake_addr)
+            self._batchers[name] = Batcher(fn, spec, self._batch_reply,
+                                           f"{self.node.id}.{name}", init=self._enter_scope)
 
     # -- threads --------------------------------------------------------------
     def _grow(self) -> None:
