@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TOPO = [sys.executable, "-c", "from topo.cli import main; main()"]
@@ -40,6 +42,7 @@ def _install_plugin(site: Path) -> None:
         "[topo.backends]\nplugged = topo_plugin_xyz:PluggedBackend\n")
 
 
+@pytest.mark.slow
 def test_a_backend_registered_by_entry_point_runs_a_topology(tmp_path: Path) -> None:
     site = tmp_path / "site"
     _install_plugin(site)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,6 +21,7 @@ def _topo_elsewhere(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_example_runs_from_another_directory(tmp_path: Path) -> None:
     example = ROOT / "examples/topologies/consumer_producers.yaml"
     done = _topo_elsewhere(tmp_path, "run", str(example), "-p", "num_producers=2",

@@ -57,6 +57,7 @@ def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[s
     return kids, lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: str) -> None:
     env = dict(_env(), PYTHONPATH="")  # node targets resolve from the current directory
@@ -74,6 +75,7 @@ def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: s
     assert not wait_gone([n["pid"] for n in status["nodes"]], 15)
 
 
+@pytest.mark.slow
 def test_live_table_shows_every_node_with_its_state(tmp_path: Path) -> None:
     result = _topo("run", "examples/topologies/consumer_producers.yaml", "--live",
                    "--log-dir", str(tmp_path), "-p", "num_producers=2")
@@ -86,6 +88,7 @@ def test_live_table_shows_every_node_with_its_state(tmp_path: Path) -> None:
     assert "finished" in out  # the table's last frame shows how each node ended
 
 
+@pytest.mark.slow
 def test_failure_prints_the_traceback_once(tmp_path: Path, topology: Callable) -> None:
     path = topology("""
         name: crash
@@ -106,6 +109,7 @@ def test_bad_file_exits_1_without_starting(tmp_path: Path, topology: Callable) -
     assert not list(tmp_path.glob("bad-*"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Callable) -> None:
     proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "1",
                   "--log-dir", str(tmp_path))
@@ -122,6 +126,7 @@ def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Call
             proc.wait()
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None:
     proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "60",
                   "--log-dir", str(tmp_path))
@@ -139,6 +144,7 @@ def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None
             proc.wait()
 
 
+@pytest.mark.slow
 def test_kill9_of_the_launcher_leaves_nothing_behind(tmp_path: Path,
                                                      topology: Callable) -> None:
     proc = _start("run", str(topology(SERVERS)), "--no-live", "--log-dir", str(tmp_path))
