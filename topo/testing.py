@@ -47,8 +47,9 @@ def wait_gone(pids: Iterable[int], timeout: float) -> list[int]:
 
 @pytest.fixture
 def topo_launch(tmp_path: Path) -> Iterator[Callable[..., RunningProgram]]:
-    """``topo_launch(program_or_path, backend="threads", **launch_kwargs)``; every program
-    is stopped at teardown and its processes are checked gone by pid."""
+    """``topo_launch(program_or_path, backend="threads", **launch_kwargs)`` (``backend``: a
+    name or a ``Backend`` object); every program is stopped at teardown and its processes
+    are checked gone by pid."""
     started: list[RunningProgram] = []
 
     def start(program_or_path: Any, backend: str = "threads", **kwargs: Any) -> RunningProgram:

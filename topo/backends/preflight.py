@@ -27,12 +27,13 @@ def missing_modules(program: Program) -> list[Diagnostic]:
     """Target modules that cannot be imported (after putting the import roots on the
     path), one diagnostic per group that uses one."""
     problems = prepare_imports(program, target_modules(program))
-    out = []
+    out, placed = [], set()
     for g in program.groups:
         module = g.target.partition(":")[0] if g.target else ""
         if g.enabled and module in problems:
             out.append(Diagnostic(f"group {g.name!r}: {problems[module]}", g.origin))
-    return out
+            placed.add(module)
+    return out + [Diagnostic(m) for module, m in problems.items() if module not in placed]
 
 
 def preflight(program: Program, backend: Backend) -> list[Diagnostic]:

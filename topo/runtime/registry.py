@@ -29,7 +29,6 @@ from topo.runtime.server import NodeServer
 log = logging.getLogger("topo.runtime.registry")
 REGISTRY_ID = "__registry__"
 STOP_TOPIC = b"topo-stop"
-REPORT_DEADLINE_S = 10.0
 # on_report(kind, node, exe, attempt, pid, traceback): kind is ready / finished / failed
 ReportHandler = Callable[[str, str, str, int, int, str], None]
 
@@ -168,7 +167,7 @@ class RegistryClient(AddressBook):
         the registry has it, so it arrives before the process's exit)."""
         client.call(self._boot, REGISTRY_ID, "report",
                     (kind, node, exe, attempt, pid, traceback), {},
-                    min(self._boot.default_deadline, REPORT_DEADLINE_S))
+                    self._boot.default_deadline)
 
     @property
     def stop_event(self) -> threading.Event:
