@@ -131,3 +131,8 @@ def test_equality_ignores_the_description_and_needs_one_payload() -> None:
         Opaque("neither")
     with pytest.raises(ValueError):
         Opaque("both", import_path="m:f", pickled=b"")
+
+
+def test_an_unfrozen_object_in_a_value_says_to_freeze_it() -> None:
+    with pytest.raises(TypeError, match=r"not an IR value: pass node arguments through"):
+        to_json(FrozenMap({"f": ir_nodes.triple}))

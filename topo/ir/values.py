@@ -236,7 +236,12 @@ def to_json(value: Value) -> Any:
         if any(k.startswith("$") for k in encoded):
             return {"$map": encoded}
         return encoded
-    return value
+    if value is None or isinstance(value, bool | int | float | str | list | dict):
+        return value
+    raise TypeError(
+        f"{_short_repr(value)} is not an IR value: pass node arguments through "
+        "topo.ir.freeze(), which turns Python objects into Opaque values"
+    )
 
 
 def from_json(data: Any) -> Value:
