@@ -121,7 +121,10 @@ def test_an_older_ir_version_is_a_clear_error(compile_text: Any) -> None:
     [
         (lambda d: d["groups"][0].pop("name"), r"groups\[0\]\.name: missing"),
         (lambda d: d["groups"][0].update(count="2"), r"groups\[0\]\.count: expected int"),
-        (lambda d: d["groups"][0].update(kind="nope"), r"groups\[0\]\.kind: 'nope' is not one"),
+        (
+            lambda d: d["groups"][0]["restart"].update(policy="often"),
+            r"groups\[0\]\.restart\.policy: .often. is not one",
+        ),
         (lambda d: d["groups"][0].update(origin=[1]), r"groups\[0\]\.origin: expected 3 items"),
         (lambda d: d["nodes"][0].update(args=[]), r"nodes\[0\]\.args: expected dict"),
         (lambda d: d["groups"][0]["rpc"].update(threads=True), r"rpc\.threads: expected int"),
