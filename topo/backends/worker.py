@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from topo.ir import FrozenMap, Group, Node, Program, Ref
+from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
 from topo.runtime import Handle, NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
 
 SUPPORTED_KINDS = frozenset({"courier", "py", "cacher"})
@@ -49,9 +49,14 @@ def unsupported_kinds(program: Program) -> list[str]:
 
 
 def resolve(value: Any, deadline: float | None = None) -> Any:
-    """IR argument value -> Python value: refs become ``Handle``s, tuples lists."""
+    """IR argument value -> Python value: refs become ``Handle``s, tuples lists, opaque
+    values the objects they stand for."""
     if isinstance(value, Ref):
         return Handle(value.node, deadline)
+    if isinstance(value, Opaque):
+        # Imported, or unpickled: the bytes were written by the launcher that compiled this
+        # program and reach this process inside the authenticated run, never from a peer.
+        return value.load()
     if isinstance(value, tuple):
         return [resolve(v, deadline) for v in value]
     if isinstance(value, FrozenMap):
