@@ -80,7 +80,8 @@ def bind(sock: zmq.Socket, *, ipc_dir: str | None, bind_host: str,
         sock.bind(endpoint)
         return endpoint
     sock.bind(f"tcp://{bind_host}:0")
-    endpoint: str = sock.last_endpoint.decode()
+    last = sock.last_endpoint
+    bound = last.decode() if isinstance(last, bytes) else str(last)
     if advertise_host:
-        endpoint = f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
-    return endpoint
+        bound = f"tcp://{advertise_host}:{bound.rsplit(':', 1)[1]}"
+    return bound
