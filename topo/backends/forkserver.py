@@ -140,7 +140,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         run_dir = init["run_dir"]
         exe = program.executable_index[exe_id]
         fd = os.open(exe_output_path(run_dir, program, exe_id),
-                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(fd, 1)

@@ -302,6 +302,8 @@ class Launcher(Sink):
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
         exe.runner = None
+        if self.registry is not None:
+            self.registry.forget(exe.nodes)  # nobody may keep calling a dead address
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:

@@ -50,15 +50,18 @@ def make_run_dir(program: Program, log_dir: Path, run_dir: Path | None,
         while run_dir.exists():
             n += 1
             run_dir = log_dir / f"{program.name}-{stamp}-{n}"
-    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    # Private to the user who runs topo: logs and the resolved config may hold secrets.
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run_dir.chmod(0o700)
+    (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
     (run_dir / "program.json").write_text(dumps(program) + "\n")
     if topology_yaml is not None:
         (run_dir / "topology.yaml").write_text(topology_yaml)
     for node in program.nodes:
-        log_path(run_dir, node.id).touch()
+        log_path(run_dir, node.id).touch(mode=0o600)
     for exe in program.executables:
         if len(exe.nodes) > 1:
-            log_path(run_dir, exe.id).touch()
+            log_path(run_dir, exe.id).touch(mode=0o600)
     return run_dir.resolve()
 
 

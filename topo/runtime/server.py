@@ -21,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import wire
+from topo.runtime import transport, wire
 from topo.runtime.auth import secure_server, zmq_context
 from topo.runtime.batching import Batcher, batch_spec
 from topo.runtime.context import (
@@ -78,7 +78,7 @@ class _DropLog:
 
 
 class NodeServer:
-    """Serves ``obj``'s methods for one node; ``endpoint`` is its real tcp address."""
+    """Serves ``obj``'s methods for one node; ``endpoint`` is its address (ipc path or tcp)."""
 
     def __init__(self, obj: Any, node: NodeInfo, program: ProgramContext, *,
                  threads: int = 4, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -102,12 +102,10 @@ class NodeServer:
         front.linger = 0
         front.maxmsgsize = max_message_bytes
         front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
+        transport.check_mechanism(program.mechanism, program.ipc_dir)
         secure_server(front, program.security)
-        front.bind(f"tcp://{host}:0")
-        endpoint = front.last_endpoint.decode()
-        if advertise_host:
-            endpoint = f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
-        self.endpoint = endpoint
+        self.endpoint = transport.bind(front, ipc_dir=program.ipc_dir, bind_host=host,
+                                       advertise_host=advertise_host)
         tag = uuid.uuid4().hex[:12]
         self._inner = f"inproc://topo-srv-{tag}"
         self._direct: zmq.Socket | None = None
