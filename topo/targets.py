@@ -119,12 +119,12 @@ def import_target(target: str, source: str | None = None) -> Any:
     module_name, _, attr_path = target.partition(":")
     why = prepare(source, module_name)
     if why is not None:
-        raise TargetError(f"cannot import {module_name!r}: {why}")
+        raise TargetError(f"cannot import {target!r}: {why}")
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # importing user code may raise anything
         raise TargetError(
-            f"importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"importing {target!r} raised {type(exc).__name__}: {exc}"
         ) from exc
     for part in attr_path.split(".") if attr_path else ():
         try:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Callable
 
 from topo.compile.refs import GroupTable
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Executable, Group, Program
+from topo.kinds import get_kind
 from topo.spec.loader import LoadedSpec
 from topo.spec.source import SourceMap
+from topo.targets import TargetError, import_target
 
 
 def check_graph(
@@ -86,59 +86,119 @@ def check_graph(
     return errors
 
 
-def _import_target(target: str) -> Callable[..., object]:
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    obj: object = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise TypeError(f"'{target}' is a {type(obj).__name__}, not something that can be called")
-    return obj
+def _signature_problems(
+    g: Group, target: str, obj: object, loaded: LoadedSpec, builtin: set[str]
+) -> list[Diagnostic]:
+    """Bind each node's argument names (references count as given) to ``obj``'s signature:
+    an unexpected argument is reported where it is written, a missing one at the group."""
+    try:
+        sig = inspect.signature(obj)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # builtins and C callables without a signature
+        return []
+    gspec = loaded.spec.nodes[g.name]
+    base = set(builtin) | set(gspec.args)
+    sets = {frozenset(base): None} | {
+        frozenset(base | set(args)): key for key, args in gspec.overrides.items()
+    }
+    errors: list[Diagnostic] = []
+    seen: set[str] = set()
+    for names, override in sets.items():
+        try:
+            sig.bind(**dict.fromkeys(names))
+            continue
+        except TypeError as exc:
+            reason = str(exc)
+        before = len(errors)
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        params = sig.parameters
+        for name in sorted(names):
+            if name in seen or accepts_any:
+                continue
+            p = params.get(name)
+            if p is None or p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
+                seen.add(name)
+                if name in gspec.args:
+                    path: tuple[str | int, ...] = ("nodes", g.name, "args", name)
+                elif override is not None and name in gspec.overrides[override]:
+                    path = ("nodes", g.name, "overrides", override, name)
+                else:
+                    path = ("nodes", g.name)
+                known = [k for k, q in params.items() if q.kind in (q.KEYWORD_ONLY,
+                                                                    q.POSITIONAL_OR_KEYWORD)]
+                errors.append(
+                    Diagnostic(
+                        f"group '{g.name}': {target} takes no argument '{name}'",
+                        loaded.sources.pos(path, key=True),
+                        f"its arguments: {', '.join(known)}" if known else None,
+                    )
+                )
+        for name, p in params.items():
+            required = p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            if required and name not in names and name not in seen:
+                seen.add(name)
+                errors.append(
+                    Diagnostic(
+                        f"group '{g.name}': {target} needs the argument '{name}', "
+                        "which args does not give",
+                        loaded.sources.pos(("nodes", g.name), key=True),
+                        f"add it under args:  {name}: ...",
+                    )
+                )
+        if len(errors) == before and not seen:  # bind failed for a reason not found above
+            errors.append(
+                Diagnostic(
+                    f"group '{g.name}': cannot call {target} with its args: {reason}",
+                    loaded.sources.pos(("nodes", g.name), key=True),
+                )
+            )
+    return errors
+
+
+def _imports_of(g: Group, loaded: LoadedSpec) -> list[tuple[str, str, bool]]:
+    """(YAML field, target, is what builds the node) for every import the kind declares."""
+    kind = get_kind(g.kind)
+    gspec = loaded.spec.nodes[g.name]
+    out = []
+    if kind.builtin_target is not None and kind.runnable is True:
+        out.append(("kind", kind.builtin_target, True))
+    for field in kind.import_fields:
+        value = getattr(gspec, field, None)
+        if isinstance(value, str):
+            out.append((field, value, field == "target" and kind.builtin_target is None))
+    return out
 
 
 def check_imports(program: Program, loaded: LoadedSpec) -> list[Diagnostic]:
-    """Import every target (``--check-imports``); returns warnings about nodes nothing reaches."""
+    """Import every target the way ``topo run`` does (``--check-imports``) and check each
+    node's arguments against its target's signature; returns warnings about nodes nothing
+    reaches."""
     errors: list[Diagnostic] = []
-    spec = loaded.spec
     incoming = {e.dst for e in program.edges}
     for g in program.groups:
         if not g.enabled:
             continue
-        gspec = spec.nodes[g.name]
-        checks = [("target", g.target)] if g.kind in ("courier", "py") else []
-        if g.kind == "reverb" and gspec.tables:
-            checks.append(("tables", gspec.tables))
-        for field, target in checks:
+        kind = get_kind(g.kind)
+        for field, target, builds in _imports_of(g, loaded):
             where = loaded.sources.pos(("nodes", g.name, field))
             try:
-                obj = _import_target(target)
-            except ImportError as exc:
-                errors.append(
-                    Diagnostic(f"group '{g.name}': cannot import '{target}': {exc}", where)
-                )
-                continue
-            except AttributeError:
-                module, _, attr = target.partition(":")
-                errors.append(
-                    Diagnostic(
-                        f"group '{g.name}': module '{module}' has no attribute '{attr}'", where
-                    )
-                )
-                continue
-            except TypeError as exc:
+                obj = import_target(target, program.source)
+            except TargetError as exc:
                 errors.append(Diagnostic(f"group '{g.name}': {exc}", where))
                 continue
-            except Exception as exc:  # importing user code may raise anything
+            if not callable(obj):
                 errors.append(
                     Diagnostic(
-                        f"group '{g.name}': importing '{target}' raised "
-                        f"{type(exc).__name__}: {exc}",
+                        f"group '{g.name}': '{target}' is a {type(obj).__name__}, "
+                        "not something that can be called",
                         where,
                     )
                 )
                 continue
-            if field == "target" and g.kind == "courier" and inspect.isclass(obj):
+            if not builds:
+                continue
+            builtin = set(kind.args(loaded.spec.nodes[g.name].options()))
+            errors.extend(_signature_problems(g, target, obj, loaded, builtin))
+            if kind.served and kind.builtin_target is None and inspect.isclass(obj):
                 has_run = callable(getattr(obj, "run", None))
                 reachable = any(n.id in incoming for n in program.nodes_of(g.name))
                 if not has_run and not reachable and not g.stops_program:

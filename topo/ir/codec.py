@@ -61,6 +61,7 @@ def _group_to(g: Group) -> dict[str, Any]:
         "primary": g.primary,
         "description": g.description,
         "origin": _pos(g.origin),
+        "draw": g.draw,
     }
 
 
@@ -89,6 +90,7 @@ def _group_from(d: dict[str, Any]) -> Group:
         primary=d["primary"],
         description=d["description"],
         origin=None if d["origin"] is None else SourcePos(*d["origin"]),
+        draw=d.get("draw", ""),
     )
 
 
