@@ -123,9 +123,7 @@ def import_target(target: str, source: str | None = None) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # importing user code may raise anything
-        raise TargetError(
-            f"importing {target!r} raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise TargetError(f"importing {target!r} raised {type(exc).__name__}: {exc}") from exc
     for part in attr_path.split(".") if attr_path else ():
         try:
             obj = getattr(obj, part)

@@ -123,8 +123,11 @@ def _signature_problems(
                     path = ("nodes", g.name, "overrides", override, name)
                 else:
                     path = ("nodes", g.name)
-                known = [k for k, q in params.items() if q.kind in (q.KEYWORD_ONLY,
-                                                                    q.POSITIONAL_OR_KEYWORD)]
+                known = [
+                    k
+                    for k, q in params.items()
+                    if q.kind in (q.KEYWORD_ONLY, q.POSITIONAL_OR_KEYWORD)
+                ]
                 errors.append(
                     Diagnostic(
                         f"group '{g.name}': {target} takes no argument '{name}'",

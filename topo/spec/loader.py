@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from topo.diagnostics import Diagnostic, TopoError
+from topo.kinds import get_kind, option_owners
 from topo.spec import interpolate
 from topo.spec.expr import ExprError, names
-from topo.kinds import get_kind, option_owners
 from topo.spec.models import GroupSpec, TopologySpec, topology_model
 from topo.spec.params import RESERVED, Param, resolve_params, suggest
 from topo.spec.source import Document, PathKey, SourceMap, read_document

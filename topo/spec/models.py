@@ -240,7 +240,7 @@ def topology_model() -> type[TopologySpec]:
         for name, info in kind.options.model_fields.items():
             fields.setdefault(name, (info.annotation, info))
     group = create_model(  # type: ignore[call-overload]
-        "GroupSpec", __base__=GroupSpec, __doc__=GroupSpec.__doc__.split("\n")[0], **fields
+        "GroupSpec", __base__=GroupSpec, __doc__=(GroupSpec.__doc__ or "").split("\n")[0], **fields
     )
     nodes_field = TopologySpec.model_fields["nodes"]
     model = create_model(  # type: ignore[call-overload]
