@@ -9,7 +9,8 @@ from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Executable, Group, Program
 from topo.kinds import get_kind
 from topo.spec.loader import LoadedSpec
-from topo.spec.source import SourceMap
+from topo.spec.models import GroupSpec
+from topo.spec.source import PathKey, SourceMap
 from topo.targets import TargetError, import_target
 
 
@@ -86,58 +87,63 @@ def check_graph(
     return errors
 
 
+def _replica_arg_names(
+    g: Group, gspec: GroupSpec, builtin: set[str]
+) -> dict[frozenset[str], str | None]:
+    """The distinct sets of argument names the replicas get -> the override key adding to it."""
+    base = builtin | set(gspec.args)
+    sets: dict[frozenset[str], str | None] = {}
+    for replica in range(g.count):
+        key = str(replica) if str(replica) in gspec.overrides else None
+        extra = set(gspec.overrides[key]) if key is not None else set()
+        sets.setdefault(frozenset(base | extra), key)
+    return sets
+
+
+def _written_at(g: Group, gspec: GroupSpec, name: str, override: str | None) -> PathKey:
+    """Where argument ``name`` of the group is written: in args, an override, a kind field."""
+    if name in gspec.args:
+        return ("nodes", g.name, "args", name)
+    if override is not None and name in gspec.overrides[override]:
+        return ("nodes", g.name, "overrides", override, name)
+    if name in gspec.model_fields_set:
+        return ("nodes", g.name, name)
+    return ("nodes", g.name)
+
+
 def _signature_problems(
     g: Group, target: str, obj: object, loaded: LoadedSpec, builtin: set[str]
 ) -> list[Diagnostic]:
-    """Bind each node's argument names (references count as given) to ``obj``'s signature:
-    an unexpected argument is reported where it is written, a missing one at the group."""
+    """Bind each replica's argument names (references count as given) to ``obj``'s
+    signature: an unexpected argument is reported where it is written, a missing one at
+    the group."""
     try:
-        sig = inspect.signature(obj)  # type: ignore[arg-type]
+        params = inspect.signature(obj).parameters  # type: ignore[arg-type]
     except (TypeError, ValueError):  # builtins and C callables without a signature
         return []
     gspec = loaded.spec.nodes[g.name]
-    base = set(builtin) | set(gspec.args)
-    sets = {frozenset(base): None} | {
-        frozenset(base | set(args)): key for key, args in gspec.overrides.items()
-    }
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = [k for k, p in params.items() if p.kind in by_name]
+    positional = (*by_name, inspect.Parameter.POSITIONAL_ONLY)
+    required = [k for k, p in params.items() if p.default is p.empty and p.kind in positional]
     errors: list[Diagnostic] = []
     seen: set[str] = set()
-    for names, override in sets.items():
-        try:
-            sig.bind(**dict.fromkeys(names))
-            continue
-        except TypeError as exc:
-            reason = str(exc)
-        before = len(errors)
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        params = sig.parameters
-        for name in sorted(names):
-            if name in seen or accepts_any:
-                continue
-            p = params.get(name)
-            if p is None or p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
+    for names, override in _replica_arg_names(g, gspec, builtin).items():
+        unexpected = [] if accepts_any else sorted(n for n in names if n not in known)
+        missing = [k for k in required if k not in names]
+        for name in unexpected:
+            if name not in seen:
                 seen.add(name)
-                if name in gspec.args:
-                    path: tuple[str | int, ...] = ("nodes", g.name, "args", name)
-                elif override is not None and name in gspec.overrides[override]:
-                    path = ("nodes", g.name, "overrides", override, name)
-                else:
-                    path = ("nodes", g.name)
-                known = [
-                    k
-                    for k, q in params.items()
-                    if q.kind in (q.KEYWORD_ONLY, q.POSITIONAL_OR_KEYWORD)
-                ]
                 errors.append(
                     Diagnostic(
                         f"group '{g.name}': {target} takes no argument '{name}'",
-                        loaded.sources.pos(path, key=True),
+                        loaded.sources.pos(_written_at(g, gspec, name, override), key=True),
                         f"its arguments: {', '.join(known)}" if known else None,
                     )
                 )
-        for name, p in params.items():
-            required = p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-            if required and name not in names and name not in seen:
+        for name in missing:
+            if name not in seen:
                 seen.add(name)
                 errors.append(
                     Diagnostic(
@@ -147,13 +153,6 @@ def _signature_problems(
                         f"add it under args:  {name}: ...",
                     )
                 )
-        if len(errors) == before and not seen:  # bind failed for a reason not found above
-            errors.append(
-                Diagnostic(
-                    f"group '{g.name}': cannot call {target} with its args: {reason}",
-                    loaded.sources.pos(("nodes", g.name), key=True),
-                )
-            )
     return errors
 
 
