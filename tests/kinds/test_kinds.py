@@ -183,3 +183,21 @@ def test_reverb_references_wire_through_the_kind_client() -> None:
         client_for("reverb", "replay", 1.0)
     handle: Any = client_for("cacher", "cache", 2.0)
     assert type(handle).__name__ == "Handle"
+
+
+def test_a_kind_cannot_take_over_a_common_group_field(tmp_path: Path) -> None:
+    from pydantic import Field
+
+    from topo.kinds import unregister_kind
+    from topo.spec.models import topology_model
+
+    class Counting(Options):
+        count: int | None = Field(None)
+
+    register_kind(NodeKind("counting", "redefines count", Counting))
+    try:
+        with pytest.raises(ValueError, match="'count' is a field of every group"):
+            topology_model()
+    finally:
+        unregister_kind("counting")
+    assert "counting" not in json.dumps(topology_schema())  # built again without it

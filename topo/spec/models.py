@@ -238,6 +238,15 @@ def topology_model() -> type[TopologySpec]:
     }
     for kind in kinds:
         for name, info in kind.options.model_fields.items():
+            if name in GroupSpec.model_fields:
+                raise ValueError(
+                    f"node kind {kind.name!r}: its field {name!r} is a field of every group"
+                )
+            if name in fields and fields[name][0] != info.annotation:
+                raise ValueError(
+                    f"node kind {kind.name!r}: its field {name!r} has another type than the "
+                    "field of that name of an earlier kind"
+                )
             fields.setdefault(name, (info.annotation, info))
     group = create_model(  # type: ignore[call-overload]
         "GroupSpec", __base__=GroupSpec, __doc__=(GroupSpec.__doc__ or "").split("\n")[0], **fields
