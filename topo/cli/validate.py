@@ -61,7 +61,10 @@ def validate(
     params: ParamsOption = None,
     check_imports: Annotated[
         bool,
-        typer.Option("--check-imports", help="Also import every target and check it is callable."),
+        typer.Option(
+            "--check-imports",
+            help="Also import every target as topo run does and check its arguments.",
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when valid.")] = False,
 ) -> None:

@@ -18,7 +18,7 @@ from topo.ir.values import FrozenMap
 
 IR_VERSION = 2  # 2: opaque values ({"$opaque": ...}) in node arguments and params
 
-NodeKind = Literal["courier", "py", "reverb", "cacher"]
+NodeKind = str  # a name in the node-kind registry (topo.kinds), checked by the compiler
 RestartMode = Literal["never", "on-failure", "always"]
 EdgeVia = Literal["ref", "round_robin", "fallback", "source", "primary"]
 ColocationMode = Literal["single", "replicas", "set"]
@@ -87,6 +87,7 @@ class Group:
     primary: str | None = None
     description: str = ""
     origin: SourcePos | None = None
+    draw: str = ""  # the drawing role of the group's kind, for renderers
 
 
 @dataclass(frozen=True, slots=True)
