@@ -53,7 +53,7 @@ def run(
     from topo.backends.base import RunOptions, available_backends, get_backend
     from topo.backends.launch import load
     from topo.backends.launcher import Launcher
-    from topo.backends.view import LinesView, TableView
+    from topo.cli.view import LinesView, TableView
 
     if backend not in available_backends():
         stderr.print(f"[red]error:[/] unknown backend {backend!r}; choose one of "
@@ -70,7 +70,11 @@ def run(
     except ValueError as exc:
         stderr.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    console = Console(highlight=False, soft_wrap=True)
+    # The console writes to the stream that is stdout now, never to whatever sys.stdout is
+    # later: the live view redirects sys.stdout into this console, and the threads backend
+    # routes sys.stdout per node thread; resolving it on every write made the two feed each
+    # other in a busy loop.
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
     use_table = (live if live is not None else console.is_terminal) and not quiet
     interrupts = 0
 
