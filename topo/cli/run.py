@@ -31,7 +31,7 @@ def run(
     ] = "procs",
     grace: Annotated[
         float | None,
-        typer.Option("--grace", help="Seconds nodes get to stop before being killed "
+        typer.Option("--grace", min=0.0, help="Seconds nodes get to stop before being killed "
                      "(default: the file's stop.grace_s, else 5)."),
     ] = None,
     log_dir: Annotated[
@@ -50,7 +50,7 @@ def run(
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import RunOptions, available_backends, get_backend
+    from topo.backends.base import Event, RunOptions, available_backends, get_backend
     from topo.backends.launch import load
     from topo.backends.launcher import Launcher
     from topo.cli.view import LinesView, TableView
@@ -76,19 +76,25 @@ def run(
     # other in a busy loop.
     console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
     use_table = (live if live is not None else console.is_terminal) and not quiet
-    interrupts = 0
+    stopping = False
+
+    def on_event(event: Event) -> None:
+        nonlocal stopping
+        if event.kind == "stopping":
+            stopping = True
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-            launcher.request_stop(f"{name} (press Ctrl-C again to kill)",
-                                  code=130 if signum == signal.SIGINT else 143)
-        else:
+        # The first signal asks for a stop; one while stopping (for any reason) kills.
+        nonlocal stopping
+        if stopping:
             launcher.kill()
+            return
+        stopping = True
+        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        launcher.request_stop(name, code=130 if signum == signal.SIGINT else 143)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    launcher.add_listener(on_event)
     view: LinesView | TableView | None = None
     try:
         if use_table:

@@ -52,7 +52,8 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
     if k == "restarting":
         return Text(f"↻ {event.node}: {event.message}", style="yellow")
     if k == "stopping":
-        return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s)", style="bold")
+        return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s; press Ctrl-C "
+                    "again to kill)", style="bold")
     if k == "killed":
         return Text(f"✗ killed {event.executable} (pid {event.pid})", style="red")
     return None
