@@ -23,7 +23,8 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, RunOptions, Sink
 from topo.backends.imports import prepare_imports
-from topo.backends.logs import LogTailer, exe_output_path, log_path, make_run_dir, write_status
+from topo.backends.logs import (LogTailer, exe_output_path, log_path, make_run_dir,
+                                write_marker, write_status)
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.backends.worker import target_modules, unsupported_kinds
 from topo.ir import Group, Program, RestartPolicy
@@ -211,8 +212,17 @@ class Launcher(Sink):
         if pid != os.getpid():  # threads backend: the launcher itself
             self.all_pids.add(pid)
         exe.pids.append(pid)
+        self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
         self._emit("started", exe=exe_id, pid=pid)
+
+    def _mark(self, exe: ExeStatus, text: str) -> None:
+        """A marker line in the log file of each node of ``exe``."""
+        for n in exe.nodes:
+            try:
+                write_marker(log_path(self.run_dir, n), text)
+            except OSError as exc:
+                self.warnings.append(f"could not write to the log of {n}: {exc}")
 
     def _supervise(self) -> None:
         try:
@@ -302,6 +312,8 @@ class Launcher(Sink):
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
         exe.runner = None
+        ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
+        self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:
@@ -334,7 +346,8 @@ class Launcher(Sink):
         self._emit("failed", node, exe_id, pid, message, traceback=text, code=code)
         if policy.policy in ("on-failure", "always"):
             if exe.restarts < policy.max_restarts:
-                self._schedule_restart(exe, how)
+                last = text.strip().splitlines()[-1] if text.strip() and code >= 0 else ""
+                self._schedule_restart(exe, f"raised {last}" if last else how)
                 return
             message = (f"node {node} failed {exe.restarts + 1} times, giving up "
                        f"(max_restarts: {policy.max_restarts}); last failure: {how}")

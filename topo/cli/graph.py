@@ -135,6 +135,8 @@ def graph(
         except GraphvizError as exc:
             stderr.print(f"[red]error:[/] {exc}")
             raise typer.Exit(1) from None
+        if fmt == "png":
+            _warn_if_scaled(data, expand)
     else:
         data = text.encode("utf-8")
     if target is None:
@@ -151,3 +153,16 @@ def graph(
         f"wrote {target} ({fmt}: {len(view.nodes)} boxes, {len(view.edges)} edges "
         f"for {view.ir_nodes} nodes, {view.ir_edges} handles)"
     )
+
+
+def _warn_if_scaled(png: bytes, expand: bool) -> None:
+    """Say so when the PNG was shrunk to fit the size bound (labels may be unreadable)."""
+    from topo.render.graphviz import PNG_MAX_PX, png_size, png_was_scaled
+
+    if not png_was_scaled(png):
+        return
+    width, height = png_size(png)
+    fix = "draw it with --svg" + (", or without --expand" if expand else "")
+    stderr.print(f"[yellow]warning:[/] the drawing is larger than {PNG_MAX_PX:,} px, so the "
+                 f"PNG was scaled down to {width}×{height} px and its labels may be "
+                 f"unreadable; {fix}")

@@ -126,8 +126,11 @@ def _outcome(launcher: object, code: int) -> None:
     failure = launcher.failure
     if failure is not None:
         body = Text(failure.traceback.rstrip() or "(no traceback: the process died)")
-        stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
-                           title_align="left", border_style="red", expand=False))
+        if stderr.is_terminal:
+            stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
+                               title_align="left", border_style="red", expand=False))
+        else:  # piped: the whole traceback as plain text, at full width, for logs and grep
+            stderr.file.write(f"✗ {failure.message}\n{body.plain}\n")
         stderr.print(Text(f"exit 1 — logs in {launcher.run_dir}", style="red"))
         return
     style = "green" if code == 0 else "yellow"
