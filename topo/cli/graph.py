@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from topo.cli.app import app
 from topo.cli.common import FileArgument, ParamsOption, load_program, stderr, stdout
@@ -23,7 +24,7 @@ def _load(file: Path, params: list[str] | None) -> Program:
         try:
             return loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            stderr.print(f"[red]error:[/] {file}: not a topo IR JSON file ({exc})")
+            stderr.print(f"[red]error:[/] {escape(f'{file}: not a topo IR JSON file ({exc})')}")
             raise typer.Exit(1) from None
     return load_program(file, params)
 
@@ -121,8 +122,9 @@ def graph(
     try:
         view = build_view(program, options)
     except UnknownGroupError as exc:
-        stderr.print(f"[red]error:[/] no group named [bold]{exc.name}[/] in {program.name}")
-        stderr.print("groups: " + ", ".join(exc.groups))
+        stderr.print(f"[red]error:[/] no group named [bold]{escape(exc.name)}[/] in "
+                     f"{escape(program.name)}")
+        stderr.print("groups: " + escape(", ".join(exc.groups)))
         raise typer.Exit(1) from None
 
     if fmt == "tree":
@@ -133,7 +135,7 @@ def graph(
         try:
             data = render(text, fmt)
         except GraphvizError as exc:
-            stderr.print(f"[red]error:[/] {exc}")
+            stderr.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(1) from None
         if fmt == "png":
             _warn_if_scaled(data, expand)
@@ -147,10 +149,10 @@ def graph(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     except OSError as exc:
-        stderr.print(f"[red]error:[/] cannot write {target}: {exc}")
+        stderr.print(f"[red]error:[/] {escape(f'cannot write {target}: {exc}')}")
         raise typer.Exit(1) from None
     stderr.print(
-        f"wrote {target} ({fmt}: {len(view.nodes)} boxes, {len(view.edges)} edges "
+        f"wrote {escape(str(target))} ({fmt}: {len(view.nodes)} boxes, {len(view.edges)} edges "
         f"for {view.ir_nodes} nodes, {view.ir_edges} handles)"
     )
 

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -68,7 +69,7 @@ def run(
     try:
         launcher = Launcher(program, get_backend(backend), options)
     except ValueError as exc:
-        stderr.print(f"[red]error:[/] {exc}")
+        stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     # The console writes to the stream that is stdout now, never to whatever sys.stdout is
     # later: the live view redirects sys.stdout into this console, and the threads backend
