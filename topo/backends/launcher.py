@@ -23,8 +23,14 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, RunOptions, Sink
 from topo.backends.imports import prepare_imports
-from topo.backends.logs import (LogTailer, exe_output_path, log_path, make_run_dir,
-                                write_marker, write_status)
+from topo.backends.logs import (
+    LogTailer,
+    exe_output_path,
+    log_path,
+    make_run_dir,
+    write_marker,
+    write_status,
+)
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.backends.worker import target_modules, unsupported_kinds
 from topo.ir import Group, Program, RestartPolicy

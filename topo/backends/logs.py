@@ -23,8 +23,8 @@ import os
 import re
 import threading
 import time
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
