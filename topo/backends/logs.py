@@ -187,6 +187,15 @@ class NodeRouter(io.TextIOBase):
     def fileno(self) -> int:
         return self.fallback.fileno()
 
+    @property
+    def rich_proxied_file(self) -> Any:
+        """Where a rich console that resolves ``sys.stdout`` at each write really writes.
+
+        When this router replaced a rich ``Live`` proxy (which hands writes to a console),
+        such a console must write to the proxy's real file: through the router it would
+        reach the proxy, which hands it back to the console, and so on forever."""
+        return getattr(self.fallback, "rich_proxied_file", self)
+
 
 _routers: tuple[NodeRouter, NodeRouter] | None = None
 _router_users = 0
