@@ -74,6 +74,7 @@ class Launcher(Sink):
         self._killed = False
         self._ready = threading.Event()
         self._ever_ready: set[str] = set()
+        self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._done = threading.Event()
         self._tailer: LogTailer | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
@@ -217,8 +218,10 @@ class Launcher(Sink):
             return
         if pid != os.getpid():  # threads backend: the launcher itself
             self.all_pids.add(pid)
+        if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
+            self._marked.add((exe_id, attempt))
+            self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         exe.pids.append(pid)
-        self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
         self._emit("started", exe=exe_id, pid=pid)
 
