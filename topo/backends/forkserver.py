@@ -132,7 +132,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from topo.backends.logs import exe_output_path, log_path, route_node_output
+        from topo.backends.logs import Stamped, exe_output_path, log_path, route_node_output
         from topo.backends.worker import run_executable
         from topo.runtime import RegistryInfo, connect_program, set_process_program
 
@@ -147,8 +147,8 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         os.dup2(fd, 2)
         os.close(fd)
         os.close(null)
-        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
-        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+        sys.stdout = Stamped(open(1, "w", buffering=1, closefd=False, errors="replace"))
+        sys.stderr = Stamped(open(2, "w", buffering=1, closefd=False, errors="replace"))
         info = RegistryInfo(**init["registry"])
         if len(exe.nodes) > 1:
             route_node_output(info.program_id, {n: log_path(run_dir, n) for n in exe.nodes})

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -31,7 +32,7 @@ def run(
     ] = "procs",
     grace: Annotated[
         float | None,
-        typer.Option("--grace", help="Seconds nodes get to stop before being killed "
+        typer.Option("--grace", min=0.0, help="Seconds nodes get to stop before being killed "
                      "(default: the file's stop.grace_s, else 5)."),
     ] = None,
     log_dir: Annotated[
@@ -50,10 +51,10 @@ def run(
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import RunOptions, available_backends, get_backend
+    from topo.backends.base import Event, RunOptions, available_backends, get_backend
     from topo.backends.launch import load
     from topo.backends.launcher import Launcher
-    from topo.backends.view import LinesView, TableView
+    from topo.cli.view import LinesView, TableView
 
     if backend not in available_backends():
         stderr.print(f"[red]error:[/] unknown backend {backend!r}; choose one of "
@@ -68,23 +69,33 @@ def run(
     try:
         launcher = Launcher(program, get_backend(backend), options)
     except ValueError as exc:
-        stderr.print(f"[red]error:[/] {exc}")
+        stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
-    console = Console(highlight=False, soft_wrap=True)
+    # The console writes to the stream that is stdout now, never to whatever sys.stdout is
+    # later: the live view redirects sys.stdout into this console, and the threads backend
+    # routes sys.stdout per node thread; resolving it on every write made the two feed each
+    # other in a busy loop.
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
     use_table = (live if live is not None else console.is_terminal) and not quiet
-    interrupts = 0
+    stopping = False
+
+    def on_event(event: Event) -> None:
+        nonlocal stopping
+        if event.kind == "stopping":
+            stopping = True
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-            launcher.request_stop(f"{name} (press Ctrl-C again to kill)",
-                                  code=130 if signum == signal.SIGINT else 143)
-        else:
+        # The first signal asks for a stop; one while stopping (for any reason) kills.
+        nonlocal stopping
+        if stopping:
             launcher.kill()
+            return
+        stopping = True
+        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        launcher.request_stop(name, code=130 if signum == signal.SIGINT else 143)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    launcher.add_listener(on_event)
     view: LinesView | TableView | None = None
     try:
         if use_table:
@@ -116,8 +127,11 @@ def _outcome(launcher: object, code: int) -> None:
     failure = launcher.failure
     if failure is not None:
         body = Text(failure.traceback.rstrip() or "(no traceback: the process died)")
-        stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
-                           title_align="left", border_style="red", expand=False))
+        if stderr.is_terminal:
+            stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
+                               title_align="left", border_style="red", expand=False))
+        else:  # piped: the whole traceback as plain text, at full width, for logs and grep
+            stderr.file.write(f"✗ {failure.message}\n{body.plain}\n")
         stderr.print(Text(f"exit 1 — logs in {launcher.run_dir}", style="red"))
         return
     style = "green" if code == 0 else "yellow"
