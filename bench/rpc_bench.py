@@ -277,8 +277,10 @@ def main() -> None:
         proc, target = start(["--serve", "grpc"])
         return GrpcClient(target), proc
 
-    systems = [("raw pyzmq (floor)", raw), ("topo (PLAIN auth)", topo_system("plain")),
-               ("topo (CURVE auth)", topo_system("curve")), ("grpcio generic unary", grpc_)]
+    systems = [("raw pyzmq (floor)", raw),
+               ("topo (ipc + PLAIN, one host)", topo_system("plain")),
+               ("topo (tcp + CURVE, across hosts)", topo_system("curve")),
+               ("grpcio generic unary", grpc_)]
     wanted = [w for w in a.only.split(",") if w]
     chosen = [(n, m) for n, m in systems
               if n.startswith("raw") or not wanted or any(w in n for w in wanted)]

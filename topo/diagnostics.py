@@ -3,21 +3,42 @@
 Every stage raises :class:`TopoError` with one or more diagnostics; the CLI prints
 them with the offending YAML line and a caret, and exits 1. No stage lets a
 Python traceback reach the user for bad input.
+
+This module is the bottom layer: every stage (load, IR, compile, backends) may import
+it, and it imports nothing from topo and no third-party module at import time (rich
+is imported only by :func:`render_diagnostics`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import difflib
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from rich.console import Console
-from rich.markup import escape
-
-from topo.ir.program import SourcePos
+if TYPE_CHECKING:
+    from rich.console import Console
 
 Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePos:
+    """Where something was written: file, 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+def suggest(word: str, choices: Collection[str]) -> str | None:
+    """A 'did you mean' hint for a misspelt name, if one is close enough."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +90,8 @@ def snippet(pos: SourcePos) -> list[str]:
 
 def render_diagnostics(diagnostics: Iterable[Diagnostic], console: Console) -> None:
     """Print diagnostics the way compilers do: position, message, source line, caret, hint."""
+    from rich.markup import escape
+
     diagnostics = list(diagnostics)
     for d in diagnostics:
         colour = "red" if d.severity == "error" else "yellow"

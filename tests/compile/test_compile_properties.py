@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from topo.compile import compile_spec
-from topo.ir import FrozenMap, Program, Ref, dumps, freeze, iter_refs, loads
-from topo.ir.values import from_json, to_json
+from topo.ir import Program, Ref, iter_refs
 from topo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,43 +204,6 @@ def test_executables_partition_the_nodes(case: Case, tmp: Path) -> None:
     if case.per_process is not None:
         assert all(len(e.nodes) <= case.per_process for e in consumer_exes)
         assert len(consumer_exes) == -(-case.consumers // case.per_process)
-
-
-@SETTINGS
-@given(case=cases())
-def test_json_round_trip_is_the_identity(case: Case, tmp: Path) -> None:
-    program = build(case, tmp)
-    text = dumps(program)
-    again = loads(text)
-    assert again == program
-    assert dumps(again) == text
-
-
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=8)
-)
-keys = st.sampled_from(["$ref", "$map", "$x", "a", "ref", ""]) | st.text(max_size=5)
-values = st.recursive(
-    json_scalars | st.builds(Ref, st.text(min_size=1, max_size=6)),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
-    max_leaves=20,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(value=values)
-def test_value_json_round_trip(value: Any) -> None:
-    frozen = freeze(value)
-    encoded = json.loads(json.dumps(to_json(frozen)))
-    decoded = from_json(encoded)
-    assert decoded == frozen
-    assert type(decoded) is type(frozen)
-    if isinstance(frozen, FrozenMap):
-        assert isinstance(decoded, FrozenMap)
 
 
 def test_seeds_are_stable_across_interpreters() -> None:

@@ -432,7 +432,8 @@ def fake_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pkg = tmp_path / "pkgs"
     pkg.mkdir()
     (pkg / "topo_fake_ok.py").write_text(
-        "class Actor:\n    def run(self):\n        pass\n\nNOT_CALLABLE = 3\n"
+        "class Actor:\n    def __init__(self, x=None):\n        self.x = x\n\n"
+        "    def run(self):\n        pass\n\nNOT_CALLABLE = 3\n"
     )
     (pkg / "topo_fake_boom.py").write_text("raise RuntimeError('boom at import')\n")
     monkeypatch.syspath_prepend(str(pkg))

@@ -122,10 +122,9 @@ def test_garbage_truncated_and_oversized_messages(
                    plain_password=program.secret.encode(), sndhwm=0)
     for i in range(10_000):
         sock.send_multipart(_garbage(rng, i))
-    # Raw TCP garbage that is not even a zmq greeting.
-    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    # Raw stream garbage that is not even a zmq greeting.
     for _ in range(20):
-        with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with _raw_connection(endpoint) as raw:
             raw.sendall(rng.bytes(4096))
     h = Handle("echo/0", program=program)
     assert h.echo("after garbage") == "after garbage"
@@ -140,11 +139,26 @@ def test_garbage_truncated_and_oversized_messages(
     sock.close(linger=0)
 
 
-def test_local_servers_bind_loopback_only(program: ProgramContext, spawn: Spawn) -> None:
+def _raw_connection(endpoint: str) -> socket.socket:
+    if endpoint.startswith("ipc://"):
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(10)
+        raw.connect(endpoint.removeprefix("ipc://"))
+        return raw
+    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def test_local_servers_listen_on_private_unix_sockets_only(
+        program: ProgramContext, spawn: Spawn) -> None:
     proc = spawn("echo/0")
-    _endpoint(program, "echo/0")
+    endpoint = _endpoint(program, "echo/0")
+    assert endpoint.startswith("ipc://")
+    sock_dir = Path(endpoint.removeprefix("ipc://")).parent
+    assert sock_dir.stat().st_mode & 0o777 == 0o700
     for pid in (proc.pid, os.getpid()):
         listening = [c for c in psutil.Process(pid).net_connections(kind="inet")
                      if c.status == psutil.CONN_LISTEN]
-        assert listening, f"pid {pid} listens on nothing"
-        assert {c.laddr.ip for c in listening} == {"127.0.0.1"}
+        assert not listening, f"pid {pid} listens on the network: {listening}"
+        unix = [c.laddr for c in psutil.Process(pid).net_connections(kind="unix") if c.laddr]
+        assert unix and all(Path(a).parent == sock_dir for a in unix), unix

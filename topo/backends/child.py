@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from topo.backends.logs import exe_output_path, log_path, route_node_output
+from topo.backends.logs import Stamped, exe_output_path, log_path, route_node_output
 from topo.backends.worker import Report, run_executable
 from topo.ir import Program
 from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
@@ -82,15 +82,15 @@ def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: i
 def redirect_output(output: ChildOutput, program_id: str) -> None:
     """Send fds 0/1/2 and ``sys.stdout``/``sys.stderr`` where ``output`` says."""
     output.exe_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(output.exe_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(output.exe_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
-    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
-    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    sys.stdout = Stamped(open(1, "w", buffering=1, closefd=False, errors="replace"))
+    sys.stderr = Stamped(open(2, "w", buffering=1, closefd=False, errors="replace"))
     if output.node_files:
         route_node_output(program_id, dict(output.node_files))
 

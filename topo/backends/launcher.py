@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
-from topo.backends.logs import make_run_dir, write_status
+from topo.backends.logs import log_path, make_run_dir, write_marker, write_status
 from topo.backends.preflight import preflight
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.diagnostics import TopoError
@@ -70,6 +70,7 @@ class Launcher(Sink):
         self._killed = False
         self._ready = threading.Event()
         self._ever_ready: set[str] = set()
+        self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._done = threading.Event()
         self._tailer: LogSource | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
@@ -213,9 +214,20 @@ class Launcher(Sink):
             return
         if pid != os.getpid():  # threads backend: the launcher itself
             self.all_pids.add(pid)
+        if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
+            self._marked.add((exe_id, attempt))
+            self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         exe.pids.append(pid)
         self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
         self._emit("started", exe=exe_id, pid=pid)
+
+    def _mark(self, exe: ExeStatus, text: str) -> None:
+        """A marker line in the log file of each node of ``exe``."""
+        for n in exe.nodes:
+            try:
+                write_marker(log_path(self.run_dir, n), text)
+            except OSError as exc:
+                self.warnings.append(f"could not write to the log of {n}: {exc}")
 
     def _supervise(self) -> None:
         try:
@@ -305,6 +317,10 @@ class Launcher(Sink):
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
         exe.runner = None
+        if self.registry is not None:
+            self.registry.forget(exe.nodes)  # nobody may keep calling a dead address
+        ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
+        self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:
@@ -337,7 +353,8 @@ class Launcher(Sink):
         self._emit("failed", node, exe_id, pid, message, traceback=text, code=code)
         if policy.policy in ("on-failure", "always"):
             if exe.restarts < policy.max_restarts:
-                self._schedule_restart(exe, how)
+                last = text.strip().splitlines()[-1] if text.strip() and code >= 0 else ""
+                self._schedule_restart(exe, f"raised {last}" if last else how)
                 return
             message = (f"node {node} failed {exe.restarts + 1} times, giving up "
                        f"(max_restarts: {policy.max_restarts}); last failure: {how}")

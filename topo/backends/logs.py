@@ -7,6 +7,12 @@ Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
     logs/<node>.log     one per node ("/" in ids becomes "_")
     logs/<exe>.log      colocated sets only: output written below Python (C libraries)
     status.json         final status summary, written when the run ends
+
+Every line a node writes through Python's ``sys.stdout``/``sys.stderr`` starts with a
+local timestamp (``2026-11-30T07:40:01.123 ``); output written below Python (C
+libraries, ``os.write(1, ...)``) is kept as it is. The launcher writes a marker line
+when an attempt starts and when it ends (``MARKER``); the tailer shows neither
+timestamps nor markers in the live view.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,21 +58,102 @@ def make_run_dir(program: Program, log_dir: Path, run_dir: Path | None,
         while run_dir.exists():
             n += 1
             run_dir = log_dir / f"{program.name}-{stamp}-{n}"
-    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    # Private to the user who runs topo: logs and the resolved config may hold secrets.
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run_dir.chmod(0o700)
+    (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
     (run_dir / "program.json").write_text(dumps(program) + "\n")
     if topology_yaml is not None:
         (run_dir / "topology.yaml").write_text(topology_yaml)
     for node in program.nodes:
-        log_path(run_dir, node.id).touch()
+        log_path(run_dir, node.id).touch(mode=0o600)
     for exe in program.executables:
         if len(exe.nodes) > 1:
-            log_path(run_dir, exe.id).touch()
+            log_path(run_dir, exe.id).touch(mode=0o600)
     return run_dir.resolve()
 
 
 def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
     """Write ``status.json``."""
     (run_dir / "status.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+
+
+MARKER = "── topo: "
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} ")
+
+
+def timestamp() -> str:
+    """Local time as ISO 8601 with milliseconds: ``2026-11-30T07:40:01.123``."""
+    return datetime.now().isoformat(timespec="milliseconds")
+
+
+def write_marker(path: Path, text: str) -> None:
+    """Append ``<timestamp> ── topo: <text> ──`` to a log file in one write."""
+    line = f"{timestamp()} {MARKER}{text} ──\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def display_line(line: str) -> str | None:
+    """A log file line as the live view shows it: without its timestamp; None for a
+    marker line."""
+    line = _STAMP.sub("", line, count=1)
+    return None if line.startswith(MARKER) else line
+
+
+class Stamped(io.TextIOBase):
+    """A text stream that starts every line written to ``stream`` with a timestamp."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._at_start = True
+        self._lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        if not s:
+            return 0
+        with self._lock:
+            parts = s.split("\n")
+            out = []
+            stamp = timestamp() + " "
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                if self._at_start and (part or not last):
+                    out.append(stamp)
+                out.append(part if last else part + "\n")
+                self._at_start = not last
+            self._at_start = parts[-1] == ""
+            self.stream.write("".join(out))
+        return len(s)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.stream, "errors", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 class NodeRouter(io.TextIOBase):
@@ -101,6 +190,15 @@ class NodeRouter(io.TextIOBase):
     def fileno(self) -> int:
         return self.fallback.fileno()
 
+    @property
+    def rich_proxied_file(self) -> Any:
+        """Where a rich console that resolves ``sys.stdout`` at each write really writes.
+
+        When this router replaced a rich ``Live`` proxy (which hands writes to a console),
+        such a console must write to the proxy's real file: through the router it would
+        reach the proxy, which hands it back to the console, and so on forever."""
+        return getattr(self.fallback, "rich_proxied_file", self)
+
 
 _routers: tuple[NodeRouter, NodeRouter] | None = None
 _router_users = 0
@@ -119,7 +217,8 @@ def route_node_output(program_id: str, files: dict[str, Path]) -> dict[str, Text
         _router_users += 1
         opened: dict[str, TextIO] = {}
         for node_id, path in files.items():
-            f = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+            f: TextIO = Stamped(open(path, "a", buffering=1, encoding="utf-8",
+                                     errors="replace"))  # type: ignore[assignment]
             opened[node_id] = f
             for r in _routers:
                 r.files[(program_id, node_id)] = f
@@ -181,7 +280,9 @@ class LogTailer:
             rest = b""
         self._partial[label] = rest
         for line in lines:
-            self._emit(label, line.decode("utf-8", "replace").rstrip("\r"))
+            shown = display_line(line.decode("utf-8", "replace").rstrip("\r"))
+            if shown is not None:
+                self._emit(label, shown)
 
     def poll(self, final: bool = False) -> None:
         """Read what is new in every file now."""

@@ -10,17 +10,30 @@ from __future__ import annotations
 
 from topo.backends.base import Backend
 from topo.backends.imports import prepare_imports
-from topo.backends.worker import SUPPORTED_KINDS, target_modules
+from topo.backends.worker import supported_kinds, target_modules
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
+from topo.kinds import all_kinds, get_kind
 
 
 def unsupported_kinds(program: Program) -> list[Diagnostic]:
-    """Groups whose node kind this runtime cannot run yet."""
-    return [Diagnostic(f"group {g.name!r}: node kind {g.kind!r} is not supported by topo run "
-                       "yet", g.origin,
-                       hint=f"supported kinds: {', '.join(sorted(SUPPORTED_KINDS))}")
-            for g in program.groups if g.enabled and g.count and g.kind not in SUPPORTED_KINDS]
+    """Groups whose node kind this runtime cannot run (unknown, or not runnable yet)."""
+    out = []
+    names = {k.name for k in all_kinds()}
+    runnable = ", ".join(sorted(supported_kinds()))
+    for g in program.groups:
+        if not (g.enabled and g.count):
+            continue
+        if g.kind not in names:
+            out.append(Diagnostic(f"group {g.name!r}: unknown node kind {g.kind!r}", g.origin,
+                                  hint=f"known kinds: {', '.join(sorted(names))}"))
+            continue
+        why = get_kind(g.kind).runnable
+        if why is not True:
+            why = why or f"node kind {g.kind!r} is not supported by topo run yet"
+            out.append(Diagnostic(f"group {g.name!r}: {why}", g.origin,
+                                  hint=f"kinds topo run can run: {runnable}"))
+    return out
 
 
 def missing_modules(program: Program) -> list[Diagnostic]:

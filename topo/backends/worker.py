@@ -8,18 +8,17 @@ or at once when one of them fails (exit code 1).
 
 from __future__ import annotations
 
-import importlib
 import queue
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from topo.ir import FrozenMap, Group, Node, Program, Ref
-from topo.runtime import Handle, NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
+from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
+from topo.kinds import all_kinds, client_for, get_kind
+from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
+from topo.targets import load_target
 
-SUPPORTED_KINDS = frozenset({"courier", "py", "cacher"})
-SERVED_KINDS = frozenset({"courier", "cacher"})  # an object whose methods are served
 MAX_TRACEBACK = 32_000
 
 # report(kind, node_id, traceback): kind is "ready", "finished" or "failed".
@@ -27,29 +26,43 @@ Report = Callable[[str, str, str], None]
 
 
 def import_target(target: str) -> Any:
-    """Import ``package.module:attr.path`` and return the attribute."""
-    module_name, _, attr_path = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr_path.split(".") if attr_path else ():
-        obj = getattr(obj, part)
-    return obj
+    """Import ``package.module:attr.path`` and return the attribute (see :mod:`topo.targets`)."""
+    return load_target(target)
+
+
+def supported_kinds() -> frozenset[str]:
+    """Names of the kinds ``topo run`` can run."""
+    return frozenset(k.name for k in all_kinds() if k.runnable is True)
+
+
+def served_kinds() -> frozenset[str]:
+    """Names of the kinds whose built object is served over RPC."""
+    return frozenset(k.name for k in all_kinds() if k.served)
 
 
 def target_modules(program: Program) -> list[str]:
     """The modules of every enabled group's target (what a fork server pre-imports)."""
+    supported = supported_kinds()
     modules = {g.target.partition(":")[0] for g in program.groups
-               if g.enabled and g.target and g.kind in SUPPORTED_KINDS}
+               if g.enabled and g.target and g.kind in supported}
     return sorted(m for m in modules if m)
 
 
-def resolve(value: Any, deadline: float | None = None) -> Any:
-    """IR argument value -> Python value: refs become ``Handle``s, tuples lists."""
+def resolve(value: Any, deadline: float | None = None, program: Program | None = None) -> Any:
+    """IR argument value -> Python value: a ref becomes what the referenced node's kind
+    makes of it (a ``Handle`` for courier and cacher nodes), tuples lists, opaque values
+    the objects they stand for."""
     if isinstance(value, Ref):
-        return Handle(value.node, deadline)
+        kind = program.group_of(value.node).kind if program is not None else "courier"
+        return client_for(kind, value.node, deadline)
+    if isinstance(value, Opaque):
+        # Imported, or unpickled: the bytes were written by the launcher that compiled this
+        # program and reach this process inside the authenticated run, never from a peer.
+        return value.load()
     if isinstance(value, tuple):
-        return [resolve(v, deadline) for v in value]
+        return [resolve(v, deadline, program) for v in value]
     if isinstance(value, FrozenMap):
-        return {k: resolve(v, deadline) for k, v in value.items()}
+        return {k: resolve(v, deadline, program) for k, v in value.items()}
     return value
 
 
@@ -73,8 +86,11 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
     with node_scope(context, info):
         try:
             target = import_target(group.target)
-            kwargs = resolve(node.args, group.rpc.deadline_s)
-            if group.kind in SERVED_KINDS:
+            kwargs = resolve(node.args, group.rpc.deadline_s, program)
+            kind = get_kind(group.kind)
+            if kind.runnable is not True:
+                raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
+            if kind.served:
                 obj = target(**kwargs)
                 server = serve_node(obj, node.id, node.group, node.replica, program=context,
                                     threads=group.rpc.threads,
@@ -90,14 +106,12 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
                         context.stop_event.wait()
                 finally:
                     server.close()
-            elif group.kind == "py":
+            else:  # called; the result's run() called if it has one
                 report("ready", node.id, "")
                 result = target(**kwargs)
                 run = getattr(result, "run", None)
                 if callable(run) and not disable_run:
                     run()
-            else:
-                raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
         except BaseException as exc:
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:

@@ -16,8 +16,14 @@ for _module in ("validate", "plan", "schema", "graph", "run"):
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. Bad input exits 1 everywhere, so click's usage errors
+    (unknown option, bad option value), which exit 2, exit 1 here too."""
+    try:
+        app(prog_name="topo")
+    except SystemExit as exc:
+        if exc.code == 2:
+            raise SystemExit(1) from None
+        raise
 
 
 __all__ = ["app", "main"]

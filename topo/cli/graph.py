@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from topo.cli.app import app
 from topo.cli.common import FileArgument, ParamsOption, load_program, stderr, stdout
@@ -23,7 +24,7 @@ def _load(file: Path, params: list[str] | None) -> Program:
         try:
             return loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            stderr.print(f"[red]error:[/] {file}: not a topo IR JSON file ({exc})")
+            stderr.print(f"[red]error:[/] {escape(f'{file}: not a topo IR JSON file ({exc})')}")
             raise typer.Exit(1) from None
     return load_program(file, params)
 
@@ -31,7 +32,8 @@ def _load(file: Path, params: list[str] | None) -> Program:
 def _choose(
     dot: bool, mermaid: bool, svg: Path | None, png: Path | None, out: Path | None
 ) -> tuple[str, Path | None]:
-    """The output format and file (None: stdout) from the flags; exit 2 when they clash."""
+    """The output format and file (None: stdout) from the flags; a usage error (exit 1) when
+    they clash."""
     picked: list[tuple[str, Path | None]] = []
     if dot:
         picked.append(("dot", None))
@@ -121,8 +123,9 @@ def graph(
     try:
         view = build_view(program, options)
     except UnknownGroupError as exc:
-        stderr.print(f"[red]error:[/] no group named [bold]{exc.name}[/] in {program.name}")
-        stderr.print("groups: " + ", ".join(exc.groups))
+        stderr.print(f"[red]error:[/] no group named [bold]{escape(exc.name)}[/] in "
+                     f"{escape(program.name)}")
+        stderr.print("groups: " + escape(", ".join(exc.groups)))
         raise typer.Exit(1) from None
 
     if fmt == "tree":
@@ -133,8 +136,10 @@ def graph(
         try:
             data = render(text, fmt)
         except GraphvizError as exc:
-            stderr.print(f"[red]error:[/] {exc}")
+            stderr.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(1) from None
+        if fmt == "png":
+            _warn_if_scaled(data, expand)
     else:
         data = text.encode("utf-8")
     if target is None:
@@ -145,9 +150,22 @@ def graph(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     except OSError as exc:
-        stderr.print(f"[red]error:[/] cannot write {target}: {exc}")
+        stderr.print(f"[red]error:[/] {escape(f'cannot write {target}: {exc}')}")
         raise typer.Exit(1) from None
     stderr.print(
-        f"wrote {target} ({fmt}: {len(view.nodes)} boxes, {len(view.edges)} edges "
+        f"wrote {escape(str(target))} ({fmt}: {len(view.nodes)} boxes, {len(view.edges)} edges "
         f"for {view.ir_nodes} nodes, {view.ir_edges} handles)"
     )
+
+
+def _warn_if_scaled(png: bytes, expand: bool) -> None:
+    """Say so when the PNG was shrunk to fit the size bound (labels may be unreadable)."""
+    from topo.render.graphviz import PNG_MAX_PX, png_size, png_was_scaled
+
+    if not png_was_scaled(png):
+        return
+    width, height = png_size(png)
+    fix = "draw it with --svg" + (", or without --expand" if expand else "")
+    stderr.print(f"[yellow]warning:[/] the drawing is larger than {PNG_MAX_PX:,} px, so the "
+                 f"PNG was scaled down to {width}×{height} px and its labels may be "
+                 f"unreadable; {fix}")

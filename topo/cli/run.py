@@ -1,8 +1,8 @@
 """``topo run``: run a topology on a backend (procs, threads, or a plugin) with a live view.
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts), or the
-file is invalid, or the backend refused it; 2 no such backend; 130 stopped by
-Ctrl-C; 143 stopped by SIGTERM.
+file is invalid, or there is no such backend, or the backend refused it; 130
+stopped by Ctrl-C; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -33,7 +34,7 @@ def run(
     ] = "procs",
     grace: Annotated[
         float | None,
-        typer.Option("--grace", help="Seconds nodes get to stop before being killed "
+        typer.Option("--grace", min=0.0, help="Seconds nodes get to stop before being killed "
                      "(default: the file's stop.grace_s, else 5)."),
     ] = None,
     log_dir: Annotated[
@@ -52,15 +53,15 @@ def run(
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import BackendNotFound, RunOptions, get_backend
+    from topo.backends.base import BackendNotFound, Event, RunOptions, get_backend
     from topo.backends.launcher import Launcher
-    from topo.backends.view import LinesView, TableView
+    from topo.cli.view import LinesView, TableView
 
     try:
         chosen = get_backend(backend)
     except BackendNotFound as exc:
-        stderr.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        stderr.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
     loaded = load_topology(file, params)
     options = RunOptions(grace_s=grace, log_dir=log_dir, run_dir=run_dir,
                          topology_yaml=loaded.yaml_text)
@@ -68,21 +69,31 @@ def run(
         launcher = Launcher(loaded.program, chosen, options)
     except TopoError as error:
         raise fail(error) from None
-    console = Console(highlight=False, soft_wrap=True)
+    # The console writes to the stream that is stdout now, never to whatever sys.stdout is
+    # later: the live view redirects sys.stdout into this console, and the threads backend
+    # routes sys.stdout per node thread; resolving it on every write made the two feed each
+    # other in a busy loop.
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
     use_table = (live if live is not None else console.is_terminal) and not quiet
-    interrupts = 0
+    stopping = False
+
+    def on_event(event: Event) -> None:
+        nonlocal stopping
+        if event.kind == "stopping":
+            stopping = True
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-            launcher.request_stop(f"{name} (press Ctrl-C again to kill)",
-                                  code=130 if signum == signal.SIGINT else 143)
-        else:
+        # The first signal asks for a stop; one while stopping (for any reason) kills.
+        nonlocal stopping
+        if stopping:
             launcher.kill()
+            return
+        stopping = True
+        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        launcher.request_stop(name, code=130 if signum == signal.SIGINT else 143)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    launcher.add_listener(on_event)
     view: LinesView | TableView | None = None
     try:
         if use_table:
@@ -114,8 +125,11 @@ def _outcome(launcher: object, code: int) -> None:
     failure = launcher.failure
     if failure is not None:
         body = Text(failure.traceback.rstrip() or "(no traceback: the process died)")
-        stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
-                           title_align="left", border_style="red", expand=False))
+        if stderr.is_terminal:
+            stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
+                               title_align="left", border_style="red", expand=False))
+        else:  # piped: the whole traceback as plain text, at full width, for logs and grep
+            stderr.file.write(f"✗ {failure.message}\n{body.plain}\n")
         stderr.print(Text(f"exit 1 — logs in {launcher.run_dir}", style="red"))
         return
     style = "green" if code == 0 else "yellow"

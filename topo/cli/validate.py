@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from topo.cli.app import app
 from topo.cli.common import FileArgument, ParamsOption, fail, stderr, stdout
@@ -25,8 +27,11 @@ def summary(program: Program, params_help: dict[str, str], overridden: set[str])
         pt.add_column("value")
         pt.add_column("")
         for name, value in program.params.items():
-            mark = "[yellow]-p[/yellow]" if name in overridden else ""
-            pt.add_row(name, format_value(value), mark + ("  " + params_help.get(name, "")))
+            # User strings go in as Text, never as markup: "[/bold]" in a value or a help
+            # text is shown as it is.
+            note = Text("-p", style="yellow") if name in overridden else Text()
+            note.append("  " + params_help.get(name, ""))
+            pt.add_row(Text(name), Text(format_value(value)), note)
         tables.append(pt)
 
     exes_per_group: Counter[str] = Counter()
@@ -48,7 +53,7 @@ def summary(program: Program, params_help: dict[str, str], overridden: set[str])
         if g.restart.policy != "never":
             restart += f" ×{g.restart.max_restarts}"
         gt.add_row(
-            g.name, g.kind, count, g.target, str(exes_per_group[g.name]), restart,
+            Text(g.name), g.kind, count, Text(g.target), str(exes_per_group[g.name]), restart,
             str(out_edges[g.name]), style=style,
         )  # fmt: skip
     tables.append(gt)
@@ -61,7 +66,10 @@ def validate(
     params: ParamsOption = None,
     check_imports: Annotated[
         bool,
-        typer.Option("--check-imports", help="Also import every target and check it is callable."),
+        typer.Option(
+            "--check-imports",
+            help="Also import every target as topo run does and check its arguments.",
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when valid.")] = False,
 ) -> None:
@@ -85,7 +93,8 @@ def validate(
         stdout.print(table)
         stdout.print()
     stdout.print(
-        f"[green]✓[/green] [bold]{Path(file)}[/bold]: program [bold]{program.name}[/bold] — "
+        f"[green]✓[/green] [bold]{escape(str(Path(file)))}[/bold]: program "
+        f"[bold]{escape(program.name)}[/bold] — "
         f"{len(program.nodes)} nodes in {len(program.executables)} processes, "
         f"{len(program.edges)} edges"
     )

@@ -13,7 +13,7 @@ from typing import Any
 from topo.compile.args import ArgCompiler, EdgeSpec, NodeContext, Template, arg_path
 from topo.compile.checks import check_graph
 from topo.compile.checks import check_imports as run_import_checks
-from topo.compile.pack import pack
+from topo.compile.pack import Packing, pack
 from topo.compile.refs import GroupTable, RefError
 from topo.compile.seeds import derive_seeds, key_data
 from topo.diagnostics import Diagnostic, TopoError
@@ -29,12 +29,10 @@ from topo.ir import (
     StopSettings,
     freeze,
 )
+from topo.kinds import UnknownKindError, get_kind
 from topo.spec.loader import LoadedSpec
 from topo.spec.models import GroupSpec, RpcSpec
 from topo.spec.source import SourceMap
-
-REVERB_TARGET = "topo.nodes.reverb:ReverbServer"
-CACHER_TARGET = "topo.nodes.cacher:Cacher"
 
 
 def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:
@@ -69,7 +67,8 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
             gpus=None if r.gpus is None else tuple(r.gpus),
             host_labels=tuple(r.host_labels),
         )
-    target = {"reverb": REVERB_TARGET, "cacher": CACHER_TARGET}.get(g.kind, g.target or "")
+    kind = get_kind(g.kind)
+    target = kind.builtin_target or getattr(g, "target", None) or ""
     count = (1 if g.count is None else g.count) if g.enabled else 0
     primary = g.primary[1:] if g.primary and g.primary.startswith("@") else g.primary
     return Group(
@@ -87,6 +86,7 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
         primary=primary,
         description=g.description,
         origin=loaded.sources.pos(("nodes", name), key=True),
+        draw=kind.draw,
     )
 
 
@@ -97,21 +97,8 @@ def _env_value(value: str | int | float | bool) -> str:
 
 
 def _builtin_args(g: GroupSpec) -> dict[str, Any]:
-    """Arguments the built-in node kinds take from their own YAML fields."""
-    if g.kind == "reverb":
-        ckpt = g.checkpoint
-        return {
-            "tables": g.tables,
-            "checkpoint_dir": ckpt.dir if ckpt else None,
-            "checkpoint_every_s": ckpt.every_s if ckpt else None,
-        }
-    if g.kind == "cacher":
-        return {
-            "source": g.source,
-            "refresh_ms": 1000 if g.refresh_ms is None else g.refresh_ms,
-            "stale_ms": g.stale_ms,
-        }
-    return {}
+    """Arguments the group's kind takes from its own YAML fields (reverb tables, cacher source)."""
+    return get_kind(g.kind).args(g.options())
 
 
 def _program_seed(loaded: LoadedSpec) -> int:
@@ -119,6 +106,41 @@ def _program_seed(loaded: LoadedSpec) -> int:
         return loaded.spec.seed
     seed = loaded.param_values.get("seed")
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
+def _unknown_kinds(loaded: LoadedSpec) -> list[Diagnostic]:
+    """Groups whose kind is not (or no longer) registered."""
+    errors = []
+    for name, g in loaded.spec.nodes.items():
+        try:
+            get_kind(g.kind)
+        except UnknownKindError as exc:
+            errors.append(Diagnostic(str(exc), loaded.sources.pos(("nodes", name, "kind"))))
+    return errors
+
+
+def _node_ids(groups: list[Group]) -> dict[str, tuple[str, ...]]:
+    """Group name -> its node ids: ``g`` for a singleton, ``g/0`` ... otherwise."""
+    return {
+        g.name: ((g.name,) if g.singleton else tuple(f"{g.name}/{i}" for i in range(g.count)))
+        if g.enabled
+        else ()
+        for g in groups
+    }
+
+
+@dataclasses.dataclass
+class _Build:
+    """What every group's compilation shares and adds to."""
+
+    loaded: LoadedSpec
+    table: GroupTable
+    packing: Packing
+    node_ids: dict[str, tuple[str, ...]]
+    seeds: dict[str, int]
+    nodes: list[Node] = dataclasses.field(default_factory=list)
+    edges: list[Edge] = dataclasses.field(default_factory=list)
+    errors: list[Diagnostic] = dataclasses.field(default_factory=list)
 
 
 def compile_spec(
@@ -131,92 +153,35 @@ def compile_spec(
 
     With ``check_imports`` every target is imported; warnings go to ``warnings``."""
     spec, sources = loaded.spec, loaded.sources
+    unknown = _unknown_kinds(loaded)
+    if unknown:
+        raise TopoError(unknown)
     errors: list[Diagnostic] = []
     groups = [_group(name, g, loaded) for name, g in spec.nodes.items()]
-    node_ids = {
-        g.name: ((g.name,) if g.singleton else tuple(f"{g.name}/{i}" for i in range(g.count)))
-        if g.enabled
-        else ()
-        for g in groups
-    }
+    node_ids = _node_ids(groups)
     table = GroupTable(
         {g.name: g for g in groups}, node_ids, {g.name: str(g.origin) for g in groups}
     )
     packing = pack(groups, table, spec.colocation, sources, errors)
     seed = _program_seed(loaded)
-    all_ids = [n for g in groups for n in node_ids[g.name]]
-    seeds = derive_seeds(seed, all_ids)
-    params = loaded.param_values
-
-    nodes: list[Node] = []
-    edges: list[Edge] = []
+    seeds = derive_seeds(seed, [n for g in groups for n in node_ids[g.name]])
+    build = _Build(loaded, table, packing, node_ids, seeds, errors=errors)
     lenient = dataclasses.replace(table, lenient=True)
     for g in groups:
-        if not g.enabled:
+        if g.enabled:
+            _compile_group(g, build)
+        else:
             errors.extend(_check_disabled(g, spec.nodes[g.name], lenient, sources))
-            continue
-        gspec = spec.nodes[g.name]
-        base = ("nodes", g.name, "args")
-        compiler = ArgCompiler(table, sources, base)
-        raw_args = {**_builtin_args(gspec), **gspec.args}
-        templates: dict[str, Template] = {k: compiler.compile(v, (k,)) for k, v in raw_args.items()}
-        per_replica = _override_templates(g, gspec, table, loaded, errors)
-        errors.extend(compiler.errors)
-        exe_index: dict[str, int] = {}
-        for node_id in node_ids[g.name]:
-            exe_index.setdefault(packing.node_exe[node_id], len(exe_index))
-        for replica, node_id in enumerate(node_ids[g.name]):
-            node_seed = seeds[node_id]
-            scope = dict(params)
-            scope.update(
-                {
-                    "replica": replica,
-                    "node_id": node_id,
-                    "group": g.name,
-                    "count": g.count,
-                    "seed.int": node_seed,
-                    "seed.key": key_data(node_seed),
-                }
-            )
-            ctx = NodeContext(scope, replica, exe_index[packing.node_exe[node_id]])
-            node_edges: list[EdgeSpec] = []
-            node_templates = templates
-            if replica in per_replica:
-                node_templates = {**templates, **per_replica[replica]}
-            try:
-                args = FrozenMap({k: t.render(ctx, node_edges) for k, t in node_templates.items()})
-            except TopoError as exc:
-                errors.extend(exc.diagnostics)
-                if len(errors) > 50:
-                    break
-                continue
-            for path, dst, via in node_edges:
-                if dst == node_id:
-                    errors.append(
-                        Diagnostic(
-                            f"node '{node_id}' refers to itself in argument '{path}'",
-                            sources.pos((*base, path.split(".")[0].split("[")[0])),
-                            "a node cannot hold a handle to itself",
-                        )
-                    )
-                    continue
-                if g.kind == "cacher" and path == "source":
-                    via = "source"
-                elif via == "ref" and g.primary is not None and dst == g.primary:
-                    via = "primary"  # a secondary's handle to its primary
-                edges.append(Edge(node_id, dst, path, via))
-            nodes.append(Node(node_id, g.name, replica, args, node_seed, packing.node_exe[node_id]))
-
     errors.extend(check_graph(groups, packing.executables, table, sources))
     if errors:
         raise TopoError(_dedupe(errors))
     program = Program(
         name=spec.name,
         seed=seed,
-        params=FrozenMap({k: freeze(v) for k, v in params.items()}),
+        params=FrozenMap({k: freeze(v) for k, v in loaded.param_values.items()}),
         groups=tuple(groups),
-        nodes=tuple(nodes),
-        edges=tuple(edges),
+        nodes=tuple(build.nodes),
+        edges=tuple(build.edges),
         executables=tuple(packing.executables),
         stop=StopSettings(spec.stop.grace_s, spec.stop.timeout_s),
         source=loaded.file,
@@ -226,6 +191,72 @@ def compile_spec(
         if warnings is not None:
             warnings.extend(found)
     return program
+
+
+def _compile_group(g: Group, build: _Build) -> None:
+    """Render the arguments of every replica of an enabled group; add its nodes and edges."""
+    loaded, errors = build.loaded, build.errors
+    gspec = loaded.spec.nodes[g.name]
+    base = ("nodes", g.name, "args")
+    compiler = ArgCompiler(build.table, loaded.sources, base)
+    raw_args = {**_builtin_args(gspec), **gspec.args}
+    templates: dict[str, Template] = {k: compiler.compile(v, (k,)) for k, v in raw_args.items()}
+    per_replica = _override_templates(g, gspec, build.table, loaded, errors)
+    errors.extend(compiler.errors)
+    node_exe = build.packing.node_exe
+    exe_index: dict[str, int] = {}
+    for node_id in build.node_ids[g.name]:
+        exe_index.setdefault(node_exe[node_id], len(exe_index))
+    for replica, node_id in enumerate(build.node_ids[g.name]):
+        node_seed = build.seeds[node_id]
+        scope = dict(loaded.param_values)
+        scope.update(
+            {
+                "replica": replica,
+                "node_id": node_id,
+                "group": g.name,
+                "count": g.count,
+                "seed.int": node_seed,
+                "seed.key": key_data(node_seed),
+            }
+        )
+        ctx = NodeContext(scope, replica, exe_index[node_exe[node_id]])
+        node_edges: list[EdgeSpec] = []
+        node_templates = {**templates, **per_replica.get(replica, {})}
+        try:
+            args = FrozenMap({k: t.render(ctx, node_edges) for k, t in node_templates.items()})
+        except TopoError as exc:
+            errors.extend(exc.diagnostics)
+            if len(errors) > 50:
+                break
+            continue
+        build.edges.extend(_edges(g, node_id, node_edges, loaded.sources, errors))
+        build.nodes.append(Node(node_id, g.name, replica, args, node_seed, node_exe[node_id]))
+
+
+def _edges(
+    g: Group, node_id: str, found: list[EdgeSpec], sources: SourceMap, errors: list[Diagnostic]
+) -> list[Edge]:
+    """The IR edges of one node, labelled by its kind (a cacher's source) or as primary."""
+    kind = get_kind(g.kind)
+    out = []
+    for path, dst, via in found:
+        if dst == node_id:
+            errors.append(
+                Diagnostic(
+                    f"node '{node_id}' refers to itself in argument '{path}'",
+                    sources.pos(("nodes", g.name, "args", path.split(".")[0].split("[")[0])),
+                    "a node cannot hold a handle to itself",
+                )
+            )
+            continue
+        kind_via = kind.edge_via(path)
+        if kind_via is not None:
+            via = kind_via
+        elif via == "ref" and g.primary is not None and dst == g.primary:
+            via = "primary"  # a secondary's handle to its primary
+        out.append(Edge(node_id, dst, path, via))
+    return out
 
 
 def _check_disabled(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from topo.compile.refs import GroupTable, RefError
 from topo.diagnostics import Diagnostic
@@ -30,6 +30,15 @@ def _set_name(spec: ColocationSpec, members: list[str]) -> str:
     return "+".join(groups)
 
 
+@dataclass
+class _Sets:
+    """What the colocation list asks for: thread sets and host placements, by node."""
+
+    thread_set: dict[str, str] = field(default_factory=dict)  # node -> thread set name
+    members: dict[str, list[str]] = field(default_factory=dict)  # thread set -> nodes
+    placement: dict[str, str] = field(default_factory=dict)  # node -> host set name
+
+
 def pack(
     groups: list[Group],
     table: GroupTable,
@@ -38,61 +47,82 @@ def pack(
     errors: list[Diagnostic],
 ) -> Packing:
     """Thread sets first, then per-process chunks, then one executable per remaining node."""
-    thread_set: dict[str, str] = {}  # node -> set name
-    set_members: dict[str, list[str]] = {}
-    placement: dict[str, str] = {}  # node -> host set name
+    sets = _Sets()
     for i, spec in enumerate(colocation):
-        members: list[str] = []
-        for j, entry in enumerate(spec.nodes):
-            where = sources.pos(("colocation", i, "nodes", j))
-            try:
-                members.extend(table.resolve_nodes(entry))
-            except RefError as exc:
-                errors.append(Diagnostic(str(exc), where, exc.hint))
-        if not members:
-            continue
-        name = _set_name(spec, members)
-        if spec.mode == "threads" and name in set_members:
+        _add_set(i, spec, groups, table, sources, sets, errors)
+    executables, node_exe = _executables(groups, table, sets)
+    placed = _place(executables, node_exe, sets.placement, sources, errors)
+    _check_unique(placed, sources, errors)
+    return Packing(placed, node_exe)
+
+
+def _add_set(
+    i: int,
+    spec: ColocationSpec,
+    groups: list[Group],
+    table: GroupTable,
+    sources: SourceMap,
+    sets: _Sets,
+    errors: list[Diagnostic],
+) -> None:
+    """Record colocation entry ``i``: resolve its nodes, refuse overlaps and double packing."""
+    members: list[str] = []
+    for j, entry in enumerate(spec.nodes):
+        where = sources.pos(("colocation", i, "nodes", j))
+        try:
+            members.extend(table.resolve_nodes(entry))
+        except RefError as exc:
+            errors.append(Diagnostic(str(exc), where, exc.hint))
+    if not members:
+        return
+    name = _set_name(spec, members)
+    if spec.mode == "threads" and name in sets.members:
+        errors.append(
+            Diagnostic(
+                f"two thread colocation sets are named '{name}'",
+                sources.pos(("colocation", i)),
+                "give each set its own name: field",
+            )
+        )
+        return
+    taken = sets.thread_set if spec.mode == "threads" else sets.placement
+    for node in members:
+        if node in taken:
             errors.append(
                 Diagnostic(
-                    f"two thread colocation sets are named '{name}'",
-                    sources.pos(("colocation", i)),
-                    "give each set its own name: field",
+                    f"node '{node}' is in two {spec.mode} colocation sets "
+                    f"('{taken[node]}' and '{name}')",
+                    sources.pos(("colocation", i, "nodes")),
+                    "a node can be packed into only one process"
+                    if spec.mode == "threads"
+                    else "a node can be placed with only one host set",
                 )
             )
             continue
-        taken = thread_set if spec.mode == "threads" else placement
-        for node in members:
-            if node in taken:
-                errors.append(
-                    Diagnostic(
-                        f"node '{node}' is in two {spec.mode} colocation sets "
-                        f"('{taken[node]}' and '{name}')",
-                        sources.pos(("colocation", i, "nodes")),
-                        "a node can be packed into only one process"
-                        if spec.mode == "threads"
-                        else "a node can be placed with only one host set",
-                    )
+        taken[node] = name
+    if spec.mode != "threads":
+        return
+    group_of = {g.name: g for g in groups}
+    for node in members:
+        g = group_of[node.split("/")[0]]
+        if g.per_process is not None:
+            errors.append(
+                Diagnostic(
+                    f"group '{g.name}' packs its replicas with colocate.per_process and "
+                    f"also appears in colocation set '{name}'",
+                    sources.pos(("colocation", i, "nodes")),
+                    "use one or the other for a group",
                 )
-                continue
-            taken[node] = name
-        if spec.mode == "threads":
-            group_of = {g.name: g for g in groups}
-            for node in members:
-                g = group_of[node.split("/")[0]]
-                if g.per_process is not None:
-                    errors.append(
-                        Diagnostic(
-                            f"group '{g.name}' packs its replicas with colocate.per_process and "
-                            f"also appears in colocation set '{name}'",
-                            sources.pos(("colocation", i, "nodes")),
-                            "use one or the other for a group",
-                        )
-                    )
-                    break
-            set_members.setdefault(name, [])
-            set_members[name].extend(n for n in members if thread_set.get(n) == name)
+            )
+            break
+    sets.members.setdefault(name, []).extend(n for n in members if sets.thread_set.get(n) == name)
 
+
+def _executables(
+    groups: list[Group], table: GroupTable, sets: _Sets
+) -> tuple[list[Executable], dict[str, str]]:
+    """Executables in group order: per-process chunks, thread sets (where their first member
+    stands), and one executable per remaining node."""
     executables: list[Executable] = []
     node_exe: dict[str, str] = {}
     emitted_sets: set[str] = set()
@@ -102,28 +132,32 @@ def pack(
         if k is not None:
             for start in range(0, len(ids), k):
                 chunk = ids[start : start + k]
-                exe_id = (
-                    chunk[0]
-                    if len(chunk) == 1
-                    else f"{group.name}/{start}-{start + len(chunk) - 1}"
-                )
+                last = start + len(chunk) - 1
+                exe_id = chunk[0] if len(chunk) == 1 else f"{group.name}/{start}-{last}"
                 executables.append(Executable(exe_id, tuple(chunk), "replicas"))
-                for n in chunk:
-                    node_exe[n] = exe_id
+                node_exe.update({n: exe_id for n in chunk})
             continue
         for node in ids:
-            set_name = thread_set.get(node)
+            set_name = sets.thread_set.get(node)
             if set_name is None:
                 executables.append(Executable(node, (node,), "single"))
                 node_exe[node] = node
             elif set_name not in emitted_sets:
                 emitted_sets.add(set_name)
-                together = tuple(set_members[set_name])
+                together = tuple(sets.members[set_name])
                 executables.append(Executable(set_name, together, "set"))
-                for n in together:
-                    node_exe[n] = set_name
+                node_exe.update({n: set_name for n in together})
+    return executables, node_exe
 
-    # Host placement: every executable holding a node of a host set gets its name.
+
+def _place(
+    executables: list[Executable],
+    node_exe: dict[str, str],
+    placement: dict[str, str],
+    sources: SourceMap,
+    errors: list[Diagnostic],
+) -> list[Executable]:
+    """Host placement: every executable holding a node of a host set gets its name."""
     exe_placement: dict[str, str] = {}
     for node, name in placement.items():
         exe = node_exe.get(node)
@@ -139,8 +173,12 @@ def pack(
             )
             continue
         exe_placement[exe] = name
-    executables = [Executable(e.id, e.nodes, e.mode, exe_placement.get(e.id)) for e in executables]
+    return [Executable(e.id, e.nodes, e.mode, exe_placement.get(e.id)) for e in executables]
 
+
+def _check_unique(
+    executables: list[Executable], sources: SourceMap, errors: list[Diagnostic]
+) -> None:
     seen: dict[str, int] = {}
     for e in executables:
         seen[e.id] = seen.get(e.id, 0) + 1
@@ -153,4 +191,3 @@ def pack(
                     "give the colocation set a name (name: ...) that differs from every node id",
                 )
             )
-    return Packing(executables, node_exe)

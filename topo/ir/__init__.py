@@ -1,6 +1,17 @@
-"""The Program IR: what the compiler produces and every backend and renderer reads."""
+"""The Program IR: what the compiler produces and every backend and renderer reads.
 
-from topo.ir.codec import dumps, loads, program_from_dict, program_to_dict
+It imports nothing from topo but itself and :mod:`topo.diagnostics` (whence
+:class:`SourcePos`, re-exported here for compatibility).
+"""
+
+from topo.ir.codec import (
+    IRFormatError,
+    IRVersionError,
+    dumps,
+    loads,
+    program_from_dict,
+    program_to_dict,
+)
 from topo.ir.program import (
     IR_VERSION,
     Edge,
@@ -14,7 +25,7 @@ from topo.ir.program import (
     SourcePos,
     StopSettings,
 )
-from topo.ir.values import FrozenMap, Ref, Value, freeze, iter_refs, thaw
+from topo.ir.values import FrozenMap, Opaque, Ref, Value, freeze, iter_refs, thaw
 
 __all__ = [
     "IR_VERSION",
@@ -22,7 +33,10 @@ __all__ = [
     "Executable",
     "FrozenMap",
     "Group",
+    "IRFormatError",
+    "IRVersionError",
     "Node",
+    "Opaque",
     "Program",
     "Ref",
     "Resources",

@@ -1,155 +1,148 @@
-"""Lossless JSON encoding of the Program IR, versioned."""
+"""Lossless JSON encoding of the Program IR, versioned.
+
+The encoder and decoder are derived from the dataclass fields and their type hints
+(nested dataclasses, tuples, optionals, literals, :class:`FrozenMap` values), so a
+field added to an IR dataclass is written and read with no change here. A field
+missing from the JSON takes its default, which lets older files of the same
+version be read after a field with a default was added.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+import types
+import typing
+from functools import cache
+from typing import Any, Literal, Union, get_args, get_origin
 
 from topo.ir import values
-from topo.ir.program import (
-    IR_VERSION,
-    Edge,
-    Executable,
-    Group,
-    Node,
-    Program,
-    Resources,
-    RestartPolicy,
-    RpcSettings,
-    SourcePos,
-    StopSettings,
-)
+from topo.ir.program import IR_VERSION, Edge, Program, SourcePos
 
 
 class IRVersionError(ValueError):
     """The JSON was written by an incompatible version of the IR."""
 
 
-def _pos(p: SourcePos | None) -> Any:
-    return None if p is None else [p.file, p.line, p.col]
+class IRFormatError(ValueError):
+    """The JSON does not have the shape of the IR (a field missing or of the wrong type)."""
 
 
-def _group_to(g: Group) -> dict[str, Any]:
-    r = g.resources
-    return {
-        "name": g.name,
-        "kind": g.kind,
-        "target": g.target,
-        "count": g.count,
-        "enabled": g.enabled,
-        "singleton": g.singleton,
-        "per_process": g.per_process,
-        "restart": {
-            "policy": g.restart.policy,
-            "max_restarts": g.restart.max_restarts,
-            "backoff_s": g.restart.backoff_s,
-            "backoff_max_s": g.restart.backoff_max_s,
-        },
-        "resources": {
-            "env": values.to_json(r.env),
-            "workdir": r.workdir,
-            "cpus": None if r.cpus is None else list(r.cpus),
-            "gpus": None if r.gpus is None else list(r.gpus),
-            "host_labels": list(r.host_labels),
-        },
-        "rpc": {
-            "threads": g.rpc.threads,
-            "deadline_s": g.rpc.deadline_s,
-            "max_message_mb": g.rpc.max_message_mb,
-        },
-        "stops_program": g.stops_program,
-        "primary": g.primary,
-        "description": g.description,
-        "origin": _pos(g.origin),
-    }
+# Dataclasses written compactly as a JSON list of their fields, in field order.
+_AS_LIST: frozenset[type] = frozenset({SourcePos, Edge})
 
 
-def _group_from(d: dict[str, Any]) -> Group:
-    r = d["resources"]
-    env = values.from_json(r["env"])
-    assert isinstance(env, values.FrozenMap)
-    return Group(
-        name=d["name"],
-        kind=d["kind"],
-        target=d["target"],
-        count=d["count"],
-        enabled=d["enabled"],
-        singleton=d["singleton"],
-        per_process=d["per_process"],
-        restart=RestartPolicy(**d["restart"]),
-        resources=Resources(
-            env=env,
-            workdir=r["workdir"],
-            cpus=None if r["cpus"] is None else tuple(r["cpus"]),
-            gpus=None if r["gpus"] is None else tuple(r["gpus"]),
-            host_labels=tuple(r["host_labels"]),
-        ),
-        rpc=RpcSettings(**d["rpc"]),
-        stops_program=d["stops_program"],
-        primary=d["primary"],
-        description=d["description"],
-        origin=None if d["origin"] is None else SourcePos(*d["origin"]),
-    )
+@cache
+def _fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
+    """(field, resolved type) for every field of an IR dataclass."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _optional(tp: Any) -> Any | None:
+    """``X`` for ``X | None`` (None for any other type); other unions are not IR types."""
+    if get_origin(tp) not in (Union, types.UnionType):
+        return None
+    rest = [a for a in get_args(tp) if a is not type(None)]
+    if len(rest) != 1:
+        raise TypeError(f"the IR codec does not support the union type {tp}")
+    return rest[0]
+
+
+def encode(value: Any, tp: Any) -> Any:
+    """``value`` (of IR type ``tp``) as JSON-ready data."""
+    if value is None:
+        return None
+    inner = _optional(tp)
+    if inner is not None:
+        return encode(value, inner)
+    if tp is values.FrozenMap:
+        return values.to_json(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        items = [(f.name, encode(getattr(value, f.name), t)) for f, t in _fields(tp)]
+        return [v for _, v in items] if tp in _AS_LIST else dict(items)
+    if get_origin(tp) is tuple:
+        item = get_args(tp)[0]
+        return [encode(v, item) for v in value]
+    return value
+
+
+def decode(data: Any, tp: Any, where: str = "") -> Any:
+    """The inverse of :func:`encode`; :class:`IRFormatError` naming the path on bad data."""
+    inner = _optional(tp)
+    if inner is not None:
+        return None if data is None else decode(data, inner, where)
+    if tp is values.FrozenMap:
+        decoded = values.from_json(_expect(data, dict, where))
+        assert isinstance(decoded, values.FrozenMap)
+        return decoded
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _decode_dataclass(data, tp, where)
+    if get_origin(tp) is tuple:
+        item = get_args(tp)[0]
+        return tuple(
+            decode(v, item, f"{where}[{i}]") for i, v in enumerate(_expect(data, list, where))
+        )
+    if get_origin(tp) is Literal:
+        if data not in get_args(tp):
+            allowed = ", ".join(repr(a) for a in get_args(tp))
+            raise IRFormatError(f"{where}: {data!r} is not one of {allowed}")
+        return data
+    if tp is float:
+        return _expect(data, (int, float), where)
+    if tp in (int, str, bool):
+        return _expect(data, tp, where)
+    return data
+
+
+def _decode_dataclass(data: Any, cls: type, where: str) -> Any:
+    fields = _fields(cls)
+    if cls in _AS_LIST:
+        items = _expect(data, list, where)
+        if len(items) != len(fields):
+            raise IRFormatError(f"{where}: expected {len(fields)} items, got {len(items)}")
+        return cls(
+            *(
+                decode(v, t, f"{where}[{i}]")
+                for i, (v, (_, t)) in enumerate(zip(items, fields, strict=True))
+            )
+        )
+    mapping = _expect(data, dict, where)
+    kwargs: dict[str, Any] = {}
+    for f, t in fields:
+        path = f"{where}.{f.name}" if where else f.name
+        if f.name in mapping:
+            kwargs[f.name] = decode(mapping[f.name], t, path)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise IRFormatError(f"{path}: missing")
+    return cls(**kwargs)
+
+
+def _expect(data: Any, tp: type | tuple[type, ...], where: str) -> Any:
+    ok = isinstance(data, tp) and not (isinstance(data, bool) and tp in (int, (int, float)))
+    if not ok:
+        name = tp.__name__ if isinstance(tp, type) else " or ".join(t.__name__ for t in tp)
+        raise IRFormatError(f"{where or 'the document'}: expected {name}, got {data!r:.60}")
+    return data
 
 
 def program_to_dict(p: Program) -> dict[str, Any]:
-    """The IR as plain JSON-ready data."""
-    return {
-        "version": p.version,
-        "name": p.name,
-        "seed": p.seed,
-        "source": p.source,
-        "params": values.to_json(p.params),
-        "stop": {"grace_s": p.stop.grace_s, "timeout_s": p.stop.timeout_s},
-        "groups": [_group_to(g) for g in p.groups],
-        "nodes": [
-            {
-                "id": n.id,
-                "group": n.group,
-                "replica": n.replica,
-                "seed": n.seed,
-                "executable": n.executable,
-                "args": values.to_json(n.args),
-            }
-            for n in p.nodes
-        ],
-        "edges": [[e.src, e.dst, e.arg, e.via] for e in p.edges],
-        "executables": [
-            {"id": e.id, "nodes": list(e.nodes), "mode": e.mode, "placement": e.placement}
-            for e in p.executables
-        ],
-    }
+    """The IR as plain JSON-ready data (``version`` first)."""
+    data = encode(p, Program)
+    return {"version": data.pop("version"), **data}
 
 
 def program_from_dict(d: dict[str, Any]) -> Program:
     """Rebuild a Program from :func:`program_to_dict` output."""
-    version = d.get("version")
+    version = d.get("version") if isinstance(d, dict) else None
     if version != IR_VERSION:
         raise IRVersionError(
-            f"this IR was written as version {version!r}; this topo reads version {IR_VERSION}"
+            f"this IR was written as version {version!r}; this topo reads version {IR_VERSION} "
+            "(compile the topology again, e.g. with `topo plan --json`)"
         )
-    params = values.from_json(d["params"])
-    assert isinstance(params, values.FrozenMap)
-    nodes = []
-    for n in d["nodes"]:
-        args = values.from_json(n["args"])
-        assert isinstance(args, values.FrozenMap)
-        nodes.append(Node(n["id"], n["group"], n["replica"], args, n["seed"], n["executable"]))
-    return Program(
-        name=d["name"],
-        seed=d["seed"],
-        params=params,
-        groups=tuple(_group_from(g) for g in d["groups"]),
-        nodes=tuple(nodes),
-        edges=tuple(Edge(*e) for e in d["edges"]),
-        executables=tuple(
-            Executable(e["id"], tuple(e["nodes"]), e["mode"], e["placement"])
-            for e in d["executables"]
-        ),
-        stop=StopSettings(**d["stop"]),
-        source=d["source"],
-        version=version,
-    )
+    program = decode(d, Program)
+    assert isinstance(program, Program)
+    return program
 
 
 def dumps(p: Program, indent: int | None = 2) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from topo.ir.program import Program
-from topo.ir.values import FrozenMap, Ref, Value
+from topo.ir.values import FrozenMap, Opaque, Ref, Value
 
 
 def format_value(value: Value, limit: int = 6) -> str:
-    """``@node`` for refs; long lists shortened to their first items."""
+    """``@node`` for refs, the description for opaque values (``<function f from m>``);
+    long lists shortened to their first items."""
     if isinstance(value, Ref):
         return f"@{value.node}"
+    if isinstance(value, Opaque):
+        return value.description
     if isinstance(value, tuple):
         items = [format_value(v, limit) for v in value[:limit]]
         if len(value) > limit:

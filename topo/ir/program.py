@@ -3,7 +3,8 @@
 Everything a backend or renderer needs is here, explicitly: concrete node ids,
 resolved arguments with references, edges, per-node seeds, and the packing of
 nodes into executables (the unit a backend starts). Nothing here points back
-at YAML except :class:`SourcePos`, kept for error messages.
+at YAML except :class:`SourcePos` (defined in :mod:`topo.diagnostics`), kept for
+error messages.
 """
 
 from __future__ import annotations
@@ -12,26 +13,29 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from topo.diagnostics import SourcePos
 from topo.ir.values import FrozenMap
 
-IR_VERSION = 1
+IR_VERSION = 2  # 2: opaque values ({"$opaque": ...}) in node arguments and params
 
-NodeKind = Literal["courier", "py", "reverb", "cacher"]
+NodeKind = str  # a name in the node-kind registry (topo.kinds), checked by the compiler
 RestartMode = Literal["never", "on-failure", "always"]
 EdgeVia = Literal["ref", "round_robin", "fallback", "source", "primary"]
 ColocationMode = Literal["single", "replicas", "set"]
 
-
-@dataclass(frozen=True, slots=True)
-class SourcePos:
-    """Where something was written: file, 1-based line and column."""
-
-    file: str
-    line: int
-    col: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
+__all__ = [
+    "IR_VERSION",
+    "Edge",
+    "Executable",
+    "Group",
+    "Node",
+    "Program",
+    "Resources",
+    "RestartPolicy",
+    "RpcSettings",
+    "SourcePos",
+    "StopSettings",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,7 @@ class Group:
     primary: str | None = None
     description: str = ""
     origin: SourcePos | None = None
+    draw: str = ""  # the drawing role of the group's kind, for renderers
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,20 @@
 """Argument values in the IR: immutable JSON-like trees that may hold node references.
 
-A value is ``None | bool | int | float | str | tuple[Value, ...] | FrozenMap | Ref``.
+A value is ``None | bool | int | float | str | tuple[Value, ...] | FrozenMap | Ref | Opaque``.
 Lists become tuples and mappings become :class:`FrozenMap`, so a compiled program
-cannot be changed after the fact.
+cannot be changed after the fact. Any other Python object (a factory function, a
+closure, an environment spec) becomes an :class:`Opaque` value: an import path when
+the object can be imported back, otherwise its pickled bytes.
 """
 
 from __future__ import annotations
 
+import base64
+import importlib
+import sys
+import types
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 
@@ -56,20 +62,147 @@ class FrozenMap(Mapping[str, Any]):
         return (FrozenMap, (self._data,))
 
 
-Value = Union[None, bool, int, float, str, tuple["Value", ...], FrozenMap, Ref]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class Opaque:
+    """A Python object carried by the IR as an import path (``module:qualname``) or as
+    pickled bytes, with a readable description for printing. Exactly one of
+    ``import_path`` and ``pickled`` is set; equality and hash ignore the description."""
+
+    description: str = field(compare=False)
+    import_path: str | None = None
+    pickled: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if (self.import_path is None) == (self.pickled is None):
+            raise ValueError("an Opaque value needs exactly one of import_path and pickled")
+
+    @classmethod
+    def of(cls, obj: Any) -> Opaque:
+        """Wrap ``obj``: by import path when it is reachable by import, else pickled
+        with cloudpickle (TypeError when it cannot be pickled either)."""
+        if isinstance(obj, Opaque):
+            return obj
+        path = import_path_of(obj)
+        if path is not None:
+            kind = "class" if isinstance(obj, type) else type(obj).__name__
+            module, _, qualname = path.partition(":")
+            return cls(f"<{kind} {qualname} from {module}>", import_path=path)
+        import cloudpickle
+
+        try:
+            data = cloudpickle.dumps(obj, protocol=5)
+        except Exception as exc:
+            raise TypeError(
+                f"cannot put {_short_repr(obj)} in a program: it cannot be imported by name "
+                f"and cloudpickle failed ({type(exc).__name__}: {exc})"
+            ) from exc
+        return cls(f"<pickled {_what(obj)}, {_size(len(data))}>", pickled=data)
+
+    def load(self) -> Any:
+        """The object back: imported, or unpickled.
+
+        Unpickling runs code: only call this on an Opaque that came from a program this
+        process trusts (the launcher that compiled it), never on bytes from the network."""
+        if self.import_path is not None:
+            module, _, qualname = self.import_path.partition(":")
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split(".") if qualname else ():
+                obj = getattr(obj, part)
+            return obj
+        import cloudpickle
+
+        assert self.pickled is not None
+        return cloudpickle.loads(self.pickled)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"import": path}`` or ``{"pickle": base64}``, plus the description."""
+        if self.import_path is not None:
+            return {"import": self.import_path, "description": self.description}
+        assert self.pickled is not None
+        return {
+            "pickle": base64.b64encode(self.pickled).decode("ascii"),
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Opaque:
+        """The inverse of :meth:`to_json`."""
+        description = str(data.get("description", ""))
+        if "import" in data:
+            return cls(description, import_path=str(data["import"]))
+        return cls(description, pickled=base64.b64decode(data["pickle"], validate=True))
+
+
+def import_path_of(obj: Any) -> str | None:
+    """``module:qualname`` when importing that gives back ``obj`` itself, else None.
+
+    Objects of ``__main__`` are never imported by name: a worker's ``__main__`` is not
+    the launcher's script."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(obj, types.ModuleType):
+        module, qualname = obj.__name__, ""
+    if not isinstance(module, str) or not isinstance(qualname, str) or module == "__main__":
+        return None
+    if "<" in qualname:  # <lambda>, <locals>
+        return None
+    loaded = sys.modules.get(module)
+    if loaded is None:
+        try:
+            loaded = importlib.import_module(module)
+        except Exception:
+            return None
+    found: Any = loaded
+    for part in qualname.split(".") if qualname else ():
+        found = getattr(found, part, None)
+        if found is None:
+            return None
+    return f"{module}:{qualname}" if found is obj else None
+
+
+def _what(obj: Any) -> str:
+    if isinstance(obj, types.FunctionType | types.MethodType):
+        name = obj.__qualname__
+        return "lambda" if name.endswith("<lambda>") else f"function {name}"
+    if isinstance(obj, type):
+        return f"class {obj.__qualname__}"
+    return type(obj).__qualname__
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024**2:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024**2:.1f} MiB"
+
+
+def _short_repr(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+Value = Union[None, bool, int, float, str, tuple["Value", ...], FrozenMap, Ref, Opaque]  # noqa: UP007
+
+_PLAIN = (type(None), bool, int, float, str, Ref, Opaque)
 
 
 def freeze(value: Any) -> Value:
-    """Turn a plain JSON-like tree (lists, dicts) into an immutable IR value."""
+    """Turn a Python tree (lists, dicts, objects) into an immutable IR value: lists become
+    tuples, mappings :class:`FrozenMap`, and any other object an :class:`Opaque`."""
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)
-    if isinstance(value, Mapping) and not isinstance(value, FrozenMap):
+    if isinstance(value, FrozenMap):
+        return value
+    if isinstance(value, Mapping):
         return FrozenMap({str(k): freeze(v) for k, v in value.items()})
-    return value  # type: ignore[no-any-return]
+    if isinstance(value, _PLAIN):
+        return value
+    return Opaque.of(value)
 
 
 def thaw(value: Value) -> Any:
-    """The inverse of :func:`freeze`: plain lists and dicts (refs are kept as :class:`Ref`)."""
+    """The inverse of :func:`freeze`: plain lists and dicts (refs and opaque values are kept)."""
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
     if isinstance(value, FrozenMap):
@@ -94,6 +227,8 @@ def to_json(value: Value) -> Any:
     start with ``$`` is wrapped as ``{"$map": {...}}`` so decoding stays unambiguous."""
     if isinstance(value, Ref):
         return {"$ref": value.node}
+    if isinstance(value, Opaque):
+        return {"$opaque": value.to_json()}
     if isinstance(value, tuple):
         return [to_json(v) for v in value]
     if isinstance(value, FrozenMap):
@@ -101,7 +236,12 @@ def to_json(value: Value) -> Any:
         if any(k.startswith("$") for k in encoded):
             return {"$map": encoded}
         return encoded
-    return value
+    if value is None or isinstance(value, bool | int | float | str | list | dict):
+        return value
+    raise TypeError(
+        f"{_short_repr(value)} is not an IR value: pass node arguments through "
+        "topo.ir.freeze(), which turns Python objects into Opaque values"
+    )
 
 
 def from_json(data: Any) -> Value:
@@ -111,6 +251,8 @@ def from_json(data: Any) -> Value:
     if isinstance(data, dict):
         if len(data) == 1 and "$ref" in data:
             return Ref(str(data["$ref"]))
+        if len(data) == 1 and "$opaque" in data:
+            return Opaque.from_json(data["$opaque"])
         if len(data) == 1 and "$map" in data:
             return FrozenMap({k: from_json(v) for k, v in data["$map"].items()})
         return FrozenMap({k: from_json(v) for k, v in data.items()})

@@ -11,6 +11,7 @@ The output depends only on the view, so it is byte-identical across runs.
 from __future__ import annotations
 
 from topo.render.model import Box, View, ViewEdge, ViewNode
+from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, ROLE, role_colour
 
 SHAPES: dict[str, tuple[str, str]] = {
     # role: (shape, extra style)
@@ -21,29 +22,27 @@ SHAPES: dict[str, tuple[str, str]] = {
     "counter": ("hexagon", "filled"),
     "limiter": ("octagon", "filled"),
 }
-FILL: dict[str, str] = {
-    "courier": "#e8f0fe",
-    "py": "#f1f3f4",
-    "reverb": "#fce8e6",
-    "cacher": "#fef7e0",
-    "counter": "#e6f4ea",
-    "limiter": "#fde7f3",
-}
-EDGE_STYLE: dict[str, str] = {
-    "ref": "",
-    "round_robin": 'style=dashed, color="#1a73e8", fontcolor="#1a73e8"',
-    "fallback": 'style=dotted, color="#5f6368", fontcolor="#5f6368"',
-    "source": 'color="#b06000", fontcolor="#b06000"',
-    "primary": 'style=bold, color="#7b1fa2", fontcolor="#7b1fa2"',
-}
+FILL: dict[str, str] = {role: c.fill for role, c in ROLE.items()}
+
+
+_LINE = {"round_robin": "style=dashed, ", "fallback": "style=dotted, ", "primary": "style=bold, "}
+
+
+def _edge_style(via: str) -> str:
+    c = EDGE[via].stroke
+    return f'{_LINE.get(via, "")}color="{c}", fontcolor="{c}"'
+
+
+EDGE_STYLE: dict[str, str] = {"ref": "", **{via: _edge_style(via) for via in EDGE}}
+_PROCESS = 'style="rounded,filled,bold"; fillcolor="{c.fill}"; color="{c.stroke}";'
 BOX_STYLE: dict[str, str] = {
-    "group": 'style="rounded"; color="#5f6368";',
-    "threads": 'style="rounded,filled,bold"; fillcolor="#fff8e1"; color="#f9a825";',
-    "process": 'style="rounded,filled,bold"; fillcolor="#fff8e1"; color="#f9a825";',
-    "host": 'style="dashed"; color="#00897b"; penwidth=2;',
+    "group": f'style="rounded"; color="{BOX["group"].stroke}";',
+    "threads": _PROCESS.format(c=BOX["threads"]),
+    "process": _PROCESS.format(c=BOX["process"]),
+    "host": f'style="dashed"; color="{BOX["host"].stroke}"; penwidth=2;',
 }
-GREY = 'color="#bdbdbd", fontcolor="#9e9e9e"'
-GREY_BOX = 'color="#bdbdbd"; fontcolor="#9e9e9e"; style="dashed";'
+GREY = f'color="{DISABLED.stroke}", fontcolor="{DISABLED_TEXT}"'
+GREY_BOX = f'color="{DISABLED.stroke}"; fontcolor="{DISABLED_TEXT}"; style="dashed";'
 
 
 def quote(text: str) -> str:
@@ -57,14 +56,14 @@ def _node_line(n: ViewNode, indent: str) -> str:
     label = n.label if not n.detail else f"{n.label}\n{n.detail}"
     attrs = [f"label={quote(label)}", f"shape={shape}", f'style="{style}"']
     if n.disabled:
-        attrs += ['fillcolor="#f5f5f5"', GREY, 'style="dashed,filled"']
+        attrs += [f'fillcolor="{DISABLED.fill}"', GREY, 'style="dashed,filled"']
         attrs.remove(f'style="{style}"')
     else:
-        attrs.append(f'fillcolor="{FILL.get(n.role, "#ffffff")}"')
+        attrs.append(f'fillcolor="{role_colour(n.role).fill}"')
     if n.collapsed:
         attrs.append("peripheries=2")
     if n.neighbour:
-        attrs.append('color="#9e9e9e"')
+        attrs.append(f'color="{DISABLED_TEXT}"')
     return f"{indent}{quote(n.key)} [{', '.join(attrs)}];"
 
 

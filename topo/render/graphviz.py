@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 
 INSTALL_HINT = (
@@ -11,6 +12,10 @@ INSTALL_HINT = (
     "(macOS) or `conda install graphviz`; or print DOT text with `--dot` instead."
 )
 FORMATS = ("svg", "png")
+# PNGs are bounded: cairo clips at 32,767 px a side, and a 256-actor --expand drawing
+# at 96 dpi is taller than that (a 46 MB PNG, clipped). Larger drawings are scaled down.
+PNG_DPI = 96
+PNG_MAX_PX = 16_384
 
 
 class GraphvizError(RuntimeError):
@@ -29,9 +34,13 @@ def render(dot_text: str, fmt: str, *, timeout_s: float = 120.0) -> bytes:
     exe = find_dot()
     if exe is None:
         raise GraphvizError(INSTALL_HINT)
+    args = [exe, f"-T{fmt}"]
+    if fmt == "png":  # "size" only ever scales a drawing down, uniformly
+        inches = PNG_MAX_PX / PNG_DPI
+        args += [f"-Gdpi={PNG_DPI}", f"-Gsize={inches:g},{inches:g}"]
     try:
         done = subprocess.run(
-            [exe, f"-T{fmt}"],
+            args,
             input=dot_text.encode("utf-8"),
             capture_output=True,
             timeout=timeout_s,
@@ -47,3 +56,16 @@ def render(dot_text: str, fmt: str, *, timeout_s: float = 120.0) -> bytes:
         err = done.stderr.decode("utf-8", "replace").strip()
         raise GraphvizError(f"`dot -T{fmt}` failed (exit {done.returncode}): {err}")
     return done.stdout
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) in pixels of PNG bytes (from the IHDR chunk)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        raise ValueError("not a PNG")
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def png_was_scaled(data: bytes) -> bool:
+    """True when ``render(..., "png")`` had to shrink the drawing to ``PNG_MAX_PX``."""
+    return max(png_size(data)) >= PNG_MAX_PX * 0.98

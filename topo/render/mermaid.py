@@ -13,6 +13,7 @@ import json
 import re
 
 from topo.render.model import Box, View, ViewNode
+from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, ROLE
 
 SHAPES: dict[str, tuple[str, str]] = {
     "courier": ("(", ")"),
@@ -30,26 +31,23 @@ ARROWS: dict[str, str] = {
     "primary": "==>",
 }
 EDGE_COLOUR: dict[str, str] = {
-    "round_robin": "stroke:#1a73e8,color:#1a73e8",
-    "fallback": "stroke:#5f6368,stroke-dasharray:2 4",
-    "source": "stroke:#b06000",
-    "primary": "stroke:#7b1fa2",
+    "round_robin": f"stroke:{EDGE['round_robin'].stroke},color:{EDGE['round_robin'].stroke}",
+    "fallback": f"stroke:{EDGE['fallback'].stroke},stroke-dasharray:2 4",
+    "source": f"stroke:{EDGE['source'].stroke}",
+    "primary": f"stroke:{EDGE['primary'].stroke}",
 }
 CLASSES: dict[str, str] = {
-    "courier": "fill:#e8f0fe,stroke:#1a73e8",
-    "py": "fill:#f1f3f4,stroke:#5f6368",
-    "reverb": "fill:#fce8e6,stroke:#c5221f",
-    "cacher": "fill:#fef7e0,stroke:#b06000",
-    "counter": "fill:#e6f4ea,stroke:#137333",
-    "limiter": "fill:#fde7f3,stroke:#a50e5f",
+    **{role: f"fill:{c.fill},stroke:{c.stroke}" for role, c in ROLE.items()},
     "many": "stroke-width:3px",
-    "disabled": "fill:#f5f5f5,stroke:#bdbdbd,color:#9e9e9e,stroke-dasharray:4 3",
+    "disabled": f"fill:{DISABLED.fill},stroke:{DISABLED.stroke},color:{DISABLED_TEXT},"
+    "stroke-dasharray:4 3",
 }
+_THICK = "fill:{c.fill},stroke:{c.stroke},stroke-width:2px"
 BOX_STYLE: dict[str, str] = {
-    "group": "fill:none,stroke:#5f6368",
-    "threads": "fill:#fff8e1,stroke:#f9a825,stroke-width:2px",
-    "process": "fill:#fff8e1,stroke:#f9a825,stroke-width:2px",
-    "host": "fill:none,stroke:#00897b,stroke-width:2px,stroke-dasharray:6 4",
+    "group": f"fill:none,stroke:{BOX['group'].stroke}",
+    "threads": _THICK.format(c=BOX["threads"]),
+    "process": _THICK.format(c=BOX["process"]),
+    "host": f"fill:none,stroke:{BOX['host'].stroke},stroke-width:2px,stroke-dasharray:6 4",
 }
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
@@ -127,7 +125,9 @@ def to_mermaid(view: View) -> str:
     members: dict[str, list[str]] = {name: [] for name in CLASSES}
     for key, n in view.nodes.items():
         ident = ids.get(key, "n_")
-        members["disabled" if n.disabled else n.role].append(ident)
+        role = "disabled" if n.disabled else n.role
+        if role in members:  # a role without a palette entry keeps Mermaid's default look
+            members[role].append(ident)
         if n.collapsed:
             members["many"].append(ident)
     out.extend(f"  class {','.join(m)} {name}" for name, m in members.items() if m)

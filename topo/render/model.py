@@ -26,7 +26,7 @@ from topo.ir.program import Executable, Group, Program
 
 TIMES = "\u00d7"  # multiplication sign, as in "actor x64"
 
-Role = Literal["courier", "py", "reverb", "cacher", "counter", "limiter"]
+Role = str  # a kind's drawing role (Group.draw), or counter / limiter
 BoxKind = Literal["root", "host", "threads", "group", "process"]
 
 COUNTER_TARGET = "topo.nodes:Counter"
@@ -138,12 +138,13 @@ class View:
 
 
 def role_of(group: Group) -> Role:
-    """The shape family of a group: built-in counter/limiter by target, else its kind."""
+    """The shape family of a group: built-in counter/limiter by target, else the drawing
+    role its kind declares (written into the IR by the compiler)."""
     if group.target == COUNTER_TARGET:
         return "counter"
     if group.target == LIMITER_TARGET:
         return "limiter"
-    return group.kind
+    return group.draw or group.kind
 
 
 def short_target(target: str) -> str:

@@ -8,28 +8,11 @@ from rich.text import Text
 from rich.tree import Tree
 
 from topo.render.model import Box, View, ViewEdge, ViewNode
+from topo.render.style import BOX, EDGE, ROLE
 
-ROLE_STYLE: dict[str, str] = {
-    "courier": "blue",
-    "py": "white",
-    "reverb": "red",
-    "cacher": "yellow",
-    "counter": "green",
-    "limiter": "magenta",
-}
-VIA_STYLE: dict[str, str] = {
-    "ref": "",
-    "round_robin": "cyan",
-    "fallback": "dim",
-    "source": "yellow",
-    "primary": "magenta",
-}
-BOX_STYLE: dict[str, str] = {
-    "group": "bold",
-    "threads": "bold yellow",
-    "process": "yellow",
-    "host": "bold green",
-}
+ROLE_STYLE: dict[str, str] = {role: c.term for role, c in ROLE.items()}
+VIA_STYLE: dict[str, str] = {"ref": "", **{via: c.term for via, c in EDGE.items()}}
+BOX_STYLE: dict[str, str] = {kind: c.term for kind, c in BOX.items()}
 
 
 def _node_text(n: ViewNode) -> Text:

@@ -81,6 +81,12 @@ class InProcessAddressBook(AddressBook):
     def lookup(self, node_id: str) -> str | None:
         return self._entries.get(node_id)
 
+    def forget(self, node_ids: list[str] | tuple[str, ...]) -> None:
+        """Drop these nodes' registrations whatever their endpoint (their process ended)."""
+        with self._lock:
+            for node_id in node_ids:
+                self._entries.pop(node_id, None)
+
     def entries(self) -> dict[str, str]:
         """A copy of every registration."""
         with self._lock:

@@ -49,18 +49,26 @@ class _Conn:
     def __init__(self, program: ProgramContext, node_id: str, endpoint: str) -> None:
         self.program = program
         self.node_id = node_id
-        self.endpoint = endpoint
+        self.endpoint: str | None = endpoint
         self.sock = _new_socket(program, endpoint)
 
     def refresh(self) -> bool:
-        """Re-resolve the peer; reconnect if it moved. True when it moved."""
+        """Re-resolve the peer; reconnect if it moved. True when it moved.
+
+        A peer the registry no longer lists (its process ended) is dropped at once, so
+        the socket stops reconnecting to its old address while it restarts."""
+        key = (self.program.program_id, self.node_id)
         endpoint = self.program.address_book.lookup(self.node_id)
-        if endpoint is None or endpoint == self.endpoint:
+        if endpoint == self.endpoint:
             return False
-        self.sock.disconnect(self.endpoint)
-        self.sock.connect(endpoint)
+        if self.endpoint is not None:
+            self.sock.disconnect(self.endpoint)
         self.endpoint = endpoint
-        _endpoints[(self.program.program_id, self.node_id)] = endpoint
+        if endpoint is None:
+            _endpoints.pop(key, None)
+            return False
+        self.sock.connect(endpoint)
+        _endpoints[key] = endpoint
         return True
 
 
@@ -112,8 +120,9 @@ def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ..
             pass
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise PeerUnavailable(node_id, time.monotonic() - start,
-                                  f"no connection to {conn.endpoint}")
+            detail = (f"no connection to {conn.endpoint}" if conn.endpoint
+                      else "no address registered (its process ended)")
+            raise PeerUnavailable(node_id, time.monotonic() - start, detail)
         if not sock.poll(int(min(step, remaining) * 1000) + 1, zmq.POLLOUT):
             conn.refresh()
             step = min(step * 2, 0.5)

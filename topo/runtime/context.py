@@ -40,6 +40,7 @@ class ProgramContext:
     default_deadline: float = DEFAULT_DEADLINE
     mechanism: Mechanism = "plain"
     bind_host: str = "127.0.0.1"
+    ipc_dir: str | None = None  # servers bind ipc sockets here (one host); None: tcp + CURVE
     security: Security = field(init=False)
 
     def __post_init__(self) -> None:
@@ -52,9 +53,11 @@ class ProgramContext:
 
     @classmethod
     def local(cls, default_deadline: float = DEFAULT_DEADLINE) -> ProgramContext:
-        """A fresh in-process program (threads backend, tests)."""
+        """A fresh in-process program (threads backend, tests), with its own socket dir."""
+        from topo.runtime.transport import make_ipc_dir
+
         return cls(new_program_id(), new_secret(), InProcessAddressBook(),
-                   default_deadline=default_deadline)
+                   default_deadline=default_deadline, ipc_dir=make_ipc_dir())
 
 
 _program_var: contextvars.ContextVar[ProgramContext | None] = contextvars.ContextVar(

@@ -198,7 +198,12 @@ class _Engine:
             key = (peer.program.program_id, peer.node_id)
             endpoint = (_endpoints.get(key) if peer.sock is None else None) or (
                 peer.program.address_book.lookup(peer.node_id))
-            if endpoint is not None and endpoint != peer.endpoint:
+            if endpoint is None and peer.sock is not None and peer.endpoint is not None:
+                # The registry dropped it (its process ended): stop reconnecting there.
+                peer.sock.disconnect(peer.endpoint)
+                peer.endpoint = None
+                _endpoints.pop(key, None)
+            elif endpoint is not None and endpoint != peer.endpoint:
                 _endpoints[key] = endpoint
                 if peer.sock is None:
                     peer.sock = _new_socket(peer.program, endpoint)

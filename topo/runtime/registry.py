@@ -12,6 +12,7 @@ process uses a ``RegistryClient`` as its ``AddressBook``.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import uuid
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import client
+from topo.runtime import client, transport
 from topo.runtime.addressbook import AddressBook, InProcessAddressBook
 from topo.runtime.auth import Mechanism, secure_client, secure_server, zmq_context
 from topo.runtime.context import DEFAULT_DEADLINE, NodeInfo, ProgramContext
@@ -44,6 +45,7 @@ class RegistryInfo:
     mechanism: Mechanism = "plain"
     default_deadline: float = DEFAULT_DEADLINE
     bind_host: str = "127.0.0.1"
+    ipc_dir: str | None = None
 
 
 class RegistryService(InProcessAddressBook):
@@ -63,17 +65,26 @@ class RegistryService(InProcessAddressBook):
 
 
 class RegistryServer:
-    """Runs a program's registry; the launcher owns it. ``on_report`` receives the node
-    status that executables send with ``RegistryClient.report``."""
+    """Runs a program's registry; the launcher owns it.
+
+    With PLAIN (one host) the registry makes the run's private socket directory, unless
+    given one in ``ipc_dir``, and removes it on ``close``; with CURVE it listens on TCP.
+    ``on_report`` receives the node status that executables send with
+    ``RegistryClient.report``."""
 
     def __init__(self, program_id: str, secret: str, *, mechanism: Mechanism = "plain",
                  bind_host: str = "127.0.0.1", advertise_host: str | None = None,
                  default_deadline: float = DEFAULT_DEADLINE, threads: int = 4,
-                 on_report: ReportHandler | None = None) -> None:
+                 ipc_dir: str | None = None, on_report: ReportHandler | None = None) -> None:
         self.stop_event = threading.Event()
         self._closed = threading.Event()
+        self._own_dir: str | None = None
+        if mechanism == "plain" and ipc_dir is None:
+            ipc_dir = self._own_dir = transport.make_ipc_dir(owned=False)
+        if ipc_dir is not None:
+            transport.check_ipc_dir(ipc_dir)
         self._program = ProgramContext(program_id, secret, InProcessAddressBook(),
-                                       default_deadline, mechanism, bind_host)
+                                       default_deadline, mechanism, bind_host, ipc_dir)
         self.service = RegistryService(self._on_stop, on_report)
         self._server = NodeServer(self.service, NodeInfo(REGISTRY_ID, REGISTRY_ID),
                                   self._program, threads=threads, max_message_bytes=1 << 20,
@@ -81,12 +92,10 @@ class RegistryServer:
         pub = zmq_context().socket(zmq.PUB)
         pub.linger = 0
         secure_server(pub, self._program.security)
-        pub.bind(f"tcp://{bind_host}:0")
-        pub_endpoint = pub.last_endpoint.decode()
-        if advertise_host:
-            pub_endpoint = f"tcp://{advertise_host}:{pub_endpoint.rsplit(':', 1)[1]}"
+        pub_endpoint = transport.bind(pub, ipc_dir=ipc_dir, bind_host=bind_host,
+                                      advertise_host=advertise_host)
         self.info = RegistryInfo(program_id, secret, self._server.endpoint, pub_endpoint,
-                                 mechanism, default_deadline, bind_host)
+                                 mechanism, default_deadline, bind_host, ipc_dir)
         self._publisher = threading.Thread(target=self._publish, args=(pub,),
                                            name="topo-registry-pub", daemon=True)
         self._publisher.start()
@@ -124,6 +133,13 @@ class RegistryServer:
         self._closed.set()
         self._server.close()
         self._publisher.join(5)
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def forget(self, node_ids: list[str] | tuple[str, ...]) -> None:
+        """Drop the addresses of nodes whose process ended, at once: callers stop
+        reconnecting to them and wait for the restarted node's new address."""
+        self.service.forget(node_ids)
 
 
 class RegistryClient(AddressBook):
@@ -134,7 +150,8 @@ class RegistryClient(AddressBook):
         book = InProcessAddressBook()
         book.register(REGISTRY_ID, info.endpoint)
         self._boot = ProgramContext(info.program_id, info.secret, book,
-                                    call_timeout, info.mechanism, info.bind_host)
+                                    call_timeout, info.mechanism, info.bind_host,
+                                    info.ipc_dir)
         self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
@@ -225,4 +242,5 @@ class RegistryClient(AddressBook):
 def connect_program(info: RegistryInfo) -> ProgramContext:
     """The ``ProgramContext`` of a process joining the program described by ``info``."""
     return ProgramContext(info.program_id, info.secret, RegistryClient(info),
-                          info.default_deadline, info.mechanism, info.bind_host)
+                          info.default_deadline, info.mechanism, info.bind_host,
+                          info.ipc_dir)

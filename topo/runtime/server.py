@@ -21,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import wire
+from topo.runtime import transport, wire
 from topo.runtime.auth import secure_server, zmq_context
 from topo.runtime.batching import Batcher, batch_spec
 from topo.runtime.context import (
@@ -77,15 +77,8 @@ class _DropLog:
             log.warning("topo node %s: dropped message #%d: %s", self.node_id, n, reason)
 
 
-def _advertised(endpoint: str, advertise_host: str | None) -> str:
-    """``endpoint`` with its host replaced by ``advertise_host`` (what peers dial)."""
-    if not advertise_host:
-        return endpoint
-    return f"tcp://{advertise_host}:{endpoint.rsplit(':', 1)[1]}"
-
-
 class NodeServer:
-    """Serves ``obj``'s methods for one node; ``endpoint`` is its real tcp address."""
+    """Serves ``obj``'s methods for one node; ``endpoint`` is its address (ipc path or tcp)."""
 
     def __init__(self, obj: Any, node: NodeInfo, program: ProgramContext, *,
                  threads: int = 4, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -103,8 +96,7 @@ class NodeServer:
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self._registered = register
-        front, bound = self._bind_front(bind_host or program.bind_host)
-        self.endpoint = _advertised(bound, advertise_host)
+        front, self.endpoint = self._bind_front(bind_host or program.bind_host, advertise_host)
         tag = uuid.uuid4().hex[:12]
         self._inner = f"inproc://topo-srv-{tag}"
         self._start_proxy(front, tag)
@@ -126,16 +118,18 @@ class NodeServer:
             program.address_book.register(node.id, self.endpoint)
 
     # -- set-up ---------------------------------------------------------------
-    def _bind_front(self, host: str) -> tuple[zmq.Socket, str]:
-        """The authenticated ROUTER clients connect to, bound to a random port; and the
-        endpoint it got."""
+    def _bind_front(self, host: str, advertise_host: str | None) -> tuple[zmq.Socket, str]:
+        """The authenticated ROUTER clients connect to (an ipc path on one host, else a
+        random tcp port), and the endpoint peers dial."""
         front = zmq_context().socket(zmq.ROUTER)
         front.linger = 0
         front.maxmsgsize = self.max_message_bytes
         front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
+        transport.check_mechanism(self.program.mechanism, self.program.ipc_dir)
         secure_server(front, self.program.security)
-        front.bind(f"tcp://{host}:0")
-        return front, front.last_endpoint.decode()
+        endpoint = transport.bind(front, ipc_dir=self.program.ipc_dir, bind_host=host,
+                                  advertise_host=advertise_host)
+        return front, endpoint
 
     def _start_proxy(self, front: zmq.Socket, tag: str) -> None:
         """One handler thread owns ``front`` directly; more share it through a C proxy."""

@@ -9,23 +9,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from topo.diagnostics import Diagnostic, TopoError
+from topo.kinds import get_kind, option_owners
 from topo.spec import interpolate
 from topo.spec.expr import ExprError, names
-from topo.spec.models import GroupSpec, TopologySpec
+from topo.spec.models import GroupSpec, TopologySpec, topology_model
 from topo.spec.params import RESERVED, Param, resolve_params, suggest
 from topo.spec.source import Document, PathKey, SourceMap, read_document
 from topo.spec.validation import diagnostics_from
 
 # Fields evaluated per node by the compiler, not here.
 _PER_NODE_FIELDS = ("args", "overrides")
-_KIND_FIELDS = {
-    "courier": {"target"},
-    "py": {"target"},
-    "reverb": {"tables", "checkpoint"},
-    "cacher": {"source", "refresh_ms", "stale_ms"},
-}
-_KIND_ONLY = {f for fields in _KIND_FIELDS.values() for f in fields}
-_REQUIRED = {"courier": "target", "py": "target", "reverb": "tables", "cacher": "source"}
 
 
 @dataclass(frozen=True)
@@ -137,41 +130,33 @@ def _interpolate(
 
 
 def _kind_checks(spec: TopologySpec, sources: SourceMap) -> list[Diagnostic]:
+    """Checks each registered kind declares: its required field, fields of other kinds,
+    its own checks; and that overrides are keyed by replica index."""
     errors = []
+    owners = option_owners()
     for name, group in spec.nodes.items():
-        required = _REQUIRED[group.kind]
-        if getattr(group, required) is None:
-            example = {
-                "target": "package.module:Class",
-                "tables": "package.module:make_tables",
-                "source": '"@trainer"',
-            }[required]
+        kind = get_kind(group.kind)
+        if kind.required and getattr(group, kind.required, None) is None:
             errors.append(
                 Diagnostic(
-                    f"group '{name}' (kind {group.kind}) needs '{required}'",
+                    f"group '{name}' (kind {group.kind}) needs '{kind.required}'",
                     sources.pos(("nodes", name), key=True),
-                    f"add  {required}: {example}",
+                    f"add  {kind.required}: {kind.example}" if kind.example else None,
                 )
             )
-        for field in _KIND_ONLY - _KIND_FIELDS[group.kind]:
-            if field in group.model_fields_set:
-                owners = [k for k, v in _KIND_FIELDS.items() if field in v]
+        for field, kinds in owners.items():
+            if field not in kind.fields and field in group.model_fields_set:
                 errors.append(
                     Diagnostic(
                         f"'{field}' does not apply to group '{name}' of kind {group.kind} "
-                        f"(it is for kind {' / '.join(owners)})",
+                        f"(it is for kind {' / '.join(kinds)})",
                         sources.pos(("nodes", name, field), key=True),
                     )
                 )
-        if group.kind == "cacher" and group.refresh_ms and group.stale_ms is not None:
-            if group.stale_ms < group.refresh_ms:
-                errors.append(
-                    Diagnostic(
-                        f"group '{name}': stale_ms ({group.stale_ms}) is shorter than "
-                        f"refresh_ms ({group.refresh_ms}), so every call would block",
-                        sources.pos(("nodes", name, "stale_ms")),
-                    )
-                )
+        for field, message in kind.checks(group.options()):
+            errors.append(
+                Diagnostic(f"group '{name}': {message}", sources.pos(("nodes", name, field)))
+            )
         for key in group.overrides:
             if not key.isdigit():
                 errors.append(
@@ -197,10 +182,11 @@ def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpe
     }
     if errors:
         raise TopoError(errors)
+    model = topology_model()
     try:
-        spec = TopologySpec.model_validate(interpolated)
+        spec = model.model_validate(interpolated)
     except ValidationError as exc:
-        raise TopoError(diagnostics_from(exc, interpolated, doc.sources, TopologySpec)) from None
+        raise TopoError(diagnostics_from(exc, interpolated, doc.sources, model)) from None
     errors = _kind_checks(spec, doc.sources)
     if errors:
         raise TopoError(errors)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-TARGET_PATTERN = rf"^{_DOTTED}:{_DOTTED}$"
+from topo.kinds import registry
+from topo.kinds.builtin import CheckpointSpec
+from topo.targets import TARGET_PATTERN
+
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
-NodeKindName = Literal["courier", "py", "reverb", "cacher"]
 
 
 class _Model(BaseModel):
@@ -97,27 +98,13 @@ class RpcSpec(_Model):
     )
 
 
-class CheckpointSpec(_Model):
-    """Periodic checkpoint of a Reverb server."""
-
-    dir: str = Field(description="Directory the checkpoints are written to.")
-    every_s: float = Field(600.0, gt=0, description="Seconds between checkpoints.")
-
-
 class GroupSpec(_Model):
-    """A group of identical nodes: ``count`` replicas of ``target(**args)``."""
+    """A group of identical nodes: ``count`` replicas of ``target(**args)``.
 
-    kind: NodeKindName = Field(
-        "courier",
-        description="courier: an object served over RPC (run() called if it has one); "
-        "py: a function or object run, no server; reverb: a Reverb replay server; "
-        "cacher: caches the replies of another node.",
-    )
-    target: str | None = Field(
-        None,
-        pattern=TARGET_PATTERN,
-        description="What builds the node, as 'package.module:attribute' (courier and py).",
-    )
+    The fields common to every kind; :func:`topology_model` adds each registered kind's
+    own fields (``target``, ``tables``, ``source``...) and restricts ``kind`` to their names."""
+
+    kind: str = Field("courier", description="The node kind.")
     description: str = Field("", description="Free text shown in validate and graph.")
     count: int | None = Field(
         None,
@@ -152,23 +139,10 @@ class GroupSpec(_Model):
         None,
         description="Marks this group as secondaries of a singleton group, e.g. '@learner'.",
     )
-    tables: str | None = Field(
-        None,
-        pattern=TARGET_PATTERN,
-        description="reverb only: 'module:function' returning the list of reverb.Table.",
-    )
-    checkpoint: CheckpointSpec | None = Field(
-        None, description="reverb only: periodic checkpointing of the replay."
-    )
-    source: str | None = Field(
-        None, description="cacher only: the node whose replies are cached, e.g. '@trainer'."
-    )
-    refresh_ms: int | None = Field(
-        None, ge=0, description="cacher only: how often cached replies are refreshed, ms."
-    )
-    stale_ms: int | None = Field(
-        None, ge=0, description="cacher only: oldest reply served before a call blocks, ms."
-    )
+
+    def options(self) -> Any:
+        """This group's kind-specific fields, as its kind's options model."""
+        return registry.get_kind(self.kind).options_of(self)
 
 
 class ColocationSpec(_Model):
@@ -242,3 +216,58 @@ class TopologySpec(_Model):
         return nodes
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+
+_models: dict[int, type[TopologySpec]] = {}
+
+
+def topology_model() -> type[TopologySpec]:
+    """The model of a topology file for the node kinds registered now: ``GroupSpec`` with
+    every kind's own fields and ``kind`` one of their names. Rebuilt when a kind registers."""
+    version = registry.version()
+    model = _models.get(version)
+    if model is not None:
+        return model
+    kinds = registry.all_kinds()
+    names = tuple(k.name for k in kinds)
+    fields: dict[str, Any] = {
+        "kind": (
+            Literal[names],
+            Field("courier", description="; ".join(f"{k.name}: {k.help}" for k in kinds) + "."),
+        )
+    }
+    for kind in kinds:
+        for name, info in kind.options.model_fields.items():
+            if name in GroupSpec.model_fields:
+                raise ValueError(
+                    f"node kind {kind.name!r}: its field {name!r} is a field of every group"
+                )
+            if name in fields and fields[name][0] != info.annotation:
+                raise ValueError(
+                    f"node kind {kind.name!r}: its field {name!r} has another type than the "
+                    "field of that name of an earlier kind"
+                )
+            fields.setdefault(name, (info.annotation, info))
+    group = create_model(  # type: ignore[call-overload]
+        "GroupSpec", __base__=GroupSpec, __doc__=(GroupSpec.__doc__ or "").split("\n")[0], **fields
+    )
+    nodes_field = TopologySpec.model_fields["nodes"]
+    model = create_model(  # type: ignore[call-overload]
+        "TopologySpec",
+        __base__=TopologySpec,
+        __doc__=TopologySpec.__doc__,
+        nodes=(dict[str, group], nodes_field),
+    )
+    _models.clear()
+    _models[version] = model
+    return model  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "TARGET_PATTERN",
+    "CheckpointSpec",
+    "ColocationSpec",
+    "GroupSpec",
+    "TopologySpec",
+    "topology_model",
+]

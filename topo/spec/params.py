@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from topo.diagnostics import Diagnostic, TopoError
+from topo.diagnostics import Diagnostic, TopoError, suggest
 from topo.spec import interpolate
 from topo.spec.expr import ExprError
 from topo.spec.source import SourceMap
@@ -56,12 +55,6 @@ def _type_ok(value: Any, type_name: str) -> bool:
     if isinstance(value, bool) and type_name in ("int", "float"):
         return False
     return isinstance(value, _TYPES[type_name])
-
-
-def suggest(word: str, choices: list[str] | set[str]) -> str | None:
-    """A 'did you mean' hint for a misspelt name, if one is close enough."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topo.spec.models import TopologySpec
+from topo.spec.models import topology_model
 
 SCHEMA_ID = "https://topo.dev/schemas/topology.schema.json"
 _EXPR = {"$ref": "#/$defs/Expression"}
@@ -55,7 +55,7 @@ def _takes_non_string(prop: dict[str, Any]) -> bool:
 
 def topology_schema() -> dict[str, Any]:
     """The schema as a dict."""
-    schema = TopologySpec.model_json_schema(by_alias=True, mode="validation")
+    schema = topology_model().model_json_schema(by_alias=True, mode="validation")
     schema = _widen(schema)
     schema.setdefault("$defs", {})["Expression"] = _EXPRESSION_DEF
     schema["$id"] = SCHEMA_ID

@@ -11,8 +11,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError
 
-from topo.diagnostics import TopoError
-from topo.ir.program import SourcePos
+from topo.diagnostics import SourcePos, TopoError
 
 PathKey = tuple[str | int, ...]
 

@@ -8,8 +8,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
 
-from topo.diagnostics import Diagnostic
-from topo.spec.params import suggest
+from topo.diagnostics import Diagnostic, suggest
 from topo.spec.source import PathKey, SourceMap
 
 _EXPECTED = {

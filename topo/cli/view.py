@@ -52,7 +52,8 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
     if k == "restarting":
         return Text(f"↻ {event.node}: {event.message}", style="yellow")
     if k == "stopping":
-        return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s)", style="bold")
+        return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s; press Ctrl-C "
+                    "again to kill)", style="bold")
     if k == "killed":
         return Text(f"✗ killed {event.executable} (pid {event.pid})", style="red")
     return None
@@ -96,15 +97,15 @@ class TableView:
     def render(self) -> Table:
         """The table as of now."""
         la = self.launcher
-        table = Table(title=f"{la.program.name} — {la.backend.name}",
-                      caption=str(la.run_dir), expand=False)
+        table = Table(title=Text(f"{la.program.name} — {la.backend.name}"),
+                      caption=Text(str(la.run_dir)), expand=False)
         for name in ("node", "executable", "state", "pid", "restarts", "uptime", "last log line"):
             table.add_column(name, no_wrap=True, overflow="ellipsis",
                              max_width=60 if name == "last log line" else None)
         height = max(self.console.size.height - 8, 5)
         rows = list(la.nodes.values())
         for st in rows[:height]:
-            table.add_row(Text(st.id, style=colour(st.id)), st.exe,
+            table.add_row(Text(st.id, style=colour(st.id)), Text(st.exe),
                           Text(st.state, style=STATE_STYLE.get(st.state, "")),
                           str(st.pid or ""), str(st.restarts or ""), _uptime(st.started)
                           if st.state == "running" else "", escape(st.last_line[:200]))
