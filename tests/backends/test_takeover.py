@@ -35,6 +35,7 @@ def _as_nobody() -> None:
     os.setuid(NOBODY)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as 'nobody'")
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
 def test_dead_node_address_cannot_be_taken_over(topo_launch: Callable, topology: Callable,

@@ -86,6 +86,7 @@ class PtyRun:
         os.close(self.master)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_live_table_on_a_terminal_stops_on_ctrl_c_and_sigterm(
