@@ -18,6 +18,7 @@ from topo.compile.refs import GroupTable, RefError
 from topo.compile.seeds import derive_seeds, key_data
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import (
+    DEFAULT_READY_TIMEOUT_S,
     Edge,
     FrozenMap,
     Group,
@@ -83,6 +84,7 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
         resources=resources,
         rpc=_rpc(loaded.spec.rpc, g.rpc),
         stops_program=g.stops_program,
+        ready_timeout_s=g.ready_timeout_s or DEFAULT_READY_TIMEOUT_S,
         primary=primary,
         description=g.description,
         origin=loaded.sources.pos(("nodes", name), key=True),

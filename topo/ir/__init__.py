@@ -13,6 +13,7 @@ from topo.ir.codec import (
     program_to_dict,
 )
 from topo.ir.program import (
+    DEFAULT_READY_TIMEOUT_S,
     IR_VERSION,
     Edge,
     Executable,
@@ -28,6 +29,7 @@ from topo.ir.program import (
 from topo.ir.values import FrozenMap, Opaque, Ref, Value, freeze, iter_refs, thaw
 
 __all__ = [
+    "DEFAULT_READY_TIMEOUT_S",
     "IR_VERSION",
     "Edge",
     "Executable",

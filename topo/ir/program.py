@@ -17,6 +17,7 @@ from topo.diagnostics import SourcePos
 from topo.ir.values import FrozenMap
 
 IR_VERSION = 2  # 2: opaque values ({"$opaque": ...}) in node arguments and params
+DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds has failed
 
 NodeKind = str  # a name in the node-kind registry (topo.kinds), checked by the compiler
 RestartMode = Literal["never", "on-failure", "always"]
@@ -24,6 +25,7 @@ EdgeVia = Literal["ref", "round_robin", "fallback", "source", "primary"]
 ColocationMode = Literal["single", "replicas", "set"]
 
 __all__ = [
+    "DEFAULT_READY_TIMEOUT_S",
     "IR_VERSION",
     "Edge",
     "Executable",
@@ -84,6 +86,7 @@ class Group:
     resources: Resources = field(default_factory=Resources)
     rpc: RpcSettings = field(default_factory=RpcSettings)
     stops_program: bool = False
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     primary: str | None = None
     description: str = ""
     origin: SourcePos | None = None

@@ -135,6 +135,12 @@ class GroupSpec(_Model):
     stops_program: bool = Field(
         False, description="When this node's run() returns, stop the whole program."
     )
+    ready_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds a node may take to start (build its object, start serving) before "
+        "it counts as failed, its stack dumped to its log (default 120).",
+    )
     primary: str | None = Field(
         None,
         description="Marks this group as secondaries of a singleton group, e.g. '@learner'.",
