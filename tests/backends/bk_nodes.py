@@ -76,3 +76,25 @@ class Stopper:
 def hello(greeting: str = "hello") -> None:
     """A py node: a plain function run, no server."""
     print(f"{greeting} from {topo.current_node().id}", flush=True)
+
+
+class SlowStart:
+    """A constructor that does not return for ``seconds`` (a node stuck starting)."""
+
+    def __init__(self, seconds: float = 20.0) -> None:
+        time.sleep(seconds)
+
+    def ping(self) -> str:
+        return "pong"
+
+
+class Exiter:
+    """run() ends the whole process with os._exit (what threads cannot isolate)."""
+
+    def __init__(self, code: int = 3, delay: float = 0.5) -> None:
+        self.code = code
+        self.delay = delay
+
+    def run(self) -> None:
+        time.sleep(self.delay)
+        os._exit(self.code)

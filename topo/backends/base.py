@@ -131,6 +131,11 @@ class ExecutableRunner(ABC):
     def kill(self) -> None:
         """End it at once (SIGKILL, or abandon threads)."""
 
+    def dump_stacks(self, node: str) -> str:
+        """The stacks of ``node``'s threads, or where they were written (a node that does
+        not become ready is shown this way before it is killed); "" if not supported."""
+        return ""
+
 
 class Backend(ABC):
     """Starts executables of a program; the ``Launcher`` does the rest."""

@@ -15,6 +15,7 @@ Nothing here assumes a fork server: the caller says where output goes
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -142,6 +143,9 @@ def run_child(spec: ChildSpec, parent_alive: Callable[[], bool]) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         redirect_output(spec.output, spec.registry.program_id)
+        # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
+        # thread's stack into the node's log.
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         apply_resources(spec.program, spec.program.executable_index[spec.exe_id].nodes)
         watch_parent(parent_alive)
         context = connect_program(spec.registry)

@@ -5,10 +5,9 @@ The ``Launcher`` owns one program run: the run directory, the registry
 asks), the backend's executables, their logs (from the backend's
 ``log_source``) and status. Before anything starts it runs the checks of
 ``preflight`` (the backend's own ``check`` included) and raises
-``topo.diagnostics.TopoError`` on a refusal. One supervisor thread turns what
-is reported (node ready / finished / failed, executable exited) into status events, applies the
-groups' restart policies, and stops the program: stop event to every node,
-a grace period, then kill.
+``topo.diagnostics.TopoError`` on a refusal. One supervisor thread (its
+reactions are in ``supervise``) turns what is reported into status events,
+restarts, and the stop; ``status.json`` is kept current while the run goes on.
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 130 stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM.
@@ -25,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
-from topo.backends.logs import log_path, make_run_dir, write_marker, write_status
+from topo.backends.logs import log_path, make_run_dir, write_marker
 from topo.backends.preflight import preflight
-from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
+from topo.backends.record import StatusRecorder, write_status
+from topo.backends.state import ExeStatus, Failure, NodeStatus
+from topo.backends.supervise import Supervision
 from topo.diagnostics import TopoError
 from topo.ir import Group, Program, RestartPolicy
 from topo.runtime import RegistryServer, new_program_id, new_secret
@@ -35,7 +36,7 @@ from topo.runtime import RegistryServer, new_program_id, new_secret
 Listener = Callable[[Event], None]
 
 
-class Launcher(Sink):
+class Launcher(Supervision, Sink):
     """Runs ``program`` on ``backend``: start, watch, restart, stop."""
 
     def __init__(self, program: Program, backend: Backend, options: RunOptions | None = None
@@ -73,6 +74,7 @@ class Launcher(Sink):
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._done = threading.Event()
         self._tailer: LogSource | None = None
+        self._recorder: StatusRecorder | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
                                         daemon=True)
 
@@ -89,6 +91,7 @@ class Launcher(Sink):
         """Create the run directory and registry, start every executable."""
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
+        self._recorder = StatusRecorder(self.run_dir, self.summary)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0)
         net = self.backend.network()
@@ -146,6 +149,8 @@ class Launcher(Sink):
         return {
             "program": self.program.name,
             "backend": self.backend.name,
+            "state": "ended" if self.exit_code is not None else "running",
+            "updated": now,
             "exit_code": self.exit_code,
             "stop_reason": self.stop_reason,
             "failure": None if self.failure is None else vars(self.failure),
@@ -155,7 +160,8 @@ class Launcher(Sink):
             "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at,
                                                                  3),
             "nodes": [{"id": n.id, "executable": n.exe, "state": n.state, "pid": n.pid,
-                       "restarts": n.restarts} for n in self.nodes.values()],
+                       "restarts": n.restarts, "since": n.started}
+                      for n in self.nodes.values()],
         }
 
     # -- Sink (called from backend threads and the registry's handlers) --------
@@ -197,6 +203,7 @@ class Launcher(Sink):
     def _start_exe(self, exe: ExeStatus) -> None:
         exe.attempt += 1
         exe.failure = None
+        exe.stuck = ""
         exe.restart_at = None
         exe.state = "starting"
         self._set_nodes(exe, "starting")
@@ -235,171 +242,6 @@ class Launcher(Sink):
                 pass
         finally:
             self._finish()
-
-    def _step(self) -> bool:
-        """One round of supervision; True when the run is over."""
-        try:
-            msg = self._queue.get(timeout=0.05)
-        except queue.Empty:
-            msg = None
-        if msg is not None:
-            self._handle(msg)
-        registry = self.registry
-        if registry is not None and registry.stop_event.is_set() and not self._stopping:
-            reason, node = registry.stop_reason() or ("stop requested", None)
-            self._begin_stop(reason, node)
-        now = time.monotonic()
-        timeout = self.program.stop.timeout_s
-        if not self._stopping and timeout and time.time() - self.started_at > timeout:
-            self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
-        for exe in self.exes.values():
-            if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
-                self._start_exe(exe)
-        if self._grace_deadline is not None and now >= self._grace_deadline:
-            self._grace_deadline = None
-            if self._running():
-                self.warnings.append(f"killed {len(self._running())} executable(s) still "
-                                     f"running after the {self.grace_s:g}s grace period")
-            self._kill_all()
-        if self._stopping and not self._running():
-            return True
-        return self._kill_deadline is not None and now >= self._kill_deadline
-
-    def _running(self) -> list[ExeStatus]:
-        return [e for e in self.exes.values() if e.runner is not None]
-
-    def _handle(self, msg: tuple[Any, ...]) -> None:
-        kind = msg[0]
-        if kind == "node":
-            self._on_node(*msg[1:])
-        elif kind == "exited":
-            self._on_exited(*msg[1:])
-        elif kind == "started":
-            self._on_started(*msg[1:])
-        elif kind == "stop":
-            self._begin_stop(msg[1], msg[2], code=msg[3])
-        elif kind == "kill":
-            self._begin_stop("killed by the launcher", code=self._stop_code or 130)
-            self._kill_all()
-
-    def _on_node(self, kind: str, node: str, exe_id: str, attempt: int, pid: int,
-                 text: str) -> None:
-        exe = self.exes.get(exe_id)
-        if exe is None or attempt != exe.attempt or node not in self.nodes:
-            return
-        st = self.nodes[node]
-        if kind == "ready":
-            st.state = "running"
-            exe.state = "running"
-            self._emit("ready", node, exe_id, pid)
-            self._ever_ready.add(node)
-            if not self._ready.is_set() and len(self._ever_ready) == len(self.nodes):
-                self.ready_at = time.time()
-                self._ready.set()
-                self._emit("ready", message=f"all {len(self.nodes)} nodes up in "
-                           f"{self.ready_at - self.started_at:.2f}s")
-        elif kind == "finished":
-            st.state = "finished"
-            self._emit("finished", node, exe_id, pid)
-        elif kind == "failed":
-            st.state = "failed"
-            if self._tailer is not None:
-                self._tailer.append(node, text)
-            if self._stopping:
-                last = text.strip().splitlines()[-1] if text.strip() else "error"
-                self.warnings.append(f"{node} raised while the program was stopping: {last}")
-                self._emit("failed", node, exe_id, pid, "raised while stopping", traceback=text)
-            elif exe.failure is None:
-                exe.failure = (node, text)
-
-    def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int) -> None:
-        exe = self.exes.get(exe_id)
-        if exe is None or attempt != exe.attempt or exe.runner is None:
-            return
-        exe.runner = None
-        if self.registry is not None:
-            self.registry.forget(exe.nodes)  # nobody may keep calling a dead address
-        ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
-        self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
-        if self._stopping:
-            exe.state = "killed" if code < 0 and self._killed else "stopped"
-            for n in exe.nodes:
-                if self.nodes[n].state not in ("failed", "finished"):
-                    self.nodes[n].state = exe.state
-            self._emit("exited", exe=exe_id, pid=pid, message=exe.state, code=code)
-            return
-        policy = exe.policy
-        failed = code != 0 or exe.failure is not None
-        if not failed:
-            exe.state = "finished"
-            self._set_nodes(exe, "finished")
-            self._emit("exited", exe=exe_id, pid=pid, message="finished", code=code)
-            if policy.policy == "always" and exe.restarts < policy.max_restarts:
-                self._schedule_restart(exe, "its run() returned")
-            elif not any(e.runner is not None or e.restart_at is not None
-                         for e in self.exes.values()):
-                self._begin_stop("every node finished")
-            return
-        node, text = exe.failure or (exe.nodes[0], "")
-        if code < 0:
-            how = f"was killed by {signal_name(code)}"
-        elif text:
-            how = "raised an exception"
-        else:
-            how = f"exited with code {code}"
-        message = f"node {node} (pid {pid}) {how}"
-        exe.state = "failed"
-        self._set_nodes(exe, "failed")
-        self._emit("failed", node, exe_id, pid, message, traceback=text, code=code)
-        if policy.policy in ("on-failure", "always"):
-            if exe.restarts < policy.max_restarts:
-                last = text.strip().splitlines()[-1] if text.strip() and code >= 0 else ""
-                self._schedule_restart(exe, f"raised {last}" if last else how)
-                return
-            message = (f"node {node} failed {exe.restarts + 1} times, giving up "
-                       f"(max_restarts: {policy.max_restarts}); last failure: {how}")
-        self.failure = Failure(node, exe_id, pid, message, text)
-        self._begin_stop(message, node, failed=True)
-
-    def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
-        p = exe.policy
-        delay = min(p.backoff_s * (2 ** exe.restarts), p.backoff_max_s)
-        exe.restarts += 1
-        exe.restart_at = time.monotonic() + delay
-        exe.state = "restarting"
-        self._set_nodes(exe, "restarting")
-        self._emit("restarting", exe.nodes[0], exe.id,
-                   message=f"{why}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
-                   restarts=exe.restarts)
-
-    def _begin_stop(self, reason: str, node: str | None = None, *, failed: bool = False,
-                    code: int = 0) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        self.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
-        self._stop_code = 1 if failed else code
-        for exe in self.exes.values():
-            if exe.restart_at is not None:
-                exe.restart_at = None
-                exe.state = "stopped"
-        if self.registry is not None:
-            self.registry.request_stop(reason, node)
-        self._grace_deadline = time.monotonic() + self.grace_s
-        self._emit("stopping", node, message=self.stop_reason)
-
-    def _kill_all(self) -> None:
-        self._killed = True
-        self._grace_deadline = None
-        if self._kill_deadline is None:
-            self._kill_deadline = time.monotonic() + 10.0
-        for exe in self._running():
-            assert exe.runner is not None
-            try:
-                exe.runner.kill()
-            except Exception as exc:
-                self.warnings.append(f"could not kill {exe.id}: {exc!r}")
-            self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
 
     def _finish(self) -> None:
         for exe in self._running():

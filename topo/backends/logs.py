@@ -18,7 +18,6 @@ timestamps nor markers in the live view.
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import threading
@@ -71,11 +70,6 @@ def make_run_dir(program: Program, log_dir: Path, run_dir: Path | None,
         if len(exe.nodes) > 1:
             log_path(run_dir, exe.id).touch(mode=0o600)
     return run_dir.resolve()
-
-
-def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Write ``status.json``."""
-    (run_dir / "status.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
 
 MARKER = "── topo: "

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.logs import safe_name
 from topo.backends.worker import target_modules
 from topo.ir import dumps
 
@@ -35,6 +38,17 @@ class _ProcRunner(ExecutableRunner):
     def kill(self) -> None:
         if self.known.wait(5) and self.pid:
             kill_tree(self.pid)
+
+    def dump_stacks(self, node: str) -> str:
+        # The child set-up registered faulthandler on SIGUSR1: the dump goes to its log.
+        if not self.pid:
+            return ""
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return ""
+        time.sleep(0.3)  # let the dump be written before the kill that follows
+        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
 class ProcsBackend(Backend):

@@ -35,6 +35,7 @@ class ExeStatus:
     state: str = "pending"
     restart_at: float | None = None
     failure: tuple[str, str] | None = None  # (node id, traceback) of the current attempt
+    stuck: str = ""  # why the current attempt is being killed for not becoming ready
     pids: list[int] = field(default_factory=list)
 
 

@@ -11,16 +11,20 @@ itself (env vars, working dir, CPU or GPU visibility) are refused by ``check``.
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import traceback
 from typing import TextIO
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.child import registry_reporter
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
+from topo.backends.record import CrashRecord
 from topo.backends.worker import run_executable
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 from topo.runtime import NodeServer, ProgramContext, connect_program
+from topo.runtime.context import current_node_info
 
 # resources field -> what honouring it would do to the launcher process
 _PROCESS_WIDE = {
@@ -47,6 +51,16 @@ class _ThreadRunner(ExecutableRunner):
                 return
             self._ended = True
         self._sink.exited(self.exe, self.attempt, self.pid, code)
+
+    def dump_stacks(self, node: str) -> str:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        frames = sys._current_frames()
+        out = []
+        for ident, name in names.items():
+            if name == f"topo-node-{node}" and ident in frames:
+                out.append(f"Thread {name} (most recent call last):\n"
+                           + "".join(traceback.format_stack(frames[ident])))
+        return "\n".join(out)
 
     def kill(self) -> None:
         # Threads cannot be killed: stop serving (so the node leaves the address book and
@@ -80,6 +94,11 @@ def process_wide_resources(program: Program, backend: str) -> list[Diagnostic]:
     return out
 
 
+def _node_of_thread() -> str | None:
+    node = current_node_info()
+    return None if node is None else node.id
+
+
 class ThreadsBackend(Backend):
     """Executables as thread sets in this process."""
 
@@ -90,6 +109,7 @@ class ThreadsBackend(Backend):
         self._sink: Sink | None = None
         self._context: ProgramContext | None = None
         self._files: dict[str, TextIO] = {}
+        self._crash: CrashRecord | None = None
 
     def check(self, program: Program) -> list[Diagnostic]:
         return process_wide_resources(program, self.name)
@@ -99,6 +119,9 @@ class ThreadsBackend(Backend):
         self._context = connect_program(job.registry)
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths)
+        # Nodes share this process: leave a record if one of them ends it.
+        self._crash = CrashRecord(job.run_dir, _node_of_thread)
+        self._crash.install()
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         job, sink, context = self._job, self._sink, self._context
@@ -118,6 +141,9 @@ class ThreadsBackend(Backend):
         return runner
 
     def close(self) -> None:
+        if self._crash is not None:
+            self._crash.uninstall()
+            self._crash = None
         if self._context is not None:
             self._context.address_book.close()
         if self._job is not None:

@@ -105,8 +105,11 @@ class TableView:
         height = max(self.console.size.height - 8, 5)
         rows = list(la.nodes.values())
         for st in rows[:height]:
+            state = st.state
+            if state == "starting" and st.started is not None:
+                state = f"starting {_uptime(st.started)}"  # a node stuck starting shows it
             table.add_row(Text(st.id, style=colour(st.id)), Text(st.exe),
-                          Text(st.state, style=STATE_STYLE.get(st.state, "")),
+                          Text(state, style=STATE_STYLE.get(st.state, "")),
                           str(st.pid or ""), str(st.restarts or ""), _uptime(st.started)
                           if st.state == "running" else "", escape(st.last_line[:200]))
         if len(rows) > height:
