@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,44 +61,119 @@ def _yaml() -> YAML:
     return y
 
 
-def _plain(node: Any, path: PathKey, file: str, sm: SourceMap) -> Any:
-    """Convert ruamel's round-trip objects to plain Python, recording positions."""
-    if isinstance(node, CommentedMap):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            line, col, vline, vcol = node.lc.data[k]
-            key = str(k) if not isinstance(k, str) else k
-            sm.keys[(*path, key)] = SourcePos(file, line + 1, col + 1)
-            sm.values[(*path, key)] = SourcePos(file, vline + 1, vcol + 1)
-            out[key] = _plain(v, (*path, key), file, sm)
-        return out
-    if isinstance(node, CommentedSeq):
-        items = []
-        for i, v in enumerate(node):
-            if i in node.lc.data:
-                line, col = node.lc.data[i]
-                sm.values[(*path, i)] = SourcePos(file, line + 1, col + 1)
-            items.append(_plain(v, (*path, i), file, sm))
-        return items
-    if isinstance(node, TaggedScalar):
-        raise TopoError.one(
-            f"YAML tag {node.tag.value!r} is not used by topo",
-            sm.pos(path),
-            'write a reference as a quoted string, e.g. "@replay", and an expression as "${n - 1}"',
+# Bounds on what one YAML document may expand to (README, "Limits"): aliases let a few
+# lines stand for billions of nodes, and anchors can even refer to themselves.
+MAX_YAML_NODES = 100_000
+MAX_YAML_DEPTH = 100
+MAX_FILE_BYTES = 4 * 1024 * 1024
+_MAP_TAGS = (None, "tag:yaml.org,2002:map")
+_SEQ_TAGS = (None, "tag:yaml.org,2002:seq")
+
+
+class _Plainer:
+    """Converts ruamel's round-trip objects to plain Python, recording positions and
+    counting every node it produces (aliases count once per use)."""
+
+    def __init__(self, file: str, sm: SourceMap) -> None:
+        self.file = file
+        self.sm = sm
+        self.nodes = 0
+        self.active: set[int] = set()
+
+    def _enter(self, node: Any, path: PathKey) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_YAML_NODES:
+            raise TopoError.one(
+                f"this document expands to more than {MAX_YAML_NODES:,} YAML values "
+                "(through aliases '*name' and merge keys '<<')",
+                self.sm.pos(path),
+                "an alias copies everything its anchor holds; write the values out instead",
+            )
+        if len(path) > MAX_YAML_DEPTH:
+            raise TopoError.one(
+                f"values are nested more than {MAX_YAML_DEPTH} levels deep", self.sm.pos(path)
+            )
+        if id(node) in self.active:
+            raise TopoError.one(
+                "an alias refers to a mapping or list that contains it", self.sm.pos(path)
+            )
+
+    def _key_pos(self, node: CommentedMap, key: Any) -> list[int] | None:
+        """Where ``key`` of ``node`` was written: in the node, or in a map merged into it."""
+        todo = [node]
+        seen: set[int] = set()
+        while todo:
+            m = todo.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            data = getattr(getattr(m, "lc", None), "data", None) or {}
+            if key in data and len(data[key]) == 4:
+                return list(data[key])
+            todo.extend(x for x in getattr(m, "merge", ()) if isinstance(x, CommentedMap))
+        return None
+
+    def _tag(self, node: Any) -> str | None:
+        tag = getattr(node, "tag", None)
+        return getattr(tag, "value", None) if tag is not None else None
+
+    def _refuse_tag(self, tag: str | None, path: PathKey) -> TopoError:
+        shown = (tag or "").replace("tag:yaml.org,2002:", "!!")
+        return TopoError.one(
+            f"YAML tag {shown!r} is not used by topo"
+            if shown
+            else "YAML tags are not used by topo",
+            self.sm.pos(path),
+            "remove the tag before the value; topo reads plain mappings, lists and scalars",
         )
-    if isinstance(node, bool) or node is None:
+
+    def plain(self, node: Any, path: PathKey) -> Any:
+        """The plain value of ``node`` found at ``path``."""
+        if isinstance(node, CommentedMap):
+            if type(node) is not CommentedMap or self._tag(node) not in _MAP_TAGS:
+                raise self._refuse_tag(self._tag(node) or "!!omap", path)
+            return self._map(node, path)
+        if isinstance(node, CommentedSeq):
+            if type(node) is not CommentedSeq or self._tag(node) not in _SEQ_TAGS:
+                raise self._refuse_tag(self._tag(node), path)
+            self._enter(node, path)
+            self.active.add(id(node))
+            items = []
+            for i, v in enumerate(node):
+                lc = node.lc.data.get(i) if node.lc.data else None
+                if lc is not None and len(lc) >= 2:
+                    self.sm.values[(*path, i)] = SourcePos(self.file, lc[0] + 1, lc[1] + 1)
+                items.append(self.plain(v, (*path, i)))
+            self.active.discard(id(node))
+            return items
+        self._enter(node, path)
+        if isinstance(node, TaggedScalar):
+            raise self._refuse_tag(self._tag(node), path)
+        if isinstance(node, bool) or node is None:
+            return node
+        for kind in (int, float, str):
+            if isinstance(node, kind):
+                return kind(node)
+        if hasattr(node, "tag") or isinstance(node, bytes):  # a set, !!binary, ...
+            raise self._refuse_tag(self._tag(node), path)
         return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    if hasattr(node, "tag"):  # a tagged mapping or sequence
-        raise TopoError.one(
-            "YAML tags are not used by topo", sm.pos(path), "remove the '!tag' before the value"
-        )
-    return node
+
+    def _map(self, node: CommentedMap, path: PathKey) -> dict[str, Any]:
+        self._enter(node, path)
+        self.active.add(id(node))
+        out: dict[str, Any] = {}
+        here = self.sm.pos(path)
+        for k, v in node.items():
+            key = k if isinstance(k, str) else str(k)
+            lc = self._key_pos(node, k)
+            if lc is not None:
+                self.sm.keys[(*path, key)] = SourcePos(self.file, lc[0] + 1, lc[1] + 1)
+                self.sm.values[(*path, key)] = SourcePos(self.file, lc[2] + 1, lc[3] + 1)
+            elif here is not None:
+                self.sm.keys[(*path, key)] = here
+            out[key] = self.plain(v, (*path, key))
+        self.active.discard(id(node))
+        return out
 
 
 def _syntax_error(file: str, exc: MarkedYAMLError, text: str = "") -> TopoError:
@@ -139,22 +215,48 @@ def parse_text(text: str, file: str) -> Document:
     except Exception as exc:  # ruamel raises a few unmarked errors (e.g. bad encodings)
         raise TopoError.one(f"invalid YAML: {exc}", SourcePos(file, 1, 1)) from None
     sm.values[()] = SourcePos(file, 1, 1)
-    return Document(file, _plain(raw, (), file, sm), sm)
+    return Document(file, _Plainer(file, sm).plain(raw, ()), sm)
 
 
-def read_document(path: Path) -> Document:
-    """Read and parse a YAML file."""
-    file = str(path)
+def _read_bounded(path: Path, file: str, *, regular_only: bool) -> bytes:
+    """At most MAX_FILE_BYTES of ``path``; only regular files when ``regular_only``
+    (a FIFO would block and a device never ends)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        st = path.stat()
     except FileNotFoundError:
         raise TopoError.one(f"no such file: {file}") from None
-    except IsADirectoryError:
-        raise TopoError.one(f"{file} is a directory, not a topology file") from None
+    except (OSError, ValueError) as exc:
+        raise TopoError.one(
+            f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TopoError.one(f"{file} is a directory, not a topology file")
+    if regular_only and not stat.S_ISREG(st.st_mode):
+        raise TopoError.one(f"{file} is not a regular file (a FIFO, socket or device)")
+    mib = MAX_FILE_BYTES // (1024 * 1024)
+    too_big = f"{file} is larger than {mib} MiB, the limit for a topology file"
+    if stat.S_ISREG(st.st_mode) and st.st_size > MAX_FILE_BYTES:
+        raise TopoError.one(too_big)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        raise TopoError.one(
+            f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise TopoError.one(too_big)
+    return raw
+
+
+def read_document(path: Path, *, regular_only: bool = False) -> Document:
+    """Read and parse a YAML file (bases of ``extends`` pass ``regular_only``)."""
+    file = str(path)
+    raw = _read_bounded(path, file, regular_only=regular_only)
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TopoError.one(f"{file} is not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise TopoError.one(f"cannot read {file}: {exc.strerror}") from None
     return parse_text(text, file)
 
 
