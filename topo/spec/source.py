@@ -155,7 +155,7 @@ class _Plainer:
             if isinstance(node, kind):
                 return kind(node)
         if hasattr(node, "tag") or isinstance(node, bytes):  # a set, !!binary, ...
-            raise self._refuse_tag(self._tag(node), path)
+            raise self._refuse_tag("!!binary" if isinstance(node, bytes) else self._tag(node), path)
         return node
 
     def _map(self, node: CommentedMap, path: PathKey) -> dict[str, Any]:
@@ -212,6 +212,10 @@ def parse_text(text: str, file: str) -> Document:
         raw = _yaml().load(text)
     except MarkedYAMLError as exc:
         raise _syntax_error(file, exc, text) from None
+    except RecursionError:
+        raise TopoError.one(
+            "invalid YAML: values are nested too deeply", SourcePos(file, 1, 1)
+        ) from None
     except Exception as exc:  # ruamel raises a few unmarked errors (e.g. bad encodings)
         raise TopoError.one(f"invalid YAML: {exc}", SourcePos(file, 1, 1)) from None
     sm.values[()] = SourcePos(file, 1, 1)
@@ -256,7 +260,13 @@ def read_document(path: Path, *, regular_only: bool = False) -> Document:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TopoError.one(f"{file} is not UTF-8 text ({exc.reason})") from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise TopoError.one(
+            f"{file} is not UTF-8 text ({exc.reason})",
+            SourcePos(file, line, col),
+            "save the file as UTF-8",
+        ) from None
     return parse_text(text, file)
 
 
