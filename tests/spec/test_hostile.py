@@ -38,7 +38,9 @@ def _args(expr: str) -> str:
 def make_cases(d: Path) -> dict[str, tuple[Path, str]]:
     """name -> (file to load, text the error must contain); writes the files into ``d``."""
     cases: dict[str, tuple[str, str]] = {
-        "alias_bomb": (_bomb(), "expands to more than 100,000 YAML values"),
+        "alias_bomb": (_bomb(), "expands to more than 50,000 YAML values"),
+        "bomb_duplicate_key": (_bomb() + GROUP, "expands to more than 50,000 YAML values"),
+        "many_values": (GROUP + "    args: {x: [" + "1," * 60_000 + "1]}\n", "more than 50,000"),
         "extends_fifo": ("extends: fifo\n" + GROUP, "not a regular file"),
         "extends_dev_zero": ("extends: /dev/zero\n" + GROUP, "not a regular file"),
         "extends_dev_full": ("extends: /dev/full\n" + GROUP, "not a regular file"),
@@ -137,7 +139,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 
 CASES = """
-alias_bomb extends_fifo extends_dev_zero extends_dev_full extends_dir extends_huge
+alias_bomb bomb_duplicate_key many_values extends_fifo extends_dev_zero extends_dev_full
+extends_dir extends_huge
 extends_20000 extends_chain extends_diamond count_1e9 count_9_4096 round_ndigits nested_pow
 str_of_nested nested_repeat percent_format long_sum many_nots many_minus main_dev_zero
 """.split()

@@ -10,7 +10,10 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 from topo.diagnostics import TopoError
 from topo.ir.program import SourcePos
@@ -57,13 +60,15 @@ class Document:
 
 def _yaml() -> YAML:
     y = YAML(typ="rt")
+    y.Composer = _BoundedComposer
+    y.Constructor = _BoundedConstructor
     y.preserve_quotes = True
     return y
 
 
 # Bounds on what one YAML document may expand to (README, "Limits"): aliases let a few
 # lines stand for billions of nodes, and anchors can even refer to themselves.
-MAX_YAML_NODES = 100_000
+MAX_YAML_NODES = 50_000
 MAX_YAML_DEPTH = 100
 MAX_FILE_BYTES = 4 * 1024 * 1024
 _MAP_TAGS = (None, "tag:yaml.org,2002:map")
@@ -180,6 +185,8 @@ def _syntax_error(file: str, exc: MarkedYAMLError, text: str = "") -> TopoError:
     mark = exc.problem_mark or exc.context_mark
     pos = SourcePos(file, mark.line + 1, mark.column + 1) if mark else SourcePos(file, 1, 1)
     problem = (exc.problem or exc.context or "invalid YAML").strip()
+    if len(problem) > 300:  # e.g. a duplicate key's message quotes both values in full
+        problem = problem[:297] + "..."
     hint = None
     lines = text.splitlines()
     line_text = lines[pos.line - 1] if 0 < pos.line <= len(lines) else ""
@@ -205,11 +212,86 @@ def _syntax_error(file: str, exc: MarkedYAMLError, text: str = "") -> TopoError:
     return TopoError.one(f"invalid YAML: {problem}", pos, hint)
 
 
+class _TooLarge(Exception):
+    """A document whose aliases expand past MAX_YAML_NODES; ``mark`` is where."""
+
+    def __init__(self, mark: Any, *, written: bool = False) -> None:
+        super().__init__("too large")
+        self.mark = mark
+        self.written = written  # more values written out, not through aliases
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return list(node.value) if isinstance(node, SequenceNode) else []
+
+
+def _check_expansion(root: Node) -> None:
+    """Raise _TooLarge if the composed document expands to more than MAX_YAML_NODES values
+    through aliases, before anything builds the expansion (ruamel's own messages, e.g.
+    for a duplicate key, print whole values)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Node) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = MAX_YAML_NODES + 1  # a node inside itself
+            total = 1
+            for child in _children(node):
+                total += size(child)
+                if total > MAX_YAML_NODES:
+                    break
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    if size(root) <= MAX_YAML_NODES:
+        return
+    node = root
+    while True:  # the innermost value that is still too large
+        big = [c for c in _children(node) if size(c) > MAX_YAML_NODES]
+        if not big:
+            raise _TooLarge(node.start_mark)
+        node = big[0]
+
+
+class _BoundedComposer(Composer):
+    """ruamel's composer, refusing a document of more than MAX_YAML_NODES written values
+    as soon as it has read that many (a 4 MiB file of ``[1,1,1,...]`` would take minutes)."""
+
+    _count = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._count += 1
+        if self._count > MAX_YAML_NODES:
+            raise _TooLarge(self.parser.peek_event().start_mark, written=True)
+        return super().compose_node(parent, index)
+
+
+class _BoundedConstructor(RoundTripConstructor):
+    """ruamel's round-trip constructor, refusing alias bombs before constructing."""
+
+    def construct_document(self, node: Any) -> Any:
+        _check_expansion(node)
+        return super().construct_document(node)
+
+
 def parse_text(text: str, file: str) -> Document:
     """Parse YAML text into a :class:`Document`; syntax errors become diagnostics."""
     sm = SourceMap()
     try:
         raw = _yaml().load(text)
+    except _TooLarge as exc:
+        where = SourcePos(file, exc.mark.line + 1, exc.mark.column + 1)
+        if exc.written:
+            raise TopoError.one(
+                f"this document has more than {MAX_YAML_NODES:,} YAML values", where
+            ) from None
+        raise TopoError.one(
+            f"this document expands to more than {MAX_YAML_NODES:,} YAML values "
+            "(through aliases '*name' and merge keys '<<')",
+            where,
+            "an alias copies everything its anchor holds; write the values out instead",
+        ) from None
     except MarkedYAMLError as exc:
         raise _syntax_error(file, exc, text) from None
     except RecursionError:
