@@ -78,7 +78,15 @@ class _Bases:
                 where,
                 "merge some of the bases into one file",
             )
-        doc = _load_with_extends(path, chain, self)
+        try:
+            doc = _load_with_extends(path, chain, self)
+        except TopoError as exc:
+            if any(d.pos for d in exc.diagnostics):
+                raise
+            # the base itself cannot be read: point at the extends line naming it
+            raise TopoError(
+                [Diagnostic(f"extends: {d.message}", where, d.hint) for d in exc.diagnostics]
+            ) from None
         self.loaded[path] = doc
         return doc
 
