@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 MEMORY_BYTES = 1024 * 1024 * 1024
-PER_FILE_S = 5.0
+PER_FILE_S = 20.0  # generous: a loaded CI machine; the old code hung for good
 LOADS = "(loads without error)"
 GROUP = "name: t\nnodes:\n  a:\n    target: m.x:Y\n"
 
