@@ -136,3 +136,11 @@ def test_expression_sizes_are_bounded_inside_nested_values(
         load_spec(path)
     pos = info.value.diagnostics[0].pos
     assert pos is not None and pos.line == 2
+
+
+def test_alias_bomb_in_a_param_override_is_refused(write_topo: Any) -> None:
+    levels = ["&l0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    levels += [f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 8)]
+    path = write_topo("name: t\nparams: {x: []}\nnodes:\n  a: {target: m.x:Y}\n")
+    with pytest.raises(TopoError, match=r"-p x: cannot read .* expands to more than 50,000"):
+        load_spec(path, [f"x=[{', '.join(levels)}]"])
