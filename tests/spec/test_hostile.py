@@ -41,6 +41,10 @@ def make_cases(d: Path) -> dict[str, tuple[Path, str]]:
         "alias_bomb": (_bomb(), "expands to more than 50,000 YAML values"),
         "bomb_duplicate_key": (_bomb() + GROUP, "expands to more than 50,000 YAML values"),
         "many_values": (GROUP + "    args: {x: [" + "1," * 60_000 + "1]}\n", "more than 50,000"),
+        "self_alias": (
+            "name: t\nnodes: &r\n  a: {target: m.x:Y, args: {x: *r}}\n",
+            "2:8: error: an alias refers to the mapping or list that contains it",
+        ),
         "extends_fifo": ("extends: fifo\n" + GROUP, "not a regular file"),
         "extends_dev_zero": ("extends: /dev/zero\n" + GROUP, "not a regular file"),
         "extends_dev_full": ("extends: /dev/full\n" + GROUP, "not a regular file"),
@@ -139,7 +143,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
 
 
 CASES = """
-alias_bomb bomb_duplicate_key many_values extends_fifo extends_dev_zero extends_dev_full
+alias_bomb bomb_duplicate_key many_values self_alias extends_fifo extends_dev_zero extends_dev_full
 extends_dir extends_huge
 extends_20000 extends_chain extends_diamond count_1e9 count_9_4096 round_ndigits nested_pow
 str_of_nested nested_repeat percent_format long_sum many_nots many_minus main_dev_zero

@@ -215,10 +215,11 @@ def _syntax_error(file: str, exc: MarkedYAMLError, text: str = "") -> TopoError:
 class _TooLarge(Exception):
     """A document whose aliases expand past MAX_YAML_NODES; ``mark`` is where."""
 
-    def __init__(self, mark: Any, *, written: bool = False) -> None:
+    def __init__(self, mark: Any, *, written: bool = False, recursive: bool = False) -> None:
         super().__init__("too large")
         self.mark = mark
         self.written = written  # more values written out, not through aliases
+        self.recursive = recursive  # an alias inside its own anchor
 
 
 def _children(node: Node) -> list[Node]:
@@ -229,18 +230,22 @@ def _children(node: Node) -> list[Node]:
 
 def _check_expansion(root: Node) -> None:
     """Raise _TooLarge if the composed document expands to more than MAX_YAML_NODES values
-    through aliases, before anything builds the expansion (ruamel's own messages, e.g.
-    for a duplicate key, print whole values)."""
+    through aliases, or an alias sits inside its own anchor, before anything builds the
+    expansion (ruamel's own messages, e.g. for a duplicate key, print whole values)."""
     sizes: dict[int, int] = {}
+    active: set[int] = set()
 
     def size(node: Node) -> int:
+        if id(node) in active:
+            raise _TooLarge(node.start_mark, recursive=True)
         if id(node) not in sizes:
-            sizes[id(node)] = MAX_YAML_NODES + 1  # a node inside itself
+            active.add(id(node))
             total = 1
             for child in _children(node):
                 total += size(child)
                 if total > MAX_YAML_NODES:
                     break
+            active.discard(id(node))
             sizes[id(node)] = total
         return sizes[id(node)]
 
@@ -248,7 +253,7 @@ def _check_expansion(root: Node) -> None:
         return
     node = root
     while True:  # the innermost value that is still too large
-        big = [c for c in _children(node) if size(c) > MAX_YAML_NODES]
+        big = [c for c in _children(node) if sizes.get(id(c), 0) > MAX_YAML_NODES]
         if not big:
             raise _TooLarge(node.start_mark)
         node = big[0]
@@ -282,6 +287,10 @@ def parse_text(text: str, file: str) -> Document:
         raw = _yaml().load(text)
     except _TooLarge as exc:
         where = SourcePos(file, exc.mark.line + 1, exc.mark.column + 1)
+        if exc.recursive:
+            raise TopoError.one(
+                "an alias refers to the mapping or list that contains it", where
+            ) from None
         if exc.written:
             raise TopoError.one(
                 f"this document has more than {MAX_YAML_NODES:,} YAML values", where
