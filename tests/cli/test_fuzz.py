@@ -247,6 +247,8 @@ def run_worker(start: int, count: int, workdir: Path) -> dict[str, Any]:
 
 
 def _limit_memory() -> None:
+    """Cap this worker's address space (set by the worker itself: a preexec_fn is unsafe
+    in the multithreaded test process)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
 
 
@@ -259,9 +261,7 @@ def fuzz(total: int, workers: int = 2) -> list[dict[str, Any]]:
         for w in range(workers):
             cmd = [sys.executable, __file__, str(w * per), str(per), tmp]
             pipe = subprocess.PIPE
-            proc = subprocess.Popen(
-                cmd, stdout=pipe, stderr=pipe, text=True, preexec_fn=_limit_memory, cwd=ROOT
-            )
+            proc = subprocess.Popen(cmd, stdout=pipe, stderr=pipe, text=True, cwd=ROOT)
             procs.append(proc)
         failures, valid = [], 0
         for p in procs:
@@ -286,5 +286,6 @@ def test_fuzzed_examples_never_traceback_or_hang() -> None:
 
 
 if __name__ == "__main__":
+    _limit_memory()
     os.environ.pop("TOPO_MAX_NODES", None)
     print(json.dumps(run_worker(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))))

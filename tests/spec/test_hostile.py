@@ -118,6 +118,8 @@ def run_cases(d: Path) -> None:
 
 
 def _limit_memory() -> None:
+    """Cap this worker's address space (set by the worker itself: a preexec_fn is unsafe
+    in the multithreaded test process)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
 
 
@@ -127,7 +129,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     env = {k: v for k, v in os.environ.items() if k != "TOPO_MAX_NODES"}
     proc = subprocess.run(
         [sys.executable, __file__, str(d)], capture_output=True, text=True, timeout=180,
-        preexec_fn=_limit_memory, env=env,
+        env=env,
     )  # fmt: skip
     out: dict[str, dict[str, Any]] = {}
     last = None
@@ -160,4 +162,5 @@ def test_hostile_file_fails_fast_with_a_message(
 
 
 if __name__ == "__main__":
+    _limit_memory()
     run_cases(Path(sys.argv[1]))
