@@ -42,7 +42,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "bool": bool,
     "len": len,
 }
-_MAX_SIZE = 1_000_000  # longest string/list an expression may build
+# Bounds on what one expression may build (README, "Limits"), checked inside nested
+# results too: a list of a million references to a million-long list is 10**12 items.
+_MAX_SIZE = 1_000_000  # items + characters (an int counts one per 64 bits)
+MAX_INT_BITS = 10_000  # about 3,000 decimal digits
+_MAX_DEPTH = 100  # nesting of the expression's syntax tree
+_MAX_NDIGITS = 1_000  # round(x, n)
 
 
 class ExprError(ValueError):
@@ -55,9 +60,28 @@ def parse(source: str) -> ast.expr:
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExprError(f"cannot parse expression '{source}': {exc.msg}") from None
+        raise ExprError(f"cannot parse expression '{_short(source)}': {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExprError(f"expression '{_short(source)}' is too deeply nested") from None
+    _check_depth(tree.body, source)
     _check(tree.body, source)
     return tree.body
+
+
+def _short(source: str) -> str:
+    return source if len(source) <= 80 else source[:77] + "..."
+
+
+def _check_depth(node: ast.AST, source: str) -> None:
+    """Refuse syntax trees deeper than _MAX_DEPTH (evaluation recurses once per level)."""
+    todo = [(node, 1)]
+    while todo:
+        sub, depth = todo.pop()
+        if depth > _MAX_DEPTH:
+            raise ExprError(
+                f"expression '{_short(source)}' is nested more than {_MAX_DEPTH} levels deep"
+            )
+        todo.extend((child, depth + 1) for child in ast.iter_child_nodes(sub))
 
 
 def _check(node: ast.AST, source: str) -> None:
@@ -69,20 +93,22 @@ def _check(node: ast.AST, source: str) -> None:
     for sub in ast.walk(node):
         if not isinstance(sub, allowed):
             raise ExprError(
-                f"'{source}' uses {type(sub).__name__}, which expressions do not support "
+                f"'{_short(source)}' uses {type(sub).__name__}, which expressions do not support "
                 "(allowed: arithmetic, comparisons, and/or/not, x if c else y, a[i], "
                 f"{', '.join(FUNCTIONS)})"
             )
         if isinstance(sub, ast.BinOp) and type(sub.op) not in _BINOPS:
-            raise ExprError(f"'{source}': operator {type(sub.op).__name__} is not supported")
+            raise ExprError(
+                f"'{_short(source)}': operator {type(sub.op).__name__} is not supported"
+            )
         if isinstance(sub, ast.Call) and (
             not isinstance(sub.func, ast.Name) or sub.func.id not in FUNCTIONS or sub.keywords
         ):
             raise ExprError(
-                f"'{source}': only these functions can be called: {', '.join(FUNCTIONS)}"
+                f"'{_short(source)}': only these functions can be called: {', '.join(FUNCTIONS)}"
             )
         if isinstance(sub, ast.Attribute) and not isinstance(sub.value, ast.Name):
-            raise ExprError(f"'{source}': attribute access is only allowed on a name")
+            raise ExprError(f"'{_short(source)}': attribute access is only allowed on a name")
 
 
 def names(source: str) -> set[str]:
@@ -109,7 +135,9 @@ def evaluate(source: str, scope: Mapping[str, Any]) -> Any:
     except ExprError:
         raise
     except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, OverflowError) as e:
-        raise ExprError(f"cannot evaluate '{source}': {_describe(e)}") from None
+        raise ExprError(f"cannot evaluate '{_short(source)}': {_describe(e)}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"cannot evaluate '{_short(source)}': the value is too large") from None
 
 
 def _describe(exc: Exception) -> str:
@@ -120,11 +148,73 @@ def _describe(exc: Exception) -> str:
     return str(exc)
 
 
-def _oversized(a: Any, b: Any) -> bool:
-    for seq, n in ((a, b), (b, a)):
-        if isinstance(seq, str | list | tuple) and isinstance(n, int):
-            return len(seq) * n > _MAX_SIZE
-    return False
+def cost(value: Any, limit: int = _MAX_SIZE) -> int:
+    """Size of ``value`` counting nested items (a shared list once per reference) and
+    characters; stops counting once past ``limit``."""
+    memo: dict[int, int] = {}
+
+    def walk(v: Any) -> int:
+        if isinstance(v, str):
+            return len(v)
+        if isinstance(v, bool) or v is None or isinstance(v, float):
+            return 1
+        if isinstance(v, int):
+            return 1 + v.bit_length() // 64
+        if not isinstance(v, list | tuple | dict):
+            return 1
+        if id(v) in memo:
+            return memo[id(v)]
+        memo[id(v)] = limit + 1  # a container holding itself is too large
+        items = [*v.keys(), *v.values()] if isinstance(v, dict) else v
+        total = len(items)
+        for item in items:
+            if total > limit:
+                break
+            total += walk(item)
+        memo[id(v)] = total
+        return total
+
+    return walk(value)
+
+
+def _bounded(value: Any, source: str) -> Any:
+    """``value`` if it is within the size limits, else ExprError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_INT_BITS:
+            raise ExprError(
+                f"'{_short(source)}' builds an integer of more than {MAX_INT_BITS:,} bits"
+            )
+    elif isinstance(value, str | list | tuple | dict) and cost(value) > _MAX_SIZE:
+        raise ExprError(f"'{_short(source)}' builds a value longer than {_MAX_SIZE:,}")
+    return value
+
+
+def _precheck(op: ast.operator, left: Any, right: Any, source: str) -> None:
+    """Refuse an operation whose result would be too large before computing it."""
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (left, right))
+    if isinstance(op, ast.Pow) and isinstance(right, int | float) and abs(right) > 4096:
+        raise ExprError(f"'{_short(source)}': exponent {right} is too large")
+    if isinstance(op, ast.Pow) and ints and right > 0 and abs(left) > 1:
+        if (abs(left).bit_length() - 1) * right > MAX_INT_BITS:
+            raise ExprError(
+                f"'{_short(source)}' builds an integer of more than {MAX_INT_BITS:,} bits"
+            )
+    if isinstance(op, ast.Mult):
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, str | list | tuple) and isinstance(n, int) and n > 0:
+                if cost(seq) * n > _MAX_SIZE:
+                    raise ExprError(f"'{_short(source)}' builds a value longer than {_MAX_SIZE:,}")
+    if isinstance(op, ast.Mod) and isinstance(left, str):
+        raise ExprError(
+            f"'{_short(source)}': '%' formatting of strings is not supported",
+        )
+
+
+def _call(name: str, args: list[Any], source: str) -> Any:
+    if name == "round" and len(args) == 2 and isinstance(args[1], int):
+        if abs(args[1]) > _MAX_NDIGITS:
+            raise ExprError(f"'{_short(source)}': round() takes at most {_MAX_NDIGITS} digits")
+    return FUNCTIONS[name](*args)
 
 
 def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
@@ -138,7 +228,7 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
         if node.id in ("null", "None"):
             return None
         if node.id not in scope:
-            raise ExprError(f"unknown name '{node.id}' in '{source}'")
+            raise ExprError(f"unknown name '{node.id}' in '{_short(source)}'")
         return scope[node.id]
     if isinstance(node, ast.Attribute):
         assert isinstance(node.value, ast.Name)
@@ -148,18 +238,12 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
         base = _eval(node.value, scope, source)
         if isinstance(base, Mapping) and node.attr in base:
             return base[node.attr]
-        raise ExprError(f"unknown name '{dotted}' in '{source}'")
+        raise ExprError(f"unknown name '{dotted}' in '{_short(source)}'")
     if isinstance(node, ast.BinOp):
         left = _eval(node.left, scope, source)
         right = _eval(node.right, scope, source)
-        if isinstance(node.op, ast.Pow) and isinstance(right, int | float) and abs(right) > 4096:
-            raise ExprError(f"'{source}': exponent {right} is too large")
-        if isinstance(node.op, ast.Mult) and _oversized(left, right):
-            raise ExprError(f"'{source}' builds a value longer than {_MAX_SIZE:,}")
-        result = _BINOPS[type(node.op)](left, right)
-        if isinstance(result, str | list | tuple) and len(result) > _MAX_SIZE:
-            raise ExprError(f"'{source}' builds a value longer than {_MAX_SIZE:,}")
-        return result
+        _precheck(node.op, left, right, source)
+        return _bounded(_BINOPS[type(node.op)](left, right), source)
     if isinstance(node, ast.UnaryOp):
         operand = _eval(node.operand, scope, source)
         if isinstance(node.op, ast.Not):
@@ -168,7 +252,7 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
             return -operand
         if isinstance(node.op, ast.UAdd):
             return +operand
-        raise ExprError(f"'{source}': operator ~ is not supported")
+        raise ExprError(f"'{_short(source)}': operator ~ is not supported")
     if isinstance(node, ast.BoolOp):
         if isinstance(node.op, ast.And):
             value: Any = True
@@ -205,9 +289,11 @@ def _eval(node: ast.expr, scope: Mapping[str, Any], source: str) -> Any:
             return container[slice(*bounds)]
         return container[_eval(node.slice, scope, source)]
     if isinstance(node, ast.List | ast.Tuple):
-        return [_eval(e, scope, source) for e in node.elts]
+        return _bounded([_eval(e, scope, source) for e in node.elts], source)
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         args = [_eval(a, scope, source) for a in node.args]
-        return FUNCTIONS[node.func.id](*args)
-    raise ExprError(f"'{source}': unsupported expression")  # pragma: no cover - _check forbids
+        return _bounded(_call(node.func.id, args, source), source)
+    raise ExprError(
+        f"'{_short(source)}': unsupported expression"
+    )  # pragma: no cover - _check forbids

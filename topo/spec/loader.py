@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from topo.diagnostics import Diagnostic, TopoError
+from topo.diagnostics import Diagnostic, SourcePos, TopoError
 from topo.kinds import get_kind, option_owners
 from topo.spec import interpolate
 from topo.spec.expr import ExprError, names
+from topo.spec.limits import check_node_counts
 from topo.spec.models import GroupSpec, TopologySpec, topology_model
 from topo.spec.params import RESERVED, Param, resolve_params, suggest
 from topo.spec.source import Document, PathKey, SourceMap, read_document
@@ -46,8 +47,63 @@ def _merge(base: Any, child: Any) -> Any:
     return child
 
 
-def _load_with_extends(path: Path, chain: tuple[Path, ...] = ()) -> Document:
-    doc = read_document(path)
+MAX_BASES_PER_FILE = 16
+MAX_BASES_TOTAL = 64
+
+
+class _Bases:
+    """Files read for one load: each file parsed and merged once however often it is
+    extended (a diamond), and a bound on how many files one load may read."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[Path, Document] = {}
+        self.started = 0
+
+    def load(self, path: Path, chain: tuple[Path, ...], where: SourcePos | None) -> Document:
+        """The merged document of base file ``path`` (already resolved)."""
+        if path in self.loaded:
+            return self.loaded[path]
+        self.started += 1
+        if self.started > MAX_BASES_TOTAL:
+            raise TopoError.one(
+                f"extends reads more than {MAX_BASES_TOTAL} base files in all",
+                where,
+                "merge some of the bases into one file",
+            )
+        try:
+            doc = _load_with_extends(path, chain, self)
+        except TopoError as exc:
+            if any(d.pos for d in exc.diagnostics):
+                raise
+            # the base itself cannot be read: point at the extends line naming it
+            raise TopoError(
+                [Diagnostic(f"extends: {d.message}", where, d.hint) for d in exc.diagnostics]
+            ) from None
+        self.loaded[path] = doc
+        return doc
+
+
+def _base_path(path: Path, base: str, where: SourcePos | None) -> Path:
+    """The file a base name refers to (relative to the extending file)."""
+    try:
+        base_path = (path.parent / base).resolve()
+        exists = base_path.exists()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        shown = repr(base) if len(base) <= 60 else repr(base[:57]) + "..."
+        raise TopoError.one(
+            f"extends: cannot use {shown} as a file name ({reason})", where
+        ) from None
+    if not exists:
+        raise TopoError.one(f"extends: no such file {base} (looked for {base_path})", where)
+    return base_path
+
+
+def _load_with_extends(
+    path: Path, chain: tuple[Path, ...] = (), bases_seen: _Bases | None = None
+) -> Document:
+    bases_seen = bases_seen or _Bases()
+    doc = read_document(path, regular_only=bool(chain))
     if not isinstance(doc.data, dict):
         raise TopoError.one(
             "a topology file must be a mapping with at least 'name' and 'nodes'",
@@ -61,16 +117,20 @@ def _load_with_extends(path: Path, chain: tuple[Path, ...] = ()) -> Document:
         raise TopoError.one(
             "extends must be a file name or a list of file names", doc.sources.pos(("extends",))
         )
+    if len(bases) > MAX_BASES_PER_FILE:
+        raise TopoError.one(
+            f"extends lists {len(bases)} files; at most {MAX_BASES_PER_FILE} are allowed",
+            doc.sources.pos(("extends",)),
+        )
     merged: Any = {}
     sources = SourceMap()
+    me = path.resolve()
     for i, base in enumerate(bases):
-        base_path = (path.parent / base).resolve()
         where = doc.sources.pos(("extends",) if isinstance(extends, str) else ("extends", i))
-        if base_path in chain or base_path == path.resolve():
+        base_path = _base_path(path, base, where)
+        if base_path in chain or base_path == me:
             raise TopoError.one(f"extends loops back to {base}", where)
-        if not base_path.exists():
-            raise TopoError.one(f"extends: no such file {base} (looked for {base_path})", where)
-        base_doc = _load_with_extends(base_path, (*chain, path.resolve()))
+        base_doc = bases_seen.load(base_path, (*chain, me), where)
         merged = _merge(merged, base_doc.data)
         sources.update(base_doc.sources)
     data = _merge(merged, {k: v for k, v in doc.data.items() if k != "extends"})
@@ -187,7 +247,7 @@ def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpe
         spec = model.model_validate(interpolated)
     except ValidationError as exc:
         raise TopoError(diagnostics_from(exc, interpolated, doc.sources, model)) from None
-    errors = _kind_checks(spec, doc.sources)
+    errors = _kind_checks(spec, doc.sources) or check_node_counts(spec, doc.sources)
     if errors:
         raise TopoError(errors)
     return LoadedSpec(doc.file, spec, params, doc.sources, interpolated)

@@ -6,13 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from topo.diagnostics import Diagnostic, TopoError, suggest
 from topo.spec import interpolate
 from topo.spec.expr import ExprError
-from topo.spec.source import SourceMap
+from topo.spec.source import SourceMap, parse_text
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LONG_FORM_KEYS = {"default", "type", "help"}
@@ -64,10 +61,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not name:
         raise TopoError.one(f"-p {text}: expected NAME=VALUE", hint="for example: -p num_actors=64")
     try:
-        value = YAML(typ="safe").load(raw) if raw.strip() else ""
-    except YAMLError:
+        # the same bounded reader as files: an alias bomb in -p is refused, not expanded
+        value = parse_text(raw, f"-p {name}").data if raw.strip() else ""
+    except TopoError as exc:
+        reason = exc.diagnostics[0].message
+        shown = raw if len(raw) <= 60 else raw[:57] + "..."
         raise TopoError.one(
-            f"-p {text}: cannot read the value {raw!r}",
+            f"-p {name}: cannot read the value {shown!r} ({reason})",
             hint="quote strings that contain ':', '[' or '{'",
         ) from None
     if isinstance(value, str) and raw.strip() and value != raw.strip():
