@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from topo.backends.launcher import Launcher
     from topo.backends.state import Failure, NodeStatus
     from topo.runtime import Handle, ProgramContext
+    from topo.spec import LoadedSpec
 
 
 def _overrides(params: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
@@ -38,9 +40,12 @@ class Loaded:
     """A loaded topology: the compiled ``program`` and, made when first asked for, the
     resolved YAML text (what the run directory keeps as ``topology.yaml``)."""
 
-    def __init__(self, program: Program, data: Any) -> None:
+    def __init__(self, program: Program, spec: LoadedSpec,
+                 warnings: list[Diagnostic] | None = None) -> None:
         self.program = program
-        self._data = data
+        self.spec = spec  # what the file said: parameters with their help and overrides
+        self.warnings = warnings or []  # e.g. a node nothing reaches (--check-imports)
+        self._data = spec.data
 
     @functools.cached_property
     def yaml_text(self) -> str:
@@ -68,7 +73,9 @@ def load(path: str | Path, params: Mapping[str, Any] | Sequence[str] | None = No
     from topo.spec import load_spec
 
     loaded = load_spec(Path(path), overrides=_overrides(params))
-    return Loaded(compile_spec(loaded, check_imports=check_imports), loaded.data)
+    warnings: list[Diagnostic] = []
+    program = compile_spec(loaded, check_imports=check_imports, warnings=warnings)
+    return Loaded(program, loaded, warnings)
 
 
 class RunningProgram:

@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from topo.cli.app import app
-from topo.cli.common import FileArgument, ParamsOption, fail, stderr, stdout
-from topo.diagnostics import Diagnostic, TopoError, render_diagnostics
+from topo.cli.common import FileArgument, ParamsOption, load_topology, stderr, stdout
+from topo.diagnostics import render_diagnostics
 from topo.ir import Program
 from topo.ir.printer import format_value
 
@@ -74,21 +74,15 @@ def validate(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when valid.")] = False,
 ) -> None:
     """Check FILE: YAML, params, references, colocation; print a summary. Exit 1 on errors."""
-    from topo.compile import compile_spec
-    from topo.spec import load_spec
-
-    warnings: list[Diagnostic] = []
-    try:
-        loaded = load_spec(file, overrides=params or [])
-        program = compile_spec(loaded, check_imports=check_imports, warnings=warnings)
-    except TopoError as error:
-        raise fail(error) from None
-    if warnings:
-        render_diagnostics(warnings, stderr)
+    loaded = load_topology(file, params, check_imports=check_imports)
+    program = loaded.program
+    if loaded.warnings:
+        render_diagnostics(loaded.warnings, stderr)
     if quiet:
         return
-    helps = {name: p.help for name, p in loaded.params.items()}
-    overridden = {name for name, p in loaded.params.items() if p.overridden}
+    declared = loaded.spec.params
+    helps = {name: p.help for name, p in declared.items()}
+    overridden = {name for name, p in declared.items() if p.overridden}
     for table in summary(program, helps, overridden):
         stdout.print(table)
         stdout.print()

@@ -75,6 +75,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     return name, value
 
 
+_Declared = dict[str, tuple[Any, "str | None", str]]  # name -> (default, type, help)
+
+
 def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[str, Param]:
     """Declared params with command-line overrides applied and ``${}`` defaults evaluated."""
     if raw is None:
@@ -82,7 +85,20 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
     if not isinstance(raw, dict):
         raise TopoError.one("params must be a mapping of name: default", sources.pos(("params",)))
     errors: list[Diagnostic] = []
-    declared: dict[str, tuple[Any, str | None, str]] = {}
+    declared = _declarations(raw, sources, errors)
+    given = _given(overrides, declared, errors)
+    if errors:
+        raise TopoError(errors)
+    params = _values(declared, given, overrides, sources, errors)
+    if errors:
+        raise TopoError(errors)
+    return params
+
+
+def _declarations(raw: dict[str, Any], sources: SourceMap, errors: list[Diagnostic]
+                  ) -> _Declared:
+    """Each declaration in short (``name: default``) or long form (``{default, type, help}``)."""
+    declared: _Declared = {}
     for name, decl in raw.items():
         where = sources.pos(("params", name), key=True)
         if not _IDENT.match(name) or name in RESERVED or name == "seed.key":
@@ -106,11 +122,15 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
                     )
                 )
                 continue
-            help_text = decl.get("help", "")
-            declared[name] = (decl.get("default"), type_name, str(help_text))
+            declared[name] = (decl.get("default"), type_name, str(decl.get("help", "")))
         else:
             declared[name] = (decl, None, "")
+    return declared
 
+
+def _given(overrides: list[str], declared: _Declared, errors: list[Diagnostic]
+           ) -> dict[str, Any]:
+    """``-p name=value`` overrides, each naming a declared parameter."""
     given: dict[str, Any] = {}
     for text in overrides:
         try:
@@ -128,9 +148,13 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
             errors.append(Diagnostic(f"-p {text}: no parameter named '{name}'", None, hint))
             continue
         given[name] = value
-    if errors:
-        raise TopoError(errors)
+    return given
 
+
+def _values(declared: _Declared, given: dict[str, Any], overrides: list[str],
+            sources: SourceMap, errors: list[Diagnostic]) -> dict[str, Param]:
+    """Each parameter's value, in declaration order (a default may use the ones above it),
+    checked against its declared or inferred type."""
     params: dict[str, Param] = {}
     scope: dict[str, Any] = {}
     for name, (default, type_name, help_text) in declared.items():
@@ -147,12 +171,7 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
         resolved_type = type_name or _infer_type(default)
         if resolved_type == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if (
-            resolved_type == "str"
-            and overridden
-            and not isinstance(value, str)
-            and value is not None
-        ):
+        if resolved_type == "str" and overridden and not isinstance(value, (str, type(None))):
             value = str(given_raw(overrides, name))
         if not _type_ok(value, resolved_type):
             source = (
@@ -168,8 +187,6 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
             continue
         params[name] = Param(name, value, resolved_type, help_text, overridden)
         scope[name] = value
-    if errors:
-        raise TopoError(errors)
     return params
 
 
