@@ -175,3 +175,20 @@ def test_batched_handler_under_concurrency(program: ProgramContext, spawn: Spawn
         np.testing.assert_array_equal(r["y"], [2.0 * i])
     assert h.max_batch() > 1
     assert max(int(r["n"]) for r in out) <= 8
+
+
+def test_close_right_after_the_pool_grew(program: ProgramContext) -> None:
+    """A handler thread started by the pool just before ``close`` has not bound its stop
+    socket yet: ``close`` must still stop it, not fail with EAGAIN (seen under load)."""
+    from rt_nodes import Echo
+
+    from topo.runtime import serve_node
+
+    for i in range(12):
+        server = serve_node(Echo(), f"grow/{i}", program=program, threads=8)
+        handle = Handle(f"grow/{i}", program=program).with_timeout(0.5)
+        futures = [handle.futures.echo(n) for n in range(16)]  # the pool grows under them
+        server.close(timeout=5)  # raised zmq.Again before
+        assert not any(t.is_alive() for t in server._workers)
+        for f in futures:
+            f.exception(timeout=10)  # each call ends: answered, or past its 0.5 s deadline

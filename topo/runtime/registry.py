@@ -233,8 +233,15 @@ class RegistryClient(AddressBook):
         self._closed.set()
         knock = zmq_context().socket(zmq.PAIR)
         knock.linger = 0
-        knock.connect(self._knock_addr)  # inproc: fine even before the watcher binds
-        knock.send(b"", zmq.NOBLOCK)
+        # inproc connects before the watcher binds, but a PAIR cannot queue until it has:
+        # wait (bounded) for it; a watcher that already ended needs no knock.
+        knock.sndtimeo = 5000
+        knock.connect(self._knock_addr)
+        if self._watcher.is_alive():
+            try:
+                knock.send(b"")
+            except zmq.Again:
+                log.warning("topo: the registry stop watcher did not take the knock")
         self._watcher.join(5)
         knock.close(linger=0)
 

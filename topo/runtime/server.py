@@ -348,11 +348,18 @@ class NodeServer:
         knocks = []
         with self._pool_lock:  # _closed is set: the pool cannot grow any more
             workers = list(self._workers)
-        for i in range(len(workers)):  # inproc connect works before the bind, too
+        for i in range(len(workers)):
+            # inproc connects before the bind, but a PAIR cannot queue a message until the
+            # handler thread (maybe just started by the pool) has bound: wait for it.
             knock = ctx.socket(zmq.PAIR)
             knock.linger = 0
+            knock.sndtimeo = int(timeout * 1000)
             knock.connect(f"{self._stop_addr}-{i}")
-            knock.send(b"", zmq.NOBLOCK)
+            try:
+                knock.send(b"")
+            except zmq.Again:  # the thread never got to listen; join() below times out
+                log.warning("topo node %s: handler thread %d did not take the stop",
+                            self.node.id, i)
             knocks.append(knock)
         for t in workers:
             t.join(timeout)
