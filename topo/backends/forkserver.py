@@ -15,7 +15,13 @@ socket (``server``, ``started``, ``exited``). Children set themselves up with
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
 makes the server kill its children and exit; each child has
 ``PR_SET_PDEATHSIG=SIGKILL`` on the server and a watchdog thread polling the
-launcher's pid.
+launcher's pid. The processes a node starts end with its executable: each
+executable leads its own process group, and the server is a child subreaper
+(``PR_SET_CHILD_SUBREAPER``), so when an executable exits -- cleanly or not --
+the server kills what is left of its group and every process re-parented to it
+that is not a live executable or in a live executable's group (a process a
+node detached with ``setsid`` cannot be traced back to its node: it ends when
+any executable exits, or with the run).
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ import signal
 import socket
 import struct
 import sys
+import time
+from collections.abc import Iterable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended
 _status: socket.socket | None = None
 
 
@@ -92,6 +102,66 @@ def kill_tree(pid: int) -> None:
         pass
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of process group ``pgid`` (nothing if it is empty)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux); False if not."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except Exception:
+        return False
+
+
+def sweep_orphans(executables: Iterable[int], kill: bool) -> list[int]:
+    """Reap this process's children that are not ``executables`` (pids that the
+    executables' owner joins itself, so never waited for here) and have ended; with
+    ``kill``, first SIGKILL the live ones (and their descendants) unless they are in a
+    live executable's process group. The pids killed."""
+    import psutil
+
+    exes = set(executables)
+    killed: list[int] = []
+    try:
+        kids = psutil.Process().children()
+    except psutil.Error:
+        return killed
+    for kid in kids:
+        if kid.pid in exes:
+            continue
+        try:
+            if kill and kid.status() != psutil.STATUS_ZOMBIE and os.getpgid(kid.pid) not in exes:
+                for proc in [*kid.children(recursive=True), kid]:
+                    try:
+                        proc.kill()
+                        killed.append(proc.pid)
+                    except psutil.Error:
+                        pass
+        except (psutil.Error, ProcessLookupError):
+            pass
+        _reap(kid.pid, block=kid.pid in killed)
+    return killed
+
+
+def _reap(pid: int, block: bool) -> None:
+    """``waitpid`` one specific child (never -1: the executables are joined elsewhere)."""
+    end = time.monotonic() + (2.0 if block else 0.0)
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() >= end:
+            return
+        time.sleep(0.01)
+
+
 # -- inside a child ---------------------------------------------------------------
 
 def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int) -> None:
@@ -122,6 +192,7 @@ def serve(status_fd: int) -> None:
     from multiprocess.connection import wait
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C
+    become_subreaper()  # orphans of the executables' processes come back to this server
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
     init = read_msg(0)
     if init is None:
@@ -138,12 +209,15 @@ def serve(status_fd: int) -> None:
     launcher_pid = init["launcher_pid"]
     import gc
 
+    import psutil  # noqa: F401  (sweep_orphans; imported once, before the children fork)
+
     gc.collect()
     gc.freeze()  # keep imported objects out of the children's GC: fewer copy-on-write faults
     send_status(t="server", pid=os.getpid(), import_errors=errors)
     ctx = multiprocess.get_context("fork")
     children: dict[int, tuple[Any, str, int]] = {}  # sentinel -> (process, exe, attempt)
     me = os.getpid()
+    next_sweep = time.monotonic() + SWEEP_INTERVAL_S
     try:
         while True:
             ready = wait([0, *children], timeout=0.5)
@@ -162,17 +236,31 @@ def serve(status_fd: int) -> None:
                         children[p.sentinel] = (p, exe, attempt)
                         send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
                 else:
-                    p, exe, attempt = children.pop(obj)
-                    p.join()
-                    send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid,
-                                code=p.exitcode)
+                    _reap_executable(children.pop(obj), children)
+            if time.monotonic() >= next_sweep:  # re-parented processes that ended on their own
+                sweep_orphans(_live_pids(children), kill=False)
+                next_sweep = time.monotonic() + SWEEP_INTERVAL_S
     finally:
         for p, _exe, _attempt in children.values():
             kill_tree(p.pid)
         for p, exe, attempt in children.values():
             p.join(5)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
+        sweep_orphans([], kill=True)
 
+
+def _live_pids(children: dict[int, tuple[Any, str, int]]) -> list[int]:
+    return [p.pid for p, _exe, _attempt in children.values()]
+
+
+def _reap_executable(ended: tuple[Any, str, int],
+                     children: dict[int, tuple[Any, str, int]]) -> None:
+    """An executable ended: end its process tree, join it, then tell the launcher."""
+    p, exe, attempt = ended
+    kill_group(p.pid)  # its group outlives it (the unreaped leader keeps the pgid)
+    p.join()
+    sweep_orphans(_live_pids(children), kill=True)
+    send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
 
 if __name__ == "__main__":
     serve(int(sys.argv[1]))
