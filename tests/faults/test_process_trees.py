@@ -6,6 +6,7 @@ group, once detached (``setsid``); both pids must be gone after the program stop
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -61,3 +62,26 @@ def test_signal_to_topo_run_ends_the_processes_a_node_started(
             assert not wait_gone([*below, *sleeps], 10), "processes outlived topo run"
         finally:
             kill_pids(sleeps)
+
+
+def test_a_killed_executable_takes_its_processes_and_no_one_elses(
+        topo_launch: Callable, topology: Callable) -> None:
+    path = topology("""
+        name: two_spawners
+        nodes:
+          spawner:
+            target: "fault_nodes:Spawner"
+            count: 2
+            restart: {policy: on-failure, max_restarts: 2, backoff: {initial_s: 0.05}}
+    """)
+    run = topo_launch(path, "procs", ready_timeout=60)
+    victim, bystander = (run.handle(f"spawner/{i}", timeout=30).pids() for i in (0, 1))
+    restarted: list[int] = []
+    try:
+        os.kill(run.launcher.pids()["spawner/0"], signal.SIGKILL)
+        assert not wait_gone(victim, 10), "a killed node's processes outlived it"
+        restarted = run.handle("spawner/0", timeout=30).pids()  # back, with new sleeps
+        assert alive(bystander) == bystander, "another node's processes were killed"
+        assert alive(restarted) == restarted and run.exit_code is None
+    finally:
+        kill_pids([*victim, *bystander, *restarted])
