@@ -223,6 +223,7 @@ def serve(status_fd: int) -> None:
             ready = wait([0, *children], timeout=0.5)
             if not _pid_alive(launcher_pid):
                 return
+            _end_executables([children.pop(obj) for obj in ready if obj != 0], children)
             for obj in ready:
                 if obj == 0:
                     msg = read_msg(0)
@@ -235,8 +236,6 @@ def serve(status_fd: int) -> None:
                         p.start()
                         children[p.sentinel] = (p, exe, attempt)
                         send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
-                else:
-                    _reap_executable(children.pop(obj), children)
             if time.monotonic() >= next_sweep:  # re-parented processes that ended on their own
                 sweep_orphans(_live_pids(children), kill=False)
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
@@ -249,18 +248,21 @@ def serve(status_fd: int) -> None:
         sweep_orphans([], kill=True)
 
 
+def _end_executables(ended: list[tuple[Any, str, int]],
+                     children: dict[int, tuple[Any, str, int]]) -> None:
+    """Executables ended: kill what is left of their groups, join them, tell the launcher;
+    then one sweep for all of them (what they left re-parented to this server)."""
+    for p, exe, attempt in ended:
+        kill_group(p.pid)  # its group outlives it (the unreaped leader keeps the pgid)
+        p.join()
+        send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
+    if ended:
+        sweep_orphans(_live_pids(children), kill=True)
+
+
 def _live_pids(children: dict[int, tuple[Any, str, int]]) -> list[int]:
     return [p.pid for p, _exe, _attempt in children.values()]
 
-
-def _reap_executable(ended: tuple[Any, str, int],
-                     children: dict[int, tuple[Any, str, int]]) -> None:
-    """An executable ended: end its process tree, join it, then tell the launcher."""
-    p, exe, attempt = ended
-    kill_group(p.pid)  # its group outlives it (the unreaped leader keeps the pgid)
-    p.join()
-    sweep_orphans(_live_pids(children), kill=True)
-    send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
 
 if __name__ == "__main__":
     serve(int(sys.argv[1]))
