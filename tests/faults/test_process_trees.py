@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,3 +86,24 @@ def test_a_killed_executable_takes_its_processes_and_no_one_elses(
         assert alive(restarted) == restarted and run.exit_code is None
     finally:
         kill_pids([*victim, *bystander, *restarted])
+
+
+def test_threads_clean_up_spares_a_procs_run_of_the_same_process(
+        topo_launch: Callable, topology: Callable, tmp_path: Path) -> None:
+    threads_run = topo_launch(_spawner(topology, tmp_path / "pids"), "threads",
+                              ready_timeout=60)
+    sleeps = threads_run.handle("spawner", timeout=30).pids()
+    procs_run = topo_launch(topology("""
+        name: other
+        nodes:
+          echo: {target: "fault_nodes:Echo"}
+    """, name="other.yaml"), "procs", ready_timeout=60)
+    try:
+        assert threads_run.stop(timeout=60) == 0
+        assert not wait_gone(sleeps, 10)
+        time.sleep(0.5)
+        assert procs_run.exit_code is None, procs_run.failure
+        assert procs_run.handle("echo", timeout=10).ping() > 0
+        assert set(alive(procs_run.pids())) == procs_run.pids()
+    finally:
+        kill_pids(sleeps)

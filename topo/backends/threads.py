@@ -9,10 +9,12 @@ itself (env vars, working dir, CPU or GPU visibility) are refused by ``check``.
 
 Processes the nodes start are children of the launcher process, so at close
 the backend ends (SIGTERM, then SIGKILL after ``CHILD_GRACE_S``) the launcher's
-child processes that appeared after it opened, with their descendants. It
+child processes that appeared after it opened, with their descendants (the fork
+server of a procs run launched meanwhile from the same process excepted). It
 cannot tell whose they are: a process the launcher's own code started while
-the program ran (or another program run in the same process) ends too, and a
-node's processes live until the whole program stops, not until its node ends.
+the program ran (or a node of another threads run in the same process) ends
+too, and a node's processes live until the whole program stops, not until its
+node ends.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TextIO
 
 import psutil
 
+from topo.backends import forkserver
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.child import registry_reporter
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
@@ -139,11 +142,14 @@ class ThreadsBackend(Backend):
 
 
 def _children() -> set[tuple[int, float]]:
-    """This process's live children as (pid, create time): a pid alone can be reused."""
+    """This process's live children as (pid, create time): a pid alone can be reused.
+    The fork servers of procs runs launched from this process are not counted: they are
+    another run's helpers, not processes a node started."""
     out = set()
     for kid in psutil.Process().children():
         try:
-            out.add((kid.pid, kid.create_time()))
+            if forkserver.__name__ not in kid.cmdline():
+                out.add((kid.pid, kid.create_time()))
         except psutil.Error:
             pass
     return out
