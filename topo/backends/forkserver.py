@@ -119,6 +119,36 @@ def become_subreaper() -> bool:
         return False
 
 
+def child_pids(pid: int | None = None, recursive: bool = False) -> list[int]:
+    """The child processes of ``pid`` (default: this process), read from
+    ``/proc/PID/task/*/children``: unlike a scan of every process on the machine, this
+    stays fast when busy threads of this process compete for the GIL."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(x) for x in f.read().split())
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        except OSError:  # no CONFIG_PROC_CHILDREN: ask psutil (scans every process)
+            import psutil
+
+            try:
+                kids = [k.pid for k in psutil.Process(pid).children()]
+            except psutil.Error:
+                kids = []
+            break
+    kids = sorted(set(kids))
+    if recursive:
+        kids += [g for k in kids for g in child_pids(k, recursive=True)]
+    return kids
+
+
 def sweep_orphans(executables: Iterable[int], kill: bool) -> list[int]:
     """Reap this process's children that are not ``executables`` (pids that the
     executables' owner joins itself, so never waited for here) and have ended; with
@@ -128,24 +158,21 @@ def sweep_orphans(executables: Iterable[int], kill: bool) -> list[int]:
 
     exes = set(executables)
     killed: list[int] = []
-    try:
-        kids = psutil.Process().children()
-    except psutil.Error:
-        return killed
-    for kid in kids:
-        if kid.pid in exes:
+    for pid in child_pids():
+        if pid in exes:
             continue
         try:
-            if kill and kid.status() != psutil.STATUS_ZOMBIE and os.getpgid(kid.pid) not in exes:
-                for proc in [*kid.children(recursive=True), kid]:
+            kid = psutil.Process(pid)
+            if kill and kid.status() != psutil.STATUS_ZOMBIE and os.getpgid(pid) not in exes:
+                for below in [*child_pids(pid, recursive=True), pid]:
                     try:
-                        proc.kill()
-                        killed.append(proc.pid)
-                    except psutil.Error:
+                        os.kill(below, signal.SIGKILL)
+                        killed.append(below)
+                    except ProcessLookupError:
                         pass
         except (psutil.Error, ProcessLookupError):
             pass
-        _reap(kid.pid, block=kid.pid in killed)
+        _reap(pid, block=pid in killed)
     return killed
 
 

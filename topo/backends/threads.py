@@ -146,10 +146,11 @@ def _children() -> set[tuple[int, float]]:
     The fork servers of procs runs launched from this process are not counted: they are
     another run's helpers, not processes a node started."""
     out = set()
-    for kid in psutil.Process().children():
+    for pid in forkserver.child_pids():
         try:
+            kid = psutil.Process(pid)
             if forkserver.__name__ not in kid.cmdline():
-                out.add((kid.pid, kid.create_time()))
+                out.add((pid, kid.create_time()))
         except psutil.Error:
             pass
     return out
@@ -167,8 +168,9 @@ def end_processes(kids: set[tuple[int, float]], keep: list[int],
             kid = psutil.Process(pid)
             if kid.create_time() != created:
                 continue
-            for proc in [kid, *kid.children(recursive=True)]:
-                procs[proc.pid] = proc
+            procs[pid] = kid
+            for below in forkserver.child_pids(pid, recursive=True):
+                procs[below] = psutil.Process(below)
         except psutil.Error:
             continue
     for proc in procs.values():
