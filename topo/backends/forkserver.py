@@ -15,7 +15,13 @@ socket (``server``, ``started``, ``exited``). Children set themselves up with
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
 makes the server kill its children and exit; each child has
 ``PR_SET_PDEATHSIG=SIGKILL`` on the server and a watchdog thread polling the
-launcher's pid.
+launcher's pid. The processes a node starts end with its executable: each
+executable leads its own process group, and the server is a child subreaper
+(``PR_SET_CHILD_SUBREAPER``), so when an executable exits -- cleanly or not --
+the server kills what is left of its group and every process re-parented to it
+that is not a live executable or in a live executable's group (a process a
+node detached with ``setsid`` cannot be traced back to its node: it ends when
+any executable exits, or with the run).
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ import signal
 import socket
 import struct
 import sys
+import time
+from collections.abc import Iterable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended
 _status: socket.socket | None = None
 
 
@@ -92,6 +102,93 @@ def kill_tree(pid: int) -> None:
         pass
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of process group ``pgid`` (nothing if it is empty)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux); False if not."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except Exception:
+        return False
+
+
+def child_pids(pid: int | None = None, recursive: bool = False) -> list[int]:
+    """The child processes of ``pid`` (default: this process), read from
+    ``/proc/PID/task/*/children``: unlike a scan of every process on the machine, this
+    stays fast when busy threads of this process compete for the GIL."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(x) for x in f.read().split())
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        except OSError:  # no CONFIG_PROC_CHILDREN: ask psutil (scans every process)
+            import psutil
+
+            try:
+                kids = [k.pid for k in psutil.Process(pid).children()]
+            except psutil.Error:
+                kids = []
+            break
+    kids = sorted(set(kids))
+    if recursive:
+        kids += [g for k in kids for g in child_pids(k, recursive=True)]
+    return kids
+
+
+def sweep_orphans(executables: Iterable[int], kill: bool) -> list[int]:
+    """Reap this process's children that are not ``executables`` (pids that the
+    executables' owner joins itself, so never waited for here) and have ended; with
+    ``kill``, first SIGKILL the live ones (and their descendants) unless they are in a
+    live executable's process group. The pids killed."""
+    import psutil
+
+    exes = set(executables)
+    killed: list[int] = []
+    for pid in child_pids():
+        if pid in exes:
+            continue
+        try:
+            kid = psutil.Process(pid)
+            if kill and kid.status() != psutil.STATUS_ZOMBIE and os.getpgid(pid) not in exes:
+                for below in [*child_pids(pid, recursive=True), pid]:
+                    try:
+                        os.kill(below, signal.SIGKILL)
+                        killed.append(below)
+                    except ProcessLookupError:
+                        pass
+        except (psutil.Error, ProcessLookupError):
+            pass
+        _reap(pid, block=pid in killed)
+    return killed
+
+
+def _reap(pid: int, block: bool) -> None:
+    """``waitpid`` one specific child (never -1: the executables are joined elsewhere)."""
+    end = time.monotonic() + (2.0 if block else 0.0)
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() >= end:
+            return
+        time.sleep(0.01)
+
+
 # -- inside a child ---------------------------------------------------------------
 
 def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int) -> None:
@@ -122,6 +219,7 @@ def serve(status_fd: int) -> None:
     from multiprocess.connection import wait
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C
+    become_subreaper()  # orphans of the executables' processes come back to this server
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
     init = read_msg(0)
     if init is None:
@@ -138,17 +236,21 @@ def serve(status_fd: int) -> None:
     launcher_pid = init["launcher_pid"]
     import gc
 
+    import psutil  # noqa: F401  (sweep_orphans; imported once, before the children fork)
+
     gc.collect()
     gc.freeze()  # keep imported objects out of the children's GC: fewer copy-on-write faults
     send_status(t="server", pid=os.getpid(), import_errors=errors)
     ctx = multiprocess.get_context("fork")
     children: dict[int, tuple[Any, str, int]] = {}  # sentinel -> (process, exe, attempt)
     me = os.getpid()
+    next_sweep = time.monotonic() + SWEEP_INTERVAL_S
     try:
         while True:
             ready = wait([0, *children], timeout=0.5)
             if not _pid_alive(launcher_pid):
                 return
+            _end_executables([children.pop(obj) for obj in ready if obj != 0], children)
             for obj in ready:
                 if obj == 0:
                     msg = read_msg(0)
@@ -161,17 +263,32 @@ def serve(status_fd: int) -> None:
                         p.start()
                         children[p.sentinel] = (p, exe, attempt)
                         send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
-                else:
-                    p, exe, attempt = children.pop(obj)
-                    p.join()
-                    send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid,
-                                code=p.exitcode)
+            if time.monotonic() >= next_sweep:  # re-parented processes that ended on their own
+                sweep_orphans(_live_pids(children), kill=False)
+                next_sweep = time.monotonic() + SWEEP_INTERVAL_S
     finally:
         for p, _exe, _attempt in children.values():
             kill_tree(p.pid)
         for p, exe, attempt in children.values():
             p.join(5)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
+        sweep_orphans([], kill=True)
+
+
+def _end_executables(ended: list[tuple[Any, str, int]],
+                     children: dict[int, tuple[Any, str, int]]) -> None:
+    """Executables ended: kill what is left of their groups, join them, tell the launcher;
+    then one sweep for all of them (what they left re-parented to this server)."""
+    for p, exe, attempt in ended:
+        kill_group(p.pid)  # its group outlives it (the unreaped leader keeps the pgid)
+        p.join()
+        send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
+    if ended:
+        sweep_orphans(_live_pids(children), kill=True)
+
+
+def _live_pids(children: dict[int, tuple[Any, str, int]]) -> list[int]:
+    return [p.pid for p, _exe, _attempt in children.values()]
 
 
 if __name__ == "__main__":

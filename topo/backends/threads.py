@@ -6,6 +6,15 @@ routed to their log files. Threads cannot be killed: a node that ignores the
 stop event past the grace period is abandoned (its thread is a daemon) and
 reported as killed. Group ``resources`` that would change the launcher process
 itself (env vars, working dir, CPU or GPU visibility) are refused by ``check``.
+
+Processes the nodes start are children of the launcher process, so at close
+the backend ends (SIGTERM, then SIGKILL after ``CHILD_GRACE_S``) the launcher's
+child processes that appeared after it opened, with their descendants (the fork
+server of a procs run launched meanwhile from the same process excepted). It
+cannot tell whose they are: a process the launcher's own code started while
+the program ran (or a node of another threads run in the same process) ends
+too, and a node's processes live until the whole program stops, not until its
+node ends.
 """
 
 from __future__ import annotations
@@ -16,6 +25,9 @@ import threading
 import traceback
 from typing import TextIO
 
+import psutil
+
+from topo.backends import forkserver
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.child import registry_reporter
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
@@ -33,6 +45,7 @@ _PROCESS_WIDE = {
     "cpus": "pin the launcher to those CPUs",
     "gpus": "set CUDA_VISIBLE_DEVICES for the launcher",
 }
+CHILD_GRACE_S = 1.0  # SIGTERM -> SIGKILL for the processes nodes left behind at close
 
 
 class _ThreadRunner(ExecutableRunner):
@@ -110,12 +123,14 @@ class ThreadsBackend(Backend):
         self._context: ProgramContext | None = None
         self._files: dict[str, TextIO] = {}
         self._crash: CrashRecord | None = None
+        self._children_before: set[tuple[int, float]] = set()
 
     def check(self, program: Program) -> list[Diagnostic]:
         return process_wide_resources(program, self.name)
 
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
+        self._children_before = _children()
         self._context = connect_program(job.registry)
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths)
@@ -144,8 +159,56 @@ class ThreadsBackend(Backend):
         if self._crash is not None:
             self._crash.uninstall()
             self._crash = None
+        end_processes(_children() - self._children_before, self.helper_pids())
         if self._context is not None:
             self._context.address_book.close()
         if self._job is not None:
             unroute_node_output(self._job.registry.program_id, self._files)
         self._files = {}
+
+
+def _children() -> set[tuple[int, float]]:
+    """This process's live children as (pid, create time): a pid alone can be reused.
+    The fork servers of procs runs launched from this process are not counted: they are
+    another run's helpers, not processes a node started."""
+    out = set()
+    for pid in forkserver.child_pids():
+        try:
+            kid = psutil.Process(pid)
+            if forkserver.__name__ not in kid.cmdline():
+                out.add((pid, kid.create_time()))
+        except psutil.Error:
+            pass
+    return out
+
+
+def end_processes(kids: set[tuple[int, float]], keep: list[int],
+                  grace: float = CHILD_GRACE_S) -> list[int]:
+    """SIGTERM the child processes ``kids`` (pid, create time) but ``keep`` and their
+    descendants, SIGKILL what is left after ``grace`` seconds, reap them; their pids."""
+    procs: dict[int, psutil.Process] = {}
+    for pid, created in kids:
+        if pid in keep:
+            continue
+        try:
+            kid = psutil.Process(pid)
+            if kid.create_time() != created:
+                continue
+            procs[pid] = kid
+            for below in forkserver.child_pids(pid, recursive=True):
+                procs[below] = psutil.Process(below)
+        except psutil.Error:
+            continue
+    for proc in procs.values():
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _gone, left = psutil.wait_procs(list(procs.values()), timeout=grace)
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=grace)
+    return sorted(procs)

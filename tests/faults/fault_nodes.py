@@ -1,0 +1,47 @@
+"""Node code for the fault tests (imported by the launcher and by the fork server)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+
+class Spawner:
+    """Starts two ``sleep 600`` processes in its constructor -- one in its own process
+    group, one detached with ``setsid`` -- and records their pids (a file and an RPC)."""
+
+    def __init__(self, pid_file: str = "") -> None:
+        self.procs = [subprocess.Popen(["sleep", "600"]),
+                      subprocess.Popen(["sleep", "600"], start_new_session=True)]
+        if pid_file:
+            tmp = Path(pid_file + ".tmp")
+            tmp.write_text(" ".join(str(p.pid) for p in self.procs))
+            tmp.replace(pid_file)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+class Stubborn:
+    """run() ignores the stop event (the launcher has to kill it)."""
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.1)
+
+
+class StuckInit:
+    """A constructor that never returns."""
+
+    def __init__(self) -> None:
+        while True:
+            time.sleep(1)
+
+
+class Echo:
+    """A served object without run(): answers until the program stops."""
+
+    def ping(self) -> int:
+        return os.getpid()
