@@ -11,7 +11,6 @@ from topo.testing import wait_gone
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="needs the readiness deadline from branch ready")
 def test_stuck_constructor_fails_the_program_with_the_node_named(topo_launch: Callable,
                                                                  topology: Callable) -> None:
     path = topology("""
