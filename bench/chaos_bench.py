@@ -78,13 +78,16 @@ def _program(nodes: int) -> Any:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chaos.yaml"
-        path.write_text(f"name: chaos\nnodes:\n  worker:\n    target: 'chaos_bench:Worker'\n"
-                        f"    count: {nodes}\n    restart: {RESTART}\n")
+        path.write_text(
+            f"name: chaos\nnodes:\n  worker:\n    target: 'chaos_bench:Worker'\n"
+            f"    count: {nodes}\n    restart: {RESTART}\n"
+        )
         return load(path).program
 
 
-def _blocking_client(run: Any, ids: list[str], tally: Tally, stop: threading.Event,
-                     rng: random.Random) -> None:
+def _blocking_client(
+    run: Any, ids: list[str], tally: Tally, stop: threading.Event, rng: random.Random
+) -> None:
     handles = [run.handle(n, timeout=tally.deadline) for n in ids]
     me = threading.get_ident()
     i = 0
@@ -101,8 +104,14 @@ def _blocking_client(run: Any, ids: list[str], tally: Tally, stop: threading.Eve
         tally.add(time.monotonic() - t0, error)
 
 
-def _futures_client(run: Any, ids: list[str], tally: Tally, stop: threading.Event,
-                    rng: random.Random, batch: int = 4) -> None:
+def _futures_client(
+    run: Any,
+    ids: list[str],
+    tally: Tally,
+    stop: threading.Event,
+    rng: random.Random,
+    batch: int = 4,
+) -> None:
     handles = [run.handle(n, timeout=tally.deadline) for n in ids]
     i = 0
     while not stop.is_set():
@@ -122,8 +131,14 @@ def _futures_client(run: Any, ids: list[str], tally: Tally, stop: threading.Even
             tally.add(time.monotonic() - t0, error)
 
 
-def _killer(run: Any, ids: list[str], duration: float, interval: float, rng: random.Random,
-            killed: list[tuple[float, str, int]]) -> None:
+def _killer(
+    run: Any,
+    ids: list[str],
+    duration: float,
+    interval: float,
+    rng: random.Random,
+    killed: list[tuple[float, str, int]],
+) -> None:
     """SIGKILL the process of a random running node every ``interval`` s for ``duration``."""
     start = time.monotonic()
     n = 0
@@ -146,8 +161,15 @@ def _killer(run: Any, ids: list[str], duration: float, interval: float, rng: ran
             pass
 
 
-def chaos(nodes: int = 20, duration: float = 60, interval: float = 2, deadline: float = 3,
-          clients: int = 2, log_dir: Path | None = None, seed: int = 0) -> dict[str, Any]:
+def chaos(
+    nodes: int = 20,
+    duration: float = 60,
+    interval: float = 2,
+    deadline: float = 3,
+    clients: int = 2,
+    log_dir: Path | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Run the chaos scenario once; the results (see the module docstring)."""
     from topo.api import launch
     from topo.testing import wait_gone
@@ -156,8 +178,12 @@ def chaos(nodes: int = 20, duration: float = 60, interval: float = 2, deadline: 
     program = _program(nodes)
     ids = [n.id for n in program.nodes]
     tmp = tempfile.TemporaryDirectory() if log_dir is None else None
-    run = launch(program, backend="procs", log_dir=log_dir or Path(tmp.name),  # type: ignore[union-attr]
-                 ready_timeout=120)
+    run = launch(
+        program,
+        backend="procs",
+        log_dir=log_dir or Path(tmp.name),  # type: ignore[union-attr]
+        ready_timeout=120,
+    )
     ready_at: dict[str, list[float]] = {n: [] for n in ids}
 
     def on_event(event: Any) -> None:
@@ -167,11 +193,16 @@ def chaos(nodes: int = 20, duration: float = 60, interval: float = 2, deadline: 
     run.launcher.add_listener(on_event)
     tally = Tally(deadline)
     stop = threading.Event()
-    threads = [threading.Thread(target=target, args=(run, ids, tally, stop,
-                                                     random.Random(seed + k + 1)),
-                                name=f"chaos-client-{k}", daemon=True)
-               for k in range(clients)
-               for target in (_blocking_client, _futures_client)]
+    threads = [
+        threading.Thread(
+            target=target,
+            args=(run, ids, tally, stop, random.Random(seed + k + 1)),
+            name=f"chaos-client-{k}",
+            daemon=True,
+        )
+        for k in range(clients)
+        for target in (_blocking_client, _futures_client)
+    ]
     killed: list[tuple[float, str, int]] = []
     try:
         t0 = time.monotonic()
@@ -183,8 +214,9 @@ def chaos(nodes: int = 20, duration: float = 60, interval: float = 2, deadline: 
         for t in threads:
             t.join(deadline + HUNG_SLACK_S + 6)
         now = time.monotonic()
-        tally.hung += sum(1 for s in list(tally.in_flight.values())
-                          if now - s > deadline + HUNG_SLACK_S)
+        tally.hung += sum(
+            1 for s in list(tally.in_flight.values()) if now - s > deadline + HUNG_SLACK_S
+        )
         recovered = run.wait_ready(30)
         answers = [run.handle(n, timeout=30).ping(0)[0] for n in ids]
         restarts = sum(s.restarts for s in run.status())
@@ -198,9 +230,15 @@ def chaos(nodes: int = 20, duration: float = 60, interval: float = 2, deadline: 
     if tmp is not None:
         tmp.cleanup()
     return {
-        "config": {"nodes": nodes, "duration_s": duration, "interval_s": interval,
-                   "deadline_s": deadline, "clients": {"blocking": clients, "futures": clients},
-                   "restart": RESTART, "seed": seed},
+        "config": {
+            "nodes": nodes,
+            "duration_s": duration,
+            "interval_s": interval,
+            "deadline_s": deadline,
+            "clients": {"blocking": clients, "futures": clients},
+            "restart": RESTART,
+            "seed": seed,
+        },
         "elapsed_s": round(elapsed, 1),
         **_outcome(tally, elapsed),
         "kills": len(killed),
@@ -224,21 +262,25 @@ def _outcome(tally: Tally, elapsed: float) -> dict[str, Any]:
         "failures": dict(tally.failures.most_common()),
         "longest_call_s": round(max(tally.durations, default=0.0), 3),
         "median_call_ms": round(1000 * statistics.median(tally.durations), 2)
-        if tally.durations else None,
+        if tally.durations
+        else None,
         "hung": tally.hung,
     }
 
 
-def _recovery(killed: list[tuple[float, str, int]], ready_at: dict[str, list[float]]
-              ) -> dict[str, float | None]:
+def _recovery(
+    killed: list[tuple[float, str, int]], ready_at: dict[str, list[float]]
+) -> dict[str, float | None]:
     """Seconds from each kill to its node's next ``ready`` event: median and max."""
     times = []
     for t_kill, node, _pid in killed:
         after = [t for t in ready_at[node] if t > t_kill]
         if after:
             times.append(min(after) - t_kill)
-    return {"median": round(statistics.median(times), 2) if times else None,
-            "max": round(max(times), 2) if times else None}
+    return {
+        "median": round(statistics.median(times), 2) if times else None,
+        "max": round(max(times), 2) if times else None,
+    }
 
 
 def _markdown(res: dict[str, Any], argv: str) -> str:
@@ -249,23 +291,23 @@ def _markdown(res: dict[str, Any], argv: str) -> str:
 
 `{argv}` — Python {platform.python_version()}, {os.cpu_count()} CPUs (shared, noisy).
 
-{c['nodes']} courier nodes with `restart: {c['restart']}`; {c['clients']['blocking']} client
-threads making blocking calls and {c['clients']['futures']} sending batches of 4 futures, to
-random nodes, each call with a {c['deadline_s']:g} s deadline; `kill -9` of a random node
-process every {c['interval_s']:g} s for {c['duration_s']:g} s.
+{c["nodes"]} courier nodes with `restart: {c["restart"]}`; {c["clients"]["blocking"]} client
+threads making blocking calls and {c["clients"]["futures"]} sending batches of 4 futures, to
+random nodes, each call with a {c["deadline_s"]:g} s deadline; `kill -9` of a random node
+process every {c["interval_s"]:g} s for {c["duration_s"]:g} s.
 
 | measure | value |
 | --- | ---: |
-| calls made | {res['calls']} ({res['calls_per_s']}/s) |
-| succeeded | {res['succeeded']} ({res['success_pct']} %) |
+| calls made | {res["calls"]} ({res["calls_per_s"]}/s) |
+| succeeded | {res["succeeded"]} ({res["success_pct"]} %) |
 | failures by type | {fails} |
-| longest call | {res['longest_call_s']} s (median {res['median_call_ms']} ms) |
-| hung calls (past deadline + 1 s) | {res['hung']} |
-| kills / restarts observed | {res['kills']} / {res['restarts']} |
-| kill → node ready again | median {rec['median']} s, max {rec['max']} s |
-| every node answers afterwards | {'yes' if res['all_nodes_answer_after'] else 'NO'} |
-| exit code of the stop | {res['exit_code']} |
-| processes started / left after the stop | {res['pids_started']} / {len(res['orphans'])} |
+| longest call | {res["longest_call_s"]} s (median {res["median_call_ms"]} ms) |
+| hung calls (past deadline + 1 s) | {res["hung"]} |
+| kills / restarts observed | {res["kills"]} / {res["restarts"]} |
+| kill → node ready again | median {rec["median"]} s, max {rec["max"]} s |
+| every node answers afterwards | {"yes" if res["all_nodes_answer_after"] else "NO"} |
+| exit code of the stop | {res["exit_code"]} |
+| processes started / left after the stop | {res["pids_started"]} / {len(res["orphans"])} |
 """
 
 
@@ -275,15 +317,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of chaos")
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between kills")
     ap.add_argument("--deadline", type=float, default=3.0, help="deadline of each call")
-    ap.add_argument("--clients", type=int, default=2,
-                    help="blocking client threads (and as many futures threads)")
+    ap.add_argument(
+        "--clients",
+        type=int,
+        default=2,
+        help="blocking client threads (and as many futures threads)",
+    )
     ap.add_argument("--quick", action="store_true", help="15 s of chaos")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     duration = 15.0 if args.quick else args.duration
-    res = chaos(args.nodes, duration, args.interval, args.deadline, args.clients,
-                seed=args.seed)
+    res = chaos(args.nodes, duration, args.interval, args.deadline, args.clients, seed=args.seed)
     res["load_avg_1min_after"] = round(os.getloadavg()[0], 1)
     argv = " ".join([".venv/bin/python bench/chaos_bench.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,10 @@ def _program(n: int, restart: str = "") -> Any:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
-        path.write_text(f"name: bench{n}\nnodes:\n  node:\n    target: 'launch_bench:Trivial'\n"
-                        f"    count: {n}\n{restart}")
+        path.write_text(
+            f"name: bench{n}\nnodes:\n  node:\n    target: 'launch_bench:Trivial'\n"
+            f"    count: {n}\n{restart}"
+        )
         return load(path).program
 
 
@@ -97,8 +99,10 @@ def bench_naive(n: int) -> float:
     code = NAIVE_CHILD.format(paths=[str(ROOT), str(HERE)])
     info = json.dumps(vars(registry.info))
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", code, info, f"node/{i}"],
-                              stdout=subprocess.DEVNULL) for i in range(n)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, info, f"node/{i}"], stdout=subprocess.DEVNULL)
+        for i in range(n)
+    ]
     try:
         while len(registry.service.entries()) < n:
             if any(p.poll() is not None for p in procs):
@@ -121,13 +125,16 @@ def bench_detection(log_dir: Path, kills: int) -> list[float]:
     from topo.api import launch
     from topo.backends.base import Event
 
-    program = _program(10, "    restart: {policy: on-failure, max_restarts: 100, "
-                           "backoff: {initial_s: 0.05, max_s: 0.05}}\n")
+    program = _program(
+        10,
+        "    restart: {policy: on-failure, max_restarts: 100, "
+        "backoff: {initial_s: 0.05, max_s: 0.05}}\n",
+    )
     run = launch(program, backend="procs", log_dir=log_dir, ready_timeout=120)
     seen: dict[int, float] = {}
     run.launcher.add_listener(
-        lambda e: seen.setdefault(e.pid or 0, time.perf_counter())
-        if e.kind == "failed" else None)
+        lambda e: seen.setdefault(e.pid or 0, time.perf_counter()) if e.kind == "failed" else None
+    )
     latencies = []
     try:
         for i in range(kills):
@@ -160,37 +167,52 @@ def main() -> None:
         reps = args.repeats if n <= 100 else 1
         topo_runs = [bench_topo(n, log_dir) for _ in range(reps)]
         naive_runs = [bench_naive(n) for _ in range(reps)]
-        row = {"nodes": n, "repeats": reps,
-               "topo_ready_s": statistics.median(r["ready_s"] for r in topo_runs),
-               "naive_ready_s": statistics.median(naive_runs),
-               "stop_s": statistics.median(r["stop_s"] for r in topo_runs)}
+        row = {
+            "nodes": n,
+            "repeats": reps,
+            "topo_ready_s": statistics.median(r["ready_s"] for r in topo_runs),
+            "naive_ready_s": statistics.median(naive_runs),
+            "stop_s": statistics.median(r["stop_s"] for r in topo_runs),
+        }
         row["speedup"] = row["naive_ready_s"] / row["topo_ready_s"]
         row["load_avg_1m"] = os.getloadavg()[0]
         rows.append(row)
         print(json.dumps(row), flush=True)
     det = bench_detection(log_dir, args.kills)
     result = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
         "launch": rows,
-        "failure_detection_s": {"median": statistics.median(det), "max": max(det),
-                                "samples": det},
+        "failure_detection_s": {"median": statistics.median(det), "max": max(det), "samples": det},
     }
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "launch.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Launch benchmark (procs backend)", "",
-             f"`.venv/bin/python bench/launch_bench.py` — Python {platform.python_version()}, "
-             f"{os.cpu_count()} CPUs (shared, noisy). Median of the repeats.", "",
-             "| nodes | topo fork server: launch → all ready | naive: fresh interpreter per "
-             "node | speed-up | stop → all gone | load avg (1 min) after |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "# Launch benchmark (procs backend)",
+        "",
+        f"`.venv/bin/python bench/launch_bench.py` — Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs (shared, noisy). Median of the repeats.",
+        "",
+        "| nodes | topo fork server: launch → all ready | naive: fresh interpreter per "
+        "node | speed-up | stop → all gone | load avg (1 min) after |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        lines.append(f"| {r['nodes']} | {r['topo_ready_s']:.2f} s | {r['naive_ready_s']:.2f} s "
-                     f"| {r['speedup']:.1f}× | {r['stop_s']:.2f} s | {r['load_avg_1m']:.0f} |")
-    lines += ["", f"Failure detection (`kill -9` of a node → launcher's failed event), "
-              f"{len(det)} kills: median {statistics.median(det) * 1000:.0f} ms, "
-              f"max {max(det) * 1000:.0f} ms.", ""]
+        lines.append(
+            f"| {r['nodes']} | {r['topo_ready_s']:.2f} s | {r['naive_ready_s']:.2f} s "
+            f"| {r['speedup']:.1f}× | {r['stop_s']:.2f} s | {r['load_avg_1m']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Failure detection (`kill -9` of a node → launcher's failed event), "
+        f"{len(det)} kills: median {statistics.median(det) * 1000:.0f} ms, "
+        f"max {max(det) * 1000:.0f} ms.",
+        "",
+    ]
     (out / "launch.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -69,10 +69,15 @@ def serve_grpc() -> None:
         return request
 
     handler = grpc.method_handlers_generic_handler(
-        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[
-        ("grpc.max_receive_message_length", 64 << 20),
-        ("grpc.max_send_message_length", 64 << 20)])
+        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+    )
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4),
+        options=[
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.max_send_message_length", 64 << 20),
+        ],
+    )
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -141,9 +146,13 @@ class GrpcClient:
     def __init__(self, target: str) -> None:
         import grpc
 
-        self.channel = grpc.insecure_channel(target, options=[
-            ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20)])
+        self.channel = grpc.insecure_channel(
+            target,
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+            ],
+        )
         grpc.channel_ready_future(self.channel).result(timeout=30)
         self.stub = self.channel.unary_unary("/bench.Echo/Echo")
 
@@ -181,15 +190,18 @@ def sync_times(client: Any, payload: Any, n: int) -> tuple[list[float], float]:
 
 def summarize(times: list[float], total: float) -> dict[str, float]:
     times = sorted(times)
-    return {"median_us": statistics.median(times) * 1e6,
-            "p90_us": times[int(len(times) * 0.9)] * 1e6,
-            "sync_calls_per_s": len(times) / total}
+    return {
+        "median_us": statistics.median(times) * 1e6,
+        "p90_us": times[int(len(times) * 0.9)] * 1e6,
+        "sync_calls_per_s": len(times) / total,
+    }
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT)
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line:
@@ -198,8 +210,9 @@ def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, line
 
 
-def run_all(systems: list[tuple[str, Any]], sizes: dict[str, tuple[Any, int, int]],
-            rounds: int) -> dict[str, Any]:
+def run_all(
+    systems: list[tuple[str, Any]], sizes: dict[str, tuple[Any, int, int]], rounds: int
+) -> dict[str, Any]:
     """Measure every system with all servers up, interleaved in ``rounds`` so that
     machine noise hits every system alike; pipelined runs go last."""
     clients: dict[str, tuple[Any, subprocess.Popen[str]]] = {}
@@ -224,10 +237,13 @@ def run_all(systems: list[tuple[str, Any]], sizes: dict[str, tuple[Any, int, int
             for label, (payload, _, n_pipe) in sizes.items():
                 t0 = time.perf_counter()
                 client.pipelined(payload, n_pipe)
-                results[name][label]["pipelined_calls_per_s"] = n_pipe / (
-                    time.perf_counter() - t0)
-                print(name, label, {k: round(v, 1) for k, v in results[name][label].items()},
-                      flush=True)
+                results[name][label]["pipelined_calls_per_s"] = n_pipe / (time.perf_counter() - t0)
+                print(
+                    name,
+                    label,
+                    {k: round(v, 1) for k, v in results[name][label].items()},
+                    flush=True,
+                )
         return results
     finally:
         for client, proc in clients.values():
@@ -261,12 +277,25 @@ def main() -> None:
 
     def topo_system(mechanism: str) -> Callable[[], tuple[Any, subprocess.Popen[str]]]:
         def make() -> tuple[Any, subprocess.Popen[str]]:
-            reg = RegistryServer(new_program_id(), new_secret(), mechanism=mechanism,  # type: ignore[arg-type]
-                                 default_deadline=60)
+            reg = RegistryServer(
+                new_program_id(),
+                new_secret(),
+                mechanism=mechanism,  # type: ignore[arg-type]
+                default_deadline=60,
+            )
             registries.append(reg)
-            proc, _ = start(["--serve", "topo", "--info", json.dumps(asdict(reg.info)),
-                             "--threads", str(a.threads)])
+            proc, _ = start(
+                [
+                    "--serve",
+                    "topo",
+                    "--info",
+                    json.dumps(asdict(reg.info)),
+                    "--threads",
+                    str(a.threads),
+                ]
+            )
             return TopoClient(connect_program(reg.info)), proc
+
         return make
 
     def raw() -> tuple[Any, subprocess.Popen[str]]:
@@ -277,22 +306,30 @@ def main() -> None:
         proc, target = start(["--serve", "grpc"])
         return GrpcClient(target), proc
 
-    systems = [("raw pyzmq (floor)", raw),
-               ("topo (ipc + PLAIN, one host)", topo_system("plain")),
-               ("topo (tcp + CURVE, across hosts)", topo_system("curve")),
-               ("grpcio generic unary", grpc_)]
+    systems = [
+        ("raw pyzmq (floor)", raw),
+        ("topo (ipc + PLAIN, one host)", topo_system("plain")),
+        ("topo (tcp + CURVE, across hosts)", topo_system("curve")),
+        ("grpcio generic unary", grpc_),
+    ]
     wanted = [w for w in a.only.split(",") if w]
-    chosen = [(n, m) for n, m in systems
-              if n.startswith("raw") or not wanted or any(w in n for w in wanted)]
+    chosen = [
+        (n, m)
+        for n, m in systems
+        if n.startswith("raw") or not wanted or any(w in n for w in wanted)
+    ]
     load0 = os.getloadavg()[0]
     results = run_all(chosen, sizes, rounds=5)
     try:
         import ray  # noqa: F401
+
         notes = ["ray installed but not benchmarked by this script version"]
     except ImportError:
         notes = ["Ray actor: skipped, ray is not installed in this environment"]
-    notes.append(f"machine load average (1 min) at start / end of the run: {load0:.1f} / "
-                 f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    notes.append(
+        f"machine load average (1 min) at start / end of the run: {load0:.1f} / "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     for reg in registries:
         reg.close()
     write(results, notes, a)
@@ -302,24 +339,38 @@ def write(results: dict[str, Any], notes: list[str], a: argparse.Namespace) -> N
     base = results["raw pyzmq (floor)"]
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "cpus": os.cpu_count(),
-            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "server_threads": a.threads,
-            "window": WINDOW, "quick": a.quick, "notes": notes}
-    (out_dir / "rpc.json").write_text(json.dumps({"meta": meta, "results": results},
-                                                 indent=2) + "\n")
-    lines = ["# RPC benchmark", "",
-             f"Same run, server in its own process, loopback, {os.cpu_count()} CPUs "
-             f"(shared, noisy), topo server threads={a.threads}, futures window={WINDOW}; "
-             "all servers up at once, blocking calls interleaved over 5 rounds. "
-             "Ratios are against raw pyzmq measured in this run.", "",
-             "| system | payload | median µs | p90 µs | ratio (median) | sync calls/s "
-             "| pipelined calls/s |", "|---|---|---|---|---|---|---|"]
+    meta = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "server_threads": a.threads,
+        "window": WINDOW,
+        "quick": a.quick,
+        "notes": notes,
+    }
+    (out_dir / "rpc.json").write_text(
+        json.dumps({"meta": meta, "results": results}, indent=2) + "\n"
+    )
+    lines = [
+        "# RPC benchmark",
+        "",
+        f"Same run, server in its own process, loopback, {os.cpu_count()} CPUs "
+        f"(shared, noisy), topo server threads={a.threads}, futures window={WINDOW}; "
+        "all servers up at once, blocking calls interleaved over 5 rounds. "
+        "Ratios are against raw pyzmq measured in this run.",
+        "",
+        "| system | payload | median µs | p90 µs | ratio (median) | sync calls/s "
+        "| pipelined calls/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, per in results.items():
         for label, r in per.items():
             ratio = r["median_us"] / base[label]["median_us"]
-            lines.append(f"| {name} | {label} | {r['median_us']:.0f} | {r['p90_us']:.0f} | "
-                         f"{ratio:.2f}× | {r['sync_calls_per_s']:.0f} | "
-                         f"{r.get('pipelined_calls_per_s', 0):.0f} |")
+            lines.append(
+                f"| {name} | {label} | {r['median_us']:.0f} | {r['p90_us']:.0f} | "
+                f"{ratio:.2f}× | {r['sync_calls_per_s']:.0f} | "
+                f"{r.get('pipelined_calls_per_s', 0):.0f} |"
+            )
     lines += ["", "Goals: tiny ≤ 1.3× raw, 4 MiB ≤ 1.25× raw, pipelined ≥ 35,000 calls/s.", ""]
     lines += [f"- {n}" for n in notes]
     lines += ["", "Rerun: `.venv/bin/python bench/rpc_bench.py`", ""]

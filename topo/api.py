@@ -40,8 +40,9 @@ class Loaded:
     """A loaded topology: the compiled ``program`` and, made when first asked for, the
     resolved YAML text (what the run directory keeps as ``topology.yaml``)."""
 
-    def __init__(self, program: Program, spec: LoadedSpec,
-                 warnings: list[Diagnostic] | None = None) -> None:
+    def __init__(
+        self, program: Program, spec: LoadedSpec, warnings: list[Diagnostic] | None = None
+    ) -> None:
         self.program = program
         self.spec = spec  # what the file said: parameters with their help and overrides
         self.warnings = warnings or []  # e.g. a node nothing reaches (--check-imports)
@@ -61,8 +62,12 @@ class Loaded:
         return out.getvalue()
 
 
-def load(path: str | Path, params: Mapping[str, Any] | Sequence[str] | None = None, *,
-         check_imports: bool = False) -> Loaded:
+def load(
+    path: str | Path,
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    check_imports: bool = False,
+) -> Loaded:
     """Load, interpolate and compile a topology file (the one load path of the API and
     every CLI command).
 
@@ -127,8 +132,9 @@ class RunningProgram:
             self._close_client()
         return code
 
-    def stop(self, reason: str = "stopped by the caller", timeout: float | None = None
-             ) -> int | None:
+    def stop(
+        self, reason: str = "stopped by the caller", timeout: float | None = None
+    ) -> int | None:
         """Stop (stop event, grace period, kill) and wait up to ``timeout``."""
         if not self.launcher.done:
             self.launcher.request_stop(reason)
@@ -164,12 +170,18 @@ class RunningProgram:
         self.stop()
 
 
-def launch(program_or_path: Program | str | Path, backend: str | Backend = "threads",
-           params: Mapping[str, Any] | Sequence[str] | None = None, *,
-           grace_s: float | None = None, log_dir: str | Path = "runs",
-           run_dir: str | Path | None = None, disable_run: bool = False,
-           ready_timeout: float | None = None,
-           backend_options: Mapping[str, Any] | None = None) -> RunningProgram:
+def launch(
+    program_or_path: Program | str | Path,
+    backend: str | Backend = "threads",
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    grace_s: float | None = None,
+    log_dir: str | Path = "runs",
+    run_dir: str | Path | None = None,
+    disable_run: bool = False,
+    ready_timeout: float | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+) -> RunningProgram:
     """Start a program (a compiled ``Program`` or a topology file) and return at once.
 
     ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object.
@@ -188,9 +200,13 @@ def launch(program_or_path: Program | str | Path, backend: str | Backend = "thre
     else:
         loaded = load(program_or_path, params)
         program, yaml_text = loaded.program, loaded.yaml_text
-    options = RunOptions(grace_s=grace_s, log_dir=Path(log_dir),
-                         run_dir=None if run_dir is None else Path(run_dir),
-                         disable_run=disable_run, topology_yaml=yaml_text)
+    options = RunOptions(
+        grace_s=grace_s,
+        log_dir=Path(log_dir),
+        run_dir=None if run_dir is None else Path(run_dir),
+        disable_run=disable_run,
+        topology_yaml=yaml_text,
+    )
     if isinstance(backend, str):
         backend = get_backend(backend, **dict(backend_options or {}))
     elif backend_options:
@@ -201,6 +217,7 @@ def launch(program_or_path: Program | str | Path, backend: str | Backend = "thre
     if ready_timeout is not None and not running.wait_ready(ready_timeout):
         if not launcher.done:
             running.stop()
-            raise TimeoutError(f"program {program.name!r}: not every node was up after "
-                               f"{ready_timeout:g}s")
+            raise TimeoutError(
+                f"program {program.name!r}: not every node was up after {ready_timeout:g}s"
+            )
     return running

@@ -52,15 +52,17 @@ class Consumer:
             raise ValueError("the consumer needs at least one producer")
         start = time.perf_counter()
         futures: list[Future[int]] = [
-            self.producers[i % len(self.producers)].futures.work(i)
-            for i in range(self.work_items)
+            self.producers[i % len(self.producers)].futures.work(i) for i in range(self.work_items)
         ]
         results = [f.result() for f in futures]
         self.result = sum(results)
         elapsed = time.perf_counter() - start
         node = topo.current_node().id
-        print(f"{node}: {len(results)} results from {len(self.producers)} producers "
-              f"in {elapsed:.2f}s, sum = {self.result}", flush=True)
+        print(
+            f"{node}: {len(results)} results from {len(self.producers)} producers "
+            f"in {elapsed:.2f}s, sum = {self.result}",
+            flush=True,
+        )
 
     def get_result(self) -> int | None:
         """The sum once ``run()`` has finished (for tests)."""

@@ -79,8 +79,14 @@ def _serve(conn: socket.socket, seen: dict[str, Any], evil: bytes) -> None:
 
 
 def main(endpoint: str, seconds: float, trace: str) -> None:
-    seen: dict[str, Any] = {"endpoint": endpoint, "uid": os.getuid(), "bound": False,
-                            "error": "", "creds": [], "requests": 0}
+    seen: dict[str, Any] = {
+        "endpoint": endpoint,
+        "uid": os.getuid(),
+        "bound": False,
+        "error": "",
+        "creds": [],
+        "requests": 0,
+    }
     if endpoint.startswith("ipc://"):
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         address: Any = endpoint.removeprefix("ipc://")

@@ -20,26 +20,29 @@ HELLO = "name: hello\nnodes:\n  hi: {kind: py, target: 'bk_nodes:hello'}\n"
 def _topo(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
     paths = [str(ROOT), str(HERE), *([str(extra_path)] if extra_path else [])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), NO_COLOR="1", COLUMNS="200")
-    return subprocess.run([*TOPO, *args], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [*TOPO, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
 
 
 def _install_plugin(site: Path) -> None:
     """A distribution installed the way pip leaves one: a module plus a dist-info whose
     entry_points.txt registers it in the ``topo.backends`` group."""
     site.mkdir()
-    (site / "topo_plugin_xyz.py").write_text(textwrap.dedent('''
+    (site / "topo_plugin_xyz.py").write_text(
+        textwrap.dedent("""
         from topo.backends.threads import ThreadsBackend
 
         class PluggedBackend(ThreadsBackend):
             name = "plugged"
-    '''))
+    """)
+    )
     info = site / "topo_plugin_xyz-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: topo-plugin-xyz\n"
-                                   "Version: 0.1\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: topo-plugin-xyz\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[topo.backends]\nplugged = topo_plugin_xyz:PluggedBackend\n")
+        "[topo.backends]\nplugged = topo_plugin_xyz:PluggedBackend\n"
+    )
 
 
 @pytest.mark.slow
@@ -49,17 +52,24 @@ def test_a_backend_registered_by_entry_point_runs_a_topology(tmp_path: Path) -> 
     path = tmp_path / "hello.yaml"
     path.write_text(HELLO)
     run_dir = tmp_path / "run"
-    done = _topo("run", str(path), "-b", "plugged", "--run-dir", str(run_dir), "-q",
-                 extra_path=site)
+    done = _topo(
+        "run", str(path), "-b", "plugged", "--run-dir", str(run_dir), "-q", extra_path=site
+    )
     assert done.returncode == 0, done.stderr
     status = json.loads((run_dir / "status.json").read_text())
     assert status["backend"] == "plugged"
     assert "hello from hi" in (run_dir / "logs" / "hi.log").read_text()
     listed = subprocess.run(
-        [sys.executable, "-c", "from topo.backends.base import available_backends as a; "
-                               "print(a())"],
-        capture_output=True, text=True, timeout=60,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)])))
+        [
+            sys.executable,
+            "-c",
+            "from topo.backends.base import available_backends as a; print(a())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)])),
+    )
     assert "'plugged'" in listed.stdout
 
 
@@ -76,8 +86,9 @@ def test_a_planned_backend_is_named_as_planned(tmp_path: Path) -> None:
 
 def test_threads_refusal_is_printed_as_a_diagnostic(tmp_path: Path) -> None:
     path = tmp_path / "pinned.yaml"
-    path.write_text("name: pinned\nnodes:\n  echo:\n    target: 'bk_nodes:Echo'\n"
-                    "    resources: {gpus: [0]}\n")
+    path.write_text(
+        "name: pinned\nnodes:\n  echo:\n    target: 'bk_nodes:Echo'\n    resources: {gpus: [0]}\n"
+    )
     done = _topo("run", str(path), "-b", "threads", "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 1
     assert f"{path}:3:" in done.stderr

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from topo.testing import wait_gone
 
 
-def test_node_raising_fails_the_program(topo_launch: Callable, topology: Callable,
-                                        backend: str) -> None:
+def test_node_raising_fails_the_program(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: crash
         nodes:
@@ -24,7 +25,7 @@ def test_node_raising_fails_the_program(topo_launch: Callable, topology: Callabl
     assert failure is not None and failure.node == "crasher"
     assert "raised an exception" in failure.message
     assert "ValueError: boom-4711" in failure.traceback
-    assert 'in run' in failure.traceback
+    assert "in run" in failure.traceback
     log = run.log("crasher")  # output and the traceback both end up in the node's log
     assert "about to fail: boom-4711" in log and "ValueError: boom-4711" in log
     assert not wait_gone(run.pids(), 15)
@@ -51,10 +52,12 @@ def test_kill9_of_a_node_stops_the_program(topo_launch: Callable, topology: Call
     assert not wait_gone(run.pids(), 15)
 
 
-def test_kill9_restarts_on_failure_and_peers_reach_it_again(topo_launch: Callable,
-                                                            topology: Callable) -> None:
-    path = _servers(topology, "restart: {policy: on-failure, max_restarts: 3, "
-                              "backoff: {initial_s: 0.05}}")
+def test_kill9_restarts_on_failure_and_peers_reach_it_again(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    path = _servers(
+        topology, "restart: {policy: on-failure, max_restarts: 3, backoff: {initial_s: 0.05}}"
+    )
     run = topo_launch(path, "procs", ready_timeout=60)
     echo = run.handle("echo/1", timeout=30)
     first = echo.whoami()
@@ -71,8 +74,9 @@ def test_kill9_restarts_on_failure_and_peers_reach_it_again(topo_launch: Callabl
     assert not wait_gone(run.pids(), 15)
 
 
-def test_max_restarts_exhausted_stops_with_a_message(topo_launch: Callable,
-                                                     topology: Callable, backend: str) -> None:
+def test_max_restarts_exhausted_stops_with_a_message(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: flaky
         nodes:

@@ -17,15 +17,22 @@ def _topo_elsewhere(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`topo ...` from a folder outside the project, with no PYTHONPATH help."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(NO_COLOR="1", COLUMNS="200")
-    return subprocess.run([sys.executable, "-c", "from topo.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from topo.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.mark.slow
 def test_example_runs_from_another_directory(tmp_path: Path) -> None:
     example = ROOT / "examples/topologies/consumer_producers.yaml"
-    done = _topo_elsewhere(tmp_path, "run", str(example), "-p", "num_producers=2",
-                           "--log-dir", str(tmp_path / "runs"))
+    done = _topo_elsewhere(
+        tmp_path, "run", str(example), "-p", "num_producers=2", "--log-dir", str(tmp_path / "runs")
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "results from 2 producers" in done.stdout
 
@@ -41,8 +48,9 @@ def test_missing_target_fails_before_anything_starts(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
-def test_executors_read_variables_through_a_cacher(topo_launch: Callable, topology: Callable,
-                                                   backend: str) -> None:
+def test_executors_read_variables_through_a_cacher(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: cached
         nodes:

@@ -16,8 +16,9 @@ from rich.console import Console
 from topo.testing import wait_gone
 
 
-def test_node_stuck_in_its_constructor_fails_by_name(topo_launch: Callable,
-                                                      topology: Callable, backend: str) -> None:
+def test_node_stuck_in_its_constructor_fails_by_name(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: stuck
         nodes:
@@ -38,8 +39,7 @@ def test_node_stuck_in_its_constructor_fails_by_name(topo_launch: Callable,
     assert not wait_gone(run.pids(), 15)
 
 
-def test_stuck_node_is_restarted_by_its_policy(topo_launch: Callable,
-                                               topology: Callable) -> None:
+def test_stuck_node_is_restarted_by_its_policy(topo_launch: Callable, topology: Callable) -> None:
     path = topology("""
         name: stuck_restart
         nodes:
@@ -55,8 +55,9 @@ def test_stuck_node_is_restarted_by_its_policy(topo_launch: Callable,
     assert "did not become ready within 1s" in run.failure.message
 
 
-def test_status_file_is_written_while_running(topo_launch: Callable, topology: Callable,
-                                              backend: str) -> None:
+def test_status_file_is_written_while_running(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: live_status
         nodes:
@@ -74,14 +75,17 @@ def test_status_file_is_written_while_running(topo_launch: Callable, topology: C
         time.sleep(0.1)
     assert status.get("state") == "running"
     assert {n["id"]: n["state"] for n in status["nodes"]} == {
-        "echo/0": "running", "echo/1": "running"}
+        "echo/0": "running",
+        "echo/1": "running",
+    }
     assert run.stop(timeout=60) == 0
     final = json.loads(status_file.read_text())
     assert final["state"] == "ended" and final["exit_code"] == 0
 
 
-def test_live_table_shows_how_long_a_node_has_been_starting(topo_launch: Callable,
-                                                            topology: Callable) -> None:
+def test_live_table_shows_how_long_a_node_has_been_starting(
+    topo_launch: Callable, topology: Callable
+) -> None:
     from topo.cli.view import TableView
 
     path = topology("""
@@ -108,9 +112,24 @@ def test_threads_node_calling_os_exit_leaves_a_record(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": f"{HERE}:{ROOT}"}
     result = subprocess.run(
-        [sys.executable, "-c", "from topo.cli import main; main()", "run", str(path),
-         "-b", "threads", "--no-live", "--run-dir", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env}, cwd=ROOT)
+        [
+            sys.executable,
+            "-c",
+            "from topo.cli import main; main()",
+            "run",
+            str(path),
+            "-b",
+            "threads",
+            "--no-live",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
     assert result.returncode == 3, result.stderr
     crash = (tmp_path / "run" / "crash.log").read_text()
     assert "node exiter called os._exit(3)" in crash
@@ -119,8 +138,7 @@ def test_threads_node_calling_os_exit_leaves_a_record(tmp_path: Path) -> None:
     assert {n["id"] for n in status["nodes"]} == {"echo", "exiter"}
 
 
-def test_threads_run_leaves_no_empty_crash_log(topo_launch: Callable, topology: Callable
-                                               ) -> None:
+def test_threads_run_leaves_no_empty_crash_log(topo_launch: Callable, topology: Callable) -> None:
     path = topology("""
         name: clean
         nodes:

@@ -13,8 +13,7 @@ CONSUMER_PRODUCERS = ROOT / "examples" / "topologies" / "consumer_producers.yaml
 
 
 def test_consumer_producers_stops_by_itself(topo_launch: Callable, backend: str) -> None:
-    run = topo_launch(CONSUMER_PRODUCERS, backend, params={"num_producers": 3,
-                                                           "work_items": 12})
+    run = topo_launch(CONSUMER_PRODUCERS, backend, params={"num_producers": 3, "work_items": 12})
     assert run.wait(60) == 0
     assert "12 results from 3 producers" in run.log("consumer")
     status = json.loads((run.run_dir / "status.json").read_text())
@@ -37,8 +36,9 @@ def test_handles_with_run_disabled(topo_launch: Callable, backend: str) -> None:
     assert run.stop(timeout=60) == 0
 
 
-def test_topo_stop_from_a_node_and_py_nodes(topo_launch: Callable, topology: Callable,
-                                            backend: str) -> None:
+def test_topo_stop_from_a_node_and_py_nodes(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: stopper
         nodes:
@@ -70,8 +70,9 @@ def test_colocated_nodes_share_a_process(topo_launch: Callable, topology: Callab
     assert run.stop(timeout=60) == 0
 
 
-def test_stubborn_node_is_killed_after_grace(topo_launch: Callable, topology: Callable,
-                                             backend: str) -> None:
+def test_stubborn_node_is_killed_after_grace(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
     path = topology("""
         name: stubborn
         nodes:
@@ -83,8 +84,9 @@ def test_stubborn_node_is_killed_after_grace(topo_launch: Callable, topology: Ca
     assert not wait_gone(run.pids(), 15)
 
 
-def test_group_resources_apply_in_the_child(topo_launch: Callable, topology: Callable,
-                                            tmp_path: Path) -> None:
+def test_group_resources_apply_in_the_child(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
     workdir = tmp_path / "work"
     path = topology(f"""
         name: resources

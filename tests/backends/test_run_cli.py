@@ -28,19 +28,28 @@ SERVERS = """
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
-                NO_COLOR="1", COLUMNS="200")
+    return dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), NO_COLOR="1", COLUMNS="200"
+    )
 
 
-def _topo(*args: str, timeout: float = 90, env: dict[str, str] | None = None
-          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TOPO, *args], capture_output=True,
-                          text=True, env=env or _env(), cwd=ROOT, timeout=timeout)
+def _topo(
+    *args: str, timeout: float = 90, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TOPO, *args], capture_output=True, text=True, env=env or _env(), cwd=ROOT, timeout=timeout
+    )
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([*TOPO, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT)
+    return subprocess.Popen(
+        [*TOPO, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
 
 
 def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[str]]:
@@ -61,15 +70,29 @@ def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[s
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: str) -> None:
     env = dict(_env(), PYTHONPATH="")  # node targets resolve from the current directory
-    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--backend", backend,
-                   "--no-live", "--log-dir", str(tmp_path), "-p", "num_producers=2", env=env)
+    result = _topo(
+        "run",
+        "examples/topologies/consumer_producers.yaml",
+        "--backend",
+        backend,
+        "--no-live",
+        "--log-dir",
+        str(tmp_path),
+        "-p",
+        "num_producers=2",
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "consumer" in result.stdout and "| consumer: 32 results from 2 producers" in (
-        result.stdout)
+        result.stdout
+    )
     assert "exit 0" in result.stderr
     (run_dir,) = tmp_path.iterdir()
     assert {p.name for p in (run_dir / "logs").iterdir()} == {
-        "producer_0.log", "producer_1.log", "consumer.log"}
+        "producer_0.log",
+        "producer_1.log",
+        "consumer.log",
+    }
     status = json.loads((run_dir / "status.json").read_text())
     assert status["exit_code"] == 0
     assert not wait_gone([n["pid"] for n in status["nodes"]], 15)
@@ -77,8 +100,15 @@ def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: s
 
 @pytest.mark.slow
 def test_live_table_shows_every_node_with_its_state(tmp_path: Path) -> None:
-    result = _topo("run", "examples/topologies/consumer_producers.yaml", "--live",
-                   "--log-dir", str(tmp_path), "-p", "num_producers=2")
+    result = _topo(
+        "run",
+        "examples/topologies/consumer_producers.yaml",
+        "--live",
+        "--log-dir",
+        str(tmp_path),
+        "-p",
+        "num_producers=2",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for header in ("node", "state", "pid", "restarts", "uptime", "last log line"):
@@ -111,8 +141,9 @@ def test_bad_file_exits_1_without_starting(tmp_path: Path, topology: Callable) -
 
 @pytest.mark.slow
 def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Callable) -> None:
-    proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "1",
-                  "--log-dir", str(tmp_path))
+    proc = _start(
+        "run", str(topology(SERVERS)), "--no-live", "--grace", "1", "--log-dir", str(tmp_path)
+    )
     try:
         kids, _ = _wait_up(proc, 4)
         proc.send_signal(signal.SIGINT)
@@ -128,8 +159,9 @@ def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Call
 
 @pytest.mark.slow
 def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None:
-    proc = _start("run", str(topology(SERVERS)), "--no-live", "--grace", "60",
-                  "--log-dir", str(tmp_path))
+    proc = _start(
+        "run", str(topology(SERVERS)), "--no-live", "--grace", "60", "--log-dir", str(tmp_path)
+    )
     try:
         kids, _ = _wait_up(proc, 4)
         proc.send_signal(signal.SIGINT)
@@ -145,8 +177,7 @@ def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None
 
 
 @pytest.mark.slow
-def test_kill9_of_the_launcher_leaves_nothing_behind(tmp_path: Path,
-                                                     topology: Callable) -> None:
+def test_kill9_of_the_launcher_leaves_nothing_behind(tmp_path: Path, topology: Callable) -> None:
     proc = _start("run", str(topology(SERVERS)), "--no-live", "--log-dir", str(tmp_path))
     try:
         kids, _ = _wait_up(proc, 4)

@@ -49,17 +49,23 @@ def _in_fresh_thread(fn: Callable[[], object]) -> object:
 
 @pytest.mark.parametrize("backend_class", [CurveThreads, CurveProcs])
 def test_a_backend_asking_for_curve_gets_a_curve_registry_and_its_nodes_talk(
-        topo_launch: Callable, topology: Callable, backend_class: type[Backend]) -> None:
+    topo_launch: Callable, topology: Callable, backend_class: type[Backend]
+) -> None:
     run = topo_launch(topology(TALKERS), backend_class())
     assert run.wait(60) == 0, run.launcher.stop_reason
     assert run.launcher.registry.info.mechanism == "curve"
     assert "answers: ['pong', 'pong']" in run.log("stopper")
 
 
-def test_a_plain_client_cannot_join_a_curve_program(topo_launch: Callable,
-                                                    topology: Callable) -> None:
-    run = topo_launch(topology("name: one\nnodes:\n  echo: {target: 'bk_nodes:Echo'}\n"),
-                      CurveThreads(), disable_run=True, ready_timeout=60)
+def test_a_plain_client_cannot_join_a_curve_program(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    run = topo_launch(
+        topology("name: one\nnodes:\n  echo: {target: 'bk_nodes:Echo'}\n"),
+        CurveThreads(),
+        disable_run=True,
+        ready_timeout=60,
+    )
     assert run.handle("echo").ping() == "pong"
     info = run.launcher.registry.info
     plain = RegistryClient(replace(info, mechanism="plain"), call_timeout=1.0)
@@ -105,7 +111,8 @@ RESOURCES = """
 
 
 def test_threads_refuses_process_wide_resources_before_anything_starts(
-        topology: Callable, tmp_path: Path) -> None:
+    topology: Callable, tmp_path: Path
+) -> None:
     path = topology(RESOURCES)
     with pytest.raises(TopoError) as caught:
         launch(path, "threads", log_dir=tmp_path / "runs")
@@ -126,9 +133,9 @@ def test_threads_accepts_host_labels(topo_launch: Callable, topology: Callable) 
     assert run.handle("echo").ping() == "pong"
 
 
-def test_a_setup_failure_in_the_child_reaches_the_launcher(topo_launch: Callable,
-                                                          topology: Callable,
-                                                          tmp_path: Path) -> None:
+def test_a_setup_failure_in_the_child_reaches_the_launcher(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     path = topology(f"""
@@ -143,8 +150,9 @@ def test_a_setup_failure_in_the_child_reaches_the_launcher(topo_launch: Callable
     assert "apply_resources" in run.failure.traceback
 
 
-def test_log_lines_come_from_the_backends_log_source(topo_launch: Callable,
-                                                     topology: Callable) -> None:
+def test_log_lines_come_from_the_backends_log_source(
+    topo_launch: Callable, topology: Callable
+) -> None:
     path = topology("""
         name: hello
         nodes:
@@ -158,16 +166,16 @@ def test_log_lines_come_from_the_backends_log_source(topo_launch: Callable,
 def test_planned_and_unknown_backends_say_what_is_available() -> None:
     with pytest.raises(BackendNotFound, match=r"backend 'ssh' is not built yet \(planned"):
         get_backend("ssh")
-    with pytest.raises(BackendNotFound, match="unknown backend 'nope'; available: procs, "
-                                              "threads"):
+    with pytest.raises(BackendNotFound, match="unknown backend 'nope'; available: procs, threads"):
         get_backend("nope")
     with pytest.raises(TypeError, match="does not take the option"):
         get_backend("procs", inventory="hosts.yaml")
     assert {"procs", "threads"} <= set(available_backends())
 
 
-def test_an_unsupported_kind_is_a_diagnostic_at_its_group(topology: Callable,
-                                                          tmp_path: Path) -> None:
+def test_an_unsupported_kind_is_a_diagnostic_at_its_group(
+    topology: Callable, tmp_path: Path
+) -> None:
     path = topology("""
         name: rev
         nodes:

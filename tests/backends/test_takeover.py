@@ -38,8 +38,9 @@ def _as_nobody() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as 'nobody'")
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
-def test_dead_node_address_cannot_be_taken_over(topo_launch: Callable, topology: Callable,
-                                                tmp_path: Path) -> None:
+def test_dead_node_address_cannot_be_taken_over(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
     path = topology("""
         name: takeover
         nodes:
@@ -67,7 +68,11 @@ def test_dead_node_address_cannot_be_taken_over(topo_launch: Callable, topology:
 
     attacker = subprocess.Popen(
         [SYSTEM_PYTHON, str(HERE / "attacker.py"), endpoint, "3", str(trace)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_nobody)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_nobody,
+    )
     answer: dict[str, Any] = {}
 
     def caller() -> None:  # calls while the node is down: must wait for the real one

@@ -21,9 +21,14 @@ COMMANDS = ["validate", "plan", "schema", "graph", "run"]
 
 
 def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topo", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60,
-                          env=env or dict(os.environ, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        [sys.executable, "-m", "topo", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env or dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
@@ -52,20 +57,33 @@ def test_shell_completion_is_offered_and_completes_commands() -> None:
     assert shown.returncode == 0, shown.stderr
     assert "_topo_completion" in shown.stdout
     assert "--install-completion" in _run("--help").stdout
-    env = dict(os.environ, PYTHONPATH=str(ROOT), _TOPO_COMPLETE="complete_bash",
-               COMP_WORDS="topo va", COMP_CWORD="1")
-    completed = subprocess.run([sys.executable, "-c", "from topo.cli import main; main()"],
-                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        _TOPO_COMPLETE="complete_bash",
+        COMP_WORDS="topo va",
+        COMP_CWORD="1",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", "from topo.cli import main; main()"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert "validate" in completed.stdout.split(), completed.stdout + completed.stderr
 
 
 # --- the schema and the package ------------------------------------------------------------
 
+
 def test_both_schema_copies_are_the_generated_schema() -> None:
     text = schema_text()
     assert (ROOT / "topo/schema/topology.schema.json").read_text(encoding="utf-8") == text, (
         "topo/schema/topology.schema.json is stale; regenerate it with "
-        "`.venv/bin/topo schema -o topo/schema/topology.schema.json`")
+        "`.venv/bin/topo schema -o topo/schema/topology.schema.json`"
+    )
     assert (ROOT / "schemas/topology.schema.json").read_text(encoding="utf-8") == text
 
 
@@ -84,8 +102,18 @@ def test_the_wheel_ships_the_schema_and_the_license(tmp_path: Path) -> None:
     if uv is not None:
         cmd = [uv, "build", "--wheel", "-q", "-o", str(tmp_path), str(ROOT)]
     else:
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-               "-q", "-w", str(tmp_path), str(ROOT)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = tmp_path.glob("*.whl")

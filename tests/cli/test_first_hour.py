@@ -58,10 +58,17 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _topo(*args: str | Path, cwd: Path = ROOT, timeout: float = 90
-          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TOPO, *map(str, args)], capture_output=True, text=True,
-                          env=_env(), cwd=cwd, timeout=timeout)
+def _topo(
+    *args: str | Path, cwd: Path = ROOT, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TOPO, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -79,15 +86,24 @@ def _write(folder: Path, text: str) -> Path:
 
 # --- stopping ------------------------------------------------------------------------------
 
+
 def test_ctrl_c_hint_is_on_the_stopping_line_not_in_the_outcome(project: Path) -> None:
-    path = _write(project, """
+    path = _write(
+        project,
+        """
         name: busy
         nodes:
           busy: {target: "fh_nodes:Busy", count: 2}
-    """)
-    proc = subprocess.Popen([*TOPO, "run", str(path), "--no-live", "--log-dir",
-                             str(project / "runs")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=project)
+    """,
+    )
+    proc = subprocess.Popen(
+        [*TOPO, "run", str(path), "--no-live", "--log-dir", str(project / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=project,
+    )
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -109,6 +125,7 @@ def test_ctrl_c_hint_is_on_the_stopping_line_not_in_the_outcome(project: Path) -
 
 # --- bad input exits 1 -----------------------------------------------------------------------
 
+
 def test_negative_grace_is_refused_with_exit_1(project: Path) -> None:
     path = _write(project, 'name: g\nnodes:\n  busy: {target: "fh_nodes:Busy"}\n')
     result = _topo("run", path, "--grace", "-1", "--log-dir", project / "runs", cwd=project)
@@ -117,14 +134,17 @@ def test_negative_grace_is_refused_with_exit_1(project: Path) -> None:
     assert not (project / "runs").exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["validate", "examples/topologies/consumer_producers.yaml", "-p", "nope"],
-    ["validate", "examples/topologies/consumer_producers.yaml", "-p", "nope=1"],
-    ["plan", "examples/topologies/consumer_producers.yaml", "-p", "num_producers=abc"],
-    ["graph", "examples/topologies/consumer_producers.yaml", "-p", "work_items=[1"],
-    ["validate", "examples/topologies/consumer_producers.yaml", "--no-such-option"],
-    ["graph", "examples/topologies/consumer_producers.yaml", "--dot", "--mermaid"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "examples/topologies/consumer_producers.yaml", "-p", "nope"],
+        ["validate", "examples/topologies/consumer_producers.yaml", "-p", "nope=1"],
+        ["plan", "examples/topologies/consumer_producers.yaml", "-p", "num_producers=abc"],
+        ["graph", "examples/topologies/consumer_producers.yaml", "-p", "work_items=[1"],
+        ["validate", "examples/topologies/consumer_producers.yaml", "--no-such-option"],
+        ["graph", "examples/topologies/consumer_producers.yaml", "--dot", "--mermaid"],
+    ],
+)
 def test_bad_input_exits_1_everywhere(argv: list[str]) -> None:
     result = _topo(*argv)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -139,6 +159,7 @@ def test_readme_states_exit_1_for_bad_input() -> None:
 
 # --- failures, restarts and log files --------------------------------------------------------
 
+
 def test_piped_traceback_is_plain_text_at_full_width(project: Path) -> None:
     path = _write(project, 'name: loud\nnodes:\n  loud: {target: "fh_nodes:Loud"}\n')
     result = _topo("run", path, "--no-live", "--log-dir", project / "runs", cwd=project)
@@ -151,29 +172,40 @@ def test_piped_traceback_is_plain_text_at_full_width(project: Path) -> None:
 
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_restarts_name_the_exception_and_logs_carry_stamps_and_markers(
-        project: Path, backend: str) -> None:
-    path = _write(project, """
+    project: Path, backend: str
+) -> None:
+    path = _write(
+        project,
+        """
         name: flaky
         nodes:
           flaky:
             target: "fh_nodes:Flaky"
             restart: {policy: on-failure, max_restarts: 1, backoff: {initial_s: 0.1}}
-    """)
-    result = _topo("run", path, "-b", backend, "--no-live", "--log-dir", project / "runs",
-                   cwd=project)
+    """,
+    )
+    result = _topo(
+        "run", path, "-b", backend, "--no-live", "--log-dir", project / "runs", cwd=project
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "raised ValueError: boom; restart 1/1 in 0.1s" in result.stdout, result.stdout
     assert "flaky | flaky says hi" in result.stdout  # the view shows no timestamps
     (log,) = (project / "runs").glob("flaky-*/logs/flaky.log")
     lines = log.read_text().splitlines()
-    assert all(STAMP.match(line) for line in lines if line.strip() and not line.startswith(
-        ("Traceback", "  ", "ValueError"))), lines
+    assert all(
+        STAMP.match(line)
+        for line in lines
+        if line.strip() and not line.startswith(("Traceback", "  ", "ValueError"))
+    ), lines
     said = [line for line in lines if line.endswith("flaky says hi")]
     assert len(said) == 2 and all(STAMP.match(line) for line in said), lines
     markers = [STAMP.sub("", line) for line in lines if "── topo: " in line]
     assert [m.split(" (pid")[0] for m in markers] == [
-        "── topo: attempt 1 started", "── topo: attempt 1 ended",
-        "── topo: attempt 2 started", "── topo: attempt 2 ended"], markers
+        "── topo: attempt 1 started",
+        "── topo: attempt 1 ended",
+        "── topo: attempt 2 started",
+        "── topo: attempt 2 ended",
+    ], markers
     assert markers[1].endswith("exit code 1 ──"), markers
     pids = {int(m.split("pid ")[1].split(")")[0]) for m in markers}
     assert len(pids) == (2 if backend == "procs" else 1)  # a new process per attempt
@@ -188,11 +220,20 @@ def test_display_line_hides_stamps_and_markers() -> None:
 
 # --- graph -----------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot")
 def test_expanded_png_is_bounded_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "big.png"
-    result = _topo("graph", "examples/topologies/acme_distributed.yaml", "-p",
-                   "num_actors=256", "--expand", "--png", out, timeout=240)
+    result = _topo(
+        "graph",
+        "examples/topologies/acme_distributed.yaml",
+        "-p",
+        "num_actors=256",
+        "--expand",
+        "--png",
+        out,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     width, height = png_size(out.read_bytes())
     assert max(width, height) <= PNG_MAX_PX < 32_767
@@ -202,14 +243,18 @@ def test_expanded_png_is_bounded_and_says_so(tmp_path: Path) -> None:
 
 # --- rich markup in user strings -------------------------------------------------------------
 
+
 def test_markup_in_params_is_shown_as_written(project: Path) -> None:
-    path = _write(project, """
+    path = _write(
+        project,
+        """
         name: markup
         params:
           tag: {default: "[/bold]x[red]", help: "a [/bold] help [link=x]"}
         nodes:
           busy: {target: "fh_nodes:Busy"}
-    """)
+    """,
+    )
     result = _topo("validate", path, cwd=project)
     assert result.returncode == 0, result.stderr
     assert "[/bold]x[red]" in result.stdout

@@ -44,8 +44,15 @@ class PtyRun:
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen([*TOPO, *args], stdin=slave, stdout=slave, stderr=slave,
-                                     cwd=ROOT, env=env, preexec_fn=own_terminal)
+        self.proc = subprocess.Popen(
+            [*TOPO, *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=ROOT,
+            env=env,
+            preexec_fn=own_terminal,
+        )
         os.close(slave)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -90,10 +97,23 @@ class PtyRun:
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_live_table_on_a_terminal_stops_on_ctrl_c_and_sigterm(
-        tmp_path: Path, backend: str, how: str) -> None:
-    run = PtyRun("run", "examples/topologies/consumer_producers.yaml", "--live", "-b", backend,
-                 "--grace", "1", "-p", "num_producers=2", "-p", "work_items=1000000",
-                 "--log-dir", str(tmp_path))
+    tmp_path: Path, backend: str, how: str
+) -> None:
+    run = PtyRun(
+        "run",
+        "examples/topologies/consumer_producers.yaml",
+        "--live",
+        "-b",
+        backend,
+        "--grace",
+        "1",
+        "-p",
+        "num_producers=2",
+        "-p",
+        "work_items=1000000",
+        "--log-dir",
+        str(tmp_path),
+    )
     try:
         assert run.wait_for("running", 30), run.text()
         assert run.wait_for("nodes up in", 30), run.text()

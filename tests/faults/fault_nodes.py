@@ -13,8 +13,10 @@ class Spawner:
     group, one detached with ``setsid`` -- and records their pids (a file and an RPC)."""
 
     def __init__(self, pid_file: str = "") -> None:
-        self.procs = [subprocess.Popen(["sleep", "600"]),
-                      subprocess.Popen(["sleep", "600"], start_new_session=True)]
+        self.procs = [
+            subprocess.Popen(["sleep", "600"]),
+            subprocess.Popen(["sleep", "600"], start_new_session=True),
+        ]
         if pid_file:
             tmp = Path(pid_file + ".tmp")
             tmp.write_text(" ".join(str(p.pid) for p in self.procs))

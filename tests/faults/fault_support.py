@@ -22,8 +22,9 @@ TOPO = [sys.executable, "-c", "from topo.cli import main; main()"]
 
 def cli_env() -> dict[str, str]:
     """The environment of a ``topo run`` subprocess: fault_nodes importable, plain output."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]),
-                NO_COLOR="1", COLUMNS="200")
+    return dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), NO_COLOR="1", COLUMNS="200"
+    )
 
 
 def kill_pids(pids: Iterable[int]) -> None:
@@ -48,8 +49,14 @@ def read_pids(path: Path, timeout: float = 60) -> list[int]:
 def topo_run(*args: str) -> Iterator[subprocess.Popen[str]]:
     """``topo run ARGS`` as a subprocess (output piped, merged); killed at exit if still
     running, and every process below it checked gone by pid."""
-    proc = subprocess.Popen([*TOPO, "run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=cli_env(), cwd=ROOT)
+    proc = subprocess.Popen(
+        [*TOPO, "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+    )
     seen: set[int] = set()
     try:
         yield proc
@@ -82,5 +89,13 @@ def wait_up(proc: subprocess.Popen[str], timeout: float = 60) -> list[str]:
     return lines
 
 
-__all__ = ["alive", "cli_env", "descendants", "kill_pids", "read_pids", "topo_run",
-           "wait_gone", "wait_up"]
+__all__ = [
+    "alive",
+    "cli_env",
+    "descendants",
+    "kill_pids",
+    "read_pids",
+    "topo_run",
+    "wait_gone",
+    "wait_up",
+]

@@ -29,9 +29,9 @@ def _spawner(topology: Callable[..., Path], pid_file: Path, extra: str = "") -> 
 
 
 @pytest.mark.parametrize("backend", ["procs", "threads"])
-def test_clean_stop_ends_the_processes_a_node_started(topo_launch: Callable,
-                                                      topology: Callable, tmp_path: Path,
-                                                      backend: str) -> None:
+def test_clean_stop_ends_the_processes_a_node_started(
+    topo_launch: Callable, topology: Callable, tmp_path: Path, backend: str
+) -> None:
     run = topo_launch(_spawner(topology, tmp_path / "pids"), backend, ready_timeout=60)
     sleeps = run.handle("spawner", timeout=30).pids()
     try:
@@ -44,14 +44,24 @@ def test_clean_stop_ends_the_processes_a_node_started(topo_launch: Callable,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["procs", "threads"])
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)],
-                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
+)
 def test_signal_to_topo_run_ends_the_processes_a_node_started(
-        topology: Callable, tmp_path: Path, backend: str, sig: int, code: int) -> None:
+    topology: Callable, tmp_path: Path, backend: str, sig: int, code: int
+) -> None:
     path = _spawner(topology, tmp_path / "pids")
     sleeps: list[int] = []
-    with topo_run(str(path), "--backend", backend, "--no-live", "--grace", "5",
-                  "--log-dir", str(tmp_path / "runs")) as proc:
+    with topo_run(
+        str(path),
+        "--backend",
+        backend,
+        "--no-live",
+        "--grace",
+        "5",
+        "--log-dir",
+        str(tmp_path / "runs"),
+    ) as proc:
         try:
             wait_up(proc)
             sleeps = read_pids(tmp_path / "pids")
@@ -66,7 +76,8 @@ def test_signal_to_topo_run_ends_the_processes_a_node_started(
 
 
 def test_a_killed_executable_takes_its_processes_and_no_one_elses(
-        topo_launch: Callable, topology: Callable) -> None:
+    topo_launch: Callable, topology: Callable
+) -> None:
     path = topology("""
         name: two_spawners
         nodes:
@@ -89,15 +100,22 @@ def test_a_killed_executable_takes_its_processes_and_no_one_elses(
 
 
 def test_threads_clean_up_spares_a_procs_run_of_the_same_process(
-        topo_launch: Callable, topology: Callable, tmp_path: Path) -> None:
-    threads_run = topo_launch(_spawner(topology, tmp_path / "pids"), "threads",
-                              ready_timeout=60)
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
+    threads_run = topo_launch(_spawner(topology, tmp_path / "pids"), "threads", ready_timeout=60)
     sleeps = threads_run.handle("spawner", timeout=30).pids()
-    procs_run = topo_launch(topology("""
+    procs_run = topo_launch(
+        topology(
+            """
         name: other
         nodes:
           echo: {target: "fault_nodes:Echo"}
-    """, name="other.yaml"), "procs", ready_timeout=60)
+    """,
+            name="other.yaml",
+        ),
+        "procs",
+        ready_timeout=60,
+    )
     try:
         assert threads_run.stop(timeout=60) == 0
         assert not wait_gone(sleeps, 10)

@@ -32,8 +32,7 @@ def _started(proc: object, tmp_path: Path) -> tuple[list[int], list[int]]:
     return below, sleeps
 
 
-def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable,
-                                                     tmp_path: Path) -> None:
+def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable, tmp_path: Path) -> None:
     path = _program(topology, tmp_path / "pids")
     with topo_run(str(path), "--no-live", "--log-dir", str(tmp_path / "runs")) as proc:
         below, sleeps = _started(proc, tmp_path)
@@ -47,8 +46,9 @@ def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable,
 
 def test_sigterm_exits_143_and_leaves_nothing(topology: Callable, tmp_path: Path) -> None:
     path = _program(topology, tmp_path / "pids")
-    with topo_run(str(path), "--no-live", "--grace", "1",
-                  "--log-dir", str(tmp_path / "runs")) as proc:
+    with topo_run(
+        str(path), "--no-live", "--grace", "1", "--log-dir", str(tmp_path / "runs")
+    ) as proc:
         below, sleeps = _started(proc, tmp_path)
         try:
             proc.send_signal(signal.SIGTERM)
@@ -62,8 +62,9 @@ def test_sigterm_exits_143_and_leaves_nothing(topology: Callable, tmp_path: Path
 
 def test_second_ctrl_c_kills_at_once(topology: Callable, tmp_path: Path) -> None:
     path = _program(topology, tmp_path / "pids")
-    with topo_run(str(path), "--no-live", "--grace", "120",
-                  "--log-dir", str(tmp_path / "runs")) as proc:
+    with topo_run(
+        str(path), "--no-live", "--grace", "120", "--log-dir", str(tmp_path / "runs")
+    ) as proc:
         below, sleeps = _started(proc, tmp_path)
         try:
             proc.send_signal(signal.SIGINT)

@@ -11,8 +11,9 @@ from topo.testing import wait_gone
 
 
 @pytest.mark.slow
-def test_stuck_constructor_fails_the_program_with_the_node_named(topo_launch: Callable,
-                                                                 topology: Callable) -> None:
+def test_stuck_constructor_fails_the_program_with_the_node_named(
+    topo_launch: Callable, topology: Callable
+) -> None:
     path = topology("""
         name: stuck
         nodes:

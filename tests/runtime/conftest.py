@@ -48,11 +48,16 @@ def spawn(registry: RegistryServer) -> Iterator[Spawn]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(node_id: str, cls: str = "Echo", **extra: Any) -> subprocess.Popen[bytes]:
-        spec = {"info": asdict(extra.pop("info", registry.info)), "node_id": node_id,
-                "cls": cls, **extra}
+        spec = {
+            "info": asdict(extra.pop("info", registry.info)),
+            "node_id": node_id,
+            "cls": cls,
+            **extra,
+        }
         env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{HERE}")
-        proc = subprocess.Popen([sys.executable, str(HERE / "node_main.py"), json.dumps(spec)],
-                                env=env, cwd=str(ROOT))
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "node_main.py"), json.dumps(spec)], env=env, cwd=str(ROOT)
+        )
         procs.append(proc)
         return proc
 

@@ -15,9 +15,15 @@ def main() -> None:
     program = connect_program(RegistryInfo(**spec["info"]))
     set_process_program(program)
     obj = getattr(rt_nodes, spec["cls"])()
-    run_node(obj, spec["node_id"], spec.get("group", ""), spec.get("replica", 0),
-             program=program, threads=spec.get("threads", 4),
-             max_message_bytes=spec.get("max_bytes", 1 << 30))
+    run_node(
+        obj,
+        spec["node_id"],
+        spec.get("group", ""),
+        spec.get("replica", 0),
+        program=program,
+        threads=spec.get("threads", 4),
+        max_message_bytes=spec.get("max_bytes", 1 << 30),
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ def test_futures_complete_without_result_calls(program: ProgramContext, spawn: S
     assert sorted(seen) == list(range(50))
     done, not_done = wait([h.futures.echo(i) for i in range(20)], timeout=30)
     assert not not_done and sorted(f.result() for f in done) == list(range(20))
-    assert sorted(f.result() for f in as_completed(
-        [h.futures.echo(i) for i in range(20)], timeout=30)) == list(range(20))
+    assert sorted(
+        f.result() for f in as_completed([h.futures.echo(i) for i in range(20)], timeout=30)
+    ) == list(range(20))
 
 
 def test_futures_from_many_threads_and_cancelled(program: ProgramContext, spawn: Spawn) -> None:

@@ -25,7 +25,8 @@ from topo.runtime import (
 
 
 def test_stop_from_a_node_thread_stops_only_this_program(
-        program: ProgramContext, spawn: Spawn, registry: RegistryServer) -> None:
+    program: ProgramContext, spawn: Spawn, registry: RegistryServer
+) -> None:
     other = RegistryServer(new_program_id(), new_secret(), default_deadline=30.0)
     other_program = connect_program(other.info)
     try:

@@ -144,8 +144,9 @@ def test_unknown_method(program: ProgramContext, spawn: Spawn) -> None:
     assert "run" not in info.value.methods
 
 
-def test_peer_restarted_on_another_port_is_found(program: ProgramContext, spawn: Spawn,
-                                                 registry: RegistryServer) -> None:
+def test_peer_restarted_on_another_port_is_found(
+    program: ProgramContext, spawn: Spawn, registry: RegistryServer
+) -> None:
     first = spawn("echo/0")
     h = Handle("echo/0", program=program)
     pid1 = h.whoami()[3]

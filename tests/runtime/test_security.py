@@ -58,7 +58,8 @@ def _endpoint(program: ProgramContext, node_id: str) -> str:
 
 
 def test_unauthenticated_clients_are_refused_before_unpickling(
-        program: ProgramContext, spawn: Spawn, tmp_path: Path) -> None:
+    program: ProgramContext, spawn: Spawn, tmp_path: Path
+) -> None:
     spawn("echo/0")
     endpoint = _endpoint(program, "echo/0")
     trace = tmp_path / "unpickled.txt"
@@ -67,8 +68,9 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
         _dealer(endpoint),  # NULL mechanism
         _dealer(endpoint, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
         _dealer(endpoint, plain_username=PLAIN_USER, plain_password=program.secret[:-1].encode()),
-        _dealer(endpoint, curve_serverkey=key_pub, curve_publickey=key_pub,
-                curve_secretkey=key_sec),
+        _dealer(
+            endpoint, curve_serverkey=key_pub, curve_publickey=key_pub, curve_secretkey=key_sec
+        ),
     ]
     for sock in attackers:
         for _ in range(3):
@@ -80,8 +82,7 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     assert not trace.exists(), "an unauthenticated payload was unpickled"
     # Control: the same bytes from a client holding the secret *are* unpickled,
     # so the check above would have seen it.
-    good = _dealer(endpoint, plain_username=PLAIN_USER,
-                   plain_password=program.secret.encode())
+    good = _dealer(endpoint, plain_username=PLAIN_USER, plain_password=program.secret.encode())
     good.send_multipart(_evil_request(trace))
     assert good.poll(30_000)
     good.close(linger=0)
@@ -113,13 +114,13 @@ def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
     return [rand(rng.integers(1, 30)) for _ in range(int(rng.integers(1, 7)))]
 
 
-def test_garbage_truncated_and_oversized_messages(
-        program: ProgramContext, spawn: Spawn) -> None:
+def test_garbage_truncated_and_oversized_messages(program: ProgramContext, spawn: Spawn) -> None:
     spawn("echo/0", max_bytes=1 << 20)
     endpoint = _endpoint(program, "echo/0")
     rng = np.random.default_rng(7)
-    sock = _dealer(endpoint, plain_username=PLAIN_USER,
-                   plain_password=program.secret.encode(), sndhwm=0)
+    sock = _dealer(
+        endpoint, plain_username=PLAIN_USER, plain_password=program.secret.encode(), sndhwm=0
+    )
     for i in range(10_000):
         sock.send_multipart(_garbage(rng, i))
     # Raw stream garbage that is not even a zmq greeting.
@@ -150,15 +151,19 @@ def _raw_connection(endpoint: str) -> socket.socket:
 
 
 def test_local_servers_listen_on_private_unix_sockets_only(
-        program: ProgramContext, spawn: Spawn) -> None:
+    program: ProgramContext, spawn: Spawn
+) -> None:
     proc = spawn("echo/0")
     endpoint = _endpoint(program, "echo/0")
     assert endpoint.startswith("ipc://")
     sock_dir = Path(endpoint.removeprefix("ipc://")).parent
     assert sock_dir.stat().st_mode & 0o777 == 0o700
     for pid in (proc.pid, os.getpid()):
-        listening = [c for c in psutil.Process(pid).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c
+            for c in psutil.Process(pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
         assert not listening, f"pid {pid} listens on the network: {listening}"
     # The node's own sockets are all in the run's private directory (the test process
     # also holds other tests' programs, so only the node process is checked for this).

@@ -30,8 +30,17 @@ from topo.runtime import RegistryInfo
 from topo.runtime.auth import Mechanism
 
 EventKind = Literal[
-    "starting", "started", "ready", "log", "finished", "failed", "exited",
-    "restarting", "stopping", "killed", "stopped",
+    "starting",
+    "started",
+    "ready",
+    "log",
+    "finished",
+    "failed",
+    "exited",
+    "restarting",
+    "stopping",
+    "killed",
+    "stopped",
 ]
 
 
@@ -106,8 +115,9 @@ class Sink(ABC):
     """Where a backend and the registry report what happens inside and to executables."""
 
     @abstractmethod
-    def node_status(self, kind: str, node: str, exe: str, attempt: int, pid: int,
-                    traceback: str = "") -> None:
+    def node_status(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
         """A node is ``ready``, ``finished`` (run() returned) or ``failed`` (raised);
         delivered by the registry's ``report`` RPC."""
 
@@ -200,8 +210,11 @@ def _plugins() -> dict[str, Any]:
     read only when asked (``topo validate`` never pays for the scan)."""
     from importlib.metadata import entry_points
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)
-            if ep.name not in BUILTIN_BACKENDS}
+    return {
+        ep.name: ep
+        for ep in entry_points(group=ENTRY_POINT_GROUP)
+        if ep.name not in BUILTIN_BACKENDS
+    }
 
 
 def available_backends() -> list[str]:
@@ -223,8 +236,10 @@ def _factory(name: str) -> Callable[..., Backend]:
         return loaded
     choices = ", ".join(available_backends())
     if name in PLANNED_BACKENDS:
-        raise BackendNotFound(f"backend {name!r} is not built yet (planned: "
-                              f"{PLANNED_BACKENDS[name]}); available: {choices}")
+        raise BackendNotFound(
+            f"backend {name!r} is not built yet (planned: "
+            f"{PLANNED_BACKENDS[name]}); available: {choices}"
+        )
     raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
 
 
@@ -239,8 +254,9 @@ def get_backend(name: str, **options: Any) -> Backend:
     try:
         inspect.signature(factory).bind(**options)
     except TypeError:
-        raise TypeError(f"backend {name!r} does not take the option(s) "
-                        f"{', '.join(sorted(options))}") from None
+        raise TypeError(
+            f"backend {name!r} does not take the option(s) {', '.join(sorted(options))}"
+        ) from None
     backend = factory(**options)
     if not backend.name:
         backend.name = name

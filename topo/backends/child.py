@@ -74,8 +74,11 @@ def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: i
         try:
             book.report(kind, node, exe_id, attempt, pid, text)
         except Exception as exc:  # the launcher is gone or unreachable: say so in the log
-            print(f"topo: could not report {node} {kind} to the launcher: {exc!r}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"topo: could not report {node} {kind} to the launcher: {exc!r}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     return report
 

@@ -191,6 +191,7 @@ def _reap(pid: int, block: bool) -> None:
 
 # -- inside a child ---------------------------------------------------------------
 
+
 def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int) -> None:
     """Entry of a forked child: tie it to the server, then the shared child set-up."""
     try:
@@ -204,13 +205,19 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
 
     program = init["program"]
     launcher_pid = init["launcher_pid"]
-    spec = child.ChildSpec(program, exe_id, attempt, RegistryInfo(**init["registry"]),
-                           child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id),
-                           init["disable_run"])
+    spec = child.ChildSpec(
+        program,
+        exe_id,
+        attempt,
+        RegistryInfo(**init["registry"]),
+        child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id),
+        init["disable_run"],
+    )
     child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
 
 
 # -- the server ---------------------------------------------------------------------
+
 
 def serve(status_fd: int) -> None:
     """The fork server's main loop (runs in the server process's main thread)."""
@@ -258,8 +265,12 @@ def serve(status_fd: int) -> None:
                         return
                     if msg[0] == "spawn":
                         _, exe, attempt = msg
-                        p = ctx.Process(target=child_main, args=(init, exe, attempt, me),
-                                        name=f"topo-{exe}", daemon=False)
+                        p = ctx.Process(
+                            target=child_main,
+                            args=(init, exe, attempt, me),
+                            name=f"topo-{exe}",
+                            daemon=False,
+                        )
                         p.start()
                         children[p.sentinel] = (p, exe, attempt)
                         send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
@@ -275,8 +286,9 @@ def serve(status_fd: int) -> None:
         sweep_orphans([], kill=True)
 
 
-def _end_executables(ended: list[tuple[Any, str, int]],
-                     children: dict[int, tuple[Any, str, int]]) -> None:
+def _end_executables(
+    ended: list[tuple[Any, str, int]], children: dict[int, tuple[Any, str, int]]
+) -> None:
     """Executables ended: kill what is left of their groups, join them, tell the launcher;
     then one sweep for all of them (what they left re-parented to this server)."""
     for p, exe, attempt in ended:

@@ -39,8 +39,9 @@ Listener = Callable[[Event], None]
 class Launcher(Supervision, Sink):
     """Runs ``program`` on ``backend``: start, watch, restart, stop."""
 
-    def __init__(self, program: Program, backend: Backend, options: RunOptions | None = None
-                 ) -> None:
+    def __init__(
+        self, program: Program, backend: Backend, options: RunOptions | None = None
+    ) -> None:
         found = preflight(program, backend)
         errors = [d for d in found if d.severity == "error"]
         if errors:
@@ -48,12 +49,14 @@ class Launcher(Supervision, Sink):
         self.program = program
         self.backend = backend
         self.options = options or RunOptions()
-        self.grace_s = (self.options.grace_s if self.options.grace_s is not None
-                        else program.stop.grace_s)
+        self.grace_s = (
+            self.options.grace_s if self.options.grace_s is not None else program.stop.grace_s
+        )
         self.run_dir: Path = Path()
         self.nodes = {n.id: NodeStatus(n.id, n.executable) for n in program.nodes}
-        self.exes = {e.id: ExeStatus(e.id, e.nodes, self._policy(e.nodes))
-                     for e in program.executables}
+        self.exes = {
+            e.id: ExeStatus(e.id, e.nodes, self._policy(e.nodes)) for e in program.executables
+        }
         self.exit_code: int | None = None
         self.failure: Failure | None = None
         self.stop_reason = ""
@@ -75,8 +78,7 @@ class Launcher(Supervision, Sink):
         self._done = threading.Event()
         self._tailer: LogSource | None = None
         self._recorder: StatusRecorder | None = None
-        self._thread = threading.Thread(target=self._supervise, name="topo-launcher",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     def _policy(self, node_ids: tuple[str, ...]) -> RestartPolicy:
         groups: list[Group] = [self.program.group_of(n) for n in node_ids]
@@ -93,12 +95,18 @@ class Launcher(Supervision, Sink):
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         self._recorder = StatusRecorder(self.run_dir, self.summary)
         deadline = opts.default_deadline or max(
-            (g.rpc.deadline_s for g in self.program.groups), default=60.0)
+            (g.rpc.deadline_s for g in self.program.groups), default=60.0
+        )
         net = self.backend.network()
         self.registry = RegistryServer(
-            new_program_id(), new_secret(), mechanism=net.mechanism, bind_host=net.bind_host,
-            advertise_host=net.advertise_host, default_deadline=deadline,
-            on_report=self.node_status)
+            new_program_id(),
+            new_secret(),
+            mechanism=net.mechanism,
+            bind_host=net.bind_host,
+            advertise_host=net.advertise_host,
+            default_deadline=deadline,
+            on_report=self.node_status,
+        )
         job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
@@ -140,8 +148,9 @@ class Launcher(Supervision, Sink):
 
     def pids(self) -> dict[str, int]:
         """Executable id -> pid of its current attempt (running ones)."""
-        return {e.id: e.runner.pid for e in self.exes.values()
-                if e.runner is not None and e.runner.pid}
+        return {
+            e.id: e.runner.pid for e in self.exes.values() if e.runner is not None and e.runner.pid
+        }
 
     def summary(self) -> dict[str, Any]:
         """The final status summary (``status.json``)."""
@@ -157,16 +166,24 @@ class Launcher(Supervision, Sink):
             "warnings": self.warnings,
             "started": self.started_at,
             "duration_s": round(now - self.started_at, 3) if self.started_at else None,
-            "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at,
-                                                                 3),
-            "nodes": [{"id": n.id, "executable": n.exe, "state": n.state, "pid": n.pid,
-                       "restarts": n.restarts, "since": n.started}
-                      for n in self.nodes.values()],
+            "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at, 3),
+            "nodes": [
+                {
+                    "id": n.id,
+                    "executable": n.exe,
+                    "state": n.state,
+                    "pid": n.pid,
+                    "restarts": n.restarts,
+                    "since": n.started,
+                }
+                for n in self.nodes.values()
+            ],
         }
 
     # -- Sink (called from backend threads and the registry's handlers) --------
-    def node_status(self, kind: str, node: str, exe: str, attempt: int, pid: int,
-                    traceback: str = "") -> None:
+    def node_status(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
         self._queue.put(("node", kind, node, exe, attempt, pid, traceback))
 
     def exited(self, exe: str, attempt: int, pid: int, code: int) -> None:
@@ -177,8 +194,15 @@ class Launcher(Supervision, Sink):
         self._queue.put(("started", exe, attempt, pid))
 
     # -- internals --------------------------------------------------------------
-    def _emit(self, kind: Any, node: str | None = None, exe: str | None = None,
-              pid: int | None = None, message: str = "", **data: Any) -> None:
+    def _emit(
+        self,
+        kind: Any,
+        node: str | None = None,
+        exe: str | None = None,
+        pid: int | None = None,
+        message: str = "",
+        **data: Any,
+    ) -> None:
         event = Event(kind, node, exe, pid, message, time.time(), data)
         for listener in list(self._listeners):
             try:

@@ -47,8 +47,9 @@ def exe_output_path(run_dir: Path, program: Program, exe_id: str) -> Path:
     return log_path(run_dir, nodes[0] if len(nodes) == 1 else exe_id)
 
 
-def make_run_dir(program: Program, log_dir: Path, run_dir: Path | None,
-                 topology_yaml: str | None) -> Path:
+def make_run_dir(
+    program: Program, log_dir: Path, run_dir: Path | None, topology_yaml: str | None
+) -> Path:
     """Create the run directory with program.json, topology.yaml and empty log files."""
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -211,8 +212,7 @@ def route_node_output(program_id: str, files: dict[str, Path]) -> dict[str, Text
         _router_users += 1
         opened: dict[str, TextIO] = {}
         for node_id, path in files.items():
-            f: TextIO = Stamped(open(path, "a", buffering=1, encoding="utf-8",
-                                     errors="replace"))  # type: ignore[assignment]
+            f: TextIO = Stamped(open(path, "a", buffering=1, encoding="utf-8", errors="replace"))  # type: ignore[assignment]
             opened[node_id] = f
             for r in _routers:
                 r.files[(program_id, node_id)] = f
@@ -243,8 +243,9 @@ def unroute_node_output(program_id: str, opened: dict[str, TextIO]) -> None:
 class LogTailer:
     """Follows log files and calls ``emit(label, line)`` for every complete new line."""
 
-    def __init__(self, files: dict[str, Path], emit: Callable[[str, str], None],
-                 interval: float = 0.1) -> None:
+    def __init__(
+        self, files: dict[str, Path], emit: Callable[[str, str], None], interval: float = 0.1
+    ) -> None:
         self._files = files
         self._emit = emit
         self._interval = interval

@@ -25,14 +25,22 @@ def unsupported_kinds(program: Program) -> list[Diagnostic]:
         if not (g.enabled and g.count):
             continue
         if g.kind not in names:
-            out.append(Diagnostic(f"group {g.name!r}: unknown node kind {g.kind!r}", g.origin,
-                                  hint=f"known kinds: {', '.join(sorted(names))}"))
+            out.append(
+                Diagnostic(
+                    f"group {g.name!r}: unknown node kind {g.kind!r}",
+                    g.origin,
+                    hint=f"known kinds: {', '.join(sorted(names))}",
+                )
+            )
             continue
         why = get_kind(g.kind).runnable
         if why is not True:
             why = why or f"node kind {g.kind!r} is not supported by topo run yet"
-            out.append(Diagnostic(f"group {g.name!r}: {why}", g.origin,
-                                  hint=f"kinds topo run can run: {runnable}"))
+            out.append(
+                Diagnostic(
+                    f"group {g.name!r}: {why}", g.origin, hint=f"kinds topo run can run: {runnable}"
+                )
+            )
     return out
 
 
@@ -51,5 +59,4 @@ def missing_modules(program: Program) -> list[Diagnostic]:
 
 def preflight(program: Program, backend: Backend) -> list[Diagnostic]:
     """Every problem found before a run starts (errors refuse it, warnings are shown)."""
-    return unsupported_kinds(program) or missing_modules(program) or list(
-        backend.check(program))
+    return unsupported_kinds(program) or missing_modules(program) or list(backend.check(program))

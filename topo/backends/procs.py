@@ -78,18 +78,28 @@ class ProcsBackend(Backend):
         try:
             self._server = subprocess.Popen(
                 [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
-                stdin=subprocess.PIPE, stdout=out, stderr=out, pass_fds=[theirs.fileno()],
-                start_new_session=True, env=env, cwd=os.getcwd())
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=out,
+                pass_fds=[theirs.fileno()],
+                start_new_session=True,
+                env=env,
+                cwd=os.getcwd(),
+            )
         finally:
             theirs.close()
             out.close()
         self.server_pid = self._server.pid
-        init = {"program_json": dumps(job.program), "registry": vars(job.registry).copy(),
-                "run_dir": job.run_dir, "launcher_pid": job.launcher_pid,
-                "disable_run": job.options.disable_run, "modules": target_modules(job.program)}
+        init = {
+            "program_json": dumps(job.program),
+            "registry": vars(job.registry).copy(),
+            "run_dir": job.run_dir,
+            "launcher_pid": job.launcher_pid,
+            "disable_run": job.options.disable_run,
+            "modules": target_modules(job.program),
+        }
         self._send(init)
-        self._reader = threading.Thread(target=self._read, name="topo-procs-status",
-                                        daemon=True)
+        self._reader = threading.Thread(target=self._read, name="topo-procs-status", daemon=True)
         self._reader.start()
 
     def _send(self, msg: Any) -> None:
@@ -163,4 +173,3 @@ class ProcsBackend(Backend):
             self._reader.join(2)
         if self._sock is not None:
             self._sock.close()
-

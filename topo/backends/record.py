@@ -36,8 +36,9 @@ def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
 class StatusRecorder:
     """Rewrites ``status.json`` while the run goes on, when something changed."""
 
-    def __init__(self, run_dir: Path, summary: Callable[[], dict[str, Any]],
-                 interval: float = 0.5) -> None:
+    def __init__(
+        self, run_dir: Path, summary: Callable[[], dict[str, Any]], interval: float = 0.5
+    ) -> None:
         self._run_dir = run_dir
         self._summary = summary
         self._interval = interval
@@ -75,9 +76,11 @@ class CrashRecord:
         record = self
 
         def _exit(code: int) -> Any:
-            record.note(f"node {record._node_of_thread() or '(unknown)'} called os._exit({code}) "
-                        f"in thread {threading.current_thread().name}; the launcher process "
-                        "ends with it (use --backend procs for code that may do this)")
+            record.note(
+                f"node {record._node_of_thread() or '(unknown)'} called os._exit({code}) "
+                f"in thread {threading.current_thread().name}; the launcher process "
+                "ends with it (use --backend procs for code that may do this)"
+            )
             return real(code)
 
         os._exit = _exit  # type: ignore[assignment]

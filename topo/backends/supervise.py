@@ -48,8 +48,15 @@ class Supervision:
     _ever_ready: set[str]
     _tailer: Any
 
-    def _emit(self, kind: Any, node: str | None = None, exe: str | None = None,
-              pid: int | None = None, message: str = "", **data: Any) -> None:
+    def _emit(
+        self,
+        kind: Any,
+        node: str | None = None,
+        exe: str | None = None,
+        pid: int | None = None,
+        message: str = "",
+        **data: Any,
+    ) -> None:
         raise NotImplementedError
 
     def _start_exe(self, exe: ExeStatus) -> None:
@@ -92,8 +99,10 @@ class Supervision:
         if self._grace_deadline is not None and now >= self._grace_deadline:
             self._grace_deadline = None
             if self._running():
-                self.warnings.append(f"killed {len(self._running())} executable(s) still "
-                                     f"running after the {self.grace_s:g}s grace period")
+                self.warnings.append(
+                    f"killed {len(self._running())} executable(s) still "
+                    f"running after the {self.grace_s:g}s grace period"
+                )
             self._kill_all()
         if self._stopping and not self._running():
             return True
@@ -115,8 +124,10 @@ class Supervision:
                 limit = self.program.group_of(n).ready_timeout_s
                 if st.state != "starting" or st.started is None or now - st.started < limit:
                     continue
-                exe.stuck = (f"did not become ready within {limit:g}s (stuck in its "
-                             "constructor or while starting; see ready_timeout_s)")
+                exe.stuck = (
+                    f"did not become ready within {limit:g}s (stuck in its "
+                    "constructor or while starting; see ready_timeout_s)"
+                )
                 stacks = exe.runner.dump_stacks(n)
                 if exe.failure is None:
                     exe.failure = (n, stacks)
@@ -140,8 +151,9 @@ class Supervision:
             self._begin_stop("killed by the launcher", code=self._stop_code or 130)
             self._kill_all()
 
-    def _on_node(self, kind: str, node: str, exe_id: str, attempt: int, pid: int,
-                 text: str) -> None:
+    def _on_node(
+        self, kind: str, node: str, exe_id: str, attempt: int, pid: int, text: str
+    ) -> None:
         exe = self.exes.get(exe_id)
         if exe is None or attempt != exe.attempt or node not in self.nodes:
             return
@@ -154,8 +166,11 @@ class Supervision:
             if not self._ready.is_set() and len(self._ever_ready) == len(self.nodes):
                 self.ready_at = time.time()
                 self._ready.set()
-                self._emit("ready", message=f"all {len(self.nodes)} nodes up in "
-                           f"{self.ready_at - self.started_at:.2f}s")
+                self._emit(
+                    "ready",
+                    message=f"all {len(self.nodes)} nodes up in "
+                    f"{self.ready_at - self.started_at:.2f}s",
+                )
         elif kind == "finished":
             st.state = "finished"
             self._emit("finished", node, exe_id, pid)
@@ -194,8 +209,9 @@ class Supervision:
             self._emit("exited", exe=exe_id, pid=pid, message="finished", code=code)
             if policy.policy == "always" and exe.restarts < policy.max_restarts:
                 self._schedule_restart(exe, "its run() returned")
-            elif not any(e.runner is not None or e.restart_at is not None
-                         for e in self.exes.values()):
+            elif not any(
+                e.runner is not None or e.restart_at is not None for e in self.exes.values()
+            ):
                 self._begin_stop("every node finished")
             return
         node, text = exe.failure or (exe.nodes[0], "")
@@ -216,24 +232,31 @@ class Supervision:
                 last = text.strip().splitlines()[-1] if text.strip() and code >= 0 else ""
                 self._schedule_restart(exe, f"raised {last}" if last else how)
                 return
-            message = (f"node {node} failed {exe.restarts + 1} times, giving up "
-                       f"(max_restarts: {policy.max_restarts}); last failure: {how}")
+            message = (
+                f"node {node} failed {exe.restarts + 1} times, giving up "
+                f"(max_restarts: {policy.max_restarts}); last failure: {how}"
+            )
         self.failure = Failure(node, exe_id, pid, message, text)
         self._begin_stop(message, node, failed=True)
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
-        delay = min(p.backoff_s * (2 ** exe.restarts), p.backoff_max_s)
+        delay = min(p.backoff_s * (2**exe.restarts), p.backoff_max_s)
         exe.restarts += 1
         exe.restart_at = time.monotonic() + delay
         exe.state = "restarting"
         self._set_nodes(exe, "restarting")
-        self._emit("restarting", exe.nodes[0], exe.id,
-                   message=f"{why}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
-                   restarts=exe.restarts)
+        self._emit(
+            "restarting",
+            exe.nodes[0],
+            exe.id,
+            message=f"{why}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
+            restarts=exe.restarts,
+        )
 
-    def _begin_stop(self, reason: str, node: str | None = None, *, failed: bool = False,
-                    code: int = 0) -> None:
+    def _begin_stop(
+        self, reason: str, node: str | None = None, *, failed: bool = False, code: int = 0
+    ) -> None:
         if self._stopping:
             return
         self._stopping = True

@@ -71,8 +71,10 @@ class _ThreadRunner(ExecutableRunner):
         out = []
         for ident, name in names.items():
             if name == f"topo-node-{node}" and ident in frames:
-                out.append(f"Thread {name} (most recent call last):\n"
-                           + "".join(traceback.format_stack(frames[ident])))
+                out.append(
+                    f"Thread {name} (most recent call last):\n"
+                    + "".join(traceback.format_stack(frames[ident]))
+                )
         return "\n".join(out)
 
     def kill(self) -> None:
@@ -92,18 +94,25 @@ def process_wide_resources(program: Program, backend: str) -> list[Diagnostic]:
         if not g.enabled:
             continue
         res = g.resources
-        set_ = {"env": bool(res.env), "workdir": res.workdir is not None,
-                "cpus": bool(res.cpus), "gpus": res.gpus is not None}
+        set_ = {
+            "env": bool(res.env),
+            "workdir": res.workdir is not None,
+            "cpus": bool(res.cpus),
+            "gpus": res.gpus is not None,
+        }
         used = [f for f in _PROCESS_WIDE if set_[f]]
         if used:
             what = "; ".join(_PROCESS_WIDE[f] for f in used)
-            out.append(Diagnostic(
-                f"group {g.name!r} sets resources {', '.join(used)}, which the {backend} "
-                f"backend cannot honour: its nodes run inside the launcher process, so it "
-                f"would {what}",
-                g.origin,
-                hint="run it with --backend procs (one process per executable), or drop "
-                     "those resources"))
+            out.append(
+                Diagnostic(
+                    f"group {g.name!r} sets resources {', '.join(used)}, which the {backend} "
+                    f"backend cannot honour: its nodes run inside the launcher process, so it "
+                    f"would {what}",
+                    g.origin,
+                    hint="run it with --backend procs (one process per executable), or drop "
+                    "those resources",
+                )
+            )
     return out
 
 
@@ -147,8 +156,9 @@ class ThreadsBackend(Backend):
         def main() -> None:
             code = 1
             try:
-                code = run_executable(job.program, exe, context, report,
-                                      job.options.disable_run, runner.servers)
+                code = run_executable(
+                    job.program, exe, context, report, job.options.disable_run, runner.servers
+                )
             finally:
                 runner.report_exit(code)
 
@@ -182,8 +192,9 @@ def _children() -> set[tuple[int, float]]:
     return out
 
 
-def end_processes(kids: set[tuple[int, float]], keep: list[int],
-                  grace: float = CHILD_GRACE_S) -> list[int]:
+def end_processes(
+    kids: set[tuple[int, float]], keep: list[int], grace: float = CHILD_GRACE_S
+) -> list[int]:
     """SIGTERM the child processes ``kids`` (pid, create time) but ``keep`` and their
     descendants, SIGKILL what is left after ``grace`` seconds, reap them; their pids."""
     procs: dict[int, psutil.Process] = {}

@@ -43,8 +43,11 @@ def served_kinds() -> frozenset[str]:
 def target_modules(program: Program) -> list[str]:
     """The modules of every enabled group's target (what a fork server pre-imports)."""
     supported = supported_kinds()
-    modules = {g.target.partition(":")[0] for g in program.groups
-               if g.enabled and g.target and g.kind in supported}
+    modules = {
+        g.target.partition(":")[0]
+        for g in program.groups
+        if g.enabled and g.target and g.kind in supported
+    }
     return sorted(m for m in modules if m)
 
 
@@ -75,8 +78,14 @@ def node_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def run_one_node(program: Program, node: Node, context: ProgramContext, report: Report,
-                 disable_run: bool = False, servers: list[NodeServer] | None = None) -> None:
+def run_one_node(
+    program: Program,
+    node: Node,
+    context: ProgramContext,
+    report: Report,
+    disable_run: bool = False,
+    servers: list[NodeServer] | None = None,
+) -> None:
     """Build and run one node in the calling thread; report ready/finished/failed.
 
     Each server started is appended to ``servers`` so a backend that cannot kill the
@@ -92,9 +101,15 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
                 raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
             if kind.served:
                 obj = target(**kwargs)
-                server = serve_node(obj, node.id, node.group, node.replica, program=context,
-                                    threads=group.rpc.threads,
-                                    max_message_bytes=int(group.rpc.max_message_mb * 2**20))
+                server = serve_node(
+                    obj,
+                    node.id,
+                    node.group,
+                    node.replica,
+                    program=context,
+                    threads=group.rpc.threads,
+                    max_message_bytes=int(group.rpc.max_message_mb * 2**20),
+                )
                 if servers is not None:
                     servers.append(server)
                 report("ready", node.id, "")
@@ -123,8 +138,14 @@ def run_one_node(program: Program, node: Node, context: ProgramContext, report: 
             context.address_book.request_stop(f"{node.id} finished (stops_program)", node.id)
 
 
-def run_executable(program: Program, exe_id: str, context: ProgramContext, report: Report,
-                   disable_run: bool = False, servers: list[NodeServer] | None = None) -> int:
+def run_executable(
+    program: Program,
+    exe_id: str,
+    context: ProgramContext,
+    report: Report,
+    disable_run: bool = False,
+    servers: list[NodeServer] | None = None,
+) -> int:
     """Run every node of ``exe_id`` as a thread; 0 when all finished, 1 when one failed."""
     exe = program.executable_index[exe_id]
     outcomes: queue.Queue[bool] = queue.Queue()
@@ -144,8 +165,9 @@ def run_executable(program: Program, exe_id: str, context: ProgramContext, repor
 
     for node_id in exe.nodes:
         node = program.node(node_id)
-        threading.Thread(target=node_main, args=(node,), name=f"topo-node-{node_id}",
-                         daemon=True).start()
+        threading.Thread(
+            target=node_main, args=(node,), name=f"topo-node-{node_id}", daemon=True
+        ).start()
     for _ in exe.nodes:
         if not outcomes.get():
             return 1

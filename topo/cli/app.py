@@ -29,8 +29,13 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", "-V", callback=_print_version, is_eager=True,
-                     help="Print topo's version and exit."),
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print topo's version and exit.",
+        ),
     ] = False,
 ) -> None:
     """Check, draw and run distributed Python programs described in YAML."""

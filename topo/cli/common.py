@@ -45,8 +45,7 @@ def load_program(file: Path, params: list[str] | None, *, check_imports: bool = 
     return load_topology(file, params, check_imports=check_imports).program
 
 
-def load_topology(file: Path, params: list[str] | None, *, check_imports: bool = False
-                  ) -> Loaded:
+def load_topology(file: Path, params: list[str] | None, *, check_imports: bool = False) -> Loaded:
     """``topo.api.load``: the program and its resolved YAML text; on bad input print the
     errors and exit 1."""
     from topo.api import load

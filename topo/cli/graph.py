@@ -123,8 +123,9 @@ def graph(
     try:
         view = build_view(program, options)
     except UnknownGroupError as exc:
-        stderr.print(f"[red]error:[/] no group named [bold]{escape(exc.name)}[/] in "
-                     f"{escape(program.name)}")
+        stderr.print(
+            f"[red]error:[/] no group named [bold]{escape(exc.name)}[/] in {escape(program.name)}"
+        )
         stderr.print("groups: " + escape(", ".join(exc.groups)))
         raise typer.Exit(1) from None
 
@@ -166,6 +167,8 @@ def _warn_if_scaled(png: bytes, expand: bool) -> None:
         return
     width, height = png_size(png)
     fix = "draw it with --svg" + (", or without --expand" if expand else "")
-    stderr.print(f"[yellow]warning:[/] the drawing is larger than {PNG_MAX_PX:,} px, so the "
-                 f"PNG was scaled down to {width}×{height} px and its labels may be "
-                 f"unreadable; {fix}")
+    stderr.print(
+        f"[yellow]warning:[/] the drawing is larger than {PNG_MAX_PX:,} px, so the "
+        f"PNG was scaled down to {width}×{height} px and its labels may be "
+        f"unreadable; {fix}"
+    )

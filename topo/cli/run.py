@@ -29,27 +29,40 @@ def run(
     file: FileArgument,
     params: ParamsOption = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="procs (one process per executable), "
-                          "threads, or an installed plugin backend.")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            help="procs (one process per executable), threads, or an installed plugin backend.",
+        ),
     ] = "procs",
     grace: Annotated[
         float | None,
-        typer.Option("--grace", min=0.0, help="Seconds nodes get to stop before being killed "
-                     "(default: the file's stop.grace_s, else 5)."),
+        typer.Option(
+            "--grace",
+            min=0.0,
+            help="Seconds nodes get to stop before being killed "
+            "(default: the file's stop.grace_s, else 5).",
+        ),
     ] = None,
-    log_dir: Annotated[
-        Path, typer.Option("--log-dir", help="Parent of the run directory.")
-    ] = Path("runs"),
+    log_dir: Annotated[Path, typer.Option("--log-dir", help="Parent of the run directory.")] = Path(
+        "runs"
+    ),
     run_dir: Annotated[
-        Path | None, typer.Option("--run-dir", help="Exact run directory (default: "
-                                  "<log-dir>/<name>-<timestamp>).")
+        Path | None,
+        typer.Option(
+            "--run-dir", help="Exact run directory (default: <log-dir>/<name>-<timestamp>)."
+        ),
     ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No logs or live table; only the outcome.")
     ] = False,
     live: Annotated[
-        bool | None, typer.Option("--live/--no-live", help="Live table (default: when stdout "
-                                  "is a terminal) or prefixed log lines.")
+        bool | None,
+        typer.Option(
+            "--live/--no-live",
+            help="Live table (default: when stdout is a terminal) or prefixed log lines.",
+        ),
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
@@ -63,8 +76,9 @@ def run(
         stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     loaded = load_topology(file, params)
-    options = RunOptions(grace_s=grace, log_dir=log_dir, run_dir=run_dir,
-                         topology_yaml=loaded.yaml_text)
+    options = RunOptions(
+        grace_s=grace, log_dir=log_dir, run_dir=run_dir, topology_yaml=loaded.yaml_text
+    )
     try:
         launcher = Launcher(loaded.program, chosen, options)
     except TopoError as error:
@@ -126,12 +140,23 @@ def _outcome(launcher: object, code: int) -> None:
     if failure is not None:
         body = Text(failure.traceback.rstrip() or "(no traceback: the process died)")
         if stderr.is_terminal:
-            stderr.print(Panel(body, title=Text(f"✗ {failure.message}", style="bold red"),
-                               title_align="left", border_style="red", expand=False))
+            stderr.print(
+                Panel(
+                    body,
+                    title=Text(f"✗ {failure.message}", style="bold red"),
+                    title_align="left",
+                    border_style="red",
+                    expand=False,
+                )
+            )
         else:  # piped: the whole traceback as plain text, at full width, for logs and grep
             stderr.file.write(f"✗ {failure.message}\n{body.plain}\n")
         stderr.print(Text(f"exit 1 — logs in {launcher.run_dir}", style="red"))
         return
     style = "green" if code == 0 else "yellow"
-    stderr.print(Text(f"✓ stopped: {launcher.stop_reason} — exit {code}, logs in "
-                      f"{launcher.run_dir}", style=style))
+    stderr.print(
+        Text(
+            f"✓ stopped: {launcher.stop_reason} — exit {code}, logs in {launcher.run_dir}",
+            style=style,
+        )
+    )

@@ -37,8 +37,10 @@ def schema(
     if path or uri:
         shipped = installed_schema()
         if not shipped.is_file():
-            stderr.print(f"[red]error:[/red] the schema is missing from this installation "
-                         f"({escape(str(shipped))}); reinstall topo")
+            stderr.print(
+                f"[red]error:[/red] the schema is missing from this installation "
+                f"({escape(str(shipped))}); reinstall topo"
+            )
             raise typer.Exit(1)
         print(shipped.as_uri() if uri else shipped)
         return

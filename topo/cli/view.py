@@ -20,11 +20,28 @@ from rich.text import Text
 from topo.backends.base import Event
 from topo.backends.launcher import Launcher
 
-PALETTE = ("cyan", "green", "yellow", "blue", "magenta", "bright_cyan", "bright_green",
-           "bright_yellow", "bright_blue", "bright_magenta")
-STATE_STYLE = {"running": "green", "finished": "blue", "failed": "bold red",
-               "restarting": "yellow", "starting": "dim", "pending": "dim",
-               "stopped": "dim", "killed": "red"}
+PALETTE = (
+    "cyan",
+    "green",
+    "yellow",
+    "blue",
+    "magenta",
+    "bright_cyan",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+    "bright_magenta",
+)
+STATE_STYLE = {
+    "running": "green",
+    "finished": "blue",
+    "failed": "bold red",
+    "restarting": "yellow",
+    "starting": "dim",
+    "pending": "dim",
+    "stopped": "dim",
+    "killed": "red",
+}
 
 
 def colour(label: str) -> str:
@@ -45,15 +62,20 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
     """The status line for an event, or None when it is not shown."""
     k = event.kind
     if k == "ready" and event.node is None:
-        return Text(f"{event.message} (backend {launcher.backend.name}, logs in "
-                    f"{launcher.run_dir})", style="green")
+        return Text(
+            f"{event.message} (backend {launcher.backend.name}, logs in {launcher.run_dir})",
+            style="green",
+        )
     if k == "failed" and event.message:
         return Text(f"✗ {event.message}", style="bold red")
     if k == "restarting":
         return Text(f"↻ {event.node}: {event.message}", style="yellow")
     if k == "stopping":
-        return Text(f"■ stopping: {event.message} (grace {launcher.grace_s:g}s; press Ctrl-C "
-                    "again to kill)", style="bold")
+        return Text(
+            f"■ stopping: {event.message} (grace {launcher.grace_s:g}s; press Ctrl-C "
+            "again to kill)",
+            style="bold",
+        )
     if k == "killed":
         return Text(f"✗ killed {event.executable} (pid {event.pid})", style="red")
     return None
@@ -72,13 +94,15 @@ class LinesView:
         if event.kind == "log":
             if self.logs and event.node is not None:
                 prefix = Text(f"{event.node:<{self.width}} | ", style=colour(event.node))
-                self.console.print(prefix + Text(event.message), soft_wrap=True,
-                                   highlight=False)
+                self.console.print(prefix + Text(event.message), soft_wrap=True, highlight=False)
             return
         line = status_line(event, self.launcher)
         if line is not None:
-            self.console.print(Text(f"{'topo':<{self.width}} | ", style="bold") + line,
-                               soft_wrap=True, highlight=False)
+            self.console.print(
+                Text(f"{'topo':<{self.width}} | ", style="bold") + line,
+                soft_wrap=True,
+                highlight=False,
+            )
 
     def close(self) -> None:
         """Nothing to tear down."""
@@ -90,28 +114,41 @@ class TableView:
     def __init__(self, launcher: Launcher, console: Console) -> None:
         self.launcher = launcher
         self.console = console
-        self.live = Live(console=console, refresh_per_second=4, transient=False,
-                         get_renderable=self.render)
+        self.live = Live(
+            console=console, refresh_per_second=4, transient=False, get_renderable=self.render
+        )
         self.live.start()
 
     def render(self) -> Table:
         """The table as of now."""
         la = self.launcher
-        table = Table(title=Text(f"{la.program.name} — {la.backend.name}"),
-                      caption=Text(str(la.run_dir)), expand=False)
+        table = Table(
+            title=Text(f"{la.program.name} — {la.backend.name}"),
+            caption=Text(str(la.run_dir)),
+            expand=False,
+        )
         for name in ("node", "executable", "state", "pid", "restarts", "uptime", "last log line"):
-            table.add_column(name, no_wrap=True, overflow="ellipsis",
-                             max_width=60 if name == "last log line" else None)
+            table.add_column(
+                name,
+                no_wrap=True,
+                overflow="ellipsis",
+                max_width=60 if name == "last log line" else None,
+            )
         height = max(self.console.size.height - 8, 5)
         rows = list(la.nodes.values())
         for st in rows[:height]:
             state = st.state
             if state == "starting" and st.started is not None:
                 state = f"starting {_uptime(st.started)}"  # a node stuck starting shows it
-            table.add_row(Text(st.id, style=colour(st.id)), Text(st.exe),
-                          Text(state, style=STATE_STYLE.get(st.state, "")),
-                          str(st.pid or ""), str(st.restarts or ""), _uptime(st.started)
-                          if st.state == "running" else "", escape(st.last_line[:200]))
+            table.add_row(
+                Text(st.id, style=colour(st.id)),
+                Text(st.exe),
+                Text(state, style=STATE_STYLE.get(st.state, "")),
+                str(st.pid or ""),
+                str(st.restarts or ""),
+                _uptime(st.started) if st.state == "running" else "",
+                escape(st.last_line[:200]),
+            )
         if len(rows) > height:
             table.add_row(f"… {len(rows) - height} more", "", "", "", "", "", "")
         return table

@@ -103,7 +103,8 @@ class _ZapHandler:
             return False
         if mechanism == b"PLAIN" and sec.mechanism == "plain" and len(creds) == 2:
             return creds[0] == PLAIN_USER and hmac.compare_digest(
-                creds[1], sec.secret.encode("ascii"))
+                creds[1], sec.secret.encode("ascii")
+            )
         if mechanism == b"CURVE" and sec.mechanism == "curve" and len(creds) == 1:
             return hmac.compare_digest(z85.encode(creds[0]), sec.public_key)
         return False
@@ -122,11 +123,20 @@ class _ZapHandler:
             ok = version == b"1.0" and self._check(domain, mechanism, msg[6:])
             if not ok:
                 self.refused += 1
-                log.warning("topo: refused %s connection from %s (domain %r): bad credentials",
-                            mechanism.decode(errors="replace"),
-                            address.decode(errors="replace"), domain.decode(errors="replace"))
-            reply = [version, request_id, b"200" if ok else b"400",
-                     b"OK" if ok else b"refused", b"topo" if ok else b"", b""]
+                log.warning(
+                    "topo: refused %s connection from %s (domain %r): bad credentials",
+                    mechanism.decode(errors="replace"),
+                    address.decode(errors="replace"),
+                    domain.decode(errors="replace"),
+                )
+            reply = [
+                version,
+                request_id,
+                b"200" if ok else b"400",
+                b"OK" if ok else b"refused",
+                b"topo" if ok else b"",
+                b"",
+            ]
             try:
                 self._sock.send_multipart(reply)
             except zmq.ZMQError:

@@ -62,7 +62,8 @@ def stack(items: list[Any]) -> Any:
         out = [stack([it[i] for it in items]) for i in range(len(first))]
         return type(first)(out) if isinstance(first, list) else tuple(out)
     if isinstance(first, np.ndarray | np.generic | int | float | bool | complex) or hasattr(
-            first, "__array__"):
+        first, "__array__"
+    ):
         return np.stack([np.asarray(it) for it in items])
     return list(items)
 
@@ -89,16 +90,22 @@ Reply = Callable[[Any, bool, Any], None]  # (token, ok, value or exception)
 class Batcher:
     """Collects calls to one batched method and runs them in batches on its own thread."""
 
-    def __init__(self, fn: Callable[..., Any], spec: BatchSpec, reply: Reply,
-                 name: str, init: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        spec: BatchSpec,
+        reply: Reply,
+        name: str,
+        init: Callable[[], None] | None = None,
+    ) -> None:
         self._fn = fn
         self._spec = spec
         self._reply = reply
         self._queue: queue.SimpleQueue[tuple[Any, tuple[Any, ...], dict[str, Any]] | None] = (
-            queue.SimpleQueue())
+            queue.SimpleQueue()
+        )
         self._init = init
-        self._thread = threading.Thread(target=self._loop, name=f"topo-batch-{name}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"topo-batch-{name}", daemon=True)
         self._thread.start()
 
     def submit(self, token: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -123,8 +130,11 @@ class Batcher:
             while len(calls) < self._spec.batch_size:
                 remaining = end - time.monotonic()
                 try:
-                    item = (self._queue.get(timeout=remaining) if remaining > 0
-                            else self._queue.get_nowait())
+                    item = (
+                        self._queue.get(timeout=remaining)
+                        if remaining > 0
+                        else self._queue.get_nowait()
+                    )
                 except queue.Empty:
                     break
                 if item is None:

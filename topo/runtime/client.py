@@ -102,8 +102,14 @@ def decode_reply(msg: wire.Message, node_id: str) -> Any:
     raise ProtocolError(f"node {node_id!r} sent a reply of unknown kind {msg.kind}")
 
 
-def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ...],
-         kwargs: dict[str, Any], timeout: float) -> Any:
+def call(
+    program: ProgramContext,
+    node_id: str,
+    method: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    timeout: float,
+) -> Any:
     """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline."""
     start = time.monotonic()
     deadline = start + timeout
@@ -120,8 +126,11 @@ def call(program: ProgramContext, node_id: str, method: str, args: tuple[Any, ..
             pass
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            detail = (f"no connection to {conn.endpoint}" if conn.endpoint
-                      else "no address registered (its process ended)")
+            detail = (
+                f"no connection to {conn.endpoint}"
+                if conn.endpoint
+                else "no address registered (its process ended)"
+            )
             raise PeerUnavailable(node_id, time.monotonic() - start, detail)
         if not sock.poll(int(min(step, remaining) * 1000) + 1, zmq.POLLOUT):
             conn.refresh()

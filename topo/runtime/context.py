@@ -56,14 +56,21 @@ class ProgramContext:
         """A fresh in-process program (threads backend, tests), with its own socket dir."""
         from topo.runtime.transport import make_ipc_dir
 
-        return cls(new_program_id(), new_secret(), InProcessAddressBook(),
-                   default_deadline=default_deadline, ipc_dir=make_ipc_dir())
+        return cls(
+            new_program_id(),
+            new_secret(),
+            InProcessAddressBook(),
+            default_deadline=default_deadline,
+            ipc_dir=make_ipc_dir(),
+        )
 
 
 _program_var: contextvars.ContextVar[ProgramContext | None] = contextvars.ContextVar(
-    "topo_program", default=None)
+    "topo_program", default=None
+)
 _node_var: contextvars.ContextVar[NodeInfo | None] = contextvars.ContextVar(
-    "topo_node", default=None)
+    "topo_node", default=None
+)
 _process_program: ProgramContext | None = None
 _process_nodes: dict[str, NodeInfo] = {}
 _lock = threading.Lock()
@@ -79,8 +86,9 @@ def current_program() -> ProgramContext:
     """The program of the calling thread (its node's, else the process default)."""
     program = _program_var.get() or _process_program
     if program is None:
-        raise RuntimeError("no topo program is running in this process "
-                           "(is this code running inside a topo node?)")
+        raise RuntimeError(
+            "no topo program is running in this process (is this code running inside a topo node?)"
+        )
     return program
 
 

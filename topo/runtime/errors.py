@@ -41,8 +41,9 @@ class DeadlineExceeded(TopoRuntimeError, TimeoutError):
 class RemoteError(TopoRuntimeError):
     """A remote exception whose type could not be re-created in the caller."""
 
-    def __init__(self, type_name: str, message: str, remote_traceback: str = "",
-                 remote_node: str = "") -> None:
+    def __init__(
+        self, type_name: str, message: str, remote_traceback: str = "", remote_node: str = ""
+    ) -> None:
         self.type_name = type_name
         self.message = message
         self.remote_traceback = remote_traceback

@@ -105,8 +105,15 @@ class _Engine:
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
     # -- calling threads ----------------------------------------------------------
-    def submit(self, program: ProgramContext, node_id: str, method: str,
-               args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float) -> Future:
+    def submit(
+        self,
+        program: ProgramContext,
+        node_id: str,
+        method: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout: float,
+    ) -> Future:
         fut = _CallFuture()
         fut._engine = self
         start = time.monotonic()
@@ -197,7 +204,8 @@ class _Engine:
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
             key = (peer.program.program_id, peer.node_id)
             endpoint = (_endpoints.get(key) if peer.sock is None else None) or (
-                peer.program.address_book.lookup(peer.node_id))
+                peer.program.address_book.lookup(peer.node_id)
+            )
             if endpoint is None and peer.sock is not None and peer.endpoint is not None:
                 # The registry dropped it (its process ended): stop reconnecting there.
                 peer.sock.disconnect(peer.endpoint)
@@ -243,8 +251,11 @@ class _Engine:
                 if r[6] > now:
                     keep.append(r)
                     continue
-                detail = (f"no connection to {peer.endpoint}" if peer.endpoint
-                          else "no address registered")
+                detail = (
+                    f"no connection to {peer.endpoint}"
+                    if peer.endpoint
+                    else "no address registered"
+                )
                 failed.append((r[5], PeerUnavailable(r[1], now - r[7], detail)))
             peer.pending = keep
         return failed
@@ -260,8 +271,11 @@ class _Engine:
             waiting = any(p.pending for p in self._peers.values())
             idle = now - self._active >= _IDLE_AFTER
             # Watch replies only while no caller is receiving them itself.
-            want = tuple(p.fd for p in self._peers.values()
-                         if p.sock is not None) if idle and self._inflight else ()
+            want = (
+                tuple(p.fd for p in self._peers.values() if p.sock is not None)
+                if idle and self._inflight
+                else ()
+            )
             if want != watched:
                 if want:  # callers may have left replies unread: re-arm ZMQ_FD first
                     done0: _Done = []

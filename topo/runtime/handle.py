@@ -21,8 +21,9 @@ class Handle:
 
     __slots__ = ("_node_id", "_program", "_timeout")
 
-    def __init__(self, node_id: str, timeout: float | None = None,
-                 program: ProgramContext | None = None) -> None:
+    def __init__(
+        self, node_id: str, timeout: float | None = None, program: ProgramContext | None = None
+    ) -> None:
         self._node_id = node_id
         self._timeout = timeout
         self._program = program

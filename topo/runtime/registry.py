@@ -51,17 +51,18 @@ class RegistryInfo:
 class RegistryService(InProcessAddressBook):
     """What the registry serves: the address book, the stop channel and ``report``."""
 
-    def __init__(self, on_stop: Callable[[str, str | None], None],
-                 on_report: ReportHandler | None) -> None:
+    def __init__(
+        self, on_stop: Callable[[str, str | None], None], on_report: ReportHandler | None
+    ) -> None:
         super().__init__(on_stop=on_stop)
         self._on_report = on_report
 
-    def report(self, kind: str, node: str, exe: str, attempt: int, pid: int,
-               traceback: str = "") -> None:
+    def report(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
         """A node's status, from inside its executable, for the launcher."""
         if self._on_report is not None:
-            self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid),
-                            str(traceback))
+            self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid), str(traceback))
 
 
 class RegistryServer:
@@ -72,10 +73,19 @@ class RegistryServer:
     ``on_report`` receives the node status that executables send with
     ``RegistryClient.report``."""
 
-    def __init__(self, program_id: str, secret: str, *, mechanism: Mechanism = "plain",
-                 bind_host: str = "127.0.0.1", advertise_host: str | None = None,
-                 default_deadline: float = DEFAULT_DEADLINE, threads: int = 4,
-                 ipc_dir: str | None = None, on_report: ReportHandler | None = None) -> None:
+    def __init__(
+        self,
+        program_id: str,
+        secret: str,
+        *,
+        mechanism: Mechanism = "plain",
+        bind_host: str = "127.0.0.1",
+        advertise_host: str | None = None,
+        default_deadline: float = DEFAULT_DEADLINE,
+        threads: int = 4,
+        ipc_dir: str | None = None,
+        on_report: ReportHandler | None = None,
+    ) -> None:
         self.stop_event = threading.Event()
         self._closed = threading.Event()
         self._own_dir: str | None = None
@@ -83,21 +93,45 @@ class RegistryServer:
             ipc_dir = self._own_dir = transport.make_ipc_dir(owned=False)
         if ipc_dir is not None:
             transport.check_ipc_dir(ipc_dir)
-        self._program = ProgramContext(program_id, secret, InProcessAddressBook(),
-                                       default_deadline, mechanism, bind_host, ipc_dir)
+        self._program = ProgramContext(
+            program_id,
+            secret,
+            InProcessAddressBook(),
+            default_deadline,
+            mechanism,
+            bind_host,
+            ipc_dir,
+        )
         self.service = RegistryService(self._on_stop, on_report)
-        self._server = NodeServer(self.service, NodeInfo(REGISTRY_ID, REGISTRY_ID),
-                                  self._program, threads=threads, max_message_bytes=1 << 20,
-                                  register=False, advertise_host=advertise_host, track=False)
+        self._server = NodeServer(
+            self.service,
+            NodeInfo(REGISTRY_ID, REGISTRY_ID),
+            self._program,
+            threads=threads,
+            max_message_bytes=1 << 20,
+            register=False,
+            advertise_host=advertise_host,
+            track=False,
+        )
         pub = zmq_context().socket(zmq.PUB)
         pub.linger = 0
         secure_server(pub, self._program.security)
-        pub_endpoint = transport.bind(pub, ipc_dir=ipc_dir, bind_host=bind_host,
-                                      advertise_host=advertise_host)
-        self.info = RegistryInfo(program_id, secret, self._server.endpoint, pub_endpoint,
-                                 mechanism, default_deadline, bind_host, ipc_dir)
-        self._publisher = threading.Thread(target=self._publish, args=(pub,),
-                                           name="topo-registry-pub", daemon=True)
+        pub_endpoint = transport.bind(
+            pub, ipc_dir=ipc_dir, bind_host=bind_host, advertise_host=advertise_host
+        )
+        self.info = RegistryInfo(
+            program_id,
+            secret,
+            self._server.endpoint,
+            pub_endpoint,
+            mechanism,
+            default_deadline,
+            bind_host,
+            ipc_dir,
+        )
+        self._publisher = threading.Thread(
+            target=self._publish, args=(pub,), name="topo-registry-pub", daemon=True
+        )
         self._publisher.start()
 
     @property
@@ -114,8 +148,12 @@ class RegistryServer:
         self.service.request_stop(reason, node_id)
 
     def _on_stop(self, reason: str, node_id: str | None) -> None:
-        log.info("topo program %s stopping: %s (from %s)", self.info.program_id, reason,
-                 node_id or "launcher")
+        log.info(
+            "topo program %s stopping: %s (from %s)",
+            self.info.program_id,
+            reason,
+            node_id or "launcher",
+        )
         self.stop_event.set()
 
     def _publish(self, pub: zmq.Socket) -> None:
@@ -149,20 +187,24 @@ class RegistryClient(AddressBook):
         self.info = info
         book = InProcessAddressBook()
         book.register(REGISTRY_ID, info.endpoint)
-        self._boot = ProgramContext(info.program_id, info.secret, book,
-                                    call_timeout, info.mechanism, info.bind_host,
-                                    info.ipc_dir)
+        self._boot = ProgramContext(
+            info.program_id,
+            info.secret,
+            book,
+            call_timeout,
+            info.mechanism,
+            info.bind_host,
+            info.ipc_dir,
+        )
         self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
         self._knock_addr = f"inproc://topo-watch-{uuid.uuid4().hex[:12]}"
-        self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch",
-                                         daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch", daemon=True)
         self._watcher.start()
 
     def _call(self, method: str, *args: Any) -> Any:
-        return client.call(self._boot, REGISTRY_ID, method, args, {},
-                           self._boot.default_deadline)
+        return client.call(self._boot, REGISTRY_ID, method, args, {}, self._boot.default_deadline)
 
     def register(self, node_id: str, endpoint: str) -> None:
         self._call("register", node_id, endpoint)
@@ -178,13 +220,19 @@ class RegistryClient(AddressBook):
         self._mark_stopped(reason, node_id)
         self._call("request_stop", reason, node_id)
 
-    def report(self, kind: str, node: str, exe: str, attempt: int, pid: int,
-               traceback: str = "") -> None:
+    def report(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
         """Tell the launcher a node is ``ready``, ``finished`` or ``failed`` (blocks until
         the registry has it, so it arrives before the process's exit)."""
-        client.call(self._boot, REGISTRY_ID, "report",
-                    (kind, node, exe, attempt, pid, traceback), {},
-                    self._boot.default_deadline)
+        client.call(
+            self._boot,
+            REGISTRY_ID,
+            "report",
+            (kind, node, exe, attempt, pid, traceback),
+            {},
+            self._boot.default_deadline,
+        )
 
     @property
     def stop_event(self) -> threading.Event:
@@ -223,8 +271,9 @@ class RegistryClient(AddressBook):
                 if sub in events:
                     msg = sub.recv_multipart()
                     if len(msg) == 3 and msg[0] == STOP_TOPIC:
-                        self._mark_stopped(msg[1].decode(errors="replace"),
-                                           msg[2].decode(errors="replace") or None)
+                        self._mark_stopped(
+                            msg[1].decode(errors="replace"), msg[2].decode(errors="replace") or None
+                        )
         finally:
             sub.close(linger=0)
             knock.close(linger=0)
@@ -248,6 +297,12 @@ class RegistryClient(AddressBook):
 
 def connect_program(info: RegistryInfo) -> ProgramContext:
     """The ``ProgramContext`` of a process joining the program described by ``info``."""
-    return ProgramContext(info.program_id, info.secret, RegistryClient(info),
-                          info.default_deadline, info.mechanism, info.bind_host,
-                          info.ipc_dir)
+    return ProgramContext(
+        info.program_id,
+        info.secret,
+        RegistryClient(info),
+        info.default_deadline,
+        info.mechanism,
+        info.bind_host,
+        info.ipc_dir,
+    )

@@ -80,10 +80,19 @@ class _DropLog:
 class NodeServer:
     """Serves ``obj``'s methods for one node; ``endpoint`` is its address (ipc path or tcp)."""
 
-    def __init__(self, obj: Any, node: NodeInfo, program: ProgramContext, *,
-                 threads: int = 4, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 register: bool = True, bind_host: str | None = None,
-                 advertise_host: str | None = None, track: bool = True) -> None:
+    def __init__(
+        self,
+        obj: Any,
+        node: NodeInfo,
+        program: ProgramContext,
+        *,
+        threads: int = 4,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        register: bool = True,
+        bind_host: str | None = None,
+        advertise_host: str | None = None,
+        track: bool = True,
+    ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
         self.node = node
@@ -127,8 +136,9 @@ class NodeServer:
         front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
         transport.check_mechanism(self.program.mechanism, self.program.ipc_dir)
         secure_server(front, self.program.security)
-        endpoint = transport.bind(front, ipc_dir=self.program.ipc_dir, bind_host=host,
-                                  advertise_host=advertise_host)
+        endpoint = transport.bind(
+            front, ipc_dir=self.program.ipc_dir, bind_host=host, advertise_host=advertise_host
+        )
         return front, endpoint
 
     def _start_proxy(self, front: zmq.Socket, tag: str) -> None:
@@ -149,8 +159,12 @@ class NodeServer:
         self._ctl = ctx.socket(zmq.PAIR)
         self._ctl.linger = 0
         self._ctl.connect(f"inproc://topo-ctl-{tag}")
-        self._proxy = threading.Thread(target=self._run_proxy, args=(front, back, ctl),
-                                       name=f"topo-proxy-{self.node.id}", daemon=True)
+        self._proxy = threading.Thread(
+            target=self._run_proxy,
+            args=(front, back, ctl),
+            name=f"topo-proxy-{self.node.id}",
+            daemon=True,
+        )
         self._proxy.start()
 
     def _setup_batchers(self) -> None:
@@ -166,8 +180,9 @@ class NodeServer:
                 self._wake = zmq_context().socket(zmq.PUB)
                 self._wake.linger = 0
                 self._wake.bind(self._wake_addr)
-            self._batchers[name] = Batcher(fn, spec, self._batch_reply,
-                                           f"{self.node.id}.{name}", init=self._enter_scope)
+            self._batchers[name] = Batcher(
+                fn, spec, self._batch_reply, f"{self.node.id}.{name}", init=self._enter_scope
+            )
 
     # -- threads --------------------------------------------------------------
     def _grow(self) -> None:
@@ -175,9 +190,12 @@ class NodeServer:
         with self._pool_lock:
             if self._closed.is_set() or len(self._workers) >= self.threads:
                 return
-            t = threading.Thread(target=self._work, args=(len(self._workers),),
-                                 name=f"topo-h-{self.node.id}-{len(self._workers)}",
-                                 daemon=True)
+            t = threading.Thread(
+                target=self._work,
+                args=(len(self._workers),),
+                name=f"topo-h-{self.node.id}-{len(self._workers)}",
+                daemon=True,
+            )
             self._workers.append(t)
         t.start()
 
@@ -275,15 +293,27 @@ class NodeServer:
         size = wire.frames_nbytes(frames)
         if size > self.max_message_bytes:
             self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")
-            self._send(sock, ident, wire.K_FAULT, call_id,
-                       f"message of {size} bytes exceeds the node's limit "
-                       f"({self.max_message_bytes} bytes)")
+            self._send(
+                sock,
+                ident,
+                wire.K_FAULT,
+                call_id,
+                f"message of {size} bytes exceeds the node's limit "
+                f"({self.max_message_bytes} bytes)",
+            )
             return
         method = msg.method
         fn = self.methods.get(method)
         if fn is None:
-            self._send(sock, ident, wire.K_ERROR, call_id, encode_exception(
-                UnknownMethod(self.node.id, method, self._method_names), self.node.id))
+            self._send(
+                sock,
+                ident,
+                wire.K_ERROR,
+                call_id,
+                encode_exception(
+                    UnknownMethod(self.node.id, method, self._method_names), self.node.id
+                ),
+            )
             return
         try:
             args, kwargs = wire.loads(msg.payload, msg.buffers)
@@ -309,8 +339,7 @@ class NodeServer:
             return wire.reply_frames(kind, call_id, value)
         except Exception as exc:  # e.g. an unpicklable result
             try:
-                return wire.reply_frames(wire.K_ERROR, call_id,
-                                         encode_exception(exc, self.node.id))
+                return wire.reply_frames(wire.K_ERROR, call_id, encode_exception(exc, self.node.id))
             except Exception:
                 return wire.reply_frames(wire.K_FAULT, call_id, f"unpicklable reply: {exc!r}")
 
@@ -322,8 +351,9 @@ class NodeServer:
         if ok:
             frames = self._reply_frames(wire.K_OK, call_id, value)
         else:
-            frames = self._reply_frames(wire.K_ERROR, call_id,
-                                        encode_exception(value, self.node.id))
+            frames = self._reply_frames(
+                wire.K_ERROR, call_id, encode_exception(value, self.node.id)
+            )
         self._outbox.append((ident, frames))
         with self._wake_lock:
             if self._wake is not None:
@@ -358,8 +388,9 @@ class NodeServer:
             try:
                 knock.send(b"")
             except zmq.Again:  # the thread never got to listen; join() below times out
-                log.warning("topo node %s: handler thread %d did not take the stop",
-                            self.node.id, i)
+                log.warning(
+                    "topo node %s: handler thread %d did not take the stop", self.node.id, i
+                )
             knocks.append(knock)
         for t in workers:
             t.join(timeout)
@@ -391,30 +422,60 @@ class NodeServer:
         self.close()
 
 
-def serve_node(obj: Any, node_id: str, group: str = "", replica: int = 0, *,
-               program: ProgramContext | None = None, threads: int = 4,
-               max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-               register: bool = True, bind_host: str | None = None,
-               advertise_host: str | None = None) -> NodeServer:
+def serve_node(
+    obj: Any,
+    node_id: str,
+    group: str = "",
+    replica: int = 0,
+    *,
+    program: ProgramContext | None = None,
+    threads: int = 4,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    register: bool = True,
+    bind_host: str | None = None,
+    advertise_host: str | None = None,
+) -> NodeServer:
     """Start serving ``obj`` as node ``node_id`` and register it in the address book."""
-    return NodeServer(obj, NodeInfo(node_id, group or node_id, replica),
-                      program or current_program(), threads=threads,
-                      max_message_bytes=max_message_bytes, register=register,
-                      bind_host=bind_host, advertise_host=advertise_host)
+    return NodeServer(
+        obj,
+        NodeInfo(node_id, group or node_id, replica),
+        program or current_program(),
+        threads=threads,
+        max_message_bytes=max_message_bytes,
+        register=register,
+        bind_host=bind_host,
+        advertise_host=advertise_host,
+    )
 
 
-def run_node(obj: Any, node_id: str, group: str = "", replica: int = 0, *,
-             program: ProgramContext | None = None, threads: int = 4,
-             max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-             bind_host: str | None = None, advertise_host: str | None = None) -> None:
+def run_node(
+    obj: Any,
+    node_id: str,
+    group: str = "",
+    replica: int = 0,
+    *,
+    program: ProgramContext | None = None,
+    threads: int = 4,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    bind_host: str | None = None,
+    advertise_host: str | None = None,
+) -> None:
     """Serve ``obj`` and run it: while ``obj.run()`` runs, or until the program stops.
 
     Exceptions from ``run()`` propagate (the backend decides to stop or restart).
     """
     prog = program or current_program()
-    server = serve_node(obj, node_id, group, replica, program=prog, threads=threads,
-                        max_message_bytes=max_message_bytes, bind_host=bind_host,
-                        advertise_host=advertise_host)
+    server = serve_node(
+        obj,
+        node_id,
+        group,
+        replica,
+        program=prog,
+        threads=threads,
+        max_message_bytes=max_message_bytes,
+        bind_host=bind_host,
+        advertise_host=advertise_host,
+    )
     try:
         with node_scope(prog, server.node):
             run = getattr(obj, "run", None)

@@ -69,8 +69,9 @@ def check_mechanism(mechanism: str, ipc_dir: str | None) -> None:
         )
 
 
-def bind(sock: zmq.Socket, *, ipc_dir: str | None, bind_host: str,
-         advertise_host: str | None = None) -> str:
+def bind(
+    sock: zmq.Socket, *, ipc_dir: str | None, bind_host: str, advertise_host: str | None = None
+) -> str:
     """Bind ``sock`` to a fresh address; the endpoint peers connect to."""
     if ipc_dir is not None:
         path = os.path.join(ipc_dir, secrets.token_hex(8))

@@ -92,13 +92,16 @@ def parse(frames: Sequence[Any]) -> Message | None:
     return Message(kind, call_id, timeout, method, first[HEADER_SIZE + mlen :], frames[1:])
 
 
-def _frames(kind: int, call_id: int, timeout: float, method: bytes, payload: bytes,
-            bufs: list[Any]) -> Frames:
+def _frames(
+    kind: int, call_id: int, timeout: float, method: bytes, payload: bytes, bufs: list[Any]
+) -> Frames:
     if len(payload) >= SPLIT_AT:
-        return [HEADER.pack(MAGIC, kind, F_SPLIT, call_id, timeout, len(method)) + method,
-                payload, *bufs]
-    return [HEADER.pack(MAGIC, kind, 0, call_id, timeout, len(method)) + method + payload,
-            *bufs]
+        return [
+            HEADER.pack(MAGIC, kind, F_SPLIT, call_id, timeout, len(method)) + method,
+            payload,
+            *bufs,
+        ]
+    return [HEADER.pack(MAGIC, kind, 0, call_id, timeout, len(method)) + method + payload, *bufs]
 
 
 class _JaxPickler(pickle.Pickler):
@@ -130,8 +133,9 @@ def loads(payload: Any, buffers: Sequence[Any]) -> Any:
     return pickle.loads(_view(payload), buffers=[_view(b) for b in buffers])
 
 
-def request_frames(call_id: int, method: str, timeout: float, args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> Frames:
+def request_frames(
+    call_id: int, method: str, timeout: float, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Frames:
     """Frames of one call request."""
     payload, bufs = dumps((args, kwargs))
     return _frames(K_CALL, call_id, timeout, method.encode(), payload, bufs)
@@ -159,5 +163,4 @@ def send(sock: Any, frames: Frames, flags: int = 0, prefix: Any = None) -> None:
 
 def frames_nbytes(frames: Sequence[Any]) -> int:
     """Total size of a list of zmq frames / bytes."""
-    return sum(len(f) if not isinstance(f, pickle.PickleBuffer) else f.raw().nbytes
-               for f in frames)
+    return sum(len(f) if not isinstance(f, pickle.PickleBuffer) else f.raw().nbytes for f in frames)

@@ -95,8 +95,7 @@ def resolve_params(raw: Any, overrides: list[str], sources: SourceMap) -> dict[s
     return params
 
 
-def _declarations(raw: dict[str, Any], sources: SourceMap, errors: list[Diagnostic]
-                  ) -> _Declared:
+def _declarations(raw: dict[str, Any], sources: SourceMap, errors: list[Diagnostic]) -> _Declared:
     """Each declaration in short (``name: default``) or long form (``{default, type, help}``)."""
     declared: _Declared = {}
     for name, decl in raw.items():
@@ -128,8 +127,7 @@ def _declarations(raw: dict[str, Any], sources: SourceMap, errors: list[Diagnost
     return declared
 
 
-def _given(overrides: list[str], declared: _Declared, errors: list[Diagnostic]
-           ) -> dict[str, Any]:
+def _given(overrides: list[str], declared: _Declared, errors: list[Diagnostic]) -> dict[str, Any]:
     """``-p name=value`` overrides, each naming a declared parameter."""
     given: dict[str, Any] = {}
     for text in overrides:
@@ -151,8 +149,13 @@ def _given(overrides: list[str], declared: _Declared, errors: list[Diagnostic]
     return given
 
 
-def _values(declared: _Declared, given: dict[str, Any], overrides: list[str],
-            sources: SourceMap, errors: list[Diagnostic]) -> dict[str, Param]:
+def _values(
+    declared: _Declared,
+    given: dict[str, Any],
+    overrides: list[str],
+    sources: SourceMap,
+    errors: list[Diagnostic],
+) -> dict[str, Param]:
     """Each parameter's value, in declaration order (a default may use the ones above it),
     checked against its declared or inferred type."""
     params: dict[str, Param] = {}
