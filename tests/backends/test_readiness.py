@@ -136,6 +136,7 @@ def test_threads_node_calling_os_exit_leaves_a_record(tmp_path: Path) -> None:
     status = json.loads((tmp_path / "run" / "status.json").read_text())
     assert status["state"] == "running"  # the launcher never got to finish it
     assert {n["id"] for n in status["nodes"]} == {"echo", "exiter"}
+    assert status["socket_dir"] and not Path(status["socket_dir"]).exists()
 
 
 def test_threads_run_leaves_no_empty_crash_log(topo_launch: Callable, topology: Callable) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -37,9 +38,16 @@ def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable, tmp_pat
     with topo_run(str(path), "--no-live", "--log-dir", str(tmp_path / "runs")) as proc:
         below, sleeps = _started(proc, tmp_path)
         try:
+            (status_file,) = (tmp_path / "runs").glob("*/status.json")
+            socket_dir = json.loads(status_file.read_text())["socket_dir"]
+            assert socket_dir and Path(socket_dir).is_dir()
             proc.kill()
             proc.wait(10)
             assert not wait_gone([*below, *sleeps], 5), "processes outlived the launcher"
+            end = time.monotonic() + 5
+            while Path(socket_dir).exists() and time.monotonic() < end:
+                time.sleep(0.05)
+            assert not Path(socket_dir).exists(), "the run's socket directory was left"
         finally:
             kill_pids([*below, *sleeps])
 

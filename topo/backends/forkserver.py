@@ -30,6 +30,7 @@ import ctypes
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import struct
@@ -284,6 +285,12 @@ def serve(status_fd: int) -> None:
             p.join(5)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
         sweep_orphans([], kill=True)
+        if not _pid_alive(launcher_pid):
+            # The launcher died (kill -9): its registry could not remove the run's socket
+            # directory, so the server that outlives it does.
+            ipc_dir = init["registry"].get("ipc_dir")
+            if ipc_dir:
+                shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 def _end_executables(

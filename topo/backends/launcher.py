@@ -164,6 +164,7 @@ class Launcher(Supervision, Sink):
             "stop_reason": self.stop_reason,
             "failure": None if self.failure is None else vars(self.failure),
             "warnings": self.warnings,
+            "socket_dir": None if self.registry is None else self.registry.info.ipc_dir,
             "started": self.started_at,
             "duration_s": round(now - self.started_at, 3) if self.started_at else None,
             "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at, 3),

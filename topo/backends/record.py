@@ -14,6 +14,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -60,9 +61,15 @@ class StatusRecorder:
 class CrashRecord:
     """Records, in ``crash.log``, the node that kills the shared process (threads backend)."""
 
-    def __init__(self, run_dir: Path, node_of_thread: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        node_of_thread: Callable[[], str | None],
+        remove_on_exit: str | None = None,
+    ) -> None:
         self.path = run_dir / CRASH_FILE
         self._node_of_thread = node_of_thread
+        self._remove_on_exit = remove_on_exit  # the run's socket directory
         self._file: IO[str] | None = None
         self._real_exit: Callable[[int], Any] | None = None
         self._faulthandler_was: tuple[bool, Any] | None = None
@@ -81,6 +88,8 @@ class CrashRecord:
                 f"in thread {threading.current_thread().name}; the launcher process "
                 "ends with it (use --backend procs for code that may do this)"
             )
+            if record._remove_on_exit:
+                shutil.rmtree(record._remove_on_exit, ignore_errors=True)
             return real(code)
 
         os._exit = _exit  # type: ignore[assignment]

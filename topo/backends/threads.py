@@ -144,7 +144,7 @@ class ThreadsBackend(Backend):
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths)
         # Nodes share this process: leave a record if one of them ends it.
-        self._crash = CrashRecord(job.run_dir, _node_of_thread)
+        self._crash = CrashRecord(job.run_dir, _node_of_thread, job.registry.ipc_dir)
         self._crash.install()
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
