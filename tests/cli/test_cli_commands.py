@@ -48,13 +48,14 @@ def test_validate_with_overrides(run_topo: Any) -> None:
 
 
 def test_acme_check_through_the_cli(run_topo: Any) -> None:
-    path = ROOT / "examples/topologies/acme_colocated.yaml"
-    result = run_topo("validate", path, "-p", "num_learners=2")
+    path = ROOT / "examples/topologies/acme_distributed.yaml"
+    colocate = "colocate_learner_and_replay=true"
+    result = run_topo("validate", path, "-p", colocate, "-p", "num_learners=2")
     assert result.exit_code == 1
-    assert f"{path}:42:3: error: 'learner' is thread-colocated with replay" in result.stderr
-    assert "42 |   - name: learner_replay" in result.stderr  # the snippet with a caret
+    assert f"{path}:79:3: error: 'learner' is thread-colocated with replay" in result.stderr
+    assert "79 |   - name: learner_replay" in result.stderr  # the snippet with a caret
     assert "hint: set the secondary count to 0" in result.stderr
-    assert run_topo("validate", "-q", path, "-p", "num_learners=1").exit_code == 0
+    assert run_topo("validate", "-q", path, "-p", colocate, "-p", "num_learners=1").exit_code == 0
 
 
 def test_int_param_given_abc_through_the_cli(run_topo: Any) -> None:
@@ -214,11 +215,12 @@ needs_script = pytest.mark.skipif(not TOPO.exists(), reason=f"{TOPO} is not inst
 
 @needs_script
 def test_subprocess_valid_and_acme_check() -> None:
-    ok = _topo("validate", "-q", "examples/topologies/acme_colocated.yaml")
+    acme = "examples/topologies/acme_distributed.yaml"
+    ok = _topo("validate", "-q", acme, "-p", "colocate_learner_and_replay=true")
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
-    bad = _topo("validate", "examples/topologies/acme_colocated.yaml", "-p", "num_learners=2")
+    bad = _topo("validate", acme, "-p", "colocate_learner_and_replay=true", "-p", "num_learners=2")
     assert bad.returncode == 1
-    assert bad.stderr.startswith("examples/topologies/acme_colocated.yaml:42:3: error: ")
+    assert bad.stderr.startswith(f"{acme}:79:3: error: ")
     assert "Traceback" not in bad.stderr + bad.stdout
 
 

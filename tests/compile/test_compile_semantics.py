@@ -369,15 +369,15 @@ def test_thread_set_packs_nodes_into_one_executable(compile_text: Any) -> None:
 
 
 def test_acme_colocation_with_secondary_learners_is_refused(compile_path: Any) -> None:
-    path = EXAMPLES / "acme_colocated.yaml"
-    program = compile_path(path)  # one learner: fine
+    path = EXAMPLES / "acme_distributed.yaml"
+    program = compile_path(path, ["colocate_learner_and_replay=true"])  # one learner: fine
     assert set(program.executable_index["learner_replay"].nodes) == {"learner", "replay"}
     with pytest.raises(TopoError) as info:
-        compile_path(path, ["num_learners=2"])
+        compile_path(path, ["colocate_learner_and_replay=true", "num_learners=2"])
     [d] = info.value.diagnostics
     assert "'learner' is thread-colocated with replay in 'learner_replay'" in d.message
     assert "1 secondary node(s) in secondary_learner" in d.message
-    assert d.pos is not None and (d.pos.line, d.pos.col) == (42, 3)
+    assert d.pos is not None and (d.pos.line, d.pos.col) == (79, 3)
     assert d.hint is not None and "num_learners=1" in d.hint
 
 
@@ -492,9 +492,10 @@ def test_check_imports_passes_and_warns_about_unreachable_nodes(
 
 def test_references_in_a_disabled_group_are_still_checked(errors_of: Any) -> None:
     text = (EXAMPLES / "acme_distributed.yaml").read_text()
-    f = errors_of(text.replace('learner: "@learner"', 'learner: "@learnerx"'))
+    saver = '      variable_source: "@learner"\ncolocation'
+    f = errors_of(text.replace(saver, saver.replace("@learner", "@learnerx")))
     assert "'@learnerx' refers to group 'learnerx', which does not exist" in f.headline
-    assert f.where() == ("topology.yaml", 73, 16)  # in model_saver, disabled by default
+    assert f.where() == ("topology.yaml", 77, 24)  # in model_saver, disabled by default
     f = errors_of(
         text.replace(
             'counter: "@counter"\n      max_steps', 'counter: "@counter[3]"\n      max_steps'

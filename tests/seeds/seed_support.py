@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "topologies"
 
 
 class _Opaque:
-    """A value the seed passes that is neither a handle nor a plain value (a PRNG key, a function)."""
+    """A value the seed passes that is neither a handle nor a plain value (a PRNG key)."""
 
     def __repr__(self) -> str:
         return "<opaque>"

@@ -13,7 +13,7 @@ PATH = EXAMPLES / "mava_dial.yaml"
 def seed(
     num_executors: int, num_caches: int, checkpoint: bool, max_executor_steps: int | None
 ) -> SeedProgram:
-    """DIAL's build(), transcribed: counter=None without checkpointing, executor_id % len(sources)."""
+    """DIAL build(), transcribed: counter=None without checkpoint, executor_id % len(sources)."""
     lp = SeedProgram()
     counter = None
     replay = lp.add(lp.node("replay", "tables"))
