@@ -1,4 +1,4 @@
-"""StepsLimiter: stops the program once a counter key reaches ``max_steps``."""
+"""StepsLimiter: stops the program once a counter key exceeds ``max_steps`` (as Acme's does)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ log = logging.getLogger("topo.nodes.limiter")
 
 
 class StepsLimiter:
-    """Polls ``counter.get_counts()[steps_key]`` and calls ``topo.stop()`` at ``max_steps``."""
+    """Polls ``counter.get_counts()[steps_key]`` and calls ``topo.stop()`` once it is greater
+    than ``max_steps`` — the comparison of Acme's ``lp_utils.StepsLimiter``, so a program
+    ported from Acme runs exactly as many steps as it did there."""
 
     def __init__(
         self, counter: Any, max_steps: int, steps_key: str = "actor_steps", poll_s: float = 1.0
@@ -28,14 +30,14 @@ class StepsLimiter:
 
         while True:
             self.steps_seen = int(self._counter.get_counts().get(self._steps_key, 0))
-            if self.steps_seen >= self._max_steps:
+            if self.steps_seen > self._max_steps:
                 log.info(
-                    "%s reached %d (limit %d): stopping the program",
+                    "%s reached %d, over the limit of %d: stopping the program",
                     self._steps_key,
                     self.steps_seen,
                     self._max_steps,
                 )
-                topo.stop(f"{self._steps_key} reached {self.steps_seen} (limit {self._max_steps})")
+                topo.stop(f"{self._steps_key} reached {self.steps_seen}, over {self._max_steps}")
                 return
             if topo.wait_for_stop(self._poll_s):
                 return
