@@ -22,6 +22,7 @@ if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and th
 from topo.kinds.clients import ReverbClient  # noqa: E402
 from topo.testing import wait_gone  # noqa: E402
 
+
 def _topology(tmp_path: Path, replay_extra: str = "") -> Path:
     path = tmp_path / "rv.yaml"
     path.write_text(
@@ -94,7 +95,9 @@ def test_a_table_factory_returning_no_tables_fails_the_node(
     topo_launch: Callable, tmp_path: Path
 ) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text('name: bad\nnodes:\n  replay: {kind: reverb, tables: "reverb_nodes:not_tables"}\n')
+    path.write_text(
+        'name: bad\nnodes:\n  replay: {kind: reverb, tables: "reverb_nodes:not_tables"}\n'
+    )
     run = topo_launch(path, "threads")
     assert run.wait(60) == 1
     assert run.failure is not None and run.failure.node == "replay"

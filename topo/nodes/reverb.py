@@ -15,9 +15,13 @@ directory ``topo run`` was started from), so checkpoints outlive a single run.
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any
+
+# TensorFlow's start-up INFO lines would open every reverb node's log; warnings stay.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import reverb
 
