@@ -113,7 +113,6 @@ REVERB = NodeKind(
     args=_reverb_args,
     import_fields=("tables",),
     served=True,
-    runnable="node kind 'reverb' is not supported by topo run yet",
     client="topo.kinds.clients:reverb_client",
 )
 CACHER = NodeKind(

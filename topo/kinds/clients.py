@@ -2,12 +2,66 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 
-def reverb_client(node_id: str, deadline_s: float | None = None) -> Any:
-    """A ``reverb.Client`` for the Reverb server node ``node_id`` (not available yet)."""
-    raise NotImplementedError(
-        f"a reference to the reverb node {node_id!r} would become a reverb.Client, "
-        "but the Reverb run-time is not part of topo yet"
-    )
+class ReverbClient:
+    """A lazy ``reverb.Client`` for the reverb node ``node_id``: on first use it asks the
+    node for its ``address()`` through a topo Handle (waiting for the node to be ready, up
+    to the deadline) and forwards every attribute to the ``reverb.Client`` built from it.
+    Pickles as the node id and deadline only, so it can travel like a Handle."""
+
+    __slots_like__ = ("_node_id", "_deadline_s", "_client", "_lock")
+
+    def __init__(self, node_id: str, deadline_s: float | None = None) -> None:
+        self._node_id = node_id
+        self._deadline_s = deadline_s
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def node_id(self) -> str:
+        """The reverb node's id."""
+        return self._node_id
+
+    def address(self) -> str:
+        """The reverb server's ``host:port``, asked from the node."""
+        from topo.runtime import Handle
+
+        return str(Handle(self._node_id, self._deadline_s).address())
+
+    def reconnect(self) -> None:
+        """Forget the built client: the next use asks the node for its address again (after
+        the reverb node restarted, it listens on a new port)."""
+        with self._lock:
+            self._client = None
+
+    def client(self) -> Any:
+        """The ``reverb.Client`` (built on first call)."""
+        with self._lock:
+            if self._client is None:
+                import reverb
+
+                self._client = reverb.Client(self.address())
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in self.__slots_like__:
+            raise AttributeError(name)
+        return getattr(self.client(), name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"node_id": self._node_id, "deadline_s": self._deadline_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["node_id"], state["deadline_s"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"ReverbClient({self._node_id!r})"
+
+
+def reverb_client(node_id: str, deadline_s: float | None = None) -> ReverbClient:
+    """What a reference to the reverb node ``node_id`` becomes in a peer: a lazy
+    ``reverb.Client`` (see :class:`ReverbClient`)."""
+    return ReverbClient(node_id, deadline_s)

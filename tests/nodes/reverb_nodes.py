@@ -1,0 +1,48 @@
+"""Targets for the reverb tests: a tables factory and a node that uses a reverb.Client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import reverb
+
+TABLE = "uniform"
+
+
+def make_tables() -> list[reverb.Table]:
+    """One uniform table of 1000 items that can be sampled as soon as it holds one."""
+    return [
+        reverb.Table(
+            name=TABLE,
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        )
+    ]
+
+
+def not_tables() -> list[int]:
+    return [1, 2]
+
+
+class User:
+    """Holds the reference to the replay (a reverb.Client) and uses it when called."""
+
+    def __init__(self, replay: Any) -> None:
+        self.replay = replay
+
+    def insert(self, values: list[int]) -> int:
+        for v in values:
+            self.replay.insert([v], priorities={TABLE: 1.0})
+        return len(values)
+
+    def sample(self, n: int) -> list[int]:
+        return [int(s[0].data[0]) for s in self.replay.sample(TABLE, num_samples=n)]
+
+    def size(self) -> int:
+        return int(self.replay.server_info()[TABLE].current_size)
+
+    def reconnect(self) -> str:
+        self.replay.reconnect()
+        return str(self.replay.address())

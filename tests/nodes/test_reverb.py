@@ -1,0 +1,109 @@
+"""kind: reverb at run time: a real dm-reverb server, peers get a reverb.Client."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("reverb")
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and the fork server
+    sys.path.insert(0, str(HERE))
+
+from topo.kinds.clients import ReverbClient  # noqa: E402
+from topo.testing import wait_gone  # noqa: E402
+
+
+def _topology(tmp_path: Path, replay_extra: str = "") -> Path:
+    path = tmp_path / "rv.yaml"
+    path.write_text(
+        textwrap.dedent(f"""
+        name: rv
+        nodes:
+          replay:
+            kind: reverb
+            tables: "reverb_nodes:make_tables"
+            {replay_extra}
+          user:
+            target: "reverb_nodes:User"
+            args: {{replay: "@replay"}}
+        """)
+    )
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["procs", "threads"])
+def test_a_peer_inserts_and_samples_through_its_reverb_client(
+    topo_launch: Callable, tmp_path: Path, backend: str
+) -> None:
+    run = topo_launch(_topology(tmp_path), backend, ready_timeout=120)
+    user = run.handle("user", timeout=60)
+    assert user.insert([7, 8, 9]) == 3
+    assert user.size() == 3
+    assert set(user.sample(20)) <= {7, 8, 9}
+    host, _, port = run.handle("replay").address().rpartition(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    with pytest.raises(RuntimeError, match="no checkpoint dir"):
+        run.handle("replay").checkpoint()
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+
+
+@pytest.mark.slow
+def test_restarted_replay_restores_its_checkpoint_after_kill9(
+    topo_launch: Callable, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    extra = (
+        f"checkpoint: {{dir: '{ckpt}', every_s: 600}}\n"
+        "            restart: {policy: on-failure, max_restarts: 2, backoff: {initial_s: 0.05}}"
+    )
+    run = topo_launch(_topology(tmp_path, extra), "procs", ready_timeout=120)
+    user = run.handle("user", timeout=60)
+    replay = run.handle("replay", timeout=60)
+    user.insert(list(range(5)))
+    path = replay.checkpoint()
+    assert Path(path).is_relative_to(ckpt) and Path(path).exists()
+    first_address = replay.address()
+    victim = run.launcher.pids()["replay"]
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while run.launcher.nodes["replay"].restarts < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.launcher.nodes["replay"].restarts == 1
+    assert not wait_gone([victim], 15)
+    assert user.reconnect() != first_address  # a new server, on a new port
+    assert user.size() == 5  # ... holding the items of the checkpoint
+    assert set(user.sample(10)) <= set(range(5))
+    assert run.exit_code is None
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+
+
+@pytest.mark.slow
+def test_a_table_factory_returning_no_tables_fails_the_node(
+    topo_launch: Callable, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        'name: bad\nnodes:\n  replay: {kind: reverb, tables: "reverb_nodes:not_tables"}\n'
+    )
+    run = topo_launch(path, "threads")
+    assert run.wait(60) == 1
+    assert run.failure is not None and run.failure.node == "replay"
+    assert "must return a non-empty list of reverb.Table" in run.failure.traceback
+
+
+def test_the_reverb_client_pickles_as_its_node_id() -> None:
+    client = pickle.loads(pickle.dumps(ReverbClient("replay", 5.0)))
+    assert client.node_id == "replay" and client._client is None
