@@ -108,7 +108,7 @@ def test_threads_node_calling_os_exit_leaves_a_record(tmp_path: Path) -> None:
         "name: exiter\n"
         "nodes:\n"
         "  echo: {target: 'bk_nodes:Echo'}\n"
-        "  exiter: {target: 'bk_nodes:Exiter', args: {code: 3}}\n"
+        "  exiter: {target: 'bk_nodes:Exiter', args: {code: 3, delay: 2.0}}\n"
     )
     env = {"PYTHONPATH": f"{HERE}:{ROOT}"}
     result = subprocess.run(

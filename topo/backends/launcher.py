@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
-from topo.backends.logs import log_path, make_run_dir, write_marker
+from topo.backends.logs import make_run_dir
 from topo.backends.preflight import preflight
 from topo.backends.record import StatusRecorder, write_status
 from topo.backends.state import ExeStatus, Failure, NodeStatus
@@ -94,6 +94,7 @@ class Launcher(Supervision, Sink):
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         self._recorder = StatusRecorder(self.run_dir, self.summary)
+        self._recorder.tick(time.monotonic())  # a record exists from the first moment
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
         )
@@ -195,71 +196,12 @@ class Launcher(Supervision, Sink):
         self._queue.put(("started", exe, attempt, pid))
 
     # -- internals --------------------------------------------------------------
-    def _emit(
-        self,
-        kind: Any,
-        node: str | None = None,
-        exe: str | None = None,
-        pid: int | None = None,
-        message: str = "",
-        **data: Any,
-    ) -> None:
-        event = Event(kind, node, exe, pid, message, time.time(), data)
-        for listener in list(self._listeners):
-            try:
-                listener(event)
-            except Exception:  # a broken view must not break supervision
-                pass
 
     def _on_line(self, label: str, line: str) -> None:
         status = self.nodes.get(label)
         if status is not None and line.strip():
             status.last_line = line
         self._emit("log", label, message=line)
-
-    def _set_nodes(self, exe: ExeStatus, state: str, pid: int | None = None) -> None:
-        for n in exe.nodes:
-            st = self.nodes[n]
-            st.state = state
-            st.restarts = exe.restarts
-            if pid is not None:
-                st.pid = pid
-
-    def _start_exe(self, exe: ExeStatus) -> None:
-        exe.attempt += 1
-        exe.failure = None
-        exe.stuck = ""
-        exe.restart_at = None
-        exe.state = "starting"
-        self._set_nodes(exe, "starting")
-        now = time.time()
-        for n in exe.nodes:
-            self.nodes[n].started = now
-        exe.runner = self.backend.start(exe.id, exe.attempt)
-        if exe.runner.pid:
-            self._on_started(exe.id, exe.attempt, exe.runner.pid)
-        self._emit("starting", exe=exe.id, message=f"attempt {exe.attempt}")
-
-    def _on_started(self, exe_id: str, attempt: int, pid: int) -> None:
-        exe = self.exes[exe_id]
-        if attempt != exe.attempt:
-            return
-        if pid != os.getpid():  # threads backend: the launcher itself
-            self.all_pids.add(pid)
-        if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
-            self._marked.add((exe_id, attempt))
-            self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
-        exe.pids.append(pid)
-        self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
-        self._emit("started", exe=exe_id, pid=pid)
-
-    def _mark(self, exe: ExeStatus, text: str) -> None:
-        """A marker line in the log file of each node of ``exe``."""
-        for n in exe.nodes:
-            try:
-                write_marker(log_path(self.run_dir, n), text)
-            except OSError as exc:
-                self.warnings.append(f"could not write to the log of {n}: {exc}")
 
     def _supervise(self) -> None:
         try:

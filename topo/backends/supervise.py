@@ -9,13 +9,15 @@ works on (nodes, executables, registry, queue) is the ``Launcher``'s.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend
+from topo.backends.base import Backend, Event
+from topo.backends.logs import log_path, write_marker
 from topo.backends.record import StatusRecorder
 from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.ir import Program
@@ -46,6 +48,9 @@ class Supervision:
     _killed: bool
     _ready: threading.Event
     _ever_ready: set[str]
+    _marked: set[tuple[str, int]]
+    _listeners: list[Any]
+    all_pids: set[int]
     _tailer: Any
 
     def _emit(
@@ -57,19 +62,56 @@ class Supervision:
         message: str = "",
         **data: Any,
     ) -> None:
-        raise NotImplementedError
-
-    def _start_exe(self, exe: ExeStatus) -> None:
-        raise NotImplementedError
-
-    def _on_started(self, exe_id: str, attempt: int, pid: int) -> None:
-        raise NotImplementedError
+        event = Event(kind, node, exe, pid, message, time.time(), data)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken view must not break supervision
+                pass
 
     def _set_nodes(self, exe: ExeStatus, state: str, pid: int | None = None) -> None:
-        raise NotImplementedError
+        for n in exe.nodes:
+            st = self.nodes[n]
+            st.state = state
+            st.restarts = exe.restarts
+            if pid is not None:
+                st.pid = pid
+
+    def _start_exe(self, exe: ExeStatus) -> None:
+        exe.attempt += 1
+        exe.failure = None
+        exe.stuck = ""
+        exe.restart_at = None
+        exe.state = "starting"
+        self._set_nodes(exe, "starting")
+        now = time.time()
+        for n in exe.nodes:
+            self.nodes[n].started = now
+        exe.runner = self.backend.start(exe.id, exe.attempt)
+        if exe.runner.pid:
+            self._on_started(exe.id, exe.attempt, exe.runner.pid)
+        self._emit("starting", exe=exe.id, message=f"attempt {exe.attempt}")
+
+    def _on_started(self, exe_id: str, attempt: int, pid: int) -> None:
+        exe = self.exes[exe_id]
+        if attempt != exe.attempt:
+            return
+        if pid != os.getpid():  # threads backend: the launcher itself
+            self.all_pids.add(pid)
+        if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
+            self._marked.add((exe_id, attempt))
+            self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
+        exe.pids.append(pid)
+        self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
+        self._emit("started", exe=exe_id, pid=pid)
 
     def _mark(self, exe: ExeStatus, text: str) -> None:
-        raise NotImplementedError
+        """A marker line in the log file of each node of ``exe``."""
+        for n in exe.nodes:
+            try:
+                write_marker(log_path(self.run_dir, n), text)
+            except OSError as exc:
+                self.warnings.append(f"could not write to the log of {n}: {exc}")
 
     def _step(self) -> bool:
         """One round of supervision; True when the run is over."""
