@@ -24,8 +24,7 @@ RESULTS = ROOT / "bench" / "results"
 
 TOPOLOGIES = {
     "reverb": (
-        "name: lone_reverb\nnodes:\n"
-        "  replay: {kind: reverb, tables: 'reverb_nodes:make_tables'}\n"
+        "name: lone_reverb\nnodes:\n  replay: {kind: reverb, tables: 'reverb_nodes:make_tables'}\n"
     ),
     "counter": "name: lone_counter\nnodes:\n  counter: {target: 'topo.nodes:Counter'}\n",
 }
