@@ -27,10 +27,12 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "metrics":  # the node-facing metrics loggers: topo.metrics.logger(...)
+        return importlib.import_module("topo.runtime.metrics")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'topo' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "metrics", *_LAZY]

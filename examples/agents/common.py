@@ -1,0 +1,90 @@
+"""Pieces the CartPole agents share: the environment, a scripted expert, episode loops
+and a variable client that keeps an actor's parameters fresh without blocking it.
+
+Nothing here runs JAX at import time: the procs backend forks its executables from a
+server that has imported this module, and a process must not fork after JAX has run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+ENV_NAME = "CartPole-v1"
+MAX_RETURN = 500.0  # CartPole-v1 is truncated after 500 steps, one reward per step
+Policy = Callable[[np.ndarray], int]
+
+
+def make_environment(seed: int | None = None) -> gym.Env[Any, Any]:
+    """A CartPole-v1 environment (observations: 4 floats; actions: 0 or 1)."""
+    env = gym.make(ENV_NAME)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return env
+
+
+def expert_action(observation: np.ndarray) -> int:
+    """A scripted CartPole controller: push the cart towards where the pole is falling,
+    weighing the pole's angle and angular velocity more than the cart's drift.
+    It balances the pole for the full 500 steps from almost every start."""
+    x, x_dot, theta, theta_dot = (float(v) for v in observation)
+    return int(theta + 0.5 * theta_dot + 0.01 * x + 0.1 * x_dot > 0.0)
+
+
+def run_episode(env: gym.Env[Any, Any], policy: Policy, seed: int | None = None) -> float:
+    """Play one episode with ``policy``; its undiscounted return."""
+    observation, _ = env.reset(seed=seed)
+    total = 0.0
+    while True:
+        observation, reward, terminated, truncated, _ = env.step(policy(observation))
+        total += float(reward)
+        if terminated or truncated:
+            return total
+
+
+def evaluate(env: gym.Env[Any, Any], policy: Policy, episodes: int, seed: int = 0) -> float:
+    """Mean return of ``policy`` over ``episodes`` episodes with seeds ``seed``, ``seed+1``..."""
+    return float(np.mean([run_episode(env, policy, seed + i) for i in range(episodes)]))
+
+
+class VariableClient:
+    """An actor's copy of a learner's parameters, refreshed every ``update_period`` calls
+    to ``update()`` by an asynchronous ``get_variables`` call, so the actor loop never
+    waits on the learner (Acme's VariableClient with ``update_period``). The source
+    answers ``get_variables(names)`` with a list, one entry per name, as in Acme."""
+
+    def __init__(self, source: Any, update_period: int = 1, key: str = "policy") -> None:
+        self._source = source
+        self._period = max(1, update_period)
+        self._key = key
+        self._calls = 0
+        self._future: Future[Any] | None = None
+        self._lock = threading.Lock()
+        self.params: Any = None
+
+    def update(self, wait: bool = False) -> None:
+        """Count one call; start a refresh every ``update_period`` calls and adopt it once
+        it has arrived. With ``wait`` fetch now and block until the answer is here."""
+        if wait:
+            self.params = self._fetch()
+            return
+        with self._lock:
+            self._calls += 1
+            future = self._future
+            if future is not None and future.done():
+                self._future = None
+                try:
+                    self.params = future.result()[0]
+                except Exception:  # a learner restarting: keep acting with what we have
+                    pass
+            elif future is None and self._calls >= self._period:
+                self._calls = 0
+                self._future = self._source.futures.get_variables([self._key])
+
+    def _fetch(self) -> Any:
+        return self._source.get_variables([self._key])[0]

@@ -1,0 +1,131 @@
+"""Metrics for node code: Acme-style loggers that write dicts of scalars.
+
+``log = topo.metrics.logger("actor")`` then ``log.write({"episode_return": 200.0})``.
+Each row is stamped with the wall time, the node id and the label, buffered, and sent
+to the launcher over the registry's authenticated ``metrics`` RPC by one background
+thread per process (at most every ``FLUSH_S`` seconds, and at ``close``/exit), so a
+hot loop never waits on the network. The launcher keeps one JSON-lines file per node
+in the run directory and shows each node's latest figures. Outside a topo program the
+rows stay in memory (``rows``), so node code runs unchanged in a plain script.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import numbers
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from topo.runtime.context import current_node_info, maybe_current_program
+
+log = logging.getLogger("topo.runtime.metrics")
+FLUSH_S = 0.5
+MAX_PENDING = 10_000  # rows kept while the launcher cannot be reached; older ones are dropped
+Scalar = int | float | str | bool
+
+
+def scalar(key: str, value: Any) -> Scalar:
+    """``value`` as a JSON scalar (numpy and JAX scalars included), or TypeError."""
+    if isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return scalar(key, float(value))
+    size = getattr(value, "size", None)
+    if size == 1 and hasattr(value, "item"):  # 0-d or one-element numpy / JAX array
+        return scalar(key, value.item())
+    raise TypeError(f"metric {key!r} must be a number, bool or string, got {type(value).__name__}")
+
+
+class _Shipper:
+    """The process's one background sender of metric rows to the launcher."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warned = False
+
+    def put(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append(row)
+            if len(self._pending) > MAX_PENDING:
+                del self._pending[: len(self._pending) - MAX_PENDING]
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="topo-metrics", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(FLUSH_S)
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is buffered now (rows of every program this process takes part in)."""
+        with self._lock:
+            rows, self._pending = self._pending, []
+        by_program: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+        for row in rows:
+            book = row.pop("_book")
+            by_program.setdefault(id(book), (book, []))[1].append(row)
+        for book, batch in by_program.values():
+            try:
+                book.metrics(batch)
+            except Exception as exc:  # the launcher is gone or busy: metrics are best effort
+                if not self._warned:
+                    self._warned = True
+                    log.warning("topo: metrics not delivered (%r); later failures are quiet", exc)
+
+
+_shipper = _Shipper()
+atexit.register(_shipper.flush)
+
+
+class MetricsLogger:
+    """Writes rows of scalars for the calling node (Acme's ``Logger.write``)."""
+
+    def __init__(self, label: str = "", every_s: float = 0.0) -> None:
+        self.label = label
+        self.every_s = every_s
+        self.rows: list[dict[str, Any]] = []  # kept only outside a topo program
+        self._last = float("-inf")
+
+    def write(self, values: Mapping[str, Any]) -> None:
+        """Record ``values`` (numbers, bools, strings); rows closer than ``every_s``
+        seconds to the previous one are skipped, like Acme's time-filtered loggers."""
+        now = time.time()
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        row: dict[str, Any] = {"time": now}
+        node = current_node_info()
+        if node is not None:
+            row["node"] = node.id
+        if self.label:
+            row["label"] = self.label
+        row.update({str(k): scalar(str(k), v) for k, v in values.items()})
+        program = maybe_current_program()
+        book = None if program is None else program.address_book
+        if node is None or book is None or not hasattr(book, "metrics"):
+            self.rows.append(row)
+            return
+        row["_book"] = book
+        _shipper.put(row)
+
+    def close(self) -> None:
+        """Send what is buffered now (nodes need not call this: it also runs at exit)."""
+        _shipper.flush()
+
+
+def logger(label: str = "", every_s: float = 0.0) -> MetricsLogger:
+    """A metrics logger for the calling node; see the module docstring."""
+    return MetricsLogger(label, every_s)
