@@ -37,16 +37,18 @@ def free_loopback_port() -> int:
 
 
 class ReverbServer:
-    """A Reverb server built from the ``tables`` factory; serves ``address()`` and
-    ``checkpoint()`` over topo RPC and checkpoints periodically while it runs."""
+    """A Reverb server built from the ``tables`` factory, called with the group's ``args``
+    (table sizes, sampler, rate limiter: whatever the factory takes); serves ``address()``
+    and ``checkpoint()`` over topo RPC and checkpoints periodically while it runs."""
 
     def __init__(
         self,
         tables: str,
         checkpoint_dir: str | None = None,
         checkpoint_every_s: float | None = None,
+        **table_args: Any,
     ) -> None:
-        made = load_target(tables)()
+        made = load_target(tables)(**table_args)
         table_list = list(made)
         if not table_list or not all(isinstance(t, reverb.Table) for t in table_list):
             raise TypeError(f"{tables} must return a non-empty list of reverb.Table, got {made!r}")
