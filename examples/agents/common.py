@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 ENV_NAME = "CartPole-v1"
 MAX_RETURN = 500.0  # CartPole-v1 is truncated after 500 steps, one reward per step
 Policy = Callable[[np.ndarray], int]
+T = TypeVar("T")
 
 
 def make_environment(seed: int | None = None) -> gym.Env[Any, Any]:
@@ -88,3 +89,29 @@ class VariableClient:
 
     def _fetch(self) -> Any:
         return self._source.get_variables([self._key])[0]
+
+
+def until_stopped(fn: Callable[[], T], stop: threading.Event, poll_s: float = 0.1) -> T | None:
+    """``fn()``, or None once ``stop`` is set first. ``fn`` runs in a daemon thread that is
+    abandoned at the stop: a Reverb sample has no timeout and may wait for ever on a
+    replay server that has shut down, which must not hold the node past the grace period."""
+    box: list[Any] = []
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # handed to the caller below
+            box.append((False, exc))
+        done.set()
+
+    threading.Thread(target=call, name="until-stopped", daemon=True).start()
+    while not done.wait(poll_s):
+        if stop.is_set():
+            return None
+    ok, value = box[0]
+    if not ok:
+        if stop.is_set():  # it failed because the program is stopping (the replay closed)
+            return None
+        raise value
+    return value  # type: ignore[no-any-return]

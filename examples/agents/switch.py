@@ -77,14 +77,13 @@ class SwitchGame:
         self._bulb = 0.0
         self._visited = np.zeros(num_agents, dtype=bool)
         self._order: list[int] = []
+        self._plan: list[int] = []
         self._done = True
 
     def _draw(self, day: int) -> int:
-        if self._schedule is not None:
-            if day >= len(self._schedule):
-                raise ValueError(f"the schedule has no prisoner for day {day}")
-            return self._schedule[day]
-        return int(self._rng.integers(self.num_agents))
+        if day >= len(self._plan):
+            raise ValueError(f"the schedule has no prisoner for day {day}")
+        return self._plan[day]
 
     def _observe(self) -> Observation:
         who = self._order[-1]
@@ -95,7 +94,13 @@ class SwitchGame:
         return Observation(self._day, in_room, bulb)
 
     def reset(self) -> Observation:
-        """Start an episode: the bulb is off and the first prisoner is in the room."""
+        """Start an episode: the bulb is off and the first prisoner is in the room. Who is
+        interrogated on every day is drawn now (``schedule``), so an episode that ends
+        early can still be scored against the best possible return."""
+        if self._schedule is not None:
+            self._plan = list(self._schedule)
+        else:
+            self._plan = [int(a) for a in self._rng.integers(self.num_agents, size=self.limit)]
         self._day = 0
         self._bulb = 0.0
         self._visited[:] = False
@@ -132,10 +137,15 @@ class SwitchGame:
         """Who was in the room on each day of the episode so far."""
         return list(self._order)
 
+    @property
+    def schedule(self) -> list[int]:
+        """Who is interrogated on each day of this episode, including days not reached."""
+        return list(self._plan)
+
 
 def oracle_return(order: Sequence[int], num_agents: int) -> float:
-    """The best return possible given who is interrogated when: 1 if every prisoner is
-    interrogated within the episode (the last of them can then tell), else 0. The paper
-    normalises rewards by it."""
+    """The best return possible given who is interrogated when (``SwitchGame.schedule``):
+    1 if every prisoner is interrogated within the episode's days (the last of them can
+    then tell), else 0. The paper normalises rewards by it."""
     limit = episode_limit(num_agents)
     return 1.0 if len(set(order[:limit])) == num_agents else 0.0

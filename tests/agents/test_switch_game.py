@@ -101,3 +101,14 @@ def test_bad_arguments_are_refused() -> None:
         game.step([NONE])
     with pytest.raises(ValueError, match="no prisoner for day 1"):
         game.step(_idle(3))
+
+
+def test_the_whole_schedule_is_drawn_at_reset_so_an_early_end_can_be_scored() -> None:
+    game = SwitchGame(3, seed=11)
+    game.reset()
+    plan = game.schedule
+    assert len(plan) == episode_limit(3)
+    step = game.step([TELL, TELL, TELL])  # whoever is in the room tells on day 0
+    assert step.done and step.reward == -1.0
+    assert game.interrogated == plan[:1]
+    assert game.schedule == plan  # still there for oracle_return

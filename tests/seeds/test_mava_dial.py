@@ -71,4 +71,4 @@ def test_mava_without_caches_falls_back_to_the_trainer() -> None:
 
 
 def test_mava_defaults() -> None:
-    assert_mirrors(compile_seed(PATH, {}), seed(2, 1, True, None))
+    assert_mirrors(compile_seed(PATH, {}), seed(2, 1, True, 100_000))

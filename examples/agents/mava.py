@@ -1,0 +1,266 @@
+"""The nodes of Mava's DIAL system on the switch riddle (``examples/topologies/mava_dial.yaml``).
+
+* ``make_replay_tables``: a Reverb table of whole episodes (uniform, FIFO).
+* ``Trainer``: samples batches of episodes, takes DIAL steps (``examples.agents.dial``),
+  serves ``get_variables`` (through the cachers when the topology has them).
+* ``Executor``: plays ε-greedy episodes with the trainer's latest parameters (refreshed
+  without blocking through its variable source) and inserts them into the replay.
+* ``Evaluator``: plays greedy episodes and reports the normalised reward: the return
+  divided by the best return possible given who was interrogated when.
+
+Nodes take ``counter`` as None when the topology has no counter (Mava's checkpoint off).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import reverb
+
+import topo
+from examples.agents.common import VariableClient, until_stopped
+from examples.agents.dial import Config, Episode, Learning, make_learning, play_episode
+from examples.agents.switch import SwitchGame, oracle_return
+from topo.nodes import Counter
+
+TABLE = "episodes"
+FIELDS = ("in_room", "actions", "rewards", "mask")
+
+
+def make_replay_tables(
+    max_size: int = 5_000, min_size: int = 64, samples_per_insert: float | None = 8.0
+) -> list[reverb.Table]:
+    """One table of whole episodes: uniform sampling, oldest removed first, sampling
+    allowed once ``min_size`` episodes are in. With ``samples_per_insert`` the executors
+    wait when they run ahead of the trainer (on few cores that leaves the trainer the
+    CPU); None lets them run free."""
+    if samples_per_insert is None:
+        limiter = reverb.rate_limiters.MinSize(min_size)
+    else:
+        limiter = reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=samples_per_insert,
+            min_size_to_sample=min_size,
+            error_buffer=max(1.0, 2 * min_size * samples_per_insert),
+        )
+    return [
+        reverb.Table(
+            name=TABLE,
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=max_size,
+            rate_limiter=limiter,
+        )
+    ]
+
+
+def _local_counter(counter: Any, prefix: str) -> Counter:
+    return Counter(parent=counter, prefix=prefix) if counter is not None else Counter()
+
+
+class Trainer:
+    """DIAL's learner: whole episodes from the replay, one jitted update per batch."""
+
+    def __init__(
+        self,
+        replay: Any,
+        counter: Any = None,
+        num_agents: int = 3,
+        batch_size: int = 32,
+        min_replay_size: int = 64,
+        seed: int = 0,
+        learning_rate: float = 1e-3,
+        target_period: int = 100,
+    ) -> None:
+        self._replay = replay
+        self._counter = _local_counter(counter, "trainer")
+        self._cfg = Config(
+            num_agents=num_agents, learning_rate=learning_rate, target_period=target_period
+        )
+        self._batch_size = batch_size
+        self._min_size = min_replay_size
+        self._seed = seed
+        self._learning: Learning | None = None
+        self._state: Any = None
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._log = topo.metrics.logger("trainer", every_s=1.0)
+
+    def _setup(self) -> None:
+        # JAX runs here, in the node's own process, never at import (the fork server).
+        self._learning = make_learning(self._cfg)
+        self._state = self._learning.init(jax.random.PRNGKey(self._seed))
+        self._ready.set()
+
+    def get_variables(self, names: list[str] | None = None) -> list[Any]:
+        """The current parameters as numpy trees, one per requested name (Acme/Mava style)."""
+        self._ready.wait()
+        with self._lock:
+            params = jax.device_get(self._state.params)
+        return [params for _ in names or ["policy"]]
+
+    def _replay_size(self) -> int:
+        info = self._replay.server_info(timeout=5)
+        return int(info[TABLE].current_size)
+
+    def _sample(self) -> Episode:
+        # Each sample is one inserted episode, its fields with a leading item axis of 1.
+        samples = list(self._replay.sample(TABLE, self._batch_size, emit_timesteps=False))
+        columns = zip(*(s.data for s in samples), strict=True)
+        return Episode(*(jnp.asarray(np.concatenate(c)) for c in columns))
+
+    def run(self) -> None:
+        """Train until the program stops."""
+        self._setup()
+        assert self._learning is not None
+        stop = topo.stop_event()
+        while self._replay_size() < self._min_size:
+            if stop.wait(0.2):
+                return
+        key = jax.random.PRNGKey(self._seed + 1)
+        start, steps = time.monotonic(), 0
+        while not stop.is_set():
+            batch = until_stopped(self._sample, stop)
+            if batch is None:  # the program is stopping (a sample may hang on a closed replay)
+                return
+            key, sub = jax.random.split(key)
+            state, loss = self._learning.update(self._state, batch, sub)
+            with self._lock:
+                self._state = state
+            steps += 1
+            counts = self._counter.increment(steps=1)
+            self._log.write(
+                {
+                    "loss": float(loss),
+                    "trainer_steps": counts.get("trainer_steps", steps),
+                    "steps_per_s": steps / max(time.monotonic() - start, 1e-9),
+                }
+            )
+
+
+class Executor:
+    """Plays ε-greedy episodes and inserts them into the replay."""
+
+    def __init__(
+        self,
+        executor_id: int,
+        replay: Any,
+        variable_source: Any,
+        counter: Any = None,
+        trainer: Any = None,
+        num_agents: int = 3,
+        epsilon_decay_episodes: int = 3_000,
+        min_epsilon: float = 0.05,
+        update_period: int = 10,
+        seed: int = 0,
+    ) -> None:
+        self._id = executor_id
+        self._replay = replay
+        self._variables = VariableClient(variable_source, update_period)
+        self._counter = _local_counter(counter, "executor")
+        self._cfg = Config(num_agents=num_agents)
+        self._decay = max(1, epsilon_decay_episodes)
+        self._min_epsilon = min_epsilon
+        self._seed = seed
+        self._log = topo.metrics.logger("executor", every_s=1.0)
+
+    def run(self) -> None:
+        """Act until the program stops."""
+        learning = make_learning(self._cfg)
+        game = SwitchGame(self._cfg.num_agents, seed=self._seed + 1000 * self._id)
+        rng = np.random.default_rng(self._seed + self._id)
+        self._variables.update(wait=True)
+        stop = topo.stop_event()
+        episodes, returns = 0, []
+        while not stop.is_set():
+            epsilon = max(self._min_epsilon, 1.0 - episodes / self._decay)
+            episode, total, _ = play_episode(learning, self._variables.params, game, epsilon, rng)
+            data = [episode[f] for f in FIELDS]
+            inserted = until_stopped(
+                lambda data=data: self._replay.insert(data, priorities={TABLE: 1.0}) or True,
+                stop,
+            )
+            if inserted is None:  # stopping while the rate limiter held the insert back
+                return
+            episodes += 1
+            returns = [*returns, total][-100:]
+            counts = self._counter.increment(steps=int(episode["mask"].sum()), episodes=1)
+            self._variables.update()
+            self._log.write(
+                {
+                    "episode_return": total,
+                    "mean_return_100": float(np.mean(returns)),
+                    "epsilon": epsilon,
+                    "executor_steps": counts.get("executor_steps", 0),
+                }
+            )
+
+
+class Evaluator:
+    """Plays greedy episodes every ``every_s`` seconds and reports the normalised reward."""
+
+    def __init__(
+        self,
+        variable_source: Any,
+        counter: Any = None,
+        trainer: Any = None,
+        num_agents: int = 3,
+        episodes: int = 200,
+        every_s: float = 5.0,
+        seed: int = 0,
+    ) -> None:
+        self._source = variable_source
+        self._counter = counter
+        self._cfg = Config(num_agents=num_agents)
+        self._episodes = episodes
+        self._every_s = every_s
+        self._seed = seed
+        self._log = topo.metrics.logger("evaluator")
+        self._params: Any = None
+        self._counts: dict[str, Any] = {}
+        self.normalised_reward: float | None = None
+
+    def evaluate(self, learning: Learning, params: Any) -> float:
+        """Normalised reward of the greedy policy over a fixed set of episodes."""
+        game = SwitchGame(self._cfg.num_agents, seed=self._seed + 7)
+        rng = np.random.default_rng(self._seed)
+        total = best = 0.0
+        for _ in range(self._episodes):
+            _, ret, _ = play_episode(learning, params, game, 0.0, rng)
+            total += ret
+            best += oracle_return(game.schedule, self._cfg.num_agents)
+        return total / max(best, 1.0)
+
+    def _once(self, learning: Learning, final: bool) -> None:
+        # At the stop the trainer may already be gone: then the final score is of the
+        # last parameters fetched.
+        source, counter = self._source, self._counter
+        if final and hasattr(source, "with_timeout"):
+            source = source.with_timeout(2.0)  # inside the stop's grace period
+            counter = None if counter is None else counter.with_timeout(2.0)
+        try:
+            self._params = source.get_variables(["policy"])[0]
+            if counter is not None:
+                self._counts = counter.get_counts()
+        except (topo.PeerUnavailable, TimeoutError):
+            if not final or self._params is None:
+                raise
+        score = self.normalised_reward = self.evaluate(learning, self._params)
+        steps = int(self._counts.get("executor_steps", 0))
+        self._log.write({"normalised_reward": score, "executor_steps": steps})
+        label = "final normalised reward" if final else "normalised reward"
+        print(f"{label}: {score:.3f} after {steps} executor steps", flush=True)
+
+    def run(self) -> None:
+        """Evaluate periodically, and once more when the program stops."""
+        learning = make_learning(self._cfg)
+        while not topo.wait_for_stop(self._every_s):
+            self._once(learning, final=False)
+        self._once(learning, final=True)
