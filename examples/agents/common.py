@@ -7,6 +7,7 @@ server that has imported this module, and a process must not fork after JAX has 
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -105,7 +106,10 @@ def until_stopped(fn: Callable[[], T], stop: threading.Event, poll_s: float = 0.
             box.append((False, exc))
         done.set()
 
-    threading.Thread(target=call, name="until-stopped", daemon=True).start()
+    context = contextvars.copy_context()  # the node's identity, for topo calls inside fn
+    threading.Thread(
+        target=context.run, args=(call,), name="until-stopped", daemon=True
+    ).start()
     while not done.wait(poll_s):
         if stop.is_set():
             return None

@@ -12,11 +12,17 @@ class ReverbClient:
     to the deadline) and forwards every attribute to the ``reverb.Client`` built from it.
     Pickles as the node id and deadline only, so it can travel like a Handle."""
 
-    __slots_like__ = ("_node_id", "_deadline_s", "_client", "_lock")
+    # Attributes of the object itself: never forwarded to the reverb.Client (an unpickled
+    # object looks them up before __setstate__ has set them).
+    __slots_like__ = ("_node_id", "_deadline_s", "_handle", "_client", "_lock")
 
     def __init__(self, node_id: str, deadline_s: float | None = None) -> None:
+        from topo.runtime import Handle
+
         self._node_id = node_id
         self._deadline_s = deadline_s
+        # Made now, inside the node: it keeps the node's program for threads it starts.
+        self._handle = Handle(node_id, deadline_s)
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -27,9 +33,7 @@ class ReverbClient:
 
     def address(self) -> str:
         """The reverb server's ``host:port``, asked from the node."""
-        from topo.runtime import Handle
-
-        return str(Handle(self._node_id, self._deadline_s).address())
+        return str(self._handle.address())
 
     def reconnect(self) -> None:
         """Forget the built client: the next use asks the node for its address again (after

@@ -13,11 +13,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from topo.runtime import client, futures
-from topo.runtime.context import ProgramContext, current_program
+from topo.runtime.context import ProgramContext, current_program, maybe_current_program
 
 
 class Handle:
-    """Client-side proxy of node ``node_id``."""
+    """Client-side proxy of node ``node_id``. A handle made inside a node (its arguments
+    are) keeps that node's program, so threads the node starts itself can use it too."""
 
     __slots__ = ("_node_id", "_program", "_timeout")
 
@@ -26,7 +27,7 @@ class Handle:
     ) -> None:
         self._node_id = node_id
         self._timeout = timeout
-        self._program = program
+        self._program = program if program is not None else maybe_current_program()
 
     @property
     def node_id(self) -> str:
