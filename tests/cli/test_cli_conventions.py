@@ -17,7 +17,7 @@ from topo.cli.schema import installed_schema
 from topo.spec.schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["validate", "plan", "schema", "graph", "run"]
+COMMANDS = ["validate", "plan", "schema", "graph", "run", "plot"]
 
 
 def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

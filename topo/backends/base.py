@@ -41,6 +41,7 @@ EventKind = Literal[
     "stopping",
     "killed",
     "stopped",
+    "metrics",
 ]
 
 

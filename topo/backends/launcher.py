@@ -8,6 +8,8 @@ asks), the backend's executables, their logs (from the backend's
 ``topo.diagnostics.TopoError`` on a refusal. One supervisor thread (its
 reactions are in ``supervise``) turns what is reported into status events,
 restarts, and the stop; ``status.json`` is kept current while the run goes on.
+Metric rows from ``topo.metrics`` loggers go to ``metrics_store`` (files under
+``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``).
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 130 stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM.
@@ -25,6 +27,7 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
 from topo.backends.logs import make_run_dir
+from topo.backends.metrics_store import MetricsStore
 from topo.backends.preflight import preflight
 from topo.backends.record import StatusRecorder, write_status
 from topo.backends.state import ExeStatus, Failure, NodeStatus
@@ -78,6 +81,7 @@ class Launcher(Supervision, Sink):
         self._done = threading.Event()
         self._tailer: LogSource | None = None
         self._recorder: StatusRecorder | None = None
+        self.metrics: MetricsStore | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     def _policy(self, node_ids: tuple[str, ...]) -> RestartPolicy:
@@ -95,6 +99,7 @@ class Launcher(Supervision, Sink):
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         self._recorder = StatusRecorder(self.run_dir, self.summary)
         self._recorder.tick(time.monotonic())  # a record exists from the first moment
+        self.metrics = MetricsStore(self.run_dir, self.nodes, self.warnings.append)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
         )
@@ -107,6 +112,7 @@ class Launcher(Supervision, Sink):
             advertise_host=net.advertise_host,
             default_deadline=deadline,
             on_report=self.node_status,
+            on_metrics=self._on_metrics,
         )
         job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
         self._tailer = self.backend.log_source(job, self._on_line)
@@ -169,6 +175,8 @@ class Launcher(Supervision, Sink):
             "started": self.started_at,
             "duration_s": round(now - self.started_at, 3) if self.started_at else None,
             "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at, 3),
+            "metrics_rows": 0 if self.metrics is None else self.metrics.rows,
+            "metrics_dropped": 0 if self.metrics is None else self.metrics.dropped,
             "nodes": [
                 {
                     "id": n.id,
@@ -177,6 +185,7 @@ class Launcher(Supervision, Sink):
                     "pid": n.pid,
                     "restarts": n.restarts,
                     "since": n.started,
+                    "metrics": n.metrics,
                 }
                 for n in self.nodes.values()
             ],
@@ -196,6 +205,18 @@ class Launcher(Supervision, Sink):
         self._queue.put(("started", exe, attempt, pid))
 
     # -- internals --------------------------------------------------------------
+
+    def _on_metrics(self, rows: list[Any], over: int) -> None:
+        """Rows from the registry's ``metrics`` RPC (a registry handler thread): on disk
+        before the call returns; the supervisor then tells the view."""
+        store = self.metrics
+        if store is None:
+            return
+        touched = store.add(rows, over)
+        for node in touched:
+            self.nodes[node].metrics = store.latest[node]
+        if touched:
+            self._queue.put(("metrics", touched))
 
     def _on_line(self, label: str, line: str) -> None:
         status = self.nodes.get(label)
@@ -221,6 +242,8 @@ class Launcher(Supervision, Sink):
             self._tailer.close()
         if self.registry is not None:
             self.registry.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self.exit_code = self._stop_code
         try:
             write_status(self.run_dir, self.summary())

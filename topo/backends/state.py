@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
+from typing import Any
 
 from topo.backends.base import ExecutableRunner
 from topo.ir import RestartPolicy
@@ -20,6 +21,7 @@ class NodeStatus:
     restarts: int = 0
     started: float | None = None
     last_line: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
 
 
 @dataclass

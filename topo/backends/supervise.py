@@ -189,6 +189,9 @@ class Supervision:
             self._on_started(*msg[1:])
         elif kind == "stop":
             self._begin_stop(msg[1], msg[2], code=msg[3])
+        elif kind == "metrics":  # new figures (already stored): tell the view
+            for node in msg[1]:
+                self._emit("metrics", node)
         elif kind == "kill":
             self._begin_stop("killed by the launcher", code=self._stop_code or 130)
             self._kill_all()

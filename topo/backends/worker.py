@@ -17,6 +17,7 @@ from typing import Any
 from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
 from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
+from topo.runtime import metrics as node_metrics
 from topo.targets import load_target
 
 MAX_TRACEBACK = 32_000
@@ -131,8 +132,10 @@ def run_one_node(
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
+            node_metrics.flush()  # the process may end right after the report
             report("failed", node.id, text)
             return
+        node_metrics.flush()
         report("finished", node.id, "")
         if group.stops_program and not context.stop_event.is_set():
             context.address_book.request_stop(f"{node.id} finished (stops_program)", node.id)

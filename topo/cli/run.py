@@ -64,6 +64,14 @@ def run(
             help="Live table (default: when stdout is a terminal) or prefixed log lines.",
         ),
     ] = None,
+    plot: Annotated[
+        bool,
+        typer.Option(
+            "--plot",
+            help="At the stop, draw the nodes' metrics to RUN_DIR/metrics.png "
+            "(as topo plot does; needs the plot extra).",
+        ),
+    ] = False,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
     from topo.backends.base import BackendNotFound, Event, RunOptions, get_backend
@@ -125,9 +133,23 @@ def run(
         for s, handler in previous.items():
             signal.signal(s, handler)
     code = launcher.exit_code or 0
+    if plot:
+        _plot(launcher.run_dir)
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _plot(run_dir: Path) -> None:
+    """``topo plot RUN_DIR`` for ``--plot``: a problem is a warning, not a failed run."""
+    from topo.cli.plot import PlotError, plot_run
+
+    try:
+        written, _bad = plot_run(run_dir)
+    except PlotError as exc:
+        stderr.print(Text(f"warning: no learning curves: {exc}", style="yellow"))
+        return
+    stderr.print(f"wrote {escape(str(written))}")
 
 
 def _outcome(launcher: object, code: int) -> None:

@@ -1,15 +1,17 @@
 """What ``topo run`` shows while a program runs.
 
 * ``LinesView``: ``node-id | line`` coloured prefixed log lines plus status
-  lines (like ``docker compose up``), for pipes and CI logs.
+  lines (like ``docker compose up``), for pipes and CI logs; a node's key metric
+  figures at most once every ``METRICS_EVERY_S`` seconds.
 * ``TableView``: a rich live table (node, executable, state, pid, restarts,
-  uptime, last log line) when stdout is a terminal.
+  uptime, key metric figures, last log line) when stdout is a terminal.
 """
 
 from __future__ import annotations
 
 import time
 import zlib
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -19,6 +21,7 @@ from rich.text import Text
 
 from topo.backends.base import Event
 from topo.backends.launcher import Launcher
+from topo.backends.metrics_store import STAMPS, rank_keys
 
 PALETTE = (
     "cyan",
@@ -42,6 +45,40 @@ STATE_STYLE = {
     "stopped": "dim",
     "killed": "red",
 }
+
+
+METRICS_EVERY_S = 10.0  # LinesView: one metrics line per node at most this often
+_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_number(value: float) -> str:
+    """A figure in 3-4 significant digits, large ones with k/M/G/T: 187.3, 2.1k, 12.5M."""
+    if isinstance(value, int) and abs(value) < 1000:
+        return str(value)
+    size = abs(value)
+    for scale, suffix in _SUFFIXES:
+        if size >= scale * 0.9995:  # 999.96 rounds to 1k, not 1e+03
+            text = f"{value / scale:.3g}"
+            return f"{text}{suffix}"
+    return f"{value:.4g}"
+
+
+def key_figures(values: dict[str, Any], limit: int = 3) -> str:
+    """A node's latest figures in a few words, key figures first (return, reward, loss,
+    steps per second, steps): ``return 187.3 · steps/s 2.1k``."""
+    keys = rank_keys([k for k in values if k not in STAMPS])
+    numbers = [k for k in keys if _is_number(values[k])]
+    shown = [*numbers, *(k for k in keys if k not in numbers)][:limit]
+    parts = []
+    for key in shown:
+        value = values[key]
+        text = format_number(value) if _is_number(value) else str(value)[:16]
+        parts.append(f"{key.replace('_per_s', '/s')} {text}")
+    return " · ".join(parts)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def colour(label: str) -> str:
@@ -89,8 +126,12 @@ class LinesView:
         self.console = console
         self.logs = logs
         self.width = min(24, max((len(n) for n in launcher.nodes), default=4))
+        self._shown: dict[str, float] = {}  # node -> when its figures were last printed
 
     def __call__(self, event: Event) -> None:
+        if event.kind == "metrics":
+            self._metrics(event)
+            return
         if event.kind == "log":
             if self.logs and event.node is not None:
                 prefix = Text(f"{event.node:<{self.width}} | ", style=colour(event.node))
@@ -103,6 +144,20 @@ class LinesView:
                 soft_wrap=True,
                 highlight=False,
             )
+
+    def _metrics(self, event: Event) -> None:
+        node = event.node
+        if not self.logs or node is None or node not in self.launcher.nodes:
+            return
+        now = time.monotonic()
+        if now - self._shown.get(node, -METRICS_EVERY_S) < METRICS_EVERY_S:
+            return
+        figures = key_figures(self.launcher.nodes[node].metrics, limit=6)
+        if figures:
+            self._shown[node] = now
+            prefix = Text(f"{node:<{self.width}} | ", style=colour(node))
+            line = prefix + Text(f"metrics: {figures}", style="dim")
+            self.console.print(line, soft_wrap=True, highlight=False)
 
     def close(self) -> None:
         """Nothing to tear down."""
@@ -127,15 +182,18 @@ class TableView:
             caption=Text(str(la.run_dir)),
             expand=False,
         )
-        for name in ("node", "executable", "state", "pid", "restarts", "uptime", "last log line"):
+        rows = list(la.nodes.values())
+        with_metrics = any(st.metrics for st in rows)
+        columns = ["node", "executable", "state", "pid", "restarts", "uptime"]
+        columns += ["metrics"] if with_metrics else []
+        for name in [*columns, "last log line"]:
             table.add_column(
                 name,
                 no_wrap=True,
                 overflow="ellipsis",
-                max_width=60 if name == "last log line" else None,
+                max_width={"last log line": 60, "metrics": 48}.get(name),
             )
         height = max(self.console.size.height - 8, 5)
-        rows = list(la.nodes.values())
         for st in rows[:height]:
             state = st.state
             if state == "starting" and st.started is not None:
@@ -147,10 +205,11 @@ class TableView:
                 str(st.pid or ""),
                 str(st.restarts or ""),
                 _uptime(st.started) if st.state == "running" else "",
+                *([escape(key_figures(st.metrics))] if with_metrics else []),
                 escape(st.last_line[:200]),
             )
         if len(rows) > height:
-            table.add_row(f"… {len(rows) - height} more", "", "", "", "", "", "")
+            table.add_row(f"… {len(rows) - height} more", *[""] * len(columns))
         return table
 
     def __call__(self, event: Event) -> None:

@@ -25,12 +25,19 @@ from topo.runtime.context import current_node_info, maybe_current_program
 log = logging.getLogger("topo.runtime.metrics")
 FLUSH_S = 0.5
 MAX_PENDING = 10_000  # rows kept while the launcher cannot be reached; older ones are dropped
-Scalar = int | float | str | bool
+MAX_STR = 1000  # characters of a string value (metrics are figures, not logs)
+BATCH_ROWS = 500  # rows per call, below the registry's cap of 1000
+BATCH_BYTES = 256 * 1024  # rough payload size per call, well below the registry's 1 MiB frame
+RESERVED = frozenset({"time", "node", "label"})  # stamped on every row by the logger
+Scalar = int | float | str | bool | None
 
 
 def scalar(key: str, value: Any) -> Scalar:
-    """``value`` as a JSON scalar (numpy and JAX scalars included), or TypeError."""
-    if isinstance(value, bool | str | int):
+    """``value`` as a JSON scalar (numpy and JAX scalars included), or TypeError
+    (ValueError for a string longer than ``MAX_STR``)."""
+    if isinstance(value, str) and len(value) > MAX_STR:
+        raise ValueError(f"metric {key!r} is a string of {len(value)} characters (max {MAX_STR})")
+    if value is None or isinstance(value, bool | str | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -41,7 +48,28 @@ def scalar(key: str, value: Any) -> Scalar:
     size = getattr(value, "size", None)
     if size == 1 and hasattr(value, "item"):  # 0-d or one-element numpy / JAX array
         return scalar(key, value.item())
-    raise TypeError(f"metric {key!r} must be a number, bool or string, got {type(value).__name__}")
+    raise TypeError(
+        f"metric {key!r} must be a number, bool, string or None, got {type(value).__name__}"
+    )
+
+
+def _size(row: dict[str, Any]) -> int:
+    """A rough upper bound of a row's pickled size."""
+    return sum(len(k) + (len(v) if isinstance(v, str) else 8) + 16 for k, v in row.items())
+
+
+def batches(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``rows`` cut into calls of at most ``BATCH_ROWS`` rows and about ``BATCH_BYTES``."""
+    out: list[list[dict[str, Any]]] = []
+    size = 0
+    for row in rows:
+        n = _size(row)
+        if not out or len(out[-1]) >= BATCH_ROWS or size + n > BATCH_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(row)
+        size += n
+    return out
 
 
 class _Shipper:
@@ -49,14 +77,15 @@ class _Shipper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: list[dict[str, Any]] = []
+        self._send_lock = threading.Lock()  # one sender at a time: rows arrive in order
+        self._pending: list[tuple[Any, dict[str, Any]]] = []  # (address book, row)
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned = False
 
-    def put(self, row: dict[str, Any]) -> None:
+    def put(self, book: Any, row: dict[str, Any]) -> None:
         with self._lock:
-            self._pending.append(row)
+            self._pending.append((book, row))
             if len(self._pending) > MAX_PENDING:
                 del self._pending[: len(self._pending) - MAX_PENDING]
             if self._thread is None or not self._thread.is_alive():
@@ -70,24 +99,32 @@ class _Shipper:
             self.flush()
 
     def flush(self) -> None:
-        """Send what is buffered now (rows of every program this process takes part in)."""
-        with self._lock:
-            rows, self._pending = self._pending, []
-        by_program: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
-        for row in rows:
-            book = row.pop("_book")
-            by_program.setdefault(id(book), (book, []))[1].append(row)
-        for book, batch in by_program.values():
-            try:
-                book.metrics(batch)
-            except Exception as exc:  # the launcher is gone or busy: metrics are best effort
-                if not self._warned:
-                    self._warned = True
-                    log.warning("topo: metrics not delivered (%r); later failures are quiet", exc)
+        """Send what is buffered now (rows of every program this process takes part in);
+        returns once they (and a send already under way) reached the launcher or failed."""
+        with self._send_lock:
+            with self._lock:
+                rows, self._pending = self._pending, []
+            by_program: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+            for book, row in rows:
+                by_program.setdefault(id(book), (book, []))[1].append(row)
+            for book, batch in by_program.values():
+                try:
+                    for part in batches(batch):
+                        book.metrics(part)
+                except Exception as exc:  # the launcher is gone or busy: best effort
+                    if not self._warned:
+                        self._warned = True
+                        log.warning("topo: metrics not delivered (%r); later failures quiet", exc)
 
 
 _shipper = _Shipper()
 atexit.register(_shipper.flush)
+
+
+def flush() -> None:
+    """Send every buffered row of this process now (the worker calls it when a node ends,
+    since a node's process leaves with ``os._exit``, which skips ``atexit``)."""
+    _shipper.flush()
 
 
 class MetricsLogger:
@@ -105,6 +142,10 @@ class MetricsLogger:
         now = time.time()
         if now - self._last < self.every_s:
             return
+        reserved = RESERVED.intersection(values)
+        if reserved:
+            raise ValueError(f"metric keys {sorted(reserved)} are reserved (topo stamps them)")
+        scalars = {str(k): scalar(str(k), v) for k, v in values.items()}
         self._last = now
         row: dict[str, Any] = {"time": now}
         node = current_node_info()
@@ -112,14 +153,13 @@ class MetricsLogger:
             row["node"] = node.id
         if self.label:
             row["label"] = self.label
-        row.update({str(k): scalar(str(k), v) for k, v in values.items()})
+        row.update(scalars)
         program = maybe_current_program()
         book = None if program is None else program.address_book
         if node is None or book is None or not hasattr(book, "metrics"):
             self.rows.append(row)
             return
-        row["_book"] = book
-        _shipper.put(row)
+        _shipper.put(book, row)
 
     def close(self) -> None:
         """Send what is buffered now (nodes need not call this: it also runs at exit)."""

@@ -3,7 +3,8 @@
 The launcher runs one ``RegistryServer`` per program run (loopback for local
 backends). It is itself a topo node server (same auth, same wire) with
 methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``
-and ``report`` (node status for the launcher, the same channel on every backend),
+``report`` (node status for the launcher, the same channel on every backend) and
+``metrics`` (rows of scalars from ``topo.metrics`` loggers, for the launcher's store),
 plus an authenticated PUB socket on which it announces a stop (repeated
 while the program is stopping, so late subscribers hear it too). Every node
 process uses a ``RegistryClient`` as its ``AddressBook``.
@@ -32,6 +33,11 @@ REGISTRY_ID = "__registry__"
 STOP_TOPIC = b"topo-stop"
 # on_report(kind, node, exe, attempt, pid, traceback): kind is ready / finished / failed
 ReportHandler = Callable[[str, str, str, int, int, str], None]
+# on_metrics(rows, over): at most MAX_METRIC_ROWS rows as sent (the handler checks each
+# one), and how many more the call had (dropped here)
+MetricsHandler = Callable[[list[Any], int], None]
+MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
+METRICS_TIMEOUT_S = 10.0  # a node's metrics call gives up sooner than its RPC deadline
 
 
 @dataclass(frozen=True)
@@ -49,13 +55,18 @@ class RegistryInfo:
 
 
 class RegistryService(InProcessAddressBook):
-    """What the registry serves: the address book, the stop channel and ``report``."""
+    """What the registry serves: the address book, the stop channel, ``report`` and
+    ``metrics``."""
 
     def __init__(
-        self, on_stop: Callable[[str, str | None], None], on_report: ReportHandler | None
+        self,
+        on_stop: Callable[[str, str | None], None],
+        on_report: ReportHandler | None,
+        on_metrics: MetricsHandler | None = None,
     ) -> None:
         super().__init__(on_stop=on_stop)
         self._on_report = on_report
+        self._on_metrics = on_metrics
 
     def report(
         self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
@@ -64,6 +75,15 @@ class RegistryService(InProcessAddressBook):
         if self._on_report is not None:
             self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid), str(traceback))
 
+    def metrics(self, rows: Any) -> None:
+        """Metric rows from a node's process; at most ``MAX_METRIC_ROWS`` per call are
+        passed on (the handler checks each row), the number of the others with them."""
+        if not isinstance(rows, list):
+            rows = [rows]  # the handler drops (and counts) what is not a row
+        over = max(len(rows) - MAX_METRIC_ROWS, 0)
+        if self._on_metrics is not None and rows:
+            self._on_metrics(rows[:MAX_METRIC_ROWS], over)
+
 
 class RegistryServer:
     """Runs a program's registry; the launcher owns it.
@@ -71,7 +91,7 @@ class RegistryServer:
     With PLAIN (one host) the registry makes the run's private socket directory, unless
     given one in ``ipc_dir``, and removes it on ``close``; with CURVE it listens on TCP.
     ``on_report`` receives the node status that executables send with
-    ``RegistryClient.report``."""
+    ``RegistryClient.report``, ``on_metrics`` the metric rows of ``RegistryClient.metrics``."""
 
     def __init__(
         self,
@@ -85,6 +105,7 @@ class RegistryServer:
         threads: int = 4,
         ipc_dir: str | None = None,
         on_report: ReportHandler | None = None,
+        on_metrics: MetricsHandler | None = None,
     ) -> None:
         self.stop_event = threading.Event()
         self._closed = threading.Event()
@@ -102,7 +123,7 @@ class RegistryServer:
             bind_host,
             ipc_dir,
         )
-        self.service = RegistryService(self._on_stop, on_report)
+        self.service = RegistryService(self._on_stop, on_report, on_metrics)
         self._server = NodeServer(
             self.service,
             NodeInfo(REGISTRY_ID, REGISTRY_ID),
@@ -233,6 +254,12 @@ class RegistryClient(AddressBook):
             {},
             self._boot.default_deadline,
         )
+
+    def metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Send metric rows to the launcher's store (blocks until the registry has them;
+        ``topo.metrics`` loggers call this from their background sender)."""
+        timeout = min(self._boot.default_deadline, METRICS_TIMEOUT_S)
+        client.call(self._boot, REGISTRY_ID, "metrics", (rows,), {}, timeout)
 
     @property
     def stop_event(self) -> threading.Event:
