@@ -107,9 +107,7 @@ def until_stopped(fn: Callable[[], T], stop: threading.Event, poll_s: float = 0.
         done.set()
 
     context = contextvars.copy_context()  # the node's identity, for topo calls inside fn
-    threading.Thread(
-        target=context.run, args=(call,), name="until-stopped", daemon=True
-    ).start()
+    threading.Thread(target=context.run, args=(call,), name="until-stopped", daemon=True).start()
     while not done.wait(poll_s):
         if stop.is_set():
             return None
