@@ -92,6 +92,7 @@ class Trainer:
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._log = topo.metrics.logger("trainer", every_s=1.0)
+        self.variable_requests = 0  # get_variables calls answered (what cachers save)
 
     def _setup(self) -> None:
         # JAX runs here, in the node's own process, never at import (the fork server).
@@ -103,6 +104,7 @@ class Trainer:
         """The current parameters as numpy trees, one per requested name (Acme/Mava style)."""
         self._ready.wait()
         with self._lock:
+            self.variable_requests += 1
             params = jax.device_get(self._state.params)
         return [params for _ in names or ["policy"]]
 
@@ -141,6 +143,7 @@ class Trainer:
                     "loss": float(loss),
                     "trainer_steps": counts.get("trainer_steps", steps),
                     "steps_per_s": steps / max(time.monotonic() - start, 1e-9),
+                    "variable_requests": self.variable_requests,
                 }
             )
 
@@ -254,7 +257,10 @@ class Evaluator:
                 raise
         score = self.normalised_reward = self.evaluate(learning, self._params)
         steps = int(self._counts.get("executor_steps", 0))
-        self._log.write({"normalised_reward": score, "executor_steps": steps})
+        episodes = int(self._counts.get("executor_episodes", 0))
+        self._log.write(
+            {"normalised_reward": score, "executor_steps": steps, "executor_episodes": episodes}
+        )
         label = "final normalised reward" if final else "normalised reward"
         print(f"{label}: {score:.3f} after {steps} executor steps", flush=True)
 
