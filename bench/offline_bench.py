@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -37,24 +38,26 @@ def floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",") if v.strip()]
 
 
-def modules() -> tuple[Any, Any]:
-    """examples.agents.offline and .common (haiku installs an ``examples`` of its own)."""
+def agent_modules() -> SimpleNamespace:
+    """examples.agents' offline, demonstrations and common modules (haiku installs an
+    ``examples`` package of its own, which topo's target loader steps around)."""
     from topo.targets import prepare
 
     why = prepare(str(ROOT / "examples" / "topologies" / "acme_offline.yaml"), "examples.agents")
     assert why is None, why
-    offline = importlib.import_module("examples.agents.offline")
-    return offline, importlib.import_module("examples.agents.common")
+    names = ("offline", "demonstrations", "common")
+    return SimpleNamespace(**{n: importlib.import_module(f"examples.agents.{n}") for n in names})
 
 
 def curve(
-    offline: Any, common: Any, episodes: int, noise: float, seed: int, args: argparse.Namespace
+    agents: SimpleNamespace, episodes: int, noise: float, seed: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Train one learner on one dataset; its evaluation return at every checkpoint."""
-    demos = offline.make_demonstrations(episodes, seed, noise)
+    offline, common = agents.offline, agents.common
+    demos = agents.demonstrations.make_demonstrations(episodes, seed, noise)
     learner = offline.Learner(
         [0, seed],
-        dataset=lambda key, **_: offline.batches(demos, args.batch_size, seed),
+        dataset=lambda key, **_: agents.demonstrations.batches(demos, args.batch_size, seed),
         learning_rate=args.learning_rate,
         print_every_s=1e9,
     )
@@ -164,7 +167,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     args = parser.parse_args()
-    offline, common = modules()
+    agents = agent_modules()
+    common = agents.common
     start = time.perf_counter()
     env = common.make_environment(0)
     episodes = range(args.eval_episodes)
@@ -179,7 +183,7 @@ def main() -> None:
     for n in args.episodes:
         for noise in args.noise:
             for seed in args.seeds:
-                runs.append(curve(offline, common, n, noise, seed, args))
+                runs.append(curve(agents, n, noise, seed, args))
                 last = runs[-1]["points"][-1]
                 print(f"{n} episodes, noise {noise:g}, seed {seed}: {last['mean']:.1f}", flush=True)
     result = {

@@ -2,7 +2,8 @@
 
 ``examples/topologies/acme_offline.yaml`` runs it as make_distributed_offline_experiment
 does: a ``Learner`` trains a haiku MLP policy (softmax cross-entropy, optax adam) on
-batches from a demonstration dataset factory (a YAML argument, Acme's
+batches from a demonstration dataset factory (a YAML argument, by default
+``examples.agents.demonstrations:demonstration_dataset``; Acme's
 ``demonstration_dataset_factory(random_key)``), counts ``learner_steps`` into the
 program's counter and serves ``get_variables``; ``Evaluator`` nodes play greedy episodes
 with its parameters; an optional ``ModelSaver`` snapshots them to ``.npz`` files.
@@ -18,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,112 +29,18 @@ import numpy as np
 import optax
 
 import topo
-from examples.agents.common import (
-    Policy,
-    VariableClient,
-    expert_action,
-    make_environment,
-    run_episode,
-)
+from examples.agents.common import Policy, VariableClient, make_environment, run_episode
+from examples.agents.demonstrations import NUM_ACTIONS, Batch, int_seed, key_seed
 from topo.nodes import Counter
 from topo.runtime import Handle
 from topo.targets import load_target
 
-Batch = dict[str, np.ndarray]
 Params = Any  # a haiku parameter tree: {module: {name: array}}
 DatasetFactory = Callable[..., Iterator[Batch]]
-NUM_ACTIONS = 2
-DEFAULT_DATASET = "examples.agents.offline:demonstration_dataset"
+DEFAULT_DATASET = "examples.agents.demonstrations:demonstration_dataset"
 STOP_DEADLINE_S = 2.0  # RPCs made while the program stops: its peers may be gone already
 COUNTER_DEADLINE_S = 4.0  # under the default 5 s stop grace period
 RPC_ERRORS = (ConnectionError, TimeoutError)  # topo's PeerUnavailable, DeadlineExceeded
-
-
-# -- the demonstrations --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Demonstrations:
-    """Transitions recorded from the scripted expert: ``action`` is the expert's label for
-    ``observation``; ``taken`` is what the (noisy) demonstrator actually played there."""
-
-    observation: np.ndarray  # (N, 4) float32
-    action: np.ndarray  # (N,) int32
-    taken: np.ndarray  # (N,) int32
-    episode_returns: np.ndarray  # (episodes,) float64: the noisy demonstrator's returns
-
-    def __len__(self) -> int:
-        return int(self.action.shape[0])
-
-
-def make_demonstrations(episodes: int = 20, seed: int = 0, noise: float = 0.3) -> Demonstrations:
-    """Play ``episodes`` CartPole episodes with the scripted expert acting uniformly at
-    random with probability ``noise`` (DART-style noise injection), labelling every state
-    with the expert's own action.
-
-    Why noisy play with clean labels: a noiseless expert keeps the pole in a narrow band,
-    so a cloned policy that errs once lands in states it never saw. The random actions
-    push the demonstrator into those states and the expert's labels show how to recover;
-    recording the random actions instead would only add label noise and teach nothing
-    more. (``taken`` keeps the played actions for learners that want them.)"""
-    if episodes < 1:
-        raise ValueError(f"episodes must be ≥ 1, got {episodes}")
-    if not 0.0 <= noise <= 1.0:
-        raise ValueError(f"noise must be in [0, 1], got {noise}")
-    rng = np.random.default_rng(seed)
-    env = make_environment(seed)
-    observations: list[np.ndarray] = []
-    labels: list[int] = []
-    taken: list[int] = []
-    returns = []
-    for _ in range(episodes):
-        observation, _ = env.reset(seed=int(rng.integers(2**31)))
-        total = 0.0
-        while True:
-            label = expert_action(observation)
-            action = int(rng.integers(NUM_ACTIONS)) if rng.random() < noise else label
-            observations.append(np.asarray(observation, np.float32))
-            labels.append(label)
-            taken.append(action)
-            observation, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            if terminated or truncated:
-                break
-        returns.append(total)
-    env.close()
-    return Demonstrations(
-        observation=np.stack(observations),
-        action=np.asarray(labels, np.int32),
-        taken=np.asarray(taken, np.int32),
-        episode_returns=np.asarray(returns),
-    )
-
-
-def key_seed(random_key: Any) -> list[int]:
-    """The raw words of a JAX PRNG key (or of topo's ``${seed.key}``, its raw data)."""
-    return [int(v) for v in np.asarray(random_key, dtype=np.uint32).ravel()]
-
-
-def int_seed(random_key: Any) -> int:
-    """A non-negative 31-bit integer seed derived from a PRNG key (for numpy, gymnasium)."""
-    return int(np.random.SeedSequence(key_seed(random_key)).generate_state(1)[0] >> 1)
-
-
-def batches(demos: Demonstrations, batch_size: int, seed: Any = 0) -> Iterator[Batch]:
-    """Endless minibatches drawn uniformly (with replacement) from ``demos``."""
-    rng = np.random.default_rng(seed)
-    while True:
-        index = rng.integers(0, len(demos), size=batch_size)
-        yield {"observation": demos.observation[index], "action": demos.action[index]}
-
-
-def demonstration_dataset(
-    random_key: Any, episodes: int = 20, noise: float = 0.3, batch_size: int = 256
-) -> Iterator[Batch]:
-    """The default demonstration dataset factory (Acme's ``demonstration_dataset_factory``):
-    minibatches of ``make_demonstrations(episodes, seed, noise)``, all seeded by the key."""
-    seed = int_seed(random_key)
-    return batches(make_demonstrations(episodes, seed, noise), batch_size, seed + 1)
 
 
 # -- the network and the learning step ---------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,12 @@ PATH = ROOT / "examples" / "topologies" / "acme_offline.yaml"
 assert prepare(str(PATH), "examples.agents.offline") is None  # haiku ships an `examples` too
 offline: Any = importlib.import_module("examples.agents.offline")
 common: Any = importlib.import_module("examples.agents.common")
+demos_mod: Any = importlib.import_module("examples.agents.demonstrations")
 
 
 def fixed_batch(size: int = 256) -> dict[str, np.ndarray]:
     """``size`` expert-labelled transitions from two noisy demonstration episodes."""
-    demos = offline.make_demonstrations(episodes=2, seed=3, noise=0.3)
+    demos = demos_mod.make_demonstrations(episodes=2, seed=3, noise=0.3)
     return {"observation": demos.observation[:size], "action": demos.action[:size]}
 
 
@@ -40,7 +43,7 @@ def policy_params(learner: Any) -> list[np.ndarray]:
 
 
 def test_demonstrations_are_expert_labelled_noisy_play_and_seeded() -> None:
-    demos = offline.make_demonstrations(episodes=3, seed=7, noise=0.3)
+    demos = demos_mod.make_demonstrations(episodes=3, seed=7, noise=0.3)
     n = len(demos)
     assert demos.observation.shape == (n, 4) and demos.observation.dtype == np.float32
     assert demos.action.shape == demos.taken.shape == (n,) and demos.action.dtype == np.int32
@@ -51,20 +54,20 @@ def test_demonstrations_are_expert_labelled_noisy_play_and_seeded() -> None:
     off_expert = float(np.mean(demos.taken != demos.action))
     assert 0.05 < off_expert < 0.25  # noise 0.3: a random action differs half the time
 
-    again = offline.make_demonstrations(episodes=3, seed=7, noise=0.3)
+    again = demos_mod.make_demonstrations(episodes=3, seed=7, noise=0.3)
     assert np.array_equal(again.observation, demos.observation)
     assert np.array_equal(again.taken, demos.taken)
-    other = offline.make_demonstrations(episodes=3, seed=8, noise=0.3)
+    other = demos_mod.make_demonstrations(episodes=3, seed=8, noise=0.3)
     assert not np.array_equal(other.observation[:50], demos.observation[:50])
-    clean = offline.make_demonstrations(episodes=1, seed=7, noise=0.0)
+    clean = demos_mod.make_demonstrations(episodes=1, seed=7, noise=0.0)
     assert np.array_equal(clean.taken, clean.action)
     with pytest.raises(ValueError, match="episodes"):
-        offline.make_demonstrations(episodes=0)
+        demos_mod.make_demonstrations(episodes=0)
 
 
 def test_dataset_factory_yields_batches_seeded_by_the_key() -> None:
     def first(key: list[int]) -> dict[str, np.ndarray]:
-        return next(offline.demonstration_dataset(key, episodes=2, noise=0.3, batch_size=32))
+        return next(demos_mod.demonstration_dataset(key, episodes=2, noise=0.3, batch_size=32))
 
     batch = first([0, 1])
     assert batch["observation"].shape == (32, 4) and batch["action"].shape == (32,)
@@ -118,8 +121,23 @@ def test_greedy_policy_and_snapshots_agree_with_the_network(tmp_path: Path) -> N
     path = offline.save_snapshot(params, tmp_path / "snap" / "policy.npz")
     loaded = offline.load_snapshot(path)
     assert {m: set(d) for m, d in loaded.items()} == {m: set(d) for m, d in params.items()}
-    observations = offline.make_demonstrations(episodes=1, seed=0, noise=0.5).observation
+    observations = demos_mod.make_demonstrations(episodes=1, seed=0, noise=0.5).observation
     network = offline.make_network((64, 64))
     expected = np.asarray(network.apply(params, observations)).argmax(axis=-1)
     policy = offline.greedy_policy(loaded)
     assert [policy(o) for o in observations] == expected.tolist()
+
+
+def test_importing_the_agent_runs_no_jax() -> None:
+    """The procs backend forks nodes from a process that imported the targets: the import
+    must leave JAX uninitialised and start no thread (forking after JAX has run is unsafe)."""
+    code = (
+        "import threading, examples.agents.offline\n"
+        "from jax._src import xla_bridge\n"
+        "print(xla_bridge.backends_are_initialized(), threading.active_count())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "1"]
