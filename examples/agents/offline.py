@@ -33,7 +33,7 @@ from examples.agents.common import Policy, VariableClient, make_environment, run
 from examples.agents.demonstrations import NUM_ACTIONS, Batch, int_seed, key_seed
 from topo.nodes import Counter
 from topo.runtime import Handle
-from topo.targets import load_target
+from topo.targets import import_target
 
 Params = Any  # a haiku parameter tree: {module: {name: array}}
 DatasetFactory = Callable[..., Iterator[Batch]]
@@ -153,7 +153,7 @@ class Learner:
     ) -> None:
         key = jnp.asarray(key_seed(random_key), dtype=jnp.uint32)
         dataset_key, init_key = jax.random.split(key)
-        factory = load_target(dataset) if isinstance(dataset, str) else dataset
+        factory = import_target(dataset) if isinstance(dataset, str) else dataset
         self._iterator = iter(factory(np.asarray(dataset_key), **dict(dataset_args or {})))
         self._network = make_network(hidden_sizes)
         optimizer = optax.adam(learning_rate)
@@ -303,7 +303,7 @@ class Evaluator:
             returns.append(run_episode(self._env, policy, seed + i))
         elapsed = time.monotonic() - start
         if not self._stop.is_set():  # at stop the counter may be gone: keep the last counts
-            self._call(lambda: self._counter.increment(episodes=self._episodes))
+            self._update_counts(lambda: self._counter.increment(episodes=self._episodes))
         mean = float(np.mean(returns))
         row = {
             "episode_return": mean,
@@ -322,7 +322,8 @@ class Evaluator:
         )
         return row
 
-    def _call(self, counts: Callable[[], dict[str, Any]]) -> None:
+    def _update_counts(self, counts: Callable[[], dict[str, Any]]) -> None:
+        """Keep what ``counts()`` returns (the program's counts), or the last ones."""
         try:
             self._counts = counts()
         except RPC_ERRORS:
@@ -338,7 +339,7 @@ class Evaluator:
                 self._client.update(wait=True)
         except RPC_ERRORS:
             pass
-        self._call(self._counter.get_counts)
+        self._update_counts(self._counter.get_counts)
 
     def run(self) -> None:
         """Evaluate every ``every_s`` seconds until the program stops, refreshing the
@@ -407,6 +408,6 @@ class ModelSaver:
         self.save(wait=True)
         while not self._stop.wait(self._every_s):
             self.save()
-        path = self.save()
-        if path is not None:
-            print(f"{_node_id('model_saver')}: saved {path} ({self.saved} snapshots)", flush=True)
+        self.save()  # the learner may be gone already (procs): then the last one stands
+        node = _node_id("model_saver")
+        print(f"{node}: {self.saved} snapshots, the last in {self._path}", flush=True)

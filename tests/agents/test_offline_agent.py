@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from topo.targets import prepare
+from topo.targets import TargetError, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = ROOT / "examples" / "topologies" / "acme_offline.yaml"
@@ -141,3 +141,8 @@ def test_importing_the_agent_runs_no_jax() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "1"]
+
+
+def test_a_dataset_factory_that_does_not_import_is_named() -> None:
+    with pytest.raises(TargetError, match=r"cannot import 'examples\.agents\.nope:factory'"):
+        offline.Learner([0, 0], dataset="examples.agents.nope:factory")
