@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,3 +117,24 @@ def run_topo() -> RunTopo:
         return runner.invoke(app, [str(a) for a in argv])
 
     return run
+
+
+def drop_haiku_flax_shim() -> None:
+    """Drop dm-haiku's stand-in for ``haiku.experimental.flax`` (installed without flax):
+    it sits in ``sys.modules`` as an object whose every attribute access raises
+    ImportError, and hypothesis, which reads ``__file__`` of every loaded module, crashes
+    on it once a test module has imported haiku (the agents in examples/agents use it)."""
+    shim = sys.modules.get("haiku.experimental.flax")
+    if shim is not None and not isinstance(shim, types.ModuleType):
+        del sys.modules["haiku.experimental.flax"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems() -> None:
+    """Before hypothesis's own hook looks at the modules collection imported."""
+    drop_haiku_flax_shim()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """After a test that imported haiku only when it ran (a threads-backend agent)."""
+    drop_haiku_flax_shim()

@@ -1,0 +1,413 @@
+"""Acme's distributed offline agent on CartPole: behaviour cloning from demonstrations.
+
+``examples/topologies/acme_offline.yaml`` runs it as make_distributed_offline_experiment
+does: a ``Learner`` trains a haiku MLP policy (softmax cross-entropy, optax adam) on
+batches from a demonstration dataset factory (a YAML argument, by default
+``examples.agents.demonstrations:demonstration_dataset``; Acme's
+``demonstration_dataset_factory(random_key)``), counts ``learner_steps`` into the
+program's counter and serves ``get_variables``; ``Evaluator`` nodes play greedy episodes
+with its parameters; an optional ``ModelSaver`` snapshots them to ``.npz`` files.
+
+Importing this module imports jax/haiku/optax but runs no JAX computation (the procs
+backend forks from a process that imported it). Nothing is module-global per node:
+several nodes may share a process as threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import topo
+from examples.agents.common import Policy, VariableClient, make_environment, run_episode
+from examples.agents.demonstrations import NUM_ACTIONS, Batch, int_seed, key_seed
+from topo.nodes import Counter
+from topo.runtime import Handle
+from topo.targets import import_target
+
+Params = Any  # a haiku parameter tree: {module: {name: array}}
+DatasetFactory = Callable[..., Iterator[Batch]]
+DEFAULT_DATASET = "examples.agents.demonstrations:demonstration_dataset"
+STOP_DEADLINE_S = 2.0  # RPCs made while the program stops: its peers may be gone already
+COUNTER_DEADLINE_S = 4.0  # under the default 5 s stop grace period
+RPC_ERRORS = (ConnectionError, TimeoutError)  # topo's PeerUnavailable, DeadlineExceeded
+
+
+# -- the network and the learning step ---------------------------------------------------
+
+
+def make_network(hidden_sizes: Sequence[int] = (64, 64)) -> hk.Transformed:
+    """The policy network: an MLP from observations to one logit per action."""
+
+    def forward(observation: jax.Array) -> jax.Array:
+        return hk.nets.MLP([*hidden_sizes, NUM_ACTIONS])(observation)
+
+    return hk.without_apply_rng(hk.transform(forward))
+
+
+class TrainingState(NamedTuple):
+    """What one behaviour-cloning step reads and writes."""
+
+    params: Params
+    opt_state: optax.OptState
+    steps: jax.Array
+
+
+SgdStep = Callable[[TrainingState, Batch], tuple[TrainingState, dict[str, jax.Array]]]
+
+
+def make_sgd_step(network: hk.Transformed, optimizer: optax.GradientTransformation) -> SgdStep:
+    """A jitted behaviour-cloning step: softmax cross-entropy of the network's logits
+    against the expert's actions, one optimizer update; returns loss and accuracy."""
+
+    def loss_fn(params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
+        logits = network.apply(params, batch["observation"])
+        labels = batch["action"]
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+        accuracy = (jnp.argmax(logits, axis=-1) == labels).mean()
+        return loss, accuracy
+
+    def step(state: TrainingState, batch: Batch) -> tuple[TrainingState, dict[str, jax.Array]]:
+        (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {"loss": loss, "accuracy": accuracy}
+        return TrainingState(params, opt_state, state.steps + 1), metrics
+
+    return jax.jit(step)
+
+
+def greedy_policy(params: Params) -> Policy:
+    """The policy playing the highest-logit action of ``make_network``'s MLP, computed
+    with numpy from the parameters alone (their shapes give the layer sizes): an actor's
+    step costs microseconds instead of a JAX dispatch."""
+    layers = sorted(params.items(), key=lambda item: int(item[0].rpartition("_")[2]))
+    weights = [(np.asarray(p["w"], np.float32), np.asarray(p["b"], np.float32)) for _, p in layers]
+
+    def policy(observation: np.ndarray) -> int:
+        h = np.asarray(observation, np.float32)
+        for i, (w, b) in enumerate(weights):
+            h = h @ w + b
+            if i < len(weights) - 1:
+                h = np.maximum(h, 0.0)
+        return int(np.argmax(h))
+
+    return policy
+
+
+# -- helpers for node code ---------------------------------------------------------------
+
+
+def _stop_event() -> threading.Event:
+    """The program's stop event; a private one outside a topo program (tests, scripts)."""
+    try:
+        return topo.stop_event()
+    except RuntimeError:
+        return threading.Event()
+
+
+def _node_id(default: str) -> str:
+    try:
+        return topo.current_node().id
+    except RuntimeError:
+        return default
+
+
+def _with_deadline(peer: Any, seconds: float) -> Any:
+    """``peer`` with calls limited to ``seconds`` when it is a topo handle."""
+    return peer.with_timeout(seconds) if isinstance(peer, Handle) else peer
+
+
+def to_numpy(tree: Any) -> Any:
+    """A copy of a JAX tree as numpy arrays (what travels over RPC and into snapshots)."""
+    return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
+
+
+# -- the nodes -----------------------------------------------------------------------------
+
+
+class Learner:
+    """Behaviour cloning from a demonstration dataset (Acme's BCLearner): ``run()`` steps
+    until the program stops; ``get_variables(["policy"])`` serves the parameters."""
+
+    def __init__(
+        self,
+        random_key: Any,
+        counter: Any = None,
+        dataset: str | DatasetFactory = DEFAULT_DATASET,
+        dataset_args: Mapping[str, Any] | None = None,
+        hidden_sizes: Sequence[int] = (64, 64),
+        learning_rate: float = 1e-3,
+        log_every_s: float = 1.0,
+        print_every_s: float = 2.0,
+    ) -> None:
+        key = jnp.asarray(key_seed(random_key), dtype=jnp.uint32)
+        dataset_key, init_key = jax.random.split(key)
+        factory = import_target(dataset) if isinstance(dataset, str) else dataset
+        self._iterator = iter(factory(np.asarray(dataset_key), **dict(dataset_args or {})))
+        self._network = make_network(hidden_sizes)
+        optimizer = optax.adam(learning_rate)
+        params = self._network.init(init_key, next(self._iterator)["observation"])
+        self._state = TrainingState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+        self._sgd_step = make_sgd_step(self._network, optimizer)
+        # Counts go to the program's counter as ``learner_steps`` (at most once a second),
+        # with a deadline under the stop grace period so a stop never waits on it.
+        self._parent = counter
+        self._counter = Counter(_with_deadline(counter, COUNTER_DEADLINE_S), prefix="learner")
+        self._stop = _stop_event()
+        self._warned = False
+        self._logger = topo.metrics.logger("learner")
+        self._log_every_s = log_every_s
+        self._print_every_s = print_every_s
+        self._steps = 0
+        self._last_log = (time.monotonic(), 0)
+        self._last_print = time.monotonic()
+        self._variables: tuple[int, Params] | None = None  # (steps, numpy params) cache
+        self._lock = threading.Lock()
+
+    @property
+    def steps(self) -> int:
+        """Learner steps taken (restored ones included)."""
+        return self._steps
+
+    def step(self) -> dict[str, float]:
+        """One behaviour-cloning step on the next batch; its metrics when a log row is due."""
+        self._state, metrics = self._sgd_step(self._state, next(self._iterator))
+        self._steps += 1
+        try:
+            self._counter.increment(steps=1)
+        except RPC_ERRORS as exc:  # the counter is gone (stopping) or slow: keep learning
+            if not self._stop.is_set() and not self._warned:
+                self._warned = True
+                print(f"{_node_id('learner')}: counter not reached ({exc}); going on", flush=True)
+        now = time.monotonic()
+        if now - self._last_log[0] < self._log_every_s:
+            return {}
+        return self._log(metrics, now)
+
+    def _log(self, metrics: Mapping[str, jax.Array], now: float) -> dict[str, float]:
+        then, steps_then = self._last_log
+        self._last_log = (now, self._steps)
+        row = {k: float(v) for k, v in metrics.items()}
+        row["learner_steps"] = self._steps
+        row["steps_per_s"] = (self._steps - steps_then) / max(now - then, 1e-9)
+        self._logger.write(row)
+        if now - self._last_print >= self._print_every_s:
+            self._last_print = now
+            print(
+                f"{_node_id('learner')}: step {self._steps}  loss {row['loss']:.4f}  "
+                f"accuracy {row['accuracy']:.3f}  {row['steps_per_s']:.0f} steps/s",
+                flush=True,
+            )
+        return row
+
+    def run(self, num_steps: int | None = None) -> None:
+        """Step until the program stops (or ``num_steps`` steps, when given)."""
+        if self._parent is not None:  # wait for the counter to be up (the default deadline)
+            try:
+                self._parent.get_counts()
+            except RPC_ERRORS:
+                pass
+        done = 0
+        while not self._stop.is_set() and (num_steps is None or done < num_steps):
+            self.step()
+            done += 1
+        if self._stop.is_set():
+            print(f"{_node_id('learner')}: stopped after {self._steps} steps", flush=True)
+
+    def get_variables(self, names: Sequence[str]) -> list[Params]:
+        """Acme's ``get_variables``: one entry per name; ``"policy"`` is the parameters."""
+        unknown = [n for n in names if n != "policy"]
+        if unknown:
+            raise KeyError(f"unknown variables {unknown}: this learner serves ['policy']")
+        with self._lock:
+            state, steps = self._state, self._steps
+            if self._variables is None or self._variables[0] != steps:
+                self._variables = (steps, to_numpy(state.params))
+            return [self._variables[1] for _ in names]
+
+    def save(self) -> dict[str, Any]:
+        """A checkpointable copy of the learner: parameters, optimizer state, steps."""
+        state = self._state
+        return {
+            "params": to_numpy(state.params),
+            "opt_state": to_numpy(state.opt_state),
+            "steps": self._steps,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue from a ``save()`` copy."""
+        params = jax.tree_util.tree_map(jnp.asarray, state["params"])
+        opt_state = jax.tree_util.tree_map(jnp.asarray, state["opt_state"])
+        with self._lock:
+            self._steps = int(state["steps"])
+            self._state = TrainingState(params, opt_state, jnp.asarray(self._steps, jnp.int32))
+            self._variables = None
+            self._counter.restore({"steps": self._steps})
+
+
+class Evaluator:
+    """Plays greedy episodes with the learner's latest parameters every ``every_s`` seconds
+    (Acme's evaluator loop), logs and prints the mean return; a final evaluation at stop."""
+
+    def __init__(
+        self,
+        random_key: Any,
+        variable_source: Any,
+        counter: Any = None,
+        episodes: int = 10,
+        every_s: float = 5.0,
+        refresh_s: float = 1.0,
+    ) -> None:
+        self._source = variable_source
+        self._client = VariableClient(_with_deadline(variable_source, STOP_DEADLINE_S))
+        self._counter = Counter(
+            _with_deadline(counter, STOP_DEADLINE_S), prefix="evaluator", time_delta=0.0
+        )
+        self._env = make_environment()
+        self._seed = int_seed(random_key) // 2  # room for the episode seeds above it
+        self._episodes = episodes
+        self._every_s = every_s
+        self._refresh_s = refresh_s
+        self._stop = _stop_event()
+        self._logger = topo.metrics.logger("evaluator")
+        self._counts: dict[str, Any] = {}
+        self._rounds = 0
+        self.results: list[dict[str, Any]] = []
+
+    def evaluate(self, final: bool = False) -> dict[str, Any] | None:
+        """Play ``episodes`` greedy episodes with the parameters held now; log, print and
+        return the row. None while no parameters have arrived, and for a round the stop
+        interrupts (the final evaluation replaces it)."""
+        params = self._client.params
+        if params is None:
+            return None
+        policy = greedy_policy(params)
+        seed = self._seed + self._rounds * self._episodes
+        self._rounds += 1
+        start = time.monotonic()
+        returns = []
+        for i in range(self._episodes):
+            if self._stop.is_set() and not final:
+                return None
+            returns.append(run_episode(self._env, policy, seed + i))
+        elapsed = time.monotonic() - start
+        if not self._stop.is_set():  # at stop the counter may be gone: keep the last counts
+            self._update_counts(lambda: self._counter.increment(episodes=self._episodes))
+        mean = float(np.mean(returns))
+        row = {
+            "episode_return": mean,
+            "episode_return_min": min(returns),
+            "episodes": self._episodes,
+            "learner_steps": int(self._counts.get("learner_steps", 0)),
+            "final": final,
+        }
+        self._logger.write(row)
+        self.results.append(row)
+        what = "final evaluation" if final else "evaluation"
+        print(
+            f"{_node_id('evaluator')}: {what} at learner_steps {row['learner_steps']}: "
+            f"mean return {mean:.1f} over {self._episodes} episodes ({elapsed:.1f}s)",
+            flush=True,
+        )
+        return row
+
+    def _update_counts(self, counts: Callable[[], dict[str, Any]]) -> None:
+        """Keep what ``counts()`` returns (the program's counts), or the last ones."""
+        try:
+            self._counts = counts()
+        except RPC_ERRORS:
+            pass
+
+    def _refresh(self) -> None:
+        """Fetch the learner's parameters and the counts, keeping the old ones when a peer
+        cannot answer (the first fetch waits, up to the default deadline, for the learner)."""
+        try:
+            if self._client.params is None:
+                self._client.params = self._source.get_variables(["policy"])[0]
+            else:
+                self._client.update(wait=True)
+        except RPC_ERRORS:
+            pass
+        self._update_counts(self._counter.get_counts)
+
+    def run(self) -> None:
+        """Evaluate every ``every_s`` seconds until the program stops, refreshing the
+        parameters every ``refresh_s`` seconds in between, so that the final evaluation at
+        stop plays parameters at most ``refresh_s`` old (the learner is gone by then)."""
+        while not self._stop.is_set():
+            self._refresh()
+            self.evaluate()
+            next_round = time.monotonic() + self._every_s
+            while time.monotonic() < next_round:
+                if self._stop.wait(min(self._refresh_s, max(next_round - time.monotonic(), 0))):
+                    break
+                self._refresh()
+        self.evaluate(final=True)
+
+
+def save_snapshot(params: Params, path: str | Path) -> Path:
+    """Write a haiku parameter tree to ``path`` (.npz, keys ``module/name``), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flat = {
+        f"{module}/{name}": np.asarray(v) for module, d in params.items() for name, v in d.items()
+    }
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **flat)
+    os.replace(tmp, path)
+    return path
+
+
+def load_snapshot(path: str | Path) -> Params:
+    """The parameter tree a ``save_snapshot`` file holds."""
+    params: dict[str, dict[str, np.ndarray]] = {}
+    with np.load(path) as data:
+        for key in data.files:
+            module, _, name = key.rpartition("/")
+            params.setdefault(module, {})[name] = data[key]
+    return params
+
+
+class ModelSaver:
+    """Snapshots the learner's policy parameters to ``directory/policy.npz`` every
+    ``every_s`` seconds and once more at stop (Acme's JAXSnapshotter, as .npz)."""
+
+    def __init__(
+        self, variable_source: Any, directory: str = "snapshots", every_s: float = 10.0
+    ) -> None:
+        self._source = _with_deadline(variable_source, STOP_DEADLINE_S)
+        self._first_source = variable_source
+        self._path = Path(directory) / "policy.npz"
+        self._every_s = every_s
+        self._stop = _stop_event()
+        self.saved = 0
+
+    def save(self, wait: bool = False) -> Path | None:
+        """Fetch the parameters and write the snapshot; None when the learner cannot answer."""
+        source = self._first_source if wait else self._source
+        try:
+            params = source.get_variables(["policy"])[0]
+        except RPC_ERRORS:
+            return None
+        self.saved += 1
+        return save_snapshot(params, self._path)
+
+    def run(self) -> None:
+        """Save every ``every_s`` seconds until the program stops, then once more."""
+        self.save(wait=True)
+        while not self._stop.wait(self._every_s):
+            self.save()
+        self.save()  # the learner may be gone already (procs): then the last one stands
+        node = _node_id("model_saver")
+        print(f"{node}: {self.saved} snapshots, the last in {self._path}", flush=True)
