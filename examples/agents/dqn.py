@@ -1,0 +1,446 @@
+"""Distributed DQN on CartPole as topo nodes, laid out the way Acme lays out its agents
+(``examples/topologies/acme_distributed.yaml`` and ``acme_colocated.yaml``).
+
+- :class:`Learner` (served): samples n-step transitions from Reverb, takes jitted
+  double-DQN steps (haiku MLP, optax adam, target network), updates priorities, counts
+  ``learner_steps``; peers call ``get_variables``/``save``/``restore``. A secondary
+  learner (``primary_learner`` set) starts from the primary's state and keeps syncing its
+  parameters from it, serving ``get_variables`` to spread the actors' load.
+- :class:`Actor`: epsilon-greedy (Ape-X epsilons per actor) on CartPole, writes
+  transitions into Reverb, refreshes its parameters without blocking, counts
+  ``actor_steps``.
+- :class:`Evaluator`: the greedy policy every few seconds; prints and logs the mean return
+  and prints ``final evaluation return: X`` when the program stops.
+- :class:`ModelSaver`: snapshots the learner's parameters as ``.npz`` files.
+
+No JAX runs at import (see :mod:`examples.agents.dqn_core`); nothing is shared between
+nodes at module level, so several nodes can run as threads of one process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+import topo
+from examples.agents.common import VariableClient, make_environment, run_episode
+from examples.agents.dqn_core import (
+    TABLE,
+    NStep,
+    apex_epsilon,
+    epsilon_greedy,
+    flat_batch,
+    initial_state,
+    make_network,
+    make_optimizer,
+    make_replay_tables,
+    make_sgd_step,
+    numpy_layers,
+    numpy_q_values,
+    replay_dataset,
+    seed_of,
+)
+from topo.nodes import Counter
+
+__all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
+log = logging.getLogger("examples.agents.dqn")
+VARIABLE_NAMES = ("policy", "params")  # names get_variables answers with the online params
+
+
+class Learner:
+    """The DQN learner (see the module docstring). ``replay`` may be None for a learner
+    driven by hand through :meth:`update` (tests)."""
+
+    def __init__(
+        self,
+        random_key: Any = 0,
+        replay: Any = None,
+        counter: Any = None,
+        primary_learner: Any = None,
+        *,
+        batch_size: int = 64,
+        learning_rate: float = 1e-3,
+        target_update_period: int = 100,
+        importance_sampling_exponent: float = 0.2,
+        hidden_sizes: Sequence[int] = (64, 64),
+        sync_every_s: float = 1.0,
+        log_every_s: float = 1.0,
+    ) -> None:
+        self._replay = replay
+        self._primary = primary_learner
+        self._batch_size = batch_size
+        self._sync_every_s = sync_every_s
+        self._network = make_network(hidden_sizes)
+        self._optimizer = make_optimizer(learning_rate)
+        self._sgd_step = make_sgd_step(
+            self._network, self._optimizer, target_update_period, importance_sampling_exponent
+        )
+        self._state = initial_state(self._network, self._optimizer, seed_of(random_key))
+        self._counter = Counter(counter, "learner")
+        self._logger = topo.metrics.logger("learner", every_s=log_every_s)
+        self._lock = threading.Lock()
+        self._version = 0  # bumped whenever the params change
+        self._numpy: tuple[int, Any] | None = None  # (version, numpy params)
+        self._priorities: ThreadPoolExecutor | None = None
+        self._pending: Future[Any] | None = None
+        self.steps = 0
+        if primary_learner is not None:
+            # As in Acme: a secondary starts from the primary's state.
+            self.restore(primary_learner.save())
+
+    # -- served methods ------------------------------------------------------------------
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        """The online parameters (numpy) once per name in ``names`` (``policy``/``params``),
+        or the target network's for ``target``."""
+        out = []
+        for name in names:
+            if name in VARIABLE_NAMES:
+                out.append(self._numpy_params())
+            elif name == "target":
+                out.append(jax.device_get(self._state.target_params))
+            else:
+                raise KeyError(f"unknown variable {name!r}: use one of {[*VARIABLE_NAMES]}")
+        return out
+
+    def save(self) -> dict[str, Any]:
+        """The whole training state as numpy (params, target, optimizer state, steps)."""
+        with self._lock:
+            state = self._state
+        return {"state": jax.device_get(state._asdict()), "steps": self.steps}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from a state that :meth:`save` returned."""
+        fields = dict(saved["state"])
+        with self._lock:
+            self._state = type(self._state)(**jax.tree_util.tree_map(jax.numpy.asarray, fields))
+            self.steps = int(saved.get("steps", int(fields["steps"])))
+            self._version += 1
+
+    # -- learning ------------------------------------------------------------------------
+
+    def update(
+        self,
+        batch: dict[str, np.ndarray],
+        probabilities: np.ndarray | None = None,
+        keys: np.ndarray | None = None,
+    ) -> float:
+        """One SGD step on ``batch`` (fields of :data:`dqn_core.FIELDS`, batch first); sends
+        the new priorities of ``keys`` to the replay in the background. Its loss."""
+        if probabilities is None:
+            probabilities = np.ones(len(batch["action"]), np.float32)
+        state, loss, priorities = self._sgd_step(
+            self._state, batch, np.asarray(probabilities, np.float32)
+        )
+        with self._lock:
+            self._state = state
+            self.steps += 1
+            self._version += 1
+        if keys is not None and self._replay is not None:
+            self._send_priorities(keys, priorities)
+        return float(loss)
+
+    def _send_priorities(self, keys: np.ndarray, priorities: Any) -> None:
+        if self._pending is not None and not self._pending.done():
+            return  # the previous update is still on its way: skip this one
+        if self._priorities is None:
+            self._priorities = ThreadPoolExecutor(1, thread_name_prefix="dqn-priorities")
+        updates = dict(zip(np.asarray(keys).tolist(), np.asarray(priorities).tolist(), strict=True))
+        self._pending = self._priorities.submit(
+            self._replay.mutate_priorities, table=TABLE, updates=updates
+        )
+
+    def run(self) -> None:
+        """Learn until the program stops (a secondary: keep syncing from the primary)."""
+        stop = topo.stop_event()
+        try:
+            if self._primary is not None:
+                self._follow_primary(stop)
+            else:
+                self._learn(stop)
+        finally:
+            if self._priorities is not None:
+                self._priorities.shutdown(wait=False, cancel_futures=True)
+            print(f"learner: stopped after {self.steps} learner steps", flush=True)
+
+    def _learn(self, stop: threading.Event) -> None:
+        if self._replay is None:
+            raise RuntimeError("this learner has no replay to learn from")
+        iterator = replay_dataset(self._replay.address(), self._batch_size)
+        started, steps_then = time.monotonic(), self.steps
+        while not stop.is_set():
+            try:
+                sample = next(iterator)
+            except StopIteration:  # the rate limiter held samples back: look at stop, retry
+                iterator = replay_dataset(self._replay.address(), self._batch_size)
+                continue
+            except tf.errors.OpError:
+                if stop.is_set():  # the replay stopped with the program
+                    break
+                raise
+            loss = self.update(flat_batch(sample.data), sample.info.probability, sample.info.key)
+            counts = self._counter.increment(steps=1)
+            now = time.monotonic()
+            rate = (self.steps - steps_then) / max(now - started, 1e-9)
+            if now - started > 5.0:
+                started, steps_then = now, self.steps
+            learner_steps = counts.get("learner_steps", self.steps)
+            self._logger.write({"loss": loss, "learner_steps": learner_steps, "steps_per_s": rate})
+
+    def _follow_primary(self, stop: threading.Event) -> None:
+        while not stop.wait(self._sync_every_s):
+            try:
+                [params] = self._primary.get_variables(["params"])
+            except Exception:
+                if stop.is_set():
+                    break
+                raise
+            with self._lock:
+                self._state = self._state._replace(params=params)
+                self._version += 1
+
+    def _numpy_params(self) -> Any:
+        """The online params as numpy, converted once per change (many actors ask)."""
+        with self._lock:
+            cached = self._numpy
+            if cached is not None and cached[0] == self._version:
+                return cached[1]
+            state, version = self._state, self._version
+        params = jax.device_get(state.params)
+        with self._lock:
+            self._numpy = (version, params)
+        return params
+
+
+class Actor:
+    """Acts epsilon-greedily on CartPole and writes n-step transitions into the replay.
+
+    ``epsilon`` None gives Ape-X's per-actor value (:func:`dqn_core.apex_epsilon` of
+    ``actor_id`` among ``num_actors``). Parameters are refreshed from ``variable_source``
+    every ``update_period`` steps without waiting for the answer."""
+
+    def __init__(
+        self,
+        random_key: Any,
+        replay: Any,
+        variable_source: Any,
+        counter: Any,
+        actor_id: int = 0,
+        *,
+        num_actors: int = 1,
+        epsilon: float | None = None,
+        n_step: int = 3,
+        discount: float = 0.99,
+        update_period: int = 100,
+        log_every_s: float = 1.0,
+    ) -> None:
+        seed = seed_of(random_key)
+        self.actor_id = actor_id
+        self.epsilon = apex_epsilon(actor_id, num_actors) if epsilon is None else epsilon
+        self._replay = replay
+        self._env = make_environment(seed)
+        self._rng = np.random.default_rng(seed)
+        self._variables = VariableClient(variable_source, update_period, key="policy")
+        self._counter = Counter(counter, "actor")
+        self._nstep = NStep(n_step, discount)
+        self._logger = topo.metrics.logger("actor", every_s=log_every_s)
+        self.steps = 0
+        self.episodes = 0
+
+    def run(self) -> None:
+        """Act until the program stops."""
+        self.run_loop(topo.stop_event())
+
+    def run_loop(self, stop: threading.Event, max_steps: int | None = None) -> None:
+        """The actor loop, also usable outside topo (``stop`` is any event): episodes until
+        ``stop`` is set or ``max_steps`` steps were taken. At the stop the replay and the
+        counter go away with the program: writes refused then end the loop quietly, and
+        nothing is counted after the stop (a call to a stopped counter would wait)."""
+        self._variables.update(wait=True)
+        layers_of, layers = self._variables.params, numpy_layers(self._variables.params)
+        started = time.monotonic()
+        writer = self._replay.writer(max_sequence_length=1)
+        try:
+            while not stop.is_set() and (max_steps is None or self.steps < max_steps):
+                if self._variables.params is not layers_of:
+                    layers_of, layers = self._variables.params, numpy_layers(layers_of)
+                length, total = self._episode(writer, layers, stop)
+                self.steps += length
+                self.episodes += 1
+                if stop.is_set():
+                    break
+                counts = self._counter.increment(steps=length, episodes=1)
+                self._logger.write(
+                    {
+                        "episode_return": total,
+                        "episode_length": length,
+                        "epsilon": self.epsilon,
+                        "steps": counts.get("actor_steps", self.steps),
+                        "steps_per_s": self.steps / max(time.monotonic() - started, 1e-9),
+                    }
+                )
+        except (RuntimeError, tf.errors.OpError):
+            if not stop.is_set():
+                raise
+        finally:
+            self._close(writer, stop)
+
+    def _close(self, writer: Any, stop: threading.Event) -> None:
+        try:
+            writer.close(retry_on_unavailable=not stop.is_set())
+        except (RuntimeError, tf.errors.OpError):
+            if not stop.is_set():
+                raise
+
+    def _episode(self, writer: Any, layers: Any, stop: threading.Event) -> tuple[int, float]:
+        observation, _ = self._env.reset()
+        length, total = 0, 0.0
+        while True:
+            action = epsilon_greedy(layers, observation, self.epsilon, self._rng)
+            next_obs, reward, terminated, truncated, _ = self._env.step(action)
+            for transition in self._nstep.add(
+                observation, action, float(reward), next_obs, terminated, truncated
+            ):
+                writer.append(transition)
+                writer.create_item(TABLE, 1, 1.0)  # new items get top priority at first
+            self._variables.update()
+            observation = next_obs
+            length += 1
+            total += float(reward)
+            if terminated or truncated or stop.is_set():
+                return length, total
+
+
+class Evaluator:
+    """Runs the greedy policy every ``every_s`` seconds for ``episodes`` episodes; logs and
+    prints the mean return with the actor steps at that time, and once more when the
+    program stops (``final evaluation return: X``)."""
+
+    def __init__(
+        self,
+        random_key: Any,
+        variable_source: Any,
+        counter: Any,
+        *,
+        episodes: int = 10,
+        every_s: float = 10.0,
+    ) -> None:
+        self._seed = seed_of(random_key)
+        self._source = variable_source
+        self._counter = counter
+        self._episodes = episodes
+        self._every_s = every_s
+        self._env = make_environment(self._seed)
+        self._logger = topo.metrics.logger("evaluator")
+        self._params: Any = None
+        self.returns: list[float] = []
+
+    def evaluate(self, params: Any) -> float:
+        """Mean undiscounted return of the greedy policy of ``params``."""
+        layers = numpy_layers(params)
+
+        def policy(observation: np.ndarray) -> int:
+            return int(np.argmax(numpy_q_values(layers, observation)))
+
+        seeds = self._seed + 1000 * len(self.returns)
+        results = [run_episode(self._env, policy, seeds + i) for i in range(self._episodes)]
+        return float(np.mean(results))
+
+    def run(self) -> None:
+        """Evaluate periodically until the program stops, then a last time."""
+        stop = topo.stop_event()
+        started = time.monotonic()
+        while not stop.wait(self._every_s):
+            try:
+                self._params = self._fetch(timeout=60.0)
+                counts = self._counter.get_counts()
+            except Exception:
+                if stop.is_set():  # the learner or the counter stopped first
+                    break
+                raise
+            self._report(self.evaluate(self._params), counts, time.monotonic() - started)
+        self.final()
+
+    def final(self) -> float | None:
+        """The last evaluation, at the stop: the newest parameters the learner still gives
+        (within 2 s), else the last ones fetched. Prints ``final evaluation return: X``."""
+        try:
+            self._params = self._fetch(timeout=2.0)
+        except Exception:  # the learner went away first
+            pass
+        if self._params is None:
+            print("final evaluation return: none (no parameters were fetched)", flush=True)
+            return None
+        mean = self.evaluate(self._params)
+        self.returns.append(mean)
+        print(
+            f"final evaluation return: {mean:.1f} (mean of {self._episodes} episodes)", flush=True
+        )
+        return mean
+
+    def _fetch(self, timeout: float) -> Any:
+        return self._source.futures.get_variables(["policy"]).result(timeout=timeout)[0]
+
+    def _report(self, mean: float, counts: dict[str, Any], elapsed: float) -> None:
+        self.returns.append(mean)
+        actor_steps = int(counts.get("actor_steps", 0))
+        learner_steps = int(counts.get("learner_steps", 0))
+        self._logger.write(
+            {
+                "mean_return": mean,
+                "actor_steps": actor_steps,
+                "learner_steps": learner_steps,
+                "elapsed_s": elapsed,
+            }
+        )
+        print(
+            f"evaluator: {elapsed:6.1f}s actor_steps={actor_steps} "
+            f"learner_steps={learner_steps} mean return over {self._episodes} episodes: {mean:.1f}",
+            flush=True,
+        )
+
+
+class ModelSaver:
+    """Snapshots the learner's parameters every ``every_s`` seconds and at the stop, as
+    ``params_<n>.npz`` (keys ``layer/w``) in ``directory`` (relative: the node's working
+    directory)."""
+
+    def __init__(
+        self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 30.0
+    ) -> None:
+        self._source = variable_source
+        self.directory = Path(directory).resolve()
+        self._every_s = every_s
+        self.saved: list[Path] = []
+
+    def save_now(self, timeout: float = 60.0) -> Path:
+        """Fetch the parameters and write one snapshot; its path."""
+        [params] = self._source.futures.get_variables(["policy"]).result(timeout=timeout)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"params_{len(self.saved):05d}.npz"
+        flat = {
+            f"{layer}/{name}": np.asarray(v) for layer, p in params.items() for name, v in p.items()
+        }
+        np.savez(path, **flat)
+        self.saved.append(path)
+        return path
+
+    def run(self) -> None:
+        """Snapshot periodically until the program stops, then once more if possible."""
+        stop = topo.stop_event()
+        while not stop.wait(self._every_s):
+            self.save_now()
+        try:
+            self.save_now(timeout=2.0)
+        except Exception as exc:  # the learner went away first
+            print(f"model_saver: no final snapshot ({exc!r})", flush=True)
+        print(f"model_saver: {len(self.saved)} snapshot(s) in {self.directory}", flush=True)
