@@ -19,11 +19,12 @@ nodes at module level, so several nodes can run as threads of one process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,7 @@ class Learner:
         self._lock = threading.Lock()
         self._version = 0  # bumped whenever the params change
         self._numpy: tuple[int, Any] | None = None  # (version, numpy params)
-        self._priorities: ThreadPoolExecutor | None = None
-        self._pending: Future[Any] | None = None
+        self._priorities: queue.Queue[dict[int, float] | None] | None = None
         self.steps = 0
         if primary_learner is not None:
             # As in Acme: a secondary starts from the primary's state.
@@ -150,14 +150,27 @@ class Learner:
         return float(loss)
 
     def _send_priorities(self, keys: np.ndarray, priorities: Any) -> None:
-        if self._pending is not None and not self._pending.done():
-            return  # the previous update is still on its way: skip this one
+        """Hand the update to a daemon thread (a call to a replay that went away blocks
+        for ever: it must not hold the process's exit); skipped while one is in flight."""
         if self._priorities is None:
-            self._priorities = ThreadPoolExecutor(1, thread_name_prefix="dqn-priorities")
+            self._priorities = queue.Queue(maxsize=1)
+            threading.Thread(
+                target=self._priority_loop,
+                args=(self._priorities,),
+                name="dqn-priorities",
+                daemon=True,
+            ).start()
         updates = dict(zip(np.asarray(keys).tolist(), np.asarray(priorities).tolist(), strict=True))
-        self._pending = self._priorities.submit(
-            self._replay.mutate_priorities, table=TABLE, updates=updates
-        )
+        with contextlib.suppress(queue.Full):
+            self._priorities.put_nowait(updates)
+
+    def _priority_loop(self, updates: queue.Queue[dict[int, float] | None]) -> None:
+        while (update := updates.get()) is not None:
+            try:
+                self._replay.mutate_priorities(table=TABLE, updates=update)
+            except Exception as exc:  # the replay went away: priorities stay as they are
+                log.warning("learner: priority updates stopped: %r", exc)
+                return
 
     def run(self) -> None:
         """Learn until the program stops (a secondary: keep syncing from the primary)."""
@@ -169,7 +182,8 @@ class Learner:
                 self._learn(stop)
         finally:
             if self._priorities is not None:
-                self._priorities.shutdown(wait=False, cancel_futures=True)
+                with contextlib.suppress(queue.Full):
+                    self._priorities.put_nowait(None)
             print(f"learner: stopped after {self.steps} learner steps", flush=True)
 
     def _learn(self, stop: threading.Event) -> None:
@@ -415,7 +429,7 @@ class ModelSaver:
     directory)."""
 
     def __init__(
-        self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 30.0
+        self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 10.0
     ) -> None:
         self._source = variable_source
         self.directory = Path(directory).resolve()

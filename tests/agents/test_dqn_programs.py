@@ -1,0 +1,86 @@
+"""The DQN examples as running programs: acme_distributed and acme_colocated learn
+CartPole on procs and on threads and stop by themselves; the replay's tables factory gets
+the group's args."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("reverb")
+pytest.importorskip("haiku")
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # examples.agents is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from topo.testing import wait_gone  # noqa: E402
+
+EXAMPLES = ROOT / "examples" / "topologies"
+RANDOM_RETURN = 22.0  # a uniformly random policy's mean CartPole-v1 return
+FINAL = re.compile(r"final evaluation return: ([0-9.]+)")
+SMALL = {  # a budget that learns in well under a minute of training on 2 cores
+    "max_actor_steps": 20_000,
+    "min_replay_size": 500,
+    "eval_every_s": 5.0,
+}
+CASES = [
+    # procs: two learners (a secondary serving half the actors), actors two per process,
+    # a model saver; threads: the defaults' layout with fewer actors.
+    ("acme_distributed", "procs", {"num_learners": 2, "num_actors_per_node": 2, "snapshots": True}),
+    ("acme_distributed", "threads", {"num_actors": 2}),
+    ("acme_colocated", "procs", {"snapshots": True}),
+    ("acme_colocated", "threads", {}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("example", "backend", "extra"), CASES, ids=lambda c: str(c))
+def test_the_dqn_example_learns_and_stops_by_itself(
+    topo_launch: Callable, tmp_path: Path, example: str, backend: str, extra: dict
+) -> None:
+    params = {**SMALL, **extra, "snapshot_dir": str(tmp_path / "snapshots"), "snapshot_every_s": 3}
+    run = topo_launch(EXAMPLES / f"{example}.yaml", backend, params=params)
+    assert run.wait(240) == 0, run.failure
+    log = run.log("evaluator/0")
+    match = FINAL.search(log)
+    assert match, log[-2000:]
+    assert float(match.group(1)) > 2.5 * RANDOM_RETURN, log[-2000:]
+    assert "evaluator:" in log  # the periodic evaluations were printed too
+    assert "learner: stopped after" in run.log("learner")
+    if extra.get("snapshots"):
+        assert sorted((tmp_path / "snapshots").glob("params_*.npz"))
+    if extra.get("num_learners", 1) > 1:
+        assert "learner: stopped" in run.log("secondary_learner/0")
+    assert not wait_gone(run.pids(), 15)
+
+
+def test_the_replay_tables_factory_gets_the_group_args(
+    topo_launch: Callable, tmp_path: Path
+) -> None:
+    import reverb
+
+    path = tmp_path / "replay.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        name: replay_args
+        nodes:
+          replay:
+            kind: reverb
+            tables: examples.agents.dqn:make_replay_tables
+            args: {prioritized: false, max_size: 321, min_size_to_sample: 7,
+                   samples_per_insert: 4.0}
+        """)
+    )
+    run = topo_launch(path, "threads", ready_timeout=120)
+    [info] = reverb.Client(run.handle("replay").address()).server_info().values()
+    assert info.max_size == 321
+    assert info.sampler_options.HasField("uniform")
+    assert info.rate_limiter_info.min_size_to_sample == 7
+    assert info.rate_limiter_info.samples_per_insert == 4.0
+    assert run.stop(timeout=60) == 0
