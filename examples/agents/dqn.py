@@ -154,9 +154,9 @@ class Learner:
         for ever: it must not hold the process's exit); skipped while one is in flight."""
         if self._priorities is None:
             self._priorities = queue.Queue(maxsize=1)
-            threading.Thread(
+            threading.Thread(  # the method is looked up here: a topo node's thread
                 target=self._priority_loop,
-                args=(self._priorities,),
+                args=(self._replay.mutate_priorities, self._priorities),
                 name="dqn-priorities",
                 daemon=True,
             ).start()
@@ -164,10 +164,10 @@ class Learner:
         with contextlib.suppress(queue.Full):
             self._priorities.put_nowait(updates)
 
-    def _priority_loop(self, updates: queue.Queue[dict[int, float] | None]) -> None:
+    def _priority_loop(self, mutate: Any, updates: queue.Queue[dict[int, float] | None]) -> None:
         while (update := updates.get()) is not None:
             try:
-                self._replay.mutate_priorities(table=TABLE, updates=update)
+                mutate(table=TABLE, updates=update)
             except Exception as exc:  # the replay went away: priorities stay as they are
                 log.warning("learner: priority updates stopped: %r", exc)
                 return
@@ -189,19 +189,24 @@ class Learner:
     def _learn(self, stop: threading.Event) -> None:
         if self._replay is None:
             raise RuntimeError("this learner has no replay to learn from")
-        iterator = replay_dataset(self._replay.address(), self._batch_size)
+        address = self._replay.address()
+        iterator = replay_dataset(address, self._batch_size)
         started, steps_then = time.monotonic(), self.steps
         while not stop.is_set():
             try:
                 sample = next(iterator)
             except StopIteration:  # the rate limiter held samples back: look at stop, retry
-                iterator = replay_dataset(self._replay.address(), self._batch_size)
+                if stop.is_set():
+                    break
+                iterator = replay_dataset(address, self._batch_size)
                 continue
             except tf.errors.OpError:
                 if stop.is_set():  # the replay stopped with the program
                     break
                 raise
             loss = self.update(flat_batch(sample.data), sample.info.probability, sample.info.key)
+            if stop.is_set():  # the counter may be gone: a call to it would wait
+                break
             counts = self._counter.increment(steps=1)
             now = time.monotonic()
             rate = (self.steps - steps_then) / max(now - started, 1e-9)

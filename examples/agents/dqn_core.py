@@ -104,6 +104,7 @@ def replay_dataset(address: str, batch_size: int, timeout_ms: int = 1_000) -> An
         table=TABLE,
         max_in_flight_samples_per_worker=2 * batch_size,
         rate_limiter_timeout_ms=timeout_ms,
+        get_signature_timeout_secs=3,  # a stopped server must not hold the learner
     )
     return dataset.batch(batch_size, drop_remainder=True).prefetch(1).as_numpy_iterator()
 
