@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,19 @@ from topo.ir import Program
 
 # The topo_launch fixture (starts programs, checks by pid that nothing is left behind).
 pytest_plugins = ["topo.testing"]
+
+
+@pytest.fixture(autouse=True)
+def _haiku_flax_shim_has_no_file() -> Iterator[None]:
+    """Without flax, dm-haiku puts an object whose every attribute raises ImportError in
+    ``sys.modules["haiku.experimental.flax"]``; hypothesis looks up ``__file__`` on every
+    module it has not seen (in any later test once a test imported haiku) and crashes.
+    Give the shim's class a ``__file__`` of None."""
+    yield
+    shim = sys.modules.get("haiku.experimental.flax")
+    if shim is not None and not hasattr(type(shim), "__file__"):
+        type(shim).__file__ = None
+
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "topologies"
