@@ -156,7 +156,7 @@ class Learner:
             self._priorities = queue.Queue(maxsize=1)
             threading.Thread(  # the method is looked up here: a topo node's thread
                 target=self._priority_loop,
-                args=(self._replay.mutate_priorities, self._priorities),
+                args=(self._replay.mutate_priorities, self._priorities, topo.stop_event()),
                 name="dqn-priorities",
                 daemon=True,
             ).start()
@@ -164,12 +164,15 @@ class Learner:
         with contextlib.suppress(queue.Full):
             self._priorities.put_nowait(updates)
 
-    def _priority_loop(self, mutate: Any, updates: queue.Queue[dict[int, float] | None]) -> None:
+    def _priority_loop(
+        self, mutate: Any, updates: queue.Queue[dict[int, float] | None], stop: threading.Event
+    ) -> None:
         while (update := updates.get()) is not None:
             try:
                 mutate(table=TABLE, updates=update)
             except Exception as exc:  # the replay went away: priorities stay as they are
-                log.warning("learner: priority updates stopped: %r", exc)
+                if not stop.is_set():
+                    log.warning("learner: priority updates stopped: %r", exc)
                 return
 
     def run(self) -> None:
