@@ -17,6 +17,7 @@ from topo.ir import Program
 # The topo_launch fixture (starts programs, checks by pid that nothing is left behind).
 pytest_plugins = ["topo.testing"]
 
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "topologies"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))

@@ -52,8 +52,9 @@ def test_acme_check_through_the_cli(run_topo: Any) -> None:
     colocate = "colocate_learner_and_replay=true"
     result = run_topo("validate", path, "-p", colocate, "-p", "num_learners=2")
     assert result.exit_code == 1
-    assert f"{path}:79:3: error: 'learner' is thread-colocated with replay" in result.stderr
-    assert "79 |   - name: learner_replay" in result.stderr  # the snippet with a caret
+    line = path.read_text().splitlines().index("  - name: learner_replay") + 1
+    assert f"{path}:{line}:3: error: 'learner' is thread-colocated with replay" in result.stderr
+    assert f"{line} |   - name: learner_replay" in result.stderr  # the snippet with a caret
     assert "hint: set the secondary count to 0" in result.stderr
     assert run_topo("validate", "-q", path, "-p", colocate, "-p", "num_learners=1").exit_code == 0
 
@@ -220,7 +221,8 @@ def test_subprocess_valid_and_acme_check() -> None:
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
     bad = _topo("validate", acme, "-p", "colocate_learner_and_replay=true", "-p", "num_learners=2")
     assert bad.returncode == 1
-    assert bad.stderr.startswith(f"{acme}:79:3: error: ")
+    line = (ROOT / acme).read_text().splitlines().index("  - name: learner_replay") + 1
+    assert bad.stderr.startswith(f"{acme}:{line}:3: error: ")
     assert "Traceback" not in bad.stderr + bad.stdout
 
 

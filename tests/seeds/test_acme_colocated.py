@@ -79,7 +79,8 @@ def test_acme_colocated_mirrors_the_seed(
 
 
 def test_acme_colocated_defaults_colocate() -> None:
+    # The example's default max_actor_steps (50000) gives it a coordinator: it stops by itself.
     program = compile_seed(PATH, {})
-    assert_mirrors(program, seed(2, True, 1, None, True, False))
+    assert_mirrors(program, seed(2, True, 1, 50_000, True, False))
     [exe] = [e for e in program.executables if "learner" in e.nodes]
     assert exe.mode == "set" and set(exe.nodes) == {"learner", "replay"}

@@ -117,7 +117,8 @@ def test_acme_distributed_mirrors_the_seed(args: Args) -> None:
 
 
 def test_acme_distributed_defaults_are_the_seeds() -> None:
-    assert_mirrors(compile_seed(PATH, {}), seed(Args()))
+    # The example's default max_actor_steps (50000) gives it a steps limiter: it stops by itself.
+    assert_mirrors(compile_seed(PATH, {}), seed(Args(max_num_actor_steps=50_000)))
 
 
 def test_secondary_learners_get_no_counter_and_follow_the_primary() -> None:

@@ -28,9 +28,9 @@ FileArgument = Annotated[
     Path, typer.Argument(metavar="FILE", help="Topology YAML file.", show_default=False)
 ]
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # ":100:" is a line
 # Piped output is not cut to 80 columns: tables keep whole target paths.
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+stdout = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
 
 
 def fail(error: TopoError) -> typer.Exit:

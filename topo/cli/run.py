@@ -95,7 +95,7 @@ def run(
     # later: the live view redirects sys.stdout into this console, and the threads backend
     # routes sys.stdout per node thread; resolving it on every write made the two feed each
     # other in a busy loop.
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     use_table = (live if live is not None else console.is_terminal) and not quiet
     stopping = False
 

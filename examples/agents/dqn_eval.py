@@ -1,0 +1,141 @@
+"""The DQN agent's nodes that only read the learner's parameters: the :class:`Evaluator`
+(greedy policy, mean return, ``final evaluation return: X`` at the stop) and the
+:class:`ModelSaver` (``.npz`` snapshots). :mod:`examples.agents.dqn` re-exports both."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import topo
+from examples.agents.common import make_environment, run_episode
+from examples.agents.dqn_core import numpy_layers, numpy_q_values, seed_of
+
+
+class Evaluator:
+    """Runs the greedy policy every ``every_s`` seconds for ``episodes`` episodes; logs and
+    prints the mean return with the actor steps at that time, and once more when the
+    program stops (``final evaluation return: X``)."""
+
+    def __init__(
+        self,
+        random_key: Any,
+        variable_source: Any,
+        counter: Any,
+        *,
+        episodes: int = 10,
+        every_s: float = 10.0,
+    ) -> None:
+        self._seed = seed_of(random_key)
+        self._source = variable_source
+        self._counter = counter
+        self._episodes = episodes
+        self._every_s = every_s
+        self._env = make_environment(self._seed)
+        self._logger = topo.metrics.logger("evaluator")
+        self._params: Any = None
+        self.returns: list[float] = []
+
+    def evaluate(self, params: Any) -> float:
+        """Mean undiscounted return of the greedy policy of ``params``."""
+        layers = numpy_layers(params)
+
+        def policy(observation: np.ndarray) -> int:
+            return int(np.argmax(numpy_q_values(layers, observation)))
+
+        seeds = self._seed + 1000 * len(self.returns)
+        results = [run_episode(self._env, policy, seeds + i) for i in range(self._episodes)]
+        return float(np.mean(results))
+
+    def run(self) -> None:
+        """Evaluate periodically until the program stops, then a last time."""
+        stop = topo.stop_event()
+        started = time.monotonic()
+        while not stop.wait(self._every_s):
+            try:
+                self._params = self._fetch(timeout=60.0)
+                counts = self._counter.get_counts()
+            except Exception:
+                if stop.is_set():  # the learner or the counter stopped first
+                    break
+                raise
+            self._report(self.evaluate(self._params), counts, time.monotonic() - started)
+        self.final()
+
+    def final(self) -> float | None:
+        """The last evaluation, at the stop: the newest parameters the learner still gives
+        (within 2 s), else the last ones fetched. Prints ``final evaluation return: X``."""
+        try:
+            self._params = self._fetch(timeout=2.0)
+        except Exception:  # the learner went away first
+            pass
+        if self._params is None:
+            print("final evaluation return: none (no parameters were fetched)", flush=True)
+            return None
+        mean = self.evaluate(self._params)
+        self.returns.append(mean)
+        print(
+            f"final evaluation return: {mean:.1f} (mean of {self._episodes} episodes)", flush=True
+        )
+        return mean
+
+    def _fetch(self, timeout: float) -> Any:
+        return self._source.futures.get_variables(["policy"]).result(timeout=timeout)[0]
+
+    def _report(self, mean: float, counts: dict[str, Any], elapsed: float) -> None:
+        self.returns.append(mean)
+        actor_steps = int(counts.get("actor_steps", 0))
+        learner_steps = int(counts.get("learner_steps", 0))
+        self._logger.write(
+            {
+                "mean_return": mean,
+                "actor_steps": actor_steps,
+                "learner_steps": learner_steps,
+                "elapsed_s": elapsed,
+            }
+        )
+        print(
+            f"evaluator: {elapsed:6.1f}s actor_steps={actor_steps} "
+            f"learner_steps={learner_steps} mean return over {self._episodes} episodes: {mean:.1f}",
+            flush=True,
+        )
+
+
+class ModelSaver:
+    """Snapshots the learner's parameters every ``every_s`` seconds and at the stop, as
+    ``params_<n>.npz`` (keys ``layer/w``) in ``directory`` (relative: the node's working
+    directory)."""
+
+    def __init__(
+        self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 10.0
+    ) -> None:
+        self._source = variable_source
+        self.directory = Path(directory).resolve()
+        self._every_s = every_s
+        self.saved: list[Path] = []
+
+    def save_now(self, timeout: float = 60.0) -> Path:
+        """Fetch the parameters and write one snapshot; its path."""
+        [params] = self._source.futures.get_variables(["policy"]).result(timeout=timeout)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"params_{len(self.saved):05d}.npz"
+        flat = {
+            f"{layer}/{name}": np.asarray(v) for layer, p in params.items() for name, v in p.items()
+        }
+        np.savez(path, **flat)
+        self.saved.append(path)
+        return path
+
+    def run(self) -> None:
+        """Snapshot periodically until the program stops, then once more if possible."""
+        stop = topo.stop_event()
+        while not stop.wait(self._every_s):
+            self.save_now()
+        try:
+            self.save_now(timeout=2.0)
+        except Exception as exc:  # the learner went away first
+            print(f"model_saver: no final snapshot ({exc!r})", flush=True)
+        print(f"model_saver: {len(self.saved)} snapshot(s) in {self.directory}", flush=True)
