@@ -46,3 +46,40 @@ class User:
     def reconnect(self) -> str:
         self.replay.reconnect()
         return str(self.replay.address())
+
+
+def make_limited_tables() -> list[reverb.Table]:
+    """A table whose rate limiter holds writers back after a few inserts (nobody samples)."""
+    return [
+        reverb.Table(
+            name=TABLE,
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+                samples_per_insert=8.0, min_size_to_sample=1, error_buffer=16.0
+            ),
+        )
+    ]
+
+
+class Writer:
+    """Inserts until the program stops, with the legacy writer an Acme actor uses; a rate
+    limiter soon holds it inside Reverb."""
+
+    def __init__(self, replay: Any) -> None:
+        self.replay = replay
+        self.inserted = 0
+
+    def count(self) -> int:
+        return self.inserted
+
+    def run(self) -> None:
+        import topo
+
+        stop = topo.stop_event()
+        with self.replay.writer(max_sequence_length=1) as writer:
+            while not stop.is_set():
+                writer.append([self.inserted])
+                writer.create_item(TABLE, 1, 1.0)
+                self.inserted += 1

@@ -107,3 +107,37 @@ def test_a_table_factory_returning_no_tables_fails_the_node(
 def test_the_reverb_client_pickles_as_its_node_id() -> None:
     client = pickle.loads(pickle.dumps(ReverbClient("replay", 5.0)))
     assert client.node_id == "replay" and client._client is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_writers_held_back_by_the_rate_limiter_end_cleanly_at_the_stop(
+    topo_launch: Callable, tmp_path: Path, backend: str
+) -> None:
+    path = tmp_path / "held.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        name: held
+        nodes:
+          replay: {kind: reverb, tables: "reverb_nodes:make_limited_tables"}
+          writer:
+            target: "reverb_nodes:Writer"
+            count: 2
+            args: {replay: "@replay"}
+        """)
+    )
+    run = topo_launch(path, backend, ready_timeout=120)
+    writers = [run.handle(f"writer/{i}", timeout=30) for i in range(2)]
+    counts = [-1, -1]
+    for _ in range(100):  # until both writers are held back (their counts stop moving)
+        time.sleep(0.3)
+        now = [w.count() for w in writers]
+        if now == counts and all(c > 0 for c in now):
+            break
+        counts = now
+    assert now == counts, "the rate limiter never held the writers back"
+    start = time.monotonic()
+    assert run.stop(timeout=60) == 0
+    assert time.monotonic() - start < 4.5  # released, not killed after the 5 s grace period
+    assert not any("killed" in w for w in run.launcher.warnings), run.launcher.warnings
+    assert {s.state for s in run.status() if s.id.startswith("writer")} == {"finished"}

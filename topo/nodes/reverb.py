@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ import reverb
 
 import topo
 from topo.targets import load_target
+
+DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
 
 
 def free_loopback_port() -> int:
@@ -50,6 +53,7 @@ class ReverbServer:
     ) -> None:
         made = load_target(tables)(**table_args)
         table_list = list(made)
+        self._tables = table_list
         if not table_list or not all(isinstance(t, reverb.Table) for t in table_list):
             raise TypeError(f"{tables} must return a non-empty list of reverb.Table, got {made!r}")
         self._dir = None if checkpoint_dir is None else Path(checkpoint_dir).resolve()
@@ -81,5 +85,26 @@ class ReverbServer:
                 self.checkpoint()
             if self._dir is not None:
                 self.checkpoint()
+            self._release_writers()
         finally:
             self._server.stop()
+
+    def _release_writers(self, within_s: float = DRAIN_S, calm_s: float = 0.3) -> None:
+        """At the stop, let writers that a rate limiter holds back finish: while a table
+        refuses inserts (its sample-to-insert ratio wants samples first), sample and drop
+        items. Peers see the stop between writes and end their loops; a client still
+        blocked inside Reverb when its server closes can abort its whole process (with
+        the threads backend, the launcher). Ends after ``calm_s`` without a held-back
+        table, or after ``within_s`` (inside the default grace period)."""
+        end = time.monotonic() + within_s
+        calm_since = time.monotonic()
+        while time.monotonic() < end:
+            held = [t.name for t in self._tables if not t.can_insert(1) and t.can_sample(1)]
+            if not held:
+                if time.monotonic() - calm_since >= calm_s:
+                    return
+                time.sleep(0.02)
+                continue
+            calm_since = time.monotonic()
+            for name in held:  # one at a time: a sample the limiter refuses would block
+                next(iter(self._client.sample(name, num_samples=1)))
