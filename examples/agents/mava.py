@@ -61,10 +61,6 @@ def make_replay_tables(
     ]
 
 
-def _local_counter(counter: Any, prefix: str) -> Counter:
-    return Counter(parent=counter, prefix=prefix) if counter is not None else Counter()
-
-
 class Trainer:
     """DIAL's learner: whole episodes from the replay, one jitted update per batch."""
 
@@ -80,7 +76,7 @@ class Trainer:
         target_period: int = 100,
     ) -> None:
         self._replay = replay
-        self._counter = _local_counter(counter, "trainer")
+        self._counter = Counter(parent=counter, prefix="trainer")
         self._cfg = Config(
             num_agents=num_agents, learning_rate=learning_rate, target_period=target_period
         )
@@ -167,7 +163,7 @@ class Executor:
         self._id = executor_id
         self._replay = replay
         self._variables = VariableClient(variable_source, update_period)
-        self._counter = _local_counter(counter, "executor")
+        self._counter = Counter(parent=counter, prefix="executor")
         self._cfg = Config(num_agents=num_agents)
         self._decay = max(1, epsilon_decay_episodes)
         self._min_epsilon = min_epsilon

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import pickle
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,9 +17,6 @@ pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
     reason="needs the rl and reverb extras",
 )
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # examples.agents is not an installed package
-    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # examples.agents is not an installed package
-    sys.path.insert(0, str(ROOT))
 
 from topo.testing import wait_gone  # noqa: E402
 

@@ -9,17 +9,21 @@ import reverb
 TABLE = "uniform"
 
 
-def make_tables() -> list[reverb.Table]:
-    """One uniform table of 1000 items that can be sampled as soon as it holds one."""
+def _uniform_table(rate_limiter: Any) -> list[reverb.Table]:
     return [
         reverb.Table(
             name=TABLE,
             sampler=reverb.selectors.Uniform(),
             remover=reverb.selectors.Fifo(),
             max_size=1000,
-            rate_limiter=reverb.rate_limiters.MinSize(1),
+            rate_limiter=rate_limiter,
         )
     ]
+
+
+def make_tables() -> list[reverb.Table]:
+    """One uniform table of 1000 items that can be sampled as soon as it holds one."""
+    return _uniform_table(reverb.rate_limiters.MinSize(1))
 
 
 def not_tables() -> list[int]:
@@ -50,17 +54,11 @@ class User:
 
 def make_limited_tables() -> list[reverb.Table]:
     """A table whose rate limiter holds writers back after a few inserts (nobody samples)."""
-    return [
-        reverb.Table(
-            name=TABLE,
-            sampler=reverb.selectors.Uniform(),
-            remover=reverb.selectors.Fifo(),
-            max_size=1000,
-            rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                samples_per_insert=8.0, min_size_to_sample=1, error_buffer=16.0
-            ),
+    return _uniform_table(
+        reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=8.0, min_size_to_sample=1, error_buffer=16.0
         )
-    ]
+    )
 
 
 class Writer:
