@@ -184,6 +184,10 @@ class Backend(ABC):
         """Processes the backend started besides executables (e.g. a fork server)."""
         return []
 
+    def location(self, exe: str) -> str | None:
+        """The host ``exe`` runs (or will run) on, for backends spanning hosts; else None."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release everything ``open`` made; every executable has exited or been killed."""
@@ -195,9 +199,9 @@ ENTRY_POINT_GROUP = "topo.backends"
 BUILTIN_BACKENDS: dict[str, str] = {
     "threads": "topo.backends.threads:ThreadsBackend",
     "procs": "topo.backends.procs:ProcsBackend",
+    "ssh": "topo.backends.ssh.backend:SshBackend",
 }
 PLANNED_BACKENDS: dict[str, str] = {
-    "ssh": "a process per executable on the hosts of an inventory, over SSH",
     "ray": "one Ray actor per executable on a Ray cluster",
 }
 

@@ -183,6 +183,7 @@ class Launcher(Supervision, Sink):
                     "executable": n.exe,
                     "state": n.state,
                     "pid": n.pid,
+                    "host": self.backend.location(n.exe),
                     "restarts": n.restarts,
                     "since": n.started,
                     "metrics": n.metrics,

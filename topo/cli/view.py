@@ -118,6 +118,12 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
     return None
 
 
+def _where(pid: int | None, host: str | None) -> str:
+    """The pid column: ``pid``, or ``pid@host`` for a backend that spans hosts."""
+    text = str(pid or "")
+    return f"{text}@{host}" if host else text
+
+
 class LinesView:
     """Prefixed coloured log lines and status lines."""
 
@@ -125,7 +131,7 @@ class LinesView:
         self.launcher = launcher
         self.console = console
         self.logs = logs
-        self.width = min(24, max((len(n) for n in launcher.nodes), default=4))
+        self.width = min(32, max((len(self._label(n)) for n in launcher.nodes), default=4))
         self._shown: dict[str, float] = {}  # node -> when its figures were last printed
 
     def __call__(self, event: Event) -> None:
@@ -134,7 +140,8 @@ class LinesView:
             return
         if event.kind == "log":
             if self.logs and event.node is not None:
-                prefix = Text(f"{event.node:<{self.width}} | ", style=colour(event.node))
+                label = self._label(event.node)
+                prefix = Text(f"{label:<{self.width}} | ", style=colour(event.node))
                 self.console.print(prefix + Text(event.message), soft_wrap=True, highlight=False)
             return
         line = status_line(event, self.launcher)
@@ -144,6 +151,12 @@ class LinesView:
                 soft_wrap=True,
                 highlight=False,
             )
+
+    def _label(self, node: str) -> str:
+        """``node``, or ``host/node`` when the backend spans hosts."""
+        status = self.launcher.nodes.get(node)
+        host = self.launcher.backend.location(status.exe if status else node)
+        return f"{host}/{node}" if host else node
 
     def _metrics(self, event: Event) -> None:
         node = event.node
@@ -155,7 +168,7 @@ class LinesView:
         figures = key_figures(self.launcher.nodes[node].metrics, limit=6)
         if figures:
             self._shown[node] = now
-            prefix = Text(f"{node:<{self.width}} | ", style=colour(node))
+            prefix = Text(f"{self._label(node):<{self.width}} | ", style=colour(node))
             line = prefix + Text(f"metrics: {figures}", style="dim")
             self.console.print(line, soft_wrap=True, highlight=False)
 
@@ -202,7 +215,7 @@ class TableView:
                 Text(st.id, style=colour(st.id)),
                 Text(st.exe),
                 Text(state, style=STATE_STYLE.get(st.state, "")),
-                str(st.pid or ""),
+                _where(st.pid, la.backend.location(st.exe)),
                 str(st.restarts or ""),
                 _uptime(st.started) if st.state == "running" else "",
                 *([escape(key_figures(st.metrics))] if with_metrics else []),
