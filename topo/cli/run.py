@@ -33,7 +33,8 @@ def run(
         typer.Option(
             "--backend",
             "-b",
-            help="procs (one process per executable), threads, or an installed plugin backend.",
+            help="procs (one process per executable), threads, ssh (with --hosts), or an installed "
+            "plugin backend.",
         ),
     ] = "procs",
     grace: Annotated[
@@ -72,6 +73,18 @@ def run(
             "(as topo plot does; needs the plot extra).",
         ),
     ] = False,
+    hosts: Annotated[
+        Path | None,
+        typer.Option("--hosts", help="Inventory file of --backend ssh: the hosts to run on."),
+    ] = None,
+    ship: Annotated[
+        bool,
+        typer.Option(
+            "--ship",
+            help="With --backend ssh: copy the working tree to each host's workdir over SFTP "
+            "before starting.",
+        ),
+    ] = False,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
     from topo.backends.base import BackendNotFound, Event, RunOptions, get_backend
@@ -79,10 +92,12 @@ def run(
     from topo.cli.view import LinesView, TableView
 
     try:
-        chosen = get_backend(backend)
+        chosen = get_backend(backend, **_backend_options(backend, hosts, ship))
     except BackendNotFound as exc:
         stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
+    except TopoError as error:  # e.g. a bad inventory: nothing has started yet
+        raise fail(error) from None
     loaded = load_topology(file, params)
     options = RunOptions(
         grace_s=grace, log_dir=log_dir, run_dir=run_dir, topology_yaml=loaded.yaml_text
@@ -138,6 +153,24 @@ def run(
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _backend_options(backend: str, hosts: Path | None, ship: bool) -> dict[str, object]:
+    """The options ``get_backend`` passes to the backend's constructor: ``--hosts`` and
+    ``--ship`` are for the ssh backend only; a wrong combination exits 1."""
+    if backend != "ssh":
+        given = [flag for flag, on in (("--hosts", hosts is not None), ("--ship", ship)) if on]
+        if given:
+            stderr.print(
+                f"[red]error:[/] {' and '.join(given)} only apply to --backend ssh "
+                f"(not {escape(backend)})"
+            )
+            raise typer.Exit(1)
+        return {}
+    if hosts is None:
+        stderr.print("[red]error:[/] --backend ssh needs --hosts FILE (the inventory of hosts)")
+        raise typer.Exit(1)
+    return {"hosts": hosts, "ship": ship}
 
 
 def _plot(run_dir: Path) -> None:

@@ -1,0 +1,224 @@
+"""Which host of the inventory runs which executable of a program.
+
+A unit is an executable, or every executable of one host-colocation set (the IR's
+``Executable.placement``), which must share a host. A unit needs every label its
+groups ask for (``resources.host_labels``) and room for all its executables under
+the host's ``capacity``. Constrained units are placed first (more labels first, then
+bigger), each on the eligible host with the fewest executables so far (ties: file
+order), which spreads the rest evenly. Pure: no SSH, no processes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from topo.backends.ssh.inventory import HostSpec, Inventory
+from topo.diagnostics import Diagnostic, TopoError
+from topo.ir import Program
+
+__all__ = ["Placement", "format_placement", "place"]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """Executables that go to one host together, and what that host must offer."""
+
+    exes: tuple[str, ...]
+    labels: tuple[str, ...]
+    groups: tuple[str, ...]
+    host_set: str | None
+
+
+def _units(program: Program) -> list[_Unit]:
+    """The program's executables gathered into placement units, in program order."""
+    by_set: dict[str, list[str]] = {}
+    order: list[tuple[str | None, str]] = []
+    for exe in program.executables:
+        if exe.placement is None:
+            order.append((None, exe.id))
+        else:
+            if exe.placement not in by_set:
+                order.append((exe.placement, exe.id))
+            by_set.setdefault(exe.placement, []).append(exe.id)
+    units = []
+    for host_set, first in order:
+        exes = tuple(by_set[host_set]) if host_set is not None else (first,)
+        groups = tuple(
+            dict.fromkeys(
+                program.node(n).group for e in exes for n in program.executable_index[e].nodes
+            )
+        )
+        labels = tuple(
+            dict.fromkeys(
+                label for g in groups for label in program.group_index[g].resources.host_labels
+            )
+        )
+        units.append(_Unit(exes, labels, groups, host_set))
+    return units
+
+
+def _fits(host: HostSpec, labels: Collection[str], load: int, size: int) -> bool:
+    return set(labels) <= set(host.labels) and (
+        host.capacity is None or load + size <= host.capacity
+    )
+
+
+class Placement:
+    """Executable -> host, changed only by :meth:`relocate` (thread-safe: the launcher
+    restarts nodes from its own thread)."""
+
+    def __init__(
+        self,
+        hosts: Sequence[HostSpec],
+        assigned: dict[str, str],
+        labels: dict[str, tuple[str, ...]],
+        host_sets: dict[str, str | None],
+    ) -> None:
+        self._hosts = {h.name: h for h in hosts}
+        self._order = {exe: i for i, exe in enumerate(assigned)}
+        self._assigned = dict(assigned)
+        self._labels = labels
+        self._host_sets = host_sets
+        self._lock = threading.Lock()
+
+    def host_of(self, exe_id: str) -> str:
+        """The host that runs executable ``exe_id`` (KeyError if there is no such one)."""
+        with self._lock:
+            return self._assigned[exe_id]
+
+    def executables_on(self, host: str) -> list[str]:
+        """The executables placed on ``host``, in program order."""
+        with self._lock:
+            return [e for e, h in self._assigned.items() if h == host]
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """Host -> its executables, for every host of the inventory in file order (a host
+        with nothing placed has an empty list)."""
+        with self._lock:
+            out: dict[str, list[str]] = {h: [] for h in self._hosts}
+            for exe, host in self._assigned.items():
+                out[host].append(exe)
+            return out
+
+    def _load(self, host: str) -> int:
+        return sum(1 for h in self._assigned.values() if h == host)
+
+    def relocate(self, exe_id: str, alive: Collection[str]) -> str | None:
+        """The host to restart ``exe_id`` on, given the hosts still ``alive``: its own if
+        alive; else where another member of its host set already runs; else the
+        least-loaded alive host with its labels and room (for the members of its set
+        still to move, too). None when no host fits (the placement is then unchanged)."""
+        with self._lock:
+            current = self._assigned[exe_id]
+            if current in alive:
+                return current
+            host_set = self._host_sets.get(exe_id)
+            members = [e for e, s in self._host_sets.items() if s is not None and s == host_set]
+            for other in members:
+                if other != exe_id and self._assigned[other] in alive:
+                    self._assigned[exe_id] = self._assigned[other]
+                    return self._assigned[exe_id]
+            moving = max(1, sum(1 for e in members if self._assigned[e] not in alive))
+            candidates = [
+                h
+                for name, h in self._hosts.items()
+                if name in alive and _fits(h, self._labels[exe_id], self._load(name), moving)
+            ]
+            if not candidates:
+                return None
+            best = min(candidates, key=lambda h: self._load(h.name))  # min keeps file order
+            self._assigned[exe_id] = best.name
+            return best.name
+
+
+def _who(unit: _Unit) -> str:
+    """The unit as the subject of a sentence: group 'a', host set 'core' (groups ...)."""
+    groups = ("groups " if len(unit.groups) > 1 else "group ") + ", ".join(
+        f"'{g}'" for g in unit.groups
+    )
+    if unit.host_set is not None and len(unit.exes) > 1:
+        return f"host set '{unit.host_set}' ({len(unit.exes)} executables of {groups})"
+    if len(unit.groups) > 1:
+        return f"executable '{unit.exes[0]}' ({groups})"
+    return groups
+
+
+def _show_host(host: HostSpec, load: int) -> str:
+    labels = ", ".join(host.labels) if host.labels else "no labels"
+    room = "" if host.capacity is None else f", {load} of capacity {host.capacity} taken"
+    return f"{host.name} ({labels}{room})"
+
+
+def _unplaceable(
+    unit: _Unit, program: Program, inventory: Inventory, loads: dict[str, int]
+) -> Diagnostic:
+    """Why no host can take ``unit``: a label no host has, or no room left."""
+    labelled = [h for h in inventory.hosts if set(unit.labels) <= set(h.labels)]
+    wanted = [g for g in unit.groups if program.group_index[g].resources.host_labels]
+    origin = program.group_index[(wanted or list(unit.groups))[0]].origin
+    hosts = "; ".join(_show_host(h, loads[h.name]) for h in inventory.hosts)
+    if not labelled:
+        label_text = ", ".join(unit.labels)
+        return Diagnostic(
+            f"{_who(unit)} needs a host labelled {label_text}, and no host has "
+            f"{'them all' if len(unit.labels) > 1 else 'it'} (hosts: {hosts})",
+            origin,
+            "add the label to a host's labels in the inventory, or change resources.host_labels",
+        )
+    among = f" labelled {', '.join(unit.labels)}" if unit.labels else ""
+    return Diagnostic(
+        f"{_who(unit)} needs room for {len(unit.exes)} executable(s) on one host{among}, "
+        f"and none is left (hosts: {hosts})",
+        origin,
+        "raise a host's capacity or add hosts to the inventory",
+    )
+
+
+def place(program: Program, inventory: Inventory) -> Placement:
+    """Place every executable of ``program`` on a host of ``inventory``; a ``TopoError``
+    with one diagnostic per unit that fits nowhere."""
+    units = _units(program)
+    ranked = sorted(
+        range(len(units)), key=lambda i: (-len(units[i].labels), -len(units[i].exes), i)
+    )
+    loads = {h.name: 0 for h in inventory.hosts}
+    chosen: dict[str, str] = {}
+    errors = []
+    for i in ranked:
+        unit = units[i]
+        fitting = [
+            h for h in inventory.hosts if _fits(h, unit.labels, loads[h.name], len(unit.exes))
+        ]
+        if not fitting:
+            errors.append(_unplaceable(unit, program, inventory, loads))
+            continue
+        best = min(fitting, key=lambda h: loads[h.name])
+        loads[best.name] += len(unit.exes)
+        for exe in unit.exes:
+            chosen[exe] = best.name
+    if errors:
+        raise TopoError(errors)
+    labels = {e: u.labels for u in units for e in u.exes}
+    host_sets = {e: u.host_set for u in units for e in u.exes}
+    assigned = {e.id: chosen[e.id] for e in program.executables}
+    return Placement(inventory.hosts, assigned, labels, host_sets)
+
+
+def format_placement(placement: Placement, program: Program, inventory: Inventory) -> str:
+    """Per host: name, address, labels, capacity, then its executables and their nodes."""
+    where = f" ({inventory.path})" if inventory.path else ""
+    lines = [f"placement on {len(inventory.hosts)} host(s){where}"]
+    for host, exes in placement.as_dict().items():
+        spec = inventory.host(host)
+        labels = f"  labels {', '.join(spec.labels)}" if spec.labels else ""
+        capacity = f"  capacity {spec.capacity}" if spec.capacity is not None else ""
+        address = f"{spec.user}@{spec.address}" + (f":{spec.port}" if spec.port != 22 else "")
+        count = f"{len(exes)} executable{'s' if len(exes) != 1 else ''}"
+        lines.append(f"  host {host}  {address}{labels}{capacity}  — {count}")
+        for exe in exes:
+            nodes = program.executable_index[exe].nodes
+            shown = exe if nodes == (exe,) else f"{exe}: {', '.join(nodes)}"
+            lines.append(f"    {shown}")
+    return "\n".join(lines)
