@@ -258,10 +258,14 @@ def main() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # EOF on stdin is what ends us
     out = _Out(sys.stdout.buffer)
     stdin = sys.stdin.buffer
-    first = stdin.readline()
-    if not first:
-        return
-    agent = Agent(json.loads(first), out)
+    while True:  # pings may come before the init
+        first = stdin.readline()
+        if not first:
+            return
+        init = json.loads(first)
+        if init.get("t") == "init":
+            break
+    agent = Agent(init, out)
     threading.Thread(target=agent.relay_status, name="topo-agent-status", daemon=True).start()
     threading.Thread(target=agent.beat, name="topo-agent-beat", daemon=True).start()
     reason = "the launcher closed the channel"
