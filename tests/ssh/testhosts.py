@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+import json
 
 BASE = Path(os.environ.get("TOPO_BASE", "/tmp/topo"))
 NET = "10.213.0"
@@ -57,7 +57,7 @@ def _namespaces() -> list[str]:
 
 
 @dataclass(frozen=True)
-class TestHosts:
+class HostSet:
     """Hosts that are up: names and addresses, and the files a client needs."""
 
     names: tuple[str, ...]
@@ -94,7 +94,7 @@ class TestHosts:
                 for name, addr in zip(self.names, self.addresses, strict=True)
             },
         }
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        path.write_text(json.dumps(data, indent=2))  # JSON is YAML
         return path
 
     def pids(self, name: str) -> list[int]:
@@ -113,14 +113,14 @@ class TestHosts:
         _run("ip", "link", "set", f"topo-v{name[6:]}", "up" if up else "down")
 
 
-def existing() -> TestHosts | None:
+def existing() -> HostSet | None:
     """Hosts brought up earlier (by these tests or topo-hosts.sh), if any."""
     names = _namespaces()
     listing = BASE / "hosts.txt"
     if not names or not listing.exists():
         return None
     pairs = [line.split() for line in listing.read_text().splitlines() if line.strip()]
-    return TestHosts(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
+    return HostSet(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
 
 
 _SSHD_CONFIG = """\
@@ -141,7 +141,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 """
 
 
-def up(n: int) -> TestHosts:
+def up(n: int) -> HostSet:
     """Create ``n`` hosts; refuses if any exist."""
     if _namespaces():
         raise RuntimeError("test hosts are already up")
