@@ -4,6 +4,8 @@ anything starts, failures follow the restart policy, and nothing is left on a ho
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -29,13 +31,24 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def test_consumer_producers_runs_across_hosts(
-    ssh_hosts: HostSet, tmp_path: Path
-) -> None:
+def test_consumer_producers_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -> None:
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    argv = [sys.executable, "-m", "topo", "run", "examples/topologies/consumer_producers.yaml",
-            "--backend", "ssh", "--hosts", str(hosts), "--no-live",
-            "--log-dir", str(tmp_path / "runs"), "-p", "num_producers=5"]
+    argv = [
+        sys.executable,
+        "-m",
+        "topo",
+        "run",
+        "examples/topologies/consumer_producers.yaml",
+        "--backend",
+        "ssh",
+        "--hosts",
+        str(hosts),
+        "--no-live",
+        "--log-dir",
+        str(tmp_path / "runs"),
+        "-p",
+        "num_producers=5",
+    ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "32 results from 5 producers" in done.stdout
@@ -44,8 +57,6 @@ def test_consumer_producers_runs_across_hosts(
     assert prefixed and prefixed[0].split("/")[0] in ssh_hosts.names, done.stdout
     [run_dir] = (tmp_path / "runs").iterdir()
     assert "32 results from 5 producers" in (run_dir / "logs" / "consumer.log").read_text()
-    import json
-
     status = json.loads((run_dir / "status.json").read_text())
     assert {n["host"] for n in status["nodes"]} == set(ssh_hosts.names)  # 6 nodes, 3 hosts
 
@@ -53,10 +64,10 @@ def test_consumer_producers_runs_across_hosts(
 def test_placement_honours_labels_and_colocation(
     ssh_hosts: HostSet, topo_launch: Callable, tmp_path: Path
 ) -> None:
-    hosts = ssh_hosts.inventory(
-        tmp_path / "hosts.yaml", hosts={"topo-h3": {"labels": ["gpu"]}}
-    )
-    path = write(tmp_path / "placed.yaml", f"""
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", hosts={"topo-h3": {"labels": ["gpu"]}})
+    path = write(
+        tmp_path / "placed.yaml",
+        f"""
         name: placed
         nodes:
           trainer: {{target: "{NODES}:Where", count: 2, resources: {{host_labels: [gpu]}}}}
@@ -66,7 +77,8 @@ def test_placement_honours_labels_and_colocation(
           spread: {{target: "{NODES}:Where", count: 3}}
         colocation:
           - {{name: pair, nodes: ["@left", "@right"], mode: host}}
-        """)
+        """,
+    )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
     where = {n.id: run.handle(n.id, timeout=20).where() for n in run.program.nodes}
     hostname = {node: w["host"] for node, w in where.items()}
@@ -91,11 +103,14 @@ def test_an_impossible_placement_is_refused_before_anything_starts(
     from topo.api import launch
 
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    path = write(tmp_path / "gpu.yaml", f"""
+    path = write(
+        tmp_path / "gpu.yaml",
+        f"""
         name: gpu
         nodes:
           trainer: {{target: "{NODES}:Where", resources: {{host_labels: [gpu]}}}}
-        """)
+        """,
+    )
     with pytest.raises(TopoError, match="gpu"):
         launch(path, "ssh", backend_options={"hosts": hosts}, log_dir=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
@@ -110,21 +125,39 @@ def test_failing_hosts_are_reported_together_and_nothing_starts(
     here = [ssh_hosts.base / f"h{i}" / "fs" / project.name for i in (1, 2)]
     for directory in [project, *here]:  # the launcher's, and what h1 and h2 see there
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "only_here.py").write_text("class Node:\n    def ping(self):\n        return 1\n")
+        (directory / "only_here.py").write_text(
+            "class Node:\n    def ping(self):\n        return 1\n"
+        )
     try:
         hosts = ssh_hosts.inventory(
             tmp_path / "hosts.yaml", hosts={"topo-h2": {"python": "/nonexistent/bin/python3"}}
         )
-        topology = write(tmp_path / "t.yaml", """
+        topology = write(
+            tmp_path / "t.yaml",
+            """
             name: picky
             nodes:
               node: {target: "only_here:Node", count: 3}
-            """)
-        argv = [sys.executable, "-m", "topo", "run", str(topology), "--backend", "ssh",
-                "--hosts", str(hosts), "--no-live", "--log-dir", str(tmp_path / "runs")]
+            """,
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "topo",
+            "run",
+            str(topology),
+            "--backend",
+            "ssh",
+            "--hosts",
+            str(hosts),
+            "--no-live",
+            "--log-dir",
+            str(tmp_path / "runs"),
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=120,
-                              env=env)
+        done = subprocess.run(
+            argv, cwd=project, capture_output=True, text=True, timeout=120, env=env
+        )
     finally:
         import shutil
 
@@ -133,7 +166,10 @@ def test_failing_hosts_are_reported_together_and_nothing_starts(
             shutil.rmtree(ssh_hosts.base / f"h{i}" / "fs" / project.name, ignore_errors=True)
     assert done.returncode == 1, done.stdout + done.stderr
     err = done.stderr
-    assert "host topo-h2 (10.213.0.12) is not ready: python /nonexistent/bin/python3 is not there" in err
+    assert (
+        "host topo-h2 (10.213.0.12) is not ready: python /nonexistent/bin/python3 is not there"
+        in err
+    )
     assert "host topo-h3 (10.213.0.13) is not ready: target module only_here does not import" in err
     assert "host topo-h1" not in err
     assert "Traceback" not in err
@@ -148,23 +184,40 @@ def test_ship_copies_the_working_tree_to_hosts_without_it(
     project = tmp_path / "project"
     (project / "shipped").mkdir(parents=True)
     (project / "shipped" / "__init__.py").write_text("")
-    (project / "shipped" / "nodes.py").write_text(textwrap.dedent("""
+    (project / "shipped" / "nodes.py").write_text(
+        textwrap.dedent("""
         import socket
         import topo
 
         class Report:
             def run(self):
                 print("running", __file__, "on", socket.gethostname(), flush=True)
-        """))
-    write(project / "t.yaml", """
+        """)
+    )
+    write(
+        project / "t.yaml",
+        """
         name: shipped
         nodes:
           report: {target: "shipped.nodes:Report", count: 3}
-        """)
+        """,
+    )
     workdir = str(ssh_hosts.remote / "work")  # private to each host
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=workdir)
-    argv = [sys.executable, "-m", "topo", "run", "t.yaml", "--backend", "ssh",
-            "--hosts", str(hosts), "--no-live", "--log-dir", str(tmp_path / "runs")]
+    argv = [
+        sys.executable,
+        "-m",
+        "topo",
+        "run",
+        "t.yaml",
+        "--backend",
+        "ssh",
+        "--hosts",
+        str(hosts),
+        "--no-live",
+        "--log-dir",
+        str(tmp_path / "runs"),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # The hosts cannot see tmp_path? They can (shared filesystem): hide it by moving the
     # project where only the launcher's namespace has it.
@@ -172,10 +225,12 @@ def test_ship_copies_the_working_tree_to_hosts_without_it(
     hidden.parent.mkdir(parents=True, exist_ok=True)
     os.rename(project, hidden)
     try:
-        without = subprocess.run(argv, cwd=hidden, capture_output=True, text=True,
-                                 timeout=120, env=env)
-        shipped = subprocess.run([*argv, "--ship"], cwd=hidden, capture_output=True,
-                                 text=True, timeout=120, env=env)
+        without = subprocess.run(
+            argv, cwd=hidden, capture_output=True, text=True, timeout=120, env=env
+        )
+        shipped = subprocess.run(
+            [*argv, "--ship"], cwd=hidden, capture_output=True, text=True, timeout=120, env=env
+        )
     finally:
         import shutil
 
@@ -194,14 +249,17 @@ def test_a_killed_remote_node_restarts_per_its_policy(
     ssh_hosts: HostSet, topo_launch: Callable, tmp_path: Path
 ) -> None:
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    path = write(tmp_path / "restart.yaml", f"""
+    path = write(
+        tmp_path / "restart.yaml",
+        f"""
         name: restart
         nodes:
           echo:
             target: "{NODES}:Where"
             count: 3
             restart: {{policy: on-failure, max_restarts: 2, backoff: {{initial_s: 0.1}}}}
-        """)
+        """,
+    )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
     echo = run.handle("echo/1", timeout=30)
     first = echo.where()
@@ -227,14 +285,17 @@ def test_a_host_cut_off_counts_as_failed_and_its_nodes_move(
     from topo.runtime.errors import TopoRuntimeError
 
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    path = write(tmp_path / "cut.yaml", f"""
+    path = write(
+        tmp_path / "cut.yaml",
+        f"""
         name: cut
         nodes:
           echo:
             target: "{NODES}:Where"
             count: 3
             restart: {{policy: on-failure, max_restarts: 2, backoff: {{initial_s: 0.1}}}}
-        """)
+        """,
+    )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
     where = run.handle("echo/0", timeout=20).where()
     victim = where["host"]
@@ -260,7 +321,8 @@ def test_a_host_cut_off_counts_as_failed_and_its_nodes_move(
         while leftover and time.monotonic() < deadline:
             time.sleep(0.2)
             leftover = [
-                p for p in ssh_hosts.pids(victim)
+                p
+                for p in ssh_hosts.pids(victim)
                 if p not in ssh_hosts.sshd_pids(victim) and _is_topo(p)
             ]
         assert not leftover, f"processes left on the cut-off host: {leftover}"
@@ -281,15 +343,36 @@ def test_killing_the_launcher_leaves_nothing_on_any_host(
     ssh_hosts: HostSet, tmp_path: Path
 ) -> None:
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    path = write(tmp_path / "forever.yaml", f"""
+    path = write(
+        tmp_path / "forever.yaml",
+        f"""
         name: forever
         nodes:
           echo: {{target: "{NODES}:Where", count: 6}}
-        """)
-    argv = [sys.executable, "-m", "topo", "run", str(path), "--backend", "ssh", "--hosts",
-            str(hosts), "--no-live", "--log-dir", str(tmp_path / "runs")]
-    launcher = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        """,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "topo",
+        "run",
+        str(path),
+        "--backend",
+        "ssh",
+        "--hosts",
+        str(hosts),
+        "--no-live",
+        "--log-dir",
+        str(tmp_path / "runs"),
+    ]
+    launcher = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert launcher.stdout is not None
         for line in launcher.stdout:
@@ -309,3 +392,39 @@ def test_killing_the_launcher_leaves_nothing_on_any_host(
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait(10)
+
+
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
+    reason="needs the rl and reverb extras",
+)
+def test_distributed_dqn_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -> None:
+    """Acme's distributed DQN on three hosts (a small budget): actors on other hosts
+    than the replay insert into it and the learner feeds on it, until the steps
+    limiter stops the program."""
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    argv = [
+        sys.executable,
+        "-m",
+        "topo",
+        "run",
+        "examples/topologies/acme_distributed.yaml",
+        "--backend",
+        "ssh",
+        "--hosts",
+        str(hosts),
+        "--no-live",
+        "--log-dir",
+        str(tmp_path / "runs"),
+    ]
+    for param in ["num_actors=2", "max_actor_steps=4000", "min_replay_size=300", "eval_every_s=5"]:
+        argv += ["-p", param]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "final evaluation return:" in done.stdout
+    [run_dir] = (tmp_path / "runs").iterdir()
+    status = json.loads((run_dir / "status.json").read_text())
+    host_of = {n["id"]: n["host"] for n in status["nodes"]}
+    assert len(set(host_of.values())) == 3, host_of
+    assert {host_of["actor/0"], host_of["actor/1"]} - {host_of["replay"]}  # across hosts
+    assert "learner: stopped after" in (run_dir / "logs" / "learner.log").read_text()
