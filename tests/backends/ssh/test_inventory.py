@@ -153,10 +153,12 @@ def test_malformed_files(
         assert len(found) == 1 and found[0][0] == 2
 
 
-def test_missing_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+def test_missing_file_or_a_directory(tmp_path: Path) -> None:
     with pytest.raises(TopoError) as info:
         load_inventory(tmp_path / "nope.yaml")
-    assert "nope.yaml" in str(info.value)
+    assert str(info.value) == f"error: no such file: {tmp_path / 'nope.yaml'}"
+    with pytest.raises(TopoError, match="is a directory, not an inventory file"):
+        load_inventory(tmp_path)
 
 
 def test_files_that_do_not_exist_and_relative_remote_paths(inventory_file: Write) -> None:
