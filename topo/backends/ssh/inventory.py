@@ -219,6 +219,8 @@ def load_inventory(path: Path | str) -> Inventory:
     """Read and check an inventory file; every problem found is one diagnostic of the
     ``TopoError`` raised."""
     path = Path(path)
+    if path.is_dir():
+        raise TopoError.one(f"{path} is a directory, not an inventory file")
     doc = read_document(path)
     if not isinstance(doc.data, dict):
         raise TopoError.one(
