@@ -25,6 +25,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,6 +47,34 @@ class Trivial:
 
     def echo(self, x: Any) -> Any:
         return x
+
+
+class LinkWatch(threading.Thread):
+    """Notes when a test host's link is down: the ssh tests of other checkouts cut hosts
+    off the bridge while they run, and a run that saw a cut is marked as such."""
+
+    def __init__(self) -> None:
+        super().__init__(name="link-watch", daemon=True)
+        self.links = sorted(Path("/sys/class/net").glob("topo-v*"))
+        self.down: list[tuple[float, str]] = []  # (monotonic time, link) while down
+
+    def run(self) -> None:
+        while True:
+            for link in self.links:
+                try:
+                    up = (link / "operstate").read_text().strip() == "up"
+                except OSError:
+                    up = False
+                if not up:
+                    self.down.append((time.monotonic(), link.name))
+            time.sleep(0.1)
+
+    def cuts(self, since: float) -> list[str]:
+        """The links seen down since ``since`` (a ``time.monotonic()``)."""
+        return sorted({name for t, name in self.down if t >= since})
+
+
+WATCH = LinkWatch()
 
 
 def _program(name: str, group: str, count: int | None) -> Any:
@@ -144,22 +173,29 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     }
 
 
-def launch_rows(hosts: str, sizes: list[int], repeats: int, log_dir: Path) -> list[dict[str, Any]]:
-    """Both ways for every size, interleaved repeat by repeat; medians."""
+def launch_rows(
+    hosts: str, sizes: list[int], repeats: int, retries: int, log_dir: Path
+) -> list[dict[str, Any]]:
+    """Both ways for every size, interleaved repeat by repeat; medians of the runs that
+    reached ready (a failed run is recorded with the host links seen cut, and rerun)."""
     from topo.backends.ssh.backend import SshBackend
 
     rows = []
     for n in sizes:
         program = _program(f"sshbench{n}", "node", n)
         runs: dict[str, list[dict[str, Any]]] = {"topo": [], "naive": []}
-        failed: dict[str, list[str]] = {"topo": [], "naive": []}
+        failed: dict[str, list[dict[str, Any]]] = {"topo": [], "naive": []}
         for _ in range(repeats):
             for way, make in (("topo", SshBackend), ("naive", session_per_node)):
-                try:
-                    runs[way].append(bench_launch(program, make(hosts), log_dir))
-                except Exception as exc:  # recorded, not hidden: a run that failed counts
-                    failed[way].append(repr(exc))
-                    print(n, way, "FAILED", repr(exc), flush=True)
+                for _attempt in range(retries + 1):  # a failed run is recorded, then rerun
+                    since = time.monotonic()
+                    try:
+                        runs[way].append(bench_launch(program, make(hosts), log_dir))
+                        runs[way][-1]["links_cut"] = WATCH.cuts(since)
+                        break
+                    except Exception as exc:
+                        failed[way].append({"error": repr(exc), "links_cut": WATCH.cuts(since)})
+                        print(n, way, "FAILED", failed[way][-1], flush=True)
             print(n, {k: round(v[-1]["ready_s"], 2) for k, v in runs.items() if v}, flush=True)
         row: dict[str, Any] = {"nodes": n, "repeats": repeats}
         for way, samples in runs.items():
@@ -180,15 +216,14 @@ def rpc_rows(hosts: str, calls: int, rounds: int, log_dir: Path) -> dict[str, An
 
     payloads = {"tiny": (1, calls), "1MiB": (np.ones(1 << 17), max(rounds, calls // 2))}
     program = _program("sshbench-rpc", "echo", None)
-    runs = {
-        "ssh (tcp + CURVE, across the bridge)": launch(
-            program, "ssh", backend_options={"hosts": hosts}, log_dir=log_dir, ready_timeout=120
-        ),
-        "procs (ipc + PLAIN, loopback)": launch(
-            program, "procs", log_dir=log_dir, ready_timeout=120
-        ),
-    }
+    runs = {}
     try:
+        runs["ssh (tcp + CURVE, across the bridge)"] = launch(
+            program, "ssh", backend_options={"hosts": hosts}, log_dir=log_dir, ready_timeout=120
+        )
+        runs["procs (ipc + PLAIN, loopback)"] = launch(
+            program, "procs", log_dir=log_dir, ready_timeout=120
+        )
         handles = {name: run.handle("echo", timeout=60) for name, run in runs.items()}
         times: dict[tuple[str, str], list[float]] = {}
         for name, h in handles.items():
@@ -228,12 +263,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=4000, help="tiny calls per system")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--retries", type=int, default=3, help="reruns of a failed run")
     args = parser.parse_args()
     os.chdir(ROOT)  # the hosts get the launcher's cwd on their path
     log_dir = Path(tempfile.mkdtemp(prefix="topo-ssh-bench-"))
     load0 = os.getloadavg()[0]
-    rows = launch_rows(args.hosts, args.sizes, args.repeats, log_dir)
-    rpc = rpc_rows(args.hosts, args.calls, args.rounds, log_dir)
+    WATCH.start()
+    rows = launch_rows(args.hosts, args.sizes, args.repeats, args.retries, log_dir)
+    rpc: dict[str, Any] = {}
+    rpc_failed: list[dict[str, Any]] = []
+    for _attempt in range(args.retries + 1):
+        since = time.monotonic()
+        try:
+            rpc = rpc_rows(args.hosts, args.calls, args.rounds, log_dir)
+            break
+        except Exception as exc:
+            rpc_failed.append({"error": repr(exc), "links_cut": WATCH.cuts(since)})
+            print("rpc FAILED", rpc_failed[-1], flush=True)
+    else:
+        raise SystemExit("the RPC part failed every time")
     result = {
         "machine": {
             "python": platform.python_version(),
@@ -244,6 +292,7 @@ def main() -> None:
         },
         "launch": rows,
         "rpc": rpc,
+        "rpc_failed": rpc_failed,
     }
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -299,6 +348,17 @@ def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
                 f"| {name}, on {per['host']} | {label} | {r['calls']} | {r['median_us']:.0f} "
                 f"| {r['p90_us']:.0f} | {ratio:.2f}× |"
             )
+    failures = [
+        (r["nodes"], way, f)
+        for r in result["launch"]
+        for way in ("topo", "naive")
+        for f in r[f"{way}_failed"]
+    ] + [("RPC", "", f) for f in result["rpc_failed"]]
+    if failures:
+        lines += ["", "Failed runs (each rerun; the medians are of the runs that got ready):", ""]
+        for nodes, way, f in failures:
+            cut = ", ".join(f["links_cut"]) or "none"
+            lines.append(f"- {nodes} {way}: {f['error'][:200]} — host links seen cut: {cut}")
     lines += [
         "",
         f"Load average (1 min) at start / end of the run: "
