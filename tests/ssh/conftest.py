@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ssh import testhosts
-from tests.ssh.testhosts import TestHosts
+from tests.ssh.testhosts import HostSet
 
 
 @pytest.fixture(scope="session")
-def test_hosts() -> Iterator[TestHosts]:
+def test_hosts() -> Iterator[HostSet]:
     """Three SSH hosts (skips with the reason where they cannot be made)."""
     reason = testhosts.unavailable()
     if reason:
@@ -31,7 +31,7 @@ def test_hosts() -> Iterator[TestHosts]:
             testhosts.down()
 
 
-def strays(hosts: TestHosts) -> dict[str, list[int]]:
+def strays(hosts: HostSet) -> dict[str, list[int]]:
     """Processes inside the hosts other than their sshd listeners (and its sessions)."""
     import psutil
 
@@ -54,7 +54,7 @@ def strays(hosts: TestHosts) -> dict[str, list[int]]:
     return out
 
 
-def wait_no_strays(hosts: TestHosts, timeout: float) -> dict[str, list[int]]:
+def wait_no_strays(hosts: HostSet, timeout: float) -> dict[str, list[int]]:
     """Wait until nothing but sshd runs inside the hosts; what is left after ``timeout``."""
     end = time.monotonic() + timeout
     left = strays(hosts)
@@ -65,7 +65,7 @@ def wait_no_strays(hosts: TestHosts, timeout: float) -> dict[str, list[int]]:
 
 
 @pytest.fixture
-def ssh_hosts(test_hosts: TestHosts) -> Iterator[TestHosts]:
+def ssh_hosts(test_hosts: HostSet) -> Iterator[HostSet]:
     """The test hosts, with every host checked empty (but for sshd) after the test."""
     for name in test_hosts.names:  # a test that cut a host off and failed
         test_hosts.set_link(name, True)

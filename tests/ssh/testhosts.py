@@ -12,6 +12,7 @@ either are reused by the tests, and ``ip link set topo-vN down`` cuts host N off
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,8 +20,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 BASE = Path(os.environ.get("TOPO_BASE", "/tmp/topo"))
 NET = "10.213.0"
@@ -50,14 +49,17 @@ def _run(*argv: str) -> str:
 def _namespaces() -> list[str]:
     out = _run("ip", "netns", "list")
     return sorted(
-        (w for w in (line.split()[0] for line in out.splitlines() if line.strip())
-         if w.startswith("topo-h") and w[6:].isdigit()),
+        (
+            w
+            for w in (line.split()[0] for line in out.splitlines() if line.strip())
+            if w.startswith("topo-h") and w[6:].isdigit()
+        ),
         key=lambda n: int(n[6:]),
     )
 
 
 @dataclass(frozen=True)
-class TestHosts:
+class HostSet:
     """Hosts that are up: names and addresses, and the files a client needs."""
 
     names: tuple[str, ...]
@@ -77,8 +79,9 @@ class TestHosts:
         """Seen by every host as its own private directory."""
         return self.base / "remote"
 
-    def inventory(self, path: Path, hosts: dict[str, dict[str, object]] | None = None,
-                  **defaults: object) -> Path:
+    def inventory(
+        self, path: Path, hosts: dict[str, dict[str, object]] | None = None, **defaults: object
+    ) -> Path:
         """Write an inventory of these hosts (``hosts`` adds per-host fields)."""
         extra = hosts or {}
         data = {
@@ -94,7 +97,7 @@ class TestHosts:
                 for name, addr in zip(self.names, self.addresses, strict=True)
             },
         }
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        path.write_text(json.dumps(data, indent=2))  # JSON is YAML
         return path
 
     def pids(self, name: str) -> list[int]:
@@ -113,14 +116,14 @@ class TestHosts:
         _run("ip", "link", "set", f"topo-v{name[6:]}", "up" if up else "down")
 
 
-def existing() -> TestHosts | None:
+def existing() -> HostSet | None:
     """Hosts brought up earlier (by these tests or topo-hosts.sh), if any."""
     names = _namespaces()
     listing = BASE / "hosts.txt"
     if not names or not listing.exists():
         return None
     pairs = [line.split() for line in listing.read_text().splitlines() if line.strip()]
-    return TestHosts(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
+    return HostSet(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
 
 
 _SSHD_CONFIG = """\
@@ -141,7 +144,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 """
 
 
-def up(n: int) -> TestHosts:
+def up(n: int) -> HostSet:
     """Create ``n`` hosts; refuses if any exist."""
     if _namespaces():
         raise RuntimeError("test hosts are already up")
@@ -165,19 +168,35 @@ def up(n: int) -> TestHosts:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "ssh_host_ed25519_key"))
         (d / "sshd_config").write_text(_SSHD_CONFIG.format(ip=ip, d=d, base=BASE))
         _run("ip", "netns", "add", ns)
-        _run("ip", "link", "add", f"topo-v{i}", "type", "veth", "peer", "name", "eth0",
-             "netns", ns)
+        _run("ip", "link", "add", f"topo-v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
         _run("ip", "link", "set", f"topo-v{i}", "master", BRIDGE, "up")
         _run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
         _run("ip", "-n", ns, "link", "set", "lo", "up")
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
-        inner = (f"hostname {ns} && mount --bind {d}/fs {BASE}/remote && "
-                 f"exec {SSHD} -D -f {d}/sshd_config -E {d}/sshd.log")
+        inner = (
+            f"hostname {ns} && mount --bind {d}/fs {BASE}/remote && "
+            f"exec {SSHD} -D -f {d}/sshd_config -E {d}/sshd.log"
+        )
         with open(d / "sshd.out", "ab") as out:
             subprocess.Popen(
-                ["ip", "netns", "exec", ns, "unshare", "--uts", "--mount",
-                 "--propagation", "private", "sh", "-c", inner],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "unshare",
+                    "--uts",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    inner,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
             )
         pub = (d / "ssh_host_ed25519_key.pub").read_text().split()
         known.append(f"{ip} {pub[0]} {pub[1]}\n")
@@ -194,8 +213,11 @@ def up(n: int) -> TestHosts:
 def _wait_listening(ns: str) -> None:
     end = time.monotonic() + 15
     while time.monotonic() < end:
-        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :22"],
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :22"],
+            capture_output=True,
+            text=True,
+        ).stdout
         if out.strip():
             return
         time.sleep(0.1)

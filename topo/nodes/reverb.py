@@ -32,11 +32,21 @@ from topo.targets import load_target
 DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
 
 
-def free_loopback_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+def free_port() -> int:
+    """A TCP port free on every interface right now (the OS picks it): Reverb's server
+    listens on all of them."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return int(s.getsockname()[1])
+
+
+def own_address() -> str:
+    """The address peers reach this process at: the host's own address where the backend
+    spans hosts (ssh), else loopback."""
+    from topo.runtime.context import maybe_current_program
+
+    program = maybe_current_program()
+    return program.bind_host if program is not None else "127.0.0.1"
 
 
 class ReverbServer:
@@ -63,13 +73,14 @@ class ReverbServer:
             self._dir.mkdir(parents=True, exist_ok=True)
             # The server loads the newest checkpoint in this directory, if any, at start.
             checkpointer = reverb.checkpointers.DefaultCheckpointer(str(self._dir))
-        self._port = free_loopback_port()
+        self._port = free_port()
+        self._host = own_address()
         self._server = reverb.Server(table_list, port=self._port, checkpointer=checkpointer)
         self._client = reverb.Client(self.address())
 
     def address(self) -> str:
-        """The ``host:port`` reverb clients connect to (this host only)."""
-        return f"127.0.0.1:{self._port}"
+        """The ``host:port`` reverb clients connect to."""
+        return f"{self._host}:{self._port}"
 
     def checkpoint(self) -> str:
         """Write a checkpoint now; returns its path (needs ``checkpoint_dir``)."""

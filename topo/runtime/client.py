@@ -33,11 +33,20 @@ _endpoints: dict[tuple[str, str], str] = {}
 _NOBLOCK = wire.NOBLOCK
 
 
+HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
+HEARTBEAT_TIMEOUT_MS = 4000  # ...and a connection silent this long is dropped
+
+
 def _new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
     sock = zmq_context().socket(zmq.DEALER)
     sock.linger = 0
     sock.immediate = True  # no queueing towards a peer that is not connected
     sock.rcvhwm = 0
+    if endpoint.startswith("tcp://"):
+        # A host cut off the network sends no reset: without heartbeats the connection
+        # would look alive forever and calls would queue into it.
+        sock.heartbeat_ivl = HEARTBEAT_MS
+        sock.heartbeat_timeout = HEARTBEAT_TIMEOUT_MS
     secure_client(sock, program.security)
     sock.connect(endpoint)
     return sock
@@ -138,6 +147,10 @@ def call(
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not sock.poll(int(remaining * 1000) + 1, zmq.POLLIN):
+            try:  # the peer may have moved (restarted elsewhere): the next call goes there
+                conn.refresh()
+            except Exception:
+                pass
             raise DeadlineExceeded(node_id, method, time.monotonic() - start)
         msg = wire.parse(sock.recv_multipart(copy=False))
         if msg is None or msg.call_id != call_id:

@@ -94,7 +94,9 @@ class _Tail:
                     cut = len(data) if final else data.rfind(b"\n") + 1
                     self._partial[label] = data[cut:]
                     if cut:
-                        self._out.send(t="out", label=label, data=data[:cut].decode("utf-8", "replace"))
+                        self._out.send(
+                            t="out", label=label, data=data[:cut].decode("utf-8", "replace")
+                        )
                     if not data or final or len(data) < _CHUNK:
                         break
 

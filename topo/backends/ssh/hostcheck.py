@@ -56,7 +56,7 @@ def judge(host: HostSpec, status: int | None, out: str, err: str) -> str | None:
         return f"python {host.python} failed (exit {status}): {_last(err) or 'no output'}"
     found = json.loads(line[len(MARK) :])
     problems = []
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
     theirs = ".".join(found["python"].split(".")[:2])
     if theirs != mine:
         problems.append(f"python {found['python']} there, {mine} here (use the same minor version)")
@@ -64,8 +64,7 @@ def judge(host: HostSpec, status: int | None, out: str, err: str) -> str | None:
         problems.append(f"topo does not import: {found['topo_error']}")
     elif found.get("topo") != topo.__version__:
         problems.append(
-            f"topo {found.get('topo')} there ({found.get('topo_file')}), "
-            f"{topo.__version__} here"
+            f"topo {found.get('topo')} there ({found.get('topo_file')}), {topo.__version__} here"
         )
     for module, why in found.get("missing", {}).items():
         problems.append(f"target module {module} does not import: {why}")

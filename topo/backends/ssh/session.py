@@ -34,9 +34,8 @@ def remote_command(
     where = cwd or host.workdir
     assignments = [f"{k}={v}" for k, v in {**host.env, **env}.items()]
     parts = ["exec", "env", *assignments, *argv]
-    return (
-        f"mkdir -p {shlex.quote(host.workdir)} && cd {shlex.quote(where)} && "
-        + " ".join(shlex.quote(p) for p in parts)
+    return f"mkdir -p {shlex.quote(host.workdir)} && cd {shlex.quote(where)} && " + " ".join(
+        shlex.quote(p) for p in parts
     )
 
 
@@ -89,9 +88,7 @@ class Sessions:
         """Connect to every host at once; the hosts that failed, with why."""
 
         async def all_hosts() -> list[Any]:
-            return await asyncio.gather(
-                *(self._connect(h) for h in hosts), return_exceptions=True
-            )
+            return await asyncio.gather(*(self._connect(h) for h in hosts), return_exceptions=True)
 
         failed: dict[str, str] = {}
         for host, result in zip(hosts, self.call(all_hosts()), strict=True):
@@ -104,18 +101,8 @@ class Sessions:
         return failed
 
     def run(self, host: str, command: str, timeout: float) -> tuple[int | None, str, str]:
-        """Run ``command`` on ``host``: exit status (None: timed out), stdout, stderr."""
-
-        async def go() -> tuple[int | None, str, str]:
-            try:
-                r = await self.conns[host].run(command, timeout=timeout)
-            except asyncssh.TimeoutError as exc:
-                return None, str(exc.stdout or ""), str(exc.stderr or "")
-            except (asyncssh.Error, OSError) as exc:
-                return None, "", describe_error(exc)
-            return r.exit_status, str(r.stdout or ""), str(r.stderr or "")
-
-        return self.call(go())
+        """Run ``command`` on ``host``: exit status (None: it did not finish), stdout, stderr."""
+        return self.call(self._run(host, command, timeout))
 
     def run_all(
         self, commands: Mapping[str, str], timeout: float
@@ -286,7 +273,7 @@ class Channel:
                 pass
             try:
                 await asyncio.wait_for(self._process.wait_closed(), 6)
-            except (TimeoutError, asyncio.TimeoutError, asyncssh.Error, OSError):
+            except (TimeoutError, asyncssh.Error, OSError):
                 pass
             for task in self._tasks:
                 task.cancel()

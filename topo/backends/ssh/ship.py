@@ -104,10 +104,9 @@ def ship(sessions: Sessions, hosts: Mapping[str, HostSpec], root: Path) -> dict[
             except Exception as exc:  # SFTP errors come in many types
                 failed[name] = f"could not copy the working tree: {exc}"
                 continue
-            commands[name] = (
-                f"{shlex.quote(host.python)} -c {shlex.quote(_UNPACK)} "
-                f"{shlex.quote(project_dir(host))} {shlex.quote(remote)} && rm -f {shlex.quote(remote)}"
-            )
+            dst, src = shlex.quote(project_dir(host)), shlex.quote(remote)
+            unpack = shlex.quote(_UNPACK)
+            commands[name] = f"{shlex.quote(host.python)} -c {unpack} {dst} {src} && rm -f {src}"
         for name, (status, _out, err) in sessions.run_all(commands, 120).items():
             if status != 0:
                 failed[name] = f"could not unpack the working tree: {err.strip() or status}"

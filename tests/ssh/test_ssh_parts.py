@@ -1,0 +1,127 @@
+"""The ssh backend's pieces that need no host: the remote command line, the verdict on
+a host's check, the archive --ship sends, and the agent's log streaming."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import topo
+from topo.backends.ssh.agent import _Out, _Tail
+from topo.backends.ssh.hostcheck import MARK, check_script, judge
+from topo.backends.ssh.inventory import HostSpec
+
+pytest.importorskip("asyncssh")
+
+
+def host(**kw: object) -> HostSpec:
+    base: dict[str, object] = {
+        "name": "h1",
+        "address": "10.0.0.1",
+        "port": 22,
+        "user": "root",
+        "key": None,
+        "known_hosts": Path("/k"),
+        "python": "/opt/py/bin/python3",
+        "workdir": "/srv/topo work",
+        "env": {"OMP_NUM_THREADS": "1"},
+    }
+    base.update(kw)
+    return HostSpec(**base)  # type: ignore[arg-type]
+
+
+def test_the_remote_command_carries_its_environment_and_quotes_everything() -> None:
+    from topo.backends.ssh.session import remote_command
+
+    line = remote_command(host(), ["/opt/py/bin/python3", "-c", "print('a b')"], {"X": "1 2"})
+    assert line.startswith("mkdir -p '/srv/topo work' && cd '/srv/topo work' && exec env ")
+    words = shlex.split(line.split(" && ", 2)[2])
+    assert words == [
+        "exec",
+        "env",
+        "OMP_NUM_THREADS=1",
+        "X=1 2",
+        "/opt/py/bin/python3",
+        "-c",
+        "print('a b')",
+    ]
+
+
+def test_the_check_script_reports_versions_and_missing_modules() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", check_script(["json", "no_such_module_4711"])],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [line] = [x for x in done.stdout.splitlines() if x.startswith(MARK)]
+    found = json.loads(line[len(MARK) :])
+    assert found["topo"] == topo.__version__
+    assert list(found["missing"]) == ["no_such_module_4711"]
+    why = judge(host(), 0, done.stdout, "")
+    assert why is not None and "target module no_such_module_4711 does not import" in why
+    fit = subprocess.run(
+        [sys.executable, "-c", check_script(["json"])], capture_output=True, text=True, check=True
+    )
+    assert judge(host(), 0, fit.stdout, "") is None
+
+
+def test_the_verdict_names_what_is_wrong_with_a_host() -> None:
+    h = host()
+    assert "python /opt/py/bin/python3 is not there" in str(
+        judge(h, 127, "", "env: '/opt/py/bin/python3': No such file or directory")
+    )
+    other = {"python": "3.9.2", "topo": "0.0.1", "topo_file": "/x/topo/__init__.py", "missing": {}}
+    why = str(judge(h, 0, MARK + json.dumps(other), ""))
+    assert (
+        "python 3.9.2 there" in why
+        and f"topo 0.0.1 there (/x/topo/__init__.py), {topo.__version__} here" in why
+    )
+    assert "did not finish" in str(judge(h, None, "", "(timed out)"))
+
+
+def test_ship_packs_sources_and_leaves_out_environments_and_caches(tmp_path: Path) -> None:
+    from topo.backends.ssh.ship import pack
+
+    root = tmp_path / "proj"
+    for name in [
+        "pkg/__init__.py",
+        "pkg/mod.py",
+        "data/table.csv",
+        ".venv/bin/python",
+        "pkg/__pycache__/mod.cpython-311.pyc",
+        ".git/HEAD",
+        "runs/x/status.json",
+    ]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    archive, count = pack(root, tmp_path)
+    with tarfile.open(archive) as tar:
+        names = sorted(n.removeprefix("./") for n in tar.getnames() if tar.getmember(n).isfile())
+    assert names == ["data/table.csv", "pkg/__init__.py", "pkg/mod.py"]
+    assert count == 3
+
+
+def test_the_agent_streams_complete_lines_only(tmp_path: Path) -> None:
+    sink = io.BytesIO()
+    tail = _Tail(_Out(sink))
+    log = tmp_path / "n.log"
+    tail.follow("n", log)
+    tail.poll()  # the file does not exist yet: nothing, no error
+    log.write_text("one\ntw")
+    tail.poll()
+    with log.open("a") as f:
+        f.write("o\n")
+    tail.poll()
+    log.open("a").write("three")
+    tail.poll(final=True)
+    sent = [json.loads(x) for x in sink.getvalue().splitlines()]
+    assert [m["data"] for m in sent] == ["one\n", "two\n", "three"]
+    assert {m["label"] for m in sent} == {"n"}
