@@ -11,9 +11,10 @@
   both up at once, blocking calls interleaved over rounds.
 
 Needs the test hosts up (/work/shared/testhosts, ``topo-hosts.sh up 3``) and an
-inventory of them. Run from the repository root (the hosts import the node class
-from it):  ``.venv/bin/python bench/ssh_bench.py --hosts HOSTS.yaml [--sizes 30 90]
-[--repeats 3]``. Writes bench/results/ssh.json and bench/results/ssh.md.
+inventory of them (``examples/hosts/testhosts.yaml``). Run from the repository root
+(the hosts import the node class from it):  ``.venv/bin/python bench/ssh_bench.py
+--hosts HOSTS.yaml [--sizes 30 90] [--repeats 3]``. Writes bench/results/ssh.json and
+bench/results/ssh.md.
 """
 
 from __future__ import annotations
