@@ -145,7 +145,8 @@ class RunningProgram:
         self.launcher.kill()
 
     def pids(self) -> set[int]:
-        """Every process id this run started (executables and helpers), for orphan checks."""
+        """Every process id this run started on this machine (executables and helpers), for
+        orphan checks; processes on other hosts (ssh) are not listed."""
         return set(self.launcher.all_pids)
 
     def status(self) -> list[NodeStatus]:

@@ -76,10 +76,10 @@ def test_a_backend_registered_by_entry_point_runs_a_topology(tmp_path: Path) -> 
 def test_a_planned_backend_is_named_as_planned(tmp_path: Path) -> None:
     path = tmp_path / "hello.yaml"
     path.write_text(HELLO)
-    done = _topo("run", str(path), "-b", "ssh", "--log-dir", str(tmp_path / "runs"))
+    done = _topo("run", str(path), "-b", "ray", "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 1
-    assert "backend 'ssh' is not built yet (planned" in done.stderr
-    assert "available: procs, threads" in done.stderr
+    assert "backend 'ray' is not built yet (planned" in done.stderr
+    assert "available: procs, ssh, threads" in done.stderr
     assert "unknown backend" not in done.stderr
     assert not (tmp_path / "runs").exists()
 

@@ -164,13 +164,15 @@ def test_log_lines_come_from_the_backends_log_source(
 
 
 def test_planned_and_unknown_backends_say_what_is_available() -> None:
-    with pytest.raises(BackendNotFound, match=r"backend 'ssh' is not built yet \(planned"):
-        get_backend("ssh")
-    with pytest.raises(BackendNotFound, match="unknown backend 'nope'; available: procs, threads"):
+    with pytest.raises(BackendNotFound, match=r"backend 'ray' is not built yet \(planned"):
+        get_backend("ray")
+    with pytest.raises(
+        BackendNotFound, match="unknown backend 'nope'; available: procs, ssh, threads"
+    ):
         get_backend("nope")
     with pytest.raises(TypeError, match="does not take the option"):
         get_backend("procs", inventory="hosts.yaml")
-    assert {"procs", "threads"} <= set(available_backends())
+    assert {"procs", "ssh", "threads"} <= set(available_backends())
 
 
 def test_an_unsupported_kind_is_a_diagnostic_at_its_group(

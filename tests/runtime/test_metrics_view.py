@@ -11,6 +11,7 @@ from rich.console import Console
 
 from topo.backends.base import Event
 from topo.backends.state import NodeStatus
+from topo.backends.threads import ThreadsBackend
 from topo.cli import view
 from topo.cli.view import LinesView, format_number, key_figures
 
@@ -57,6 +58,7 @@ class _Launcher:
 
     def __init__(self) -> None:
         self.nodes = {"actor/0": NodeStatus("actor/0", "actor/0"), "learner": NodeStatus("l", "l")}
+        self.backend = ThreadsBackend()  # one host: no host/ prefix
 
 
 def test_lines_view_prints_a_nodes_figures_at_most_every_ten_seconds(

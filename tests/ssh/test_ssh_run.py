@@ -331,6 +331,30 @@ def test_a_host_cut_off_counts_as_failed_and_its_nodes_move(
     assert run.stop(timeout=60) == 0
 
 
+def test_a_host_cut_off_fails_the_program_when_its_node_may_not_restart(
+    ssh_hosts: HostSet, topo_launch: Callable, tmp_path: Path
+) -> None:
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    path = write(
+        tmp_path / "cut.yaml",
+        f"""
+        name: cut_never
+        nodes:
+          echo: {{target: "{NODES}:Where", count: 3}}
+        """,
+    )
+    run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
+    victim = run.handle("echo/2", timeout=20).where()["host"]
+    ssh_hosts.set_link(victim, False)
+    try:
+        code = run.wait(30)
+    finally:
+        ssh_hosts.set_link(victim, True)
+    assert code == 1
+    assert run.failure is not None
+    assert f"was lost with host {victim}: no heartbeat from the host" in run.failure.message
+
+
 def _is_topo(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -127,8 +127,9 @@ class Sink(ABC):
         """The pid of an attempt is known (if ``start`` could not return it)."""
 
     @abstractmethod
-    def exited(self, exe: str, attempt: int, pid: int, code: int) -> None:
-        """An executable ended: ``code`` is its exit status, ``-N`` when killed by signal N."""
+    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+        """An executable ended: ``code`` is its exit status, ``-N`` when killed by signal N;
+        ``reason`` says what happened when the backend knows better (e.g. its host was lost)."""
 
 
 class ExecutableRunner(ABC):
@@ -152,6 +153,7 @@ class Backend(ABC):
     """Starts executables of a program; the ``Launcher`` does the rest."""
 
     name: str = ""
+    local_pids: bool = True  # False: pids are on other hosts (not this machine's processes)
 
     def network(self) -> Network:
         """The registry this backend's executables can reach (default: loopback, PLAIN)."""

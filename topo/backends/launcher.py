@@ -198,8 +198,8 @@ class Launcher(Supervision, Sink):
     ) -> None:
         self._queue.put(("node", kind, node, exe, attempt, pid, traceback))
 
-    def exited(self, exe: str, attempt: int, pid: int, code: int) -> None:
-        self._queue.put(("exited", exe, attempt, pid, code))
+    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+        self._queue.put(("exited", exe, attempt, pid, code, reason))
 
     def started(self, exe: str, attempt: int, pid: int) -> None:
         """A backend learned the pid of an attempt (procs: after the fork)."""

@@ -96,7 +96,7 @@ class Supervision:
         exe = self.exes[exe_id]
         if attempt != exe.attempt:
             return
-        if pid != os.getpid():  # threads backend: the launcher itself
+        if pid != os.getpid() and self.backend.local_pids:  # threads: the launcher itself
             self.all_pids.add(pid)
         if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
             self._marked.add((exe_id, attempt))
@@ -230,7 +230,7 @@ class Supervision:
             elif exe.failure is None:
                 exe.failure = (node, text)
 
-    def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int) -> None:
+    def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
         exe = self.exes.get(exe_id)
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
@@ -238,6 +238,7 @@ class Supervision:
         if self.registry is not None:
             self.registry.forget(exe.nodes)  # nobody may keep calling a dead address
         ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
+        ended += f" ({reason})" if reason else ""
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
@@ -262,6 +263,8 @@ class Supervision:
         node, text = exe.failure or (exe.nodes[0], "")
         if exe.stuck:
             how = exe.stuck
+        elif reason:
+            how = reason
         elif code < 0:
             how = f"was killed by {signal_name(code)}"
         elif text:

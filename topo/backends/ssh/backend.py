@@ -77,6 +77,7 @@ class SshBackend(Backend):
     """Executables as processes on SSH hosts, forked by one agent per host."""
 
     name = "ssh"
+    local_pids = False  # the tests check the hosts themselves (ip netns pids)
 
     def __init__(
         self, hosts: str | Path | Inventory, ship: bool = False, lease_s: float = LEASE_S
@@ -180,8 +181,7 @@ class SshBackend(Backend):
             host = self.placement.relocate(exe, set(self.alive))
         runner = _RemoteRunner(self, exe, attempt, host or "")
         if host is None:
-            self._note(exe, "no live host fits this executable: it cannot start")
-            self._sink.exited(exe, attempt, 0, -9)
+            self._sink.exited(exe, attempt, 0, -9, "cannot start: no live host fits it")
             return runner
         with self._lock:
             self._runners[(exe, attempt)] = runner
@@ -225,11 +225,6 @@ class SshBackend(Backend):
         with open(path, "a", encoding="utf-8") as f:
             f.write(data)
 
-    def _note(self, exe: str, text: str) -> None:
-        assert self._job is not None
-        for node in self._job.program.executable_index[exe].nodes:
-            self._append(node, f"topo: {text}\n")
-
     def _host_lost(self, host: str, why: str) -> None:
         """``host``'s agent is gone: its executables count as killed (restart policy)."""
         self.alive.discard(host)
@@ -241,8 +236,7 @@ class SshBackend(Backend):
             for r in gone:
                 self._runners.pop((r.exe, r.attempt), None)
         for r in gone:
-            self._note(r.exe, f"host {host} was lost ({why}); the executable counts as killed")
-            self._sink.exited(r.exe, r.attempt, r.pid, -9)
+            self._sink.exited(r.exe, r.attempt, r.pid, -9, f"was lost with host {host}: {why}")
 
     def close(self) -> None:
         self._closing = True
