@@ -128,9 +128,8 @@ def session_per_node(hosts: str) -> Any:
                     self.lease_s,
                 )
             except Exception as exc:  # a failed session is a failed node, as in the backend
-                self._note(exe, f"cannot open an SSH session on {host}: {exc!r}")
                 assert self._sink is not None
-                self._sink.exited(exe, attempt, 0, -9)
+                self._sink.exited(exe, attempt, 0, -9, f"no SSH session on {host}: {exc!r}")
                 return runner
             run_dir = f"{spec.workdir.rstrip('/')}/runs/{self._job.run_dir.name}/{safe_name(key)}"
             channel.send(t="init", address=spec.address, run_dir=run_dir, **self._init)
@@ -159,11 +158,11 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
         run.stop(timeout=120)
         raise RuntimeError(f"not ready: {run.failure or 'timed out'} (see {run.run_dir})")
     hosts = Counter(launcher.backend.location(e.id) for e in program.executables)
-    pids = run.pids()
+    pids = {n.pid for n in run.status() if n.pid}  # the hosts share this pid namespace
     t1 = time.perf_counter()
     assert run.stop(timeout=120) is not None, "did not stop"
     stop = time.perf_counter() - t1
-    left = wait_gone(pids, 30)  # the test hosts share this machine's pid namespace
+    left = wait_gone(pids, 30)
     assert not left, f"left behind: {left}"
     return {
         "ready_s": ready,
