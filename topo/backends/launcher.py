@@ -114,6 +114,7 @@ class Launcher(Supervision, Sink):
             on_report=self.node_status,
             on_metrics=self._on_metrics,
         )
+        write_status(self.run_dir, self.summary())  # names the socket directory at once
         job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
