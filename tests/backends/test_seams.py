@@ -197,3 +197,36 @@ def test_an_unsupported_kind_is_a_diagnostic_at_its_group(
     assert why in d.message
     assert d.pos is not None and (d.pos.file, d.pos.line) == (str(path), 5)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_backend_that_cannot_open_leaves_nothing_running(
+    topology: Callable, tmp_path: Path
+) -> None:
+    """``Backend.open`` failing (say, every host's connection broke after the checks)
+    raises to the caller, and the registry, log tailer and backend are closed."""
+    from topo.backends.threads import ThreadsBackend
+
+    closed = []
+
+    class NoHosts(ThreadsBackend):
+        def open(self, job: object, sink: object) -> None:
+            raise RuntimeError("no host could start an agent")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    path = topology("""
+        name: hello
+        nodes:
+          hi: {target: "bk_nodes:Echo"}
+    """)
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(RuntimeError, match="no host could start an agent"):
+        launch(path, NoHosts(), log_dir=tmp_path / "runs")
+    assert closed == [True]
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t.ident not in before and t.is_alive() and t.name != "topo-zap"  # process-wide
+    ]
+    assert not left, f"threads left running: {left}"

@@ -5,18 +5,28 @@ ones, and third-party ones from the ``topo.backends`` entry-point group);
 ``Launcher`` (the supervision loop shared by every backend) starts, watches,
 restarts and stops it; ``topo.api`` (``topo.launch``) is the Python API on top.
 A new backend subclasses ``Backend``; see ``base`` for the seams it fills in.
+
+The names below are imported on first use: processes that only need a submodule
+(the ssh backend's remote agent, the fork server) do not pay for the runtime's
+imports (zmq, numpy) before they need them.
 """
 
-from topo.backends.base import (
-    Backend,
-    BackendNotFound,
-    Event,
-    ExecutableRunner,
-    Network,
-    RunOptions,
-    available_backends,
-    get_backend,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from topo.backends.base import (
+        Backend,
+        BackendNotFound,
+        Event,
+        ExecutableRunner,
+        Network,
+        RunOptions,
+        available_backends,
+        get_backend,
+    )
 
 __all__ = [
     "Backend",
@@ -28,3 +38,9 @@ __all__ = [
     "available_backends",
     "get_backend",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("topo.backends.base"), name)
+    raise AttributeError(f"module 'topo.backends' has no attribute {name!r}")

@@ -119,11 +119,27 @@ class Launcher(Supervision, Sink):
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self.started_at = time.time()
-        self.backend.open(job, self)
+        try:
+            self.backend.open(job, self)
+        except BaseException:  # nothing may stay up: the backend's helpers, logs, registry
+            self._abandon()
+            raise
         self.all_pids.update(self.backend.helper_pids())
         for status in self.exes.values():
             self._start_exe(status)
         self._thread.start()
+
+    def _abandon(self) -> None:
+        """Undo a start that failed before any executable started."""
+        try:
+            self.backend.close()
+        finally:
+            if self._tailer is not None:
+                self._tailer.close()
+            if self.registry is not None:
+                self.registry.close()
+            if self.metrics is not None:
+                self.metrics.close()
 
     def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
         """Stop the program: stop event, grace period, then kill. ``code`` is the exit code

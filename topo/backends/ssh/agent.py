@@ -9,15 +9,17 @@ Channel (JSON, one object per line, both ways):
 
 * launcher → agent: ``init`` (first line: program, registry, host address, run
   directory), ``spawn``, ``kill``, ``stacks``, ``ping`` (the lease), ``shutdown``;
-* agent → launcher: ``server`` (the fork server is up, import errors), ``started``,
+* agent → launcher: ``hello`` (at once), ``server`` (the fork server is up, import
+  errors), ``started``,
   ``exited``, ``out`` (new complete lines of a log file), ``hb`` (alive), ``bye``.
 
 A remote process survives a dropped SSH connection unless it is made not to, so the
 agent ends everything it started -- fork server, executables, their process groups --
 when its stdin reaches EOF (the launcher or its connection is gone, even after
 ``kill -9``) or when no ``ping`` arrived for the lease time (the network is cut).
-Needs only the standard library, pyzmq-free topo modules and the fork server's own
-imports: no asyncssh on the hosts.
+The agent itself imports only the standard library and the fork server's module (so it
+says hello within milliseconds); the fork server imports the runtime and the targets.
+No asyncssh on the hosts.
 """
 
 from __future__ import annotations
@@ -259,6 +261,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # EOF on stdin is what ends us
     out = _Out(sys.stdout.buffer)
+    out.send(t="hello", pid=os.getpid())  # up: the launcher's lease starts now
     stdin = sys.stdin.buffer
     while True:  # pings may come before the init
         first = stdin.readline()

@@ -150,30 +150,37 @@ class SshBackend(Backend):
         self._job = job
         agents_dir = job.run_dir / "agents"
         agents_dir.mkdir(exist_ok=True, mode=0o700)
-        program_json = dumps(job.program)
-        registry = vars(job.registry).copy()
-        modules = target_modules(job.program)
+        init = {
+            "program_json": dumps(job.program),
+            "registry": vars(job.registry).copy(),
+            "disable_run": job.options.disable_run,
+            "modules": target_modules(job.program),
+            "lease_s": self.lease_s,
+        }
         for name, host in self.hosts.items():
-            channel = self.sessions.open_channel(
-                name,
-                self._command(host, ["-m", "topo.backends.ssh.agent"]),
-                lambda msg, name=name: self._on_message(name, msg),
-                lambda why, name=name: self._host_lost(name, why),
-                agents_dir / f"{safe_name(name)}.log",
-                self.lease_s,
-            )
-            channel.send(
-                t="init",
-                program_json=program_json,
-                registry=registry,
-                address=host.address,
-                run_dir=f"{host.workdir.rstrip('/')}/runs/{job.run_dir.name}/{safe_name(name)}",
-                disable_run=job.options.disable_run,
-                modules=modules,
-                lease_s=self.lease_s,
-            )
+            try:
+                channel = self.sessions.open_channel(
+                    name,
+                    self._command(host, ["-m", "topo.backends.ssh.agent"]),
+                    lambda msg, name=name: self._on_message(name, msg),
+                    lambda why, name=name: self._host_lost(name, why),
+                    agents_dir / f"{safe_name(name)}.log",
+                    self.lease_s,
+                )
+            except Exception as exc:  # the connection broke since the check: host lost
+                from topo.backends.ssh.session import describe_error
+
+                self.lost[name] = f"its agent could not start: {describe_error(exc)}"
+                with open(agents_dir / f"{safe_name(name)}.log", "a") as log:
+                    log.write(f"topo: host {name} lost before the start: {self.lost[name]}\n")
+                continue
+            run_dir = f"{host.workdir.rstrip('/')}/runs/{job.run_dir.name}/{safe_name(name)}"
+            channel.send(t="init", address=host.address, run_dir=run_dir, **init)
             self.channels[name] = channel
             self.alive.add(name)
+        if not self.alive:
+            why = "; ".join(f"{h}: {w}" for h, w in self.lost.items())
+            raise RuntimeError(f"no host could start an agent ({why})")
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         assert self.placement is not None and self._sink is not None

@@ -24,6 +24,7 @@ from topo.backends.ssh.inventory import HostSpec
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 PING_S = 1.0  # the launcher renews each agent's lease this often
+START_S = 60.0  # an agent has this long to say hello (a remote interpreter on a busy host)
 
 
 def remote_command(
@@ -186,6 +187,7 @@ class Channel:
         self._stderr_file = stderr_file
         self._lease_s = lease_s
         self._last_heard = time.monotonic()
+        self._heard = False  # the lease applies once the agent has said something
         self._process: asyncssh.SSHClientProcess[bytes] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.ended = False
@@ -220,6 +222,7 @@ class Channel:
                 if not line:
                     break
                 self._last_heard = time.monotonic()
+                self._heard = True
                 try:
                     msg = json.loads(line)
                 except ValueError:
@@ -247,8 +250,11 @@ class Channel:
         while not self.ended:
             self._write(b'{"t": "ping"}\n')
             await asyncio.sleep(PING_S)
-            if time.monotonic() - self._last_heard > self._lease_s:
+            silent = time.monotonic() - self._last_heard
+            if self._heard and silent > self._lease_s:
                 self._end(f"no heartbeat from the host for {self._lease_s:g}s")
+            elif not self._heard and silent > START_S:
+                self._end(f"its agent did not start within {START_S:g}s")
 
     def _end(self, reason: str) -> None:
         if self.ended:
