@@ -125,3 +125,28 @@ def test_the_agent_streams_complete_lines_only(tmp_path: Path) -> None:
     sent = [json.loads(x) for x in sink.getvalue().splitlines()]
     assert [m["data"] for m in sent] == ["one\n", "two\n", "three"]
     assert {m["label"] for m in sent} == {"n"}
+
+
+def test_a_launcher_address_not_of_this_machine_is_refused_before_connecting(
+    tmp_path: Path,
+) -> None:
+    from topo.api import launch
+    from topo.diagnostics import TopoError
+
+    for name in ("key", "known"):
+        (tmp_path / name).write_text("")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(
+        "defaults: {key: key, known_hosts: known}\n"
+        "launcher_address: 192.0.2.1\n"  # TEST-NET-1: nobody's address
+        "hosts:\n  a: {address: 192.0.2.11}\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with pytest.raises(TopoError, match=r"launcher_address 192\.0\.2\.1 is not an address of this"):
+        launch(
+            root / "examples/topologies/consumer_producers.yaml",
+            "ssh",
+            backend_options={"hosts": hosts},
+            log_dir=tmp_path / "runs",
+        )
+    assert not (tmp_path / "runs").exists()

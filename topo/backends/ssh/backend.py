@@ -48,6 +48,16 @@ def reachable_address(address: str, port: int = 22) -> str:
         probe.close()
 
 
+def _is_local_address(address: str) -> bool:
+    """Whether this machine can listen on ``address``."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:
+        return False
+    return True
+
+
 class _RemoteRunner(ExecutableRunner):
     def __init__(self, backend: SshBackend, exe: str, attempt: int, host: str) -> None:
         self.exe = exe
@@ -109,6 +119,17 @@ class SshBackend(Backend):
             self.placement = place(program, self.inventory)
         except TopoError as error:
             return list(error.diagnostics)
+        bind = self.network().bind_host
+        if not _is_local_address(bind):
+            where = self.inventory.path or "the inventory"
+            return [
+                Diagnostic(
+                    f"launcher_address {bind} is not an address of this machine, so the "
+                    "launcher cannot listen there for its hosts",
+                    hint=f"set launcher_address in {where} to this machine's address "
+                    "on the hosts' network",
+                )
+            ]
         try:
             from topo.backends.ssh.session import Sessions
         except ImportError as exc:
