@@ -26,6 +26,25 @@ pytestmark = pytest.mark.slow
 NODES = "tests.ssh.ssh_nodes"
 
 
+def topo_run_ssh(topology: object, hosts: Path, log_dir: Path, *extra: str) -> list[str]:
+    """The command line of ``topo run TOPOLOGY --backend ssh --hosts HOSTS`` (piped output)."""
+    return [
+        sys.executable,
+        "-m",
+        "topo",
+        "run",
+        str(topology),
+        "--backend",
+        "ssh",
+        "--hosts",
+        str(hosts),
+        "--no-live",
+        "--log-dir",
+        str(log_dir),
+        *extra,
+    ]
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(textwrap.dedent(text))
     return path
@@ -33,22 +52,13 @@ def write(path: Path, text: str) -> Path:
 
 def test_consumer_producers_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -> None:
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    argv = [
-        sys.executable,
-        "-m",
-        "topo",
-        "run",
+    argv = topo_run_ssh(
         "examples/topologies/consumer_producers.yaml",
-        "--backend",
-        "ssh",
-        "--hosts",
-        str(hosts),
-        "--no-live",
-        "--log-dir",
-        str(tmp_path / "runs"),
+        hosts,
+        tmp_path / "runs",
         "-p",
         "num_producers=5",
-    ]
+    )
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "32 results from 5 producers" in done.stdout
@@ -140,20 +150,7 @@ def test_failing_hosts_are_reported_together_and_nothing_starts(
               node: {target: "only_here:Node", count: 3}
             """,
         )
-        argv = [
-            sys.executable,
-            "-m",
-            "topo",
-            "run",
-            str(topology),
-            "--backend",
-            "ssh",
-            "--hosts",
-            str(hosts),
-            "--no-live",
-            "--log-dir",
-            str(tmp_path / "runs"),
-        ]
+        argv = topo_run_ssh(str(topology), hosts, tmp_path / "runs")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         done = subprocess.run(
             argv, cwd=project, capture_output=True, text=True, timeout=120, env=env
@@ -204,20 +201,7 @@ def test_ship_copies_the_working_tree_to_hosts_without_it(
     )
     workdir = str(ssh_hosts.remote / "work")  # private to each host
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=workdir)
-    argv = [
-        sys.executable,
-        "-m",
-        "topo",
-        "run",
-        "t.yaml",
-        "--backend",
-        "ssh",
-        "--hosts",
-        str(hosts),
-        "--no-live",
-        "--log-dir",
-        str(tmp_path / "runs"),
-    ]
+    argv = topo_run_ssh("t.yaml", hosts, tmp_path / "runs")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # The hosts cannot see tmp_path? They can (shared filesystem): hide it by moving the
     # project where only the launcher's namespace has it.
@@ -375,20 +359,7 @@ def test_killing_the_launcher_leaves_nothing_on_any_host(
           echo: {{target: "{NODES}:Where", count: 6}}
         """,
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "topo",
-        "run",
-        str(path),
-        "--backend",
-        "ssh",
-        "--hosts",
-        str(hosts),
-        "--no-live",
-        "--log-dir",
-        str(tmp_path / "runs"),
-    ]
+    argv = topo_run_ssh(str(path), hosts, tmp_path / "runs")
     launcher = subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -427,20 +398,7 @@ def test_distributed_dqn_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -
     than the replay insert into it and the learner feeds on it, until the steps
     limiter stops the program."""
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
-    argv = [
-        sys.executable,
-        "-m",
-        "topo",
-        "run",
-        "examples/topologies/acme_distributed.yaml",
-        "--backend",
-        "ssh",
-        "--hosts",
-        str(hosts),
-        "--no-live",
-        "--log-dir",
-        str(tmp_path / "runs"),
-    ]
+    argv = topo_run_ssh("examples/topologies/acme_distributed.yaml", hosts, tmp_path / "runs")
     for param in ["num_actors=2", "max_actor_steps=4000", "min_replay_size=300", "eval_every_s=5"]:
         argv += ["-p", param]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)

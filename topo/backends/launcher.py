@@ -122,24 +122,25 @@ class Launcher(Supervision, Sink):
         try:
             self.backend.open(job, self)
         except BaseException:  # nothing may stay up: the backend's helpers, logs, registry
-            self._abandon()
+            self._release()
             raise
         self.all_pids.update(self.backend.helper_pids())
         for status in self.exes.values():
             self._start_exe(status)
         self._thread.start()
 
-    def _abandon(self) -> None:
-        """Undo a start that failed before any executable started."""
+    def _release(self) -> None:
+        """Close what ``start`` opened: the backend, the log source, registry and metrics."""
         try:
             self.backend.close()
-        finally:
-            if self._tailer is not None:
-                self._tailer.close()
-            if self.registry is not None:
-                self.registry.close()
-            if self.metrics is not None:
-                self.metrics.close()
+        except Exception as exc:
+            self.warnings.append(f"backend shutdown failed: {exc!r}")
+        if self._tailer is not None:
+            self._tailer.close()
+        if self.registry is not None:
+            self.registry.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
         """Stop the program: stop event, grace period, then kill. ``code`` is the exit code
@@ -252,16 +253,7 @@ class Launcher(Supervision, Sink):
     def _finish(self) -> None:
         for exe in self._running():
             self.warnings.append(f"executable {exe.id} did not report its exit")
-        try:
-            self.backend.close()
-        except Exception as exc:
-            self.warnings.append(f"backend shutdown failed: {exc!r}")
-        if self._tailer is not None:
-            self._tailer.close()
-        if self.registry is not None:
-            self.registry.close()
-        if self.metrics is not None:
-            self.metrics.close()
+        self._release()
         self.exit_code = self._stop_code
         try:
             write_status(self.run_dir, self.summary())
