@@ -202,10 +202,9 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "threads": "topo.backends.threads:ThreadsBackend",
     "procs": "topo.backends.procs:ProcsBackend",
     "ssh": "topo.backends.ssh.backend:SshBackend",
+    "ray": "topo.backends.ray.backend:RayBackend",
 }
-PLANNED_BACKENDS: dict[str, str] = {
-    "ray": "one Ray actor per executable on a Ray cluster",
-}
+PLANNED_BACKENDS: dict[str, str] = {}  # name -> what it will be (named in the error)
 
 
 class BackendNotFound(ValueError):

@@ -138,13 +138,19 @@ def _report_setup_failure(spec: ChildSpec, context: ProgramContext | None, text:
         print(text, file=sys.stderr, end="", flush=True)
 
 
-def run_child(spec: ChildSpec, parent_alive: Callable[[], bool]) -> int:
-    """Set this process up as executable ``spec.exe_id`` and run it; its exit code."""
+def run_child(
+    spec: ChildSpec, parent_alive: Callable[[], bool], *, own_process: bool = True
+) -> int:
+    """Set this process up as executable ``spec.exe_id`` and run it; its exit code.
+
+    ``own_process`` False: the process belongs to a host that keeps its process group and
+    signal handlers (a Ray worker, where this runs in one of the actor's threads)."""
     context: ProgramContext | None = None
     try:
-        os.setpgid(0, 0)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if own_process:
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         redirect_output(spec.output, spec.registry.program_id)
         # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
         # thread's stack into the node's log.

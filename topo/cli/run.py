@@ -33,8 +33,8 @@ def run(
         typer.Option(
             "--backend",
             "-b",
-            help="procs (one process per executable), threads, ssh (with --hosts), or an installed "
-            "plugin backend.",
+            help="procs (one process per executable), threads, ssh (with --hosts), ray (with "
+            "--address), or an installed plugin backend.",
         ),
     ] = "procs",
     grace: Annotated[
@@ -85,6 +85,14 @@ def run(
             "before starting.",
         ),
     ] = False,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="With --backend ray: the Ray cluster to join (auto, HOST:PORT or ray://...); "
+            "default: a local Ray started for the run and stopped at its end.",
+        ),
+    ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
     from topo.backends.base import BackendNotFound, Event, RunOptions, get_backend
@@ -92,7 +100,7 @@ def run(
     from topo.cli.view import LinesView, TableView
 
     try:
-        chosen = get_backend(backend, **_backend_options(backend, hosts, ship))
+        chosen = get_backend(backend, **_backend_options(backend, hosts, ship, address))
     except BackendNotFound as exc:
         stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
@@ -155,9 +163,19 @@ def run(
     raise typer.Exit(code)
 
 
-def _backend_options(backend: str, hosts: Path | None, ship: bool) -> dict[str, object]:
+def _backend_options(
+    backend: str, hosts: Path | None, ship: bool, address: str | None = None
+) -> dict[str, object]:
     """The options ``get_backend`` passes to the backend's constructor: ``--hosts`` and
-    ``--ship`` are for the ssh backend only; a wrong combination exits 1."""
+    ``--ship`` are for the ssh backend only, ``--address`` for ray; a wrong combination
+    exits 1."""
+    if address is not None and backend != "ray":
+        stderr.print(
+            f"[red]error:[/] --address only applies to --backend ray (not {escape(backend)})"
+        )
+        raise typer.Exit(1)
+    if backend == "ray":
+        return {} if address is None else {"address": address}
     if backend != "ssh":
         given = [flag for flag, on in (("--hosts", hosts is not None), ("--ship", ship)) if on]
         if given:

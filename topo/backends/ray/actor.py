@@ -1,0 +1,119 @@
+"""The Ray actor that is one attempt of one executable (this module is imported in Ray
+worker processes; it needs nothing from Ray itself but the node's address).
+
+``run`` sets the worker process up with the shared child set-up (``child.run_child``,
+without taking over the process group or signals, which stay Ray's) and runs the
+executable until it ends; its exit code is the result. Output goes to files in a
+directory local to the Ray node; the launcher pulls their new complete lines with
+``read_logs`` (the same way on one machine and across nodes). The actor is threaded
+(``max_concurrency`` > 1), so ``read_logs``, ``where`` and ``dump_stacks`` answer while
+``run`` is busy.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20  # at most this much of one log per read
+
+
+def local_log_root(program_id: str) -> Path:
+    """The node-local directory where a run's actors write their output."""
+    return Path(tempfile.gettempdir()) / "topo-ray" / program_id
+
+
+class _Tail:
+    """New complete lines of a few files since the last read."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self._files = files
+        self._offsets = dict.fromkeys(files, 0)
+        self._lock = threading.Lock()
+
+    def read(self, final: bool) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self._lock:
+            for label, path in self._files.items():
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(self._offsets[label])
+                        data = f.read(_CHUNK)
+                except FileNotFoundError:
+                    continue
+                cut = len(data) if final else data.rfind(b"\n") + 1
+                if cut:
+                    self._offsets[label] += cut
+                    out[label] = data[:cut].decode("utf-8", "replace")
+        return out
+
+
+class ExecutableActor:
+    """One attempt of one executable, as a Ray actor (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._tail: _Tail | None = None
+        self._dir: Path | None = None
+
+    def where(self) -> tuple[int, str]:
+        """This process's pid and the Ray node's address."""
+        import ray
+
+        return os.getpid(), str(ray.util.get_node_ip_address())
+
+    def run(self, init: dict[str, Any], exe: str, attempt: int) -> int:
+        """Run ``attempt`` of executable ``exe`` of the program ``init`` describes (the
+        same for every actor of a run) in this process; its exit code."""
+        import ray
+
+        from topo.backends.child import ChildOutput, ChildSpec, run_child
+        from topo.backends.imports import prepare_imports
+        from topo.backends.logs import safe_name
+        from topo.backends.worker import target_modules
+        from topo.ir import loads
+        from topo.runtime import RegistryInfo
+
+        for path in reversed(init["sys_path"]):  # the launcher's import roots, in its order
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        if os.path.isdir(init["cwd"]):  # relative paths mean what they do for procs
+            os.chdir(init["cwd"])
+        program = loads(init["program_json"])
+        registry = dict(init["registry"])
+        registry["bind_host"] = str(ray.util.get_node_ip_address())  # nodes bind this node
+        info = RegistryInfo(**registry)
+        self._dir = local_log_root(info.program_id) / f"{safe_name(exe)}-{attempt}"
+        output = ChildOutput.in_run_dir(self._dir, program, exe)
+        files = dict(output.node_files)
+        nodes = program.executable_index[exe].nodes
+        files[exe if len(nodes) > 1 else nodes[0]] = output.exe_file
+        self._tail = _Tail(files)
+        prepare_imports(program, target_modules(program))
+        spec = ChildSpec(program, exe, attempt, info, output, bool(init["disable_run"]))
+        code = run_child(spec, lambda: True, own_process=False)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        return code
+
+    def read_logs(self, final: bool = False) -> dict[str, str]:
+        """Label (node or executable id) -> new complete lines; ``final``: everything left,
+        and the local files are removed."""
+        if self._tail is None:
+            return {}
+        out = self._tail.read(final)
+        if final and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        return out
+
+    def dump_stacks(self) -> None:
+        """Every thread's stack into the executable's log (a node stuck starting)."""
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)

@@ -1,0 +1,380 @@
+"""The ``ray`` backend: each executable is one Ray actor; nodes talk topo's RPC.
+
+Ray places and keeps the processes; topo does the rest the same way as on every
+backend. ``check`` connects to the cluster (``address``: ``auto``, ``host:port`` or
+``ray://...``; none: a local Ray instance started for this run and shut down at its
+end) and refuses, before anything starts, a placement no live node can hold.
+``open`` makes one STRICT_PACK placement group per host-colocation set; ``start``
+creates an ``ExecutableActor`` (named after the executable, so the dashboard and
+``ray list actors`` show topo's nodes) and calls its ``run``, which runs the shared
+child set-up in the actor's process: nodes bind the Ray node's address and register
+with the launcher's registry over CURVE.
+
+One watcher thread follows every actor: its pid (``where``), its output (``read_logs``,
+pulled into the run directory's log files) and its end (``run`` returns the exit
+code; a ``RayActorError`` means the actor's process died: code -9 with the reason, and
+topo's restart policy applies: actors have ``max_restarts=0``). Stopping is topo's
+stop channel first (the launcher's), then ``ray.kill``. Only what this backend
+started is ended: its actors, its placement groups, and Ray itself if it started it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.logs import exe_output_path, log_path, safe_name
+from topo.backends.ray.actor import ExecutableActor, local_log_root
+from topo.backends.ray.placement import demand, infeasible, units
+from topo.diagnostics import Diagnostic
+from topo.ir import Program, dumps
+
+POLL_S = 0.1  # how often the watcher looks at the actors
+LOGS_EVERY_S = 0.25  # how often it pulls their new output
+PLACEMENT_TIMEOUT_S = 60.0  # a placement group the check found feasible is ready by then
+MAX_CONCURRENCY = 4  # run + read_logs + where + dump_stacks at the same time
+
+
+class _RayRunner(ExecutableRunner):
+    def __init__(self, exe: str, attempt: int, actor: Any) -> None:
+        self.exe = exe
+        self.attempt = attempt
+        self.pid = 0
+        self.node_ip: str | None = None
+        self.actor = actor
+        self.killed = False
+
+    def kill(self) -> None:
+        import ray
+
+        self.killed = True
+        if self.actor is not None:
+            ray.kill(self.actor, no_restart=True)
+
+    def dump_stacks(self, node: str) -> str:
+        import ray
+
+        if self.actor is None or not self.pid:
+            return ""
+        try:
+            ray.get(self.actor.dump_stacks.remote(), timeout=2)
+        except Exception:
+            return ""
+        time.sleep(LOGS_EVERY_S * 2)  # let the watcher pull the dump before the kill
+        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+
+
+@dataclass
+class _Live:
+    """One actor the watcher follows, and its calls in flight."""
+
+    runner: _RayRunner
+    run_ref: Any
+    where_ref: Any | None
+    log_ref: Any | None = None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class RayBackend(Backend):
+    """Executables as Ray actors on a Ray cluster (or a local Ray started for the run)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+        self.started_ray = False  # this backend called ray.init (so it calls ray.shutdown)
+        self.node_ip = ""
+        self.namespace = ""
+        self._checked = False
+        self._sink: Sink | None = None
+        self._job: JobContext | None = None
+        self._actor_class: Any = None
+        self._init_ref: Any = None
+        self._slots: dict[str, tuple[Any, int]] = {}  # exe -> (placement group, bundle)
+        self._groups: list[Any] = []
+        self._live: dict[tuple[str, int], _Live] = {}
+        self._where: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    # -- before anything starts ---------------------------------------------------
+    def _connect(self) -> None:
+        """Join the cluster, or start a local Ray, unless this process is in one already."""
+        import ray
+
+        if ray.is_initialized():
+            return
+        quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+        if self.address is None:
+            ray.init(address="local", include_dashboard=False, **quiet)
+        else:
+            ray.init(address=self.address, **quiet)
+        self.started_ray = True
+
+    def _disconnect(self) -> None:
+        import ray
+
+        if self.started_ray:
+            self.started_ray = False
+            ray.shutdown()
+
+    def network(self) -> Network:
+        if not self.node_ip:
+            import ray
+
+            self.node_ip = str(ray.util.get_node_ip_address())
+        return Network(bind_host=self.node_ip, mechanism="curve")
+
+    def check(self, program: Program) -> list[Diagnostic]:
+        try:
+            import ray
+        except ImportError as exc:
+            return [Diagnostic(f"the ray backend needs ray ({exc}); install topo-launch[ray]")]
+        where = self.address or "a new local Ray instance"
+        try:
+            self._connect()
+        except Exception as exc:
+            self._disconnect()
+            return [
+                Diagnostic(
+                    f"cannot reach the Ray cluster at {where}: {_first_line(exc)}",
+                    hint="start one with `ray start --head`, or pass --address auto|HOST:PORT",
+                )
+            ]
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        found = infeasible(program, [dict(n.get("Resources", {})) for n in alive])
+        if found:
+            self._disconnect()
+            return found
+        self.node_ip = str(ray.util.get_node_ip_address())
+        # pids are this machine's when every node is this machine (one-node Ray)
+        self.local_pids = {n.get("NodeManagerAddress") for n in alive} == {self.node_ip}
+        self._checked = True
+        return []
+
+    # -- running --------------------------------------------------------------------
+    def open(self, job: JobContext, sink: Sink) -> None:
+        import ray
+        from ray.exceptions import GetTimeoutError
+        from ray.util.placement_group import placement_group
+
+        if not self._checked:
+            raise RuntimeError("the ray backend was not checked (Launcher runs check first)")
+        self._sink = sink
+        self._job = job
+        program = job.program
+        self.namespace = f"topo-{program.name}-{job.registry.program_id}"
+        self._actor_class = ray.remote(ExecutableActor)
+        init = {
+            "program_json": dumps(program),
+            "registry": vars(job.registry).copy(),
+            "disable_run": job.options.disable_run,
+            "sys_path": [os.getcwd(), *sys.path],
+            "cwd": os.getcwd(),
+        }
+        self._init_ref = ray.put(init)
+        for unit in units(program):
+            if unit.host_set is None:
+                continue
+            bundles = [demand(program, e) for e in unit.exes]
+            group = placement_group(
+                bundles, strategy="STRICT_PACK", name=f"{self.namespace}/{unit.host_set}"
+            )
+            self._groups.append(group)
+            try:
+                ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+            except GetTimeoutError:
+                raise RuntimeError(
+                    f"Ray could not place host-colocation set {unit.host_set!r} on one node "
+                    f"within {PLACEMENT_TIMEOUT_S:g}s"
+                ) from None
+            for index, exe in enumerate(unit.exes):
+                self._slots[exe] = (group, index)
+        self._watcher = threading.Thread(target=self._watch, name="topo-ray-watch", daemon=True)
+        self._watcher.start()
+
+    def _options(self, exe: str, attempt: int) -> dict[str, Any]:
+        """The actor's Ray options: name, resources, placement; no Ray restarts."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        assert self._job is not None
+        bundle = demand(self._job.program, exe)
+        opts: dict[str, Any] = {
+            "name": exe if attempt == 0 else f"{exe}#{attempt}",
+            "namespace": self.namespace,
+            "num_cpus": bundle.pop("CPU"),
+            "num_gpus": bundle.pop("GPU", 0.0),
+            "resources": bundle,
+            "max_restarts": 0,  # topo's restart policy, the same on every backend
+            "max_concurrency": MAX_CONCURRENCY,
+        }
+        if exe in self._slots:
+            group, index = self._slots[exe]
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                group, placement_group_bundle_index=index
+            )
+        return opts
+
+    def start(self, exe: str, attempt: int) -> ExecutableRunner:
+        assert self._sink is not None
+        try:
+            actor = self._actor_class.options(**self._options(exe, attempt)).remote()
+            run_ref = actor.run.remote(self._init_ref, exe, attempt)
+        except Exception as exc:
+            runner = _RayRunner(exe, attempt, None)
+            self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
+            return runner
+        runner = _RayRunner(exe, attempt, actor)
+        with self._lock:
+            self._live[(exe, attempt)] = _Live(runner, run_ref, actor.where.remote())
+        return runner
+
+    def location(self, exe: str) -> str | None:
+        return self._where.get(exe)
+
+    def helper_pids(self) -> list[int]:
+        """Ray's own processes, when this backend started Ray (gone after ``close``)."""
+        if not (self.started_ray and self.address is None):
+            return []
+        try:
+            import ray
+
+            node: Any = ray._private.worker._global_node
+            return [info.process.pid for infos in node.all_processes.values() for info in infos]
+        except Exception:  # a private API: the check is a bonus
+            return []
+
+    # -- the watcher ----------------------------------------------------------------
+    def _watch(self) -> None:
+        import ray
+
+        next_logs = 0.0
+        while not self._closed.is_set():
+            with self._lock:
+                lives = list(self._live.values())
+            refs: dict[Any, tuple[_Live, str]] = {}
+            for live in lives:
+                if live.where_ref is not None:
+                    refs[live.where_ref] = (live, "where")
+                if live.log_ref is not None:
+                    refs[live.log_ref] = (live, "logs")
+                refs[live.run_ref] = (live, "run")
+            if not refs:
+                self._closed.wait(POLL_S)
+                continue
+            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=POLL_S)
+            ends = []
+            for ref in ready:
+                live, what = refs[ref]
+                if what == "where":
+                    self._on_where(live)
+                elif what == "logs":
+                    self._on_logs(live)
+                else:
+                    ends.append(live)
+            for live in ends:
+                self._on_end(live)
+            if time.monotonic() >= next_logs:
+                next_logs = time.monotonic() + LOGS_EVERY_S
+                for live in lives:
+                    if live.log_ref is None and live.runner.pid and live not in ends:
+                        live.log_ref = live.runner.actor.read_logs.remote()
+
+    def _on_where(self, live: _Live) -> None:
+        import ray
+
+        ref: Any = live.where_ref
+        live.where_ref = None
+        try:
+            pid, node_ip = ray.get(ref)
+        except Exception:  # the actor died first: its run() says how
+            return
+        runner = live.runner
+        runner.pid, runner.node_ip = int(pid), str(node_ip)
+        self._where[runner.exe] = runner.node_ip
+        assert self._sink is not None
+        self._sink.started(runner.exe, runner.attempt, runner.pid)
+
+    def _on_logs(self, live: _Live, timeout: float | None = None) -> None:
+        import ray
+
+        ref: Any = live.log_ref
+        live.log_ref = None
+        try:
+            chunks: dict[str, str] = ray.get(ref, timeout=timeout)
+        except Exception:  # the actor is gone: what it wrote last is lost with it
+            return
+        for label, text in chunks.items():
+            self._append(label, text)
+
+    def _on_end(self, live: _Live) -> None:
+        """``run`` returned (the exit code) or raised (the actor died)."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        runner = live.runner
+        reason = ""
+        try:
+            code = int(ray.get(live.run_ref))
+        except RayActorError as exc:
+            code = -9
+            if not runner.killed:
+                reason = f"its Ray actor died: {_first_line(exc)}"
+        except Exception as exc:
+            code, reason = 1, f"its Ray actor failed: {_first_line(exc)}"
+        if code >= 0:  # it ran to its end: its last lines, then the process goes
+            if live.log_ref is not None:
+                self._on_logs(live, timeout=5)
+            live.log_ref = runner.actor.read_logs.remote(True)
+            self._on_logs(live, timeout=5)
+            ray.kill(runner.actor, no_restart=True)
+        with self._lock:
+            self._live.pop((runner.exe, runner.attempt), None)
+        assert self._sink is not None
+        self._sink.exited(runner.exe, runner.attempt, runner.pid, code, reason)
+
+    def _append(self, label: str, text: str) -> None:
+        """Pulled output into the run directory's log file of a node or executable."""
+        assert self._job is not None
+        program = self._job.program
+        if label in program.executable_index and label not in program.node_index:
+            path = exe_output_path(self._job.run_dir, program, label)
+        else:
+            path = log_path(self._job.run_dir, label)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+
+    def close(self) -> None:
+        import ray
+
+        self._closed.set()
+        if self._watcher is not None:
+            self._watcher.join(5)
+        with self._lock:
+            left = list(self._live.values())
+            self._live.clear()
+        try:
+            if ray.is_initialized():
+                for live in left:
+                    ray.kill(live.runner.actor, no_restart=True)
+                from ray.util.placement_group import remove_placement_group
+
+                for group in self._groups:
+                    remove_placement_group(group)
+        finally:
+            self._groups.clear()
+            if self._job is not None:  # what killed actors on this machine left
+                shutil.rmtree(local_log_root(self._job.registry.program_id), ignore_errors=True)
+            self._disconnect()

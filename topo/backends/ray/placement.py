@@ -1,0 +1,137 @@
+"""What each executable asks of a Ray node, and whether the cluster can give it.
+
+An executable's demand is one bundle of Ray resources: CPUs (``resources.cpus``
+gives the count; else a small fraction, so a hundred executables fit on two cores),
+GPUs (``resources.gpus``), and one custom resource per ``host_labels`` label (a node
+started with ``--resources='{"gpu": 1}'`` carries label ``gpu``). A host-colocation set
+(``Executable.placement``) becomes one STRICT_PACK placement group, a bundle per
+executable. Ray never fails an infeasible request (it waits for a node that may never
+come), so ``infeasible`` checks the demands against the live nodes before anything
+starts. Pure: no Ray calls here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from topo.diagnostics import Diagnostic
+from topo.ir import Program
+
+DEFAULT_CPUS = 0.01  # a topo executable mostly waits on RPC; Ray's unit is one core
+LABEL_AMOUNT = 0.001  # of a label's custom resource, so any number of executables share it
+
+Bundle = dict[str, float]
+_BUILTIN = ("CPU", "GPU", "memory", "object_store_memory")
+_BUILTIN_PREFIXES = ("node:", "accelerator_type:")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Executables that go to one Ray node together (a host-colocation set), or one."""
+
+    exes: tuple[str, ...]
+    groups: tuple[str, ...]
+    host_set: str | None
+
+
+def demand(program: Program, exe_id: str) -> Bundle:
+    """The Ray resources one executable asks for (the most any of its groups asks)."""
+    cpus, gpus = 0.0, 0.0
+    labels: set[str] = set()
+    for node in program.executable_index[exe_id].nodes:
+        res = program.group_of(node).resources
+        cpus = max(cpus, float(len(res.cpus)) if res.cpus else DEFAULT_CPUS)
+        gpus = max(gpus, float(len(res.gpus)) if res.gpus else 0.0)
+        labels.update(res.host_labels)
+    bundle: Bundle = {"CPU": cpus}
+    if gpus:
+        bundle["GPU"] = gpus
+    bundle.update(dict.fromkeys(sorted(labels), LABEL_AMOUNT))
+    return bundle
+
+
+def units(program: Program) -> list[Unit]:
+    """The program's executables gathered by host-colocation set, in program order."""
+    by_set: dict[str, list[str]] = {}
+    order: list[tuple[str | None, str]] = []
+    for exe in program.executables:
+        if exe.placement is None:
+            order.append((None, exe.id))
+        else:
+            if exe.placement not in by_set:
+                order.append((exe.placement, exe.id))
+            by_set.setdefault(exe.placement, []).append(exe.id)
+    out = []
+    for host_set, first in order:
+        exes = tuple(by_set[host_set]) if host_set is not None else (first,)
+        groups = tuple(
+            dict.fromkeys(
+                program.node(n).group for e in exes for n in program.executable_index[e].nodes
+            )
+        )
+        out.append(Unit(exes, groups, host_set))
+    return out
+
+
+def total(bundles: Sequence[Mapping[str, float]]) -> Bundle:
+    """The sum of ``bundles`` (what a STRICT_PACK group needs of one node)."""
+    out: Bundle = {}
+    for bundle in bundles:
+        for key, amount in bundle.items():
+            out[key] = out.get(key, 0.0) + amount
+    return out
+
+
+def fits(need: Mapping[str, float], node: Mapping[str, float]) -> bool:
+    """Whether a node with total resources ``node`` can ever hold ``need``."""
+    return all(node.get(key, 0.0) + 1e-9 >= amount for key, amount in need.items())
+
+
+def _describe(need: Mapping[str, float]) -> str:
+    parts = []
+    for key, amount in need.items():
+        if key == "CPU":
+            parts.append(f"{amount:g} CPU")
+        elif key == "GPU":
+            parts.append(f"{amount:g} GPU")
+        else:
+            parts.append(f"label {key!r}")
+    return ", ".join(parts)
+
+
+def _offered(nodes: Sequence[Mapping[str, float]]) -> str:
+    labels = sorted(
+        {k for n in nodes for k in n if k not in _BUILTIN and not k.startswith(_BUILTIN_PREFIXES)}
+    )
+    cpus = max((n.get("CPU", 0.0) for n in nodes), default=0.0)
+    gpus = max((n.get("GPU", 0.0) for n in nodes), default=0.0)
+    return (
+        f"{len(nodes)} node(s); at most {cpus:g} CPU and {gpus:g} GPU on one node; "
+        f"custom resources: {', '.join(labels) or 'none'}"
+    )
+
+
+def infeasible(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[Diagnostic]:
+    """One error per unit that no live Ray node (total resources ``nodes``) can hold,
+    naming its groups (at their ``file:line:col``)."""
+    out = []
+    for unit in units(program):
+        need = total([demand(program, e) for e in unit.exes])
+        if any(fits(need, node) for node in nodes):
+            continue
+        group = program.group_index[unit.groups[0]]
+        names = ", ".join(repr(g) for g in unit.groups)
+        if unit.host_set is not None:
+            what = f"host-colocation set {unit.host_set!r} (groups {names}) must share one node"
+        else:
+            what = f"group {names}"
+        out.append(
+            Diagnostic(
+                f"{what}: no node of the Ray cluster offers {_describe(need)}",
+                group.origin,
+                hint=f"the cluster has {_offered(nodes)}; a host label is a custom resource "
+                "(ray start --resources='{\"LABEL\": 1}')",
+            )
+        )
+    return out
