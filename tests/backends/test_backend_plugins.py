@@ -73,15 +73,16 @@ def test_a_backend_registered_by_entry_point_runs_a_topology(tmp_path: Path) -> 
     assert "'plugged'" in listed.stdout
 
 
-def test_a_planned_backend_is_named_as_planned(tmp_path: Path) -> None:
+def test_an_unknown_backend_is_refused_naming_the_available_ones(tmp_path: Path) -> None:
     path = tmp_path / "hello.yaml"
     path.write_text(HELLO)
-    done = _topo("run", str(path), "-b", "ray", "--log-dir", str(tmp_path / "runs"))
+    done = _topo("run", str(path), "-b", "nope", "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 1
-    assert "backend 'ray' is not built yet (planned" in done.stderr
-    assert "available: procs, ssh, threads" in done.stderr
-    assert "unknown backend" not in done.stderr
+    assert "unknown backend 'nope'; available: procs, ray, ssh, threads" in done.stderr
     assert not (tmp_path / "runs").exists()
+    done = _topo("run", str(path), "-b", "procs", "--address", "auto")
+    assert done.returncode == 1
+    assert "--address only applies to --backend ray (not procs)" in done.stderr
 
 
 def test_threads_refusal_is_printed_as_a_diagnostic(tmp_path: Path) -> None:

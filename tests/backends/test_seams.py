@@ -163,16 +163,21 @@ def test_log_lines_come_from_the_backends_log_source(
     assert run.launcher.nodes["hi"].last_line == "[host-a] hello from hi"
 
 
-def test_planned_and_unknown_backends_say_what_is_available() -> None:
-    with pytest.raises(BackendNotFound, match=r"backend 'ray' is not built yet \(planned"):
-        get_backend("ray")
+def test_planned_and_unknown_backends_say_what_is_available(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from topo.backends import base
+
+    monkeypatch.setitem(base.PLANNED_BACKENDS, "someday", "a backend not built yet")
+    with pytest.raises(BackendNotFound, match=r"backend 'someday' is not built yet \(planned"):
+        get_backend("someday")
     with pytest.raises(
-        BackendNotFound, match="unknown backend 'nope'; available: procs, ssh, threads"
+        BackendNotFound, match="unknown backend 'nope'; available: procs, ray, ssh, threads"
     ):
         get_backend("nope")
     with pytest.raises(TypeError, match="does not take the option"):
         get_backend("procs", inventory="hosts.yaml")
-    assert {"procs", "ssh", "threads"} <= set(available_backends())
+    assert {"procs", "ray", "ssh", "threads"} <= set(available_backends())
 
 
 def test_an_unsupported_kind_is_a_diagnostic_at_its_group(

@@ -86,6 +86,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+def _connect_hint(exc: BaseException) -> str:
+    if "auth" in str(exc).lower():
+        return (
+            "the cluster uses Ray's token authentication: set RAY_AUTH_MODE=token, with "
+            "its token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+        )
+    return "start one with `ray start --head`, or pass --address auto|HOST:PORT"
+
+
 class RayBackend(Backend):
     """Executables as Ray actors on a Ray cluster (or a local Ray started for the run)."""
 
@@ -150,7 +159,7 @@ class RayBackend(Backend):
             return [
                 Diagnostic(
                     f"cannot reach the Ray cluster at {where}: {_first_line(exc)}",
-                    hint="start one with `ray start --head`, or pass --address auto|HOST:PORT",
+                    hint=_connect_hint(exc),
                 )
             ]
         alive = [n for n in ray.nodes() if n.get("Alive")]

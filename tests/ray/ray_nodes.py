@@ -1,0 +1,18 @@
+"""Nodes for the ray backend's tests: they tell where they run."""
+
+from __future__ import annotations
+
+import os
+
+
+class Where:
+    """A courier node that reports its process and the Ray actor it runs in."""
+
+    def where(self) -> dict[str, object]:
+        import ray
+
+        context = ray.get_runtime_context()
+        return {"pid": os.getpid(), "actor": context.get_actor_name(), "cwd": os.getcwd()}
+
+    def echo(self, value: object) -> object:
+        return value

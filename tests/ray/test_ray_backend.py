@@ -1,0 +1,139 @@
+"""The ray backend on a one-node Ray: a run end to end, restarts after a killed actor,
+placement refused before anything starts, nothing left behind (checked by pid)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.ray.conftest import LABEL, Cluster, descendants, ray_missing
+from topo.diagnostics import TopoError
+from topo.testing import alive, wait_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = "tests.ray.ray_nodes"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(ray_missing() is not None, reason=str(ray_missing())),
+]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_consumer_producers_on_a_ray_the_run_starts_and_stops(tmp_path: Path) -> None:
+    """No --address: the backend starts a local Ray for the run and shuts it down."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "topo",
+            "run",
+            "examples/topologies/consumer_producers.yaml",
+            "-b",
+            "ray",
+            "-p",
+            "num_producers=2",
+            "--no-live",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: set[int] = set()
+    while proc.poll() is None:  # every process the run made: Ray's own, the actors
+        seen.update(descendants(proc.pid))
+        time.sleep(0.2)
+    out = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, out
+    assert "consumer: 32 results from 2 producers" in out
+    log = (tmp_path / "run" / "logs" / "consumer.log").read_text()
+    assert "32 results from 2 producers" in log  # pulled from the actor into the run dir
+    assert len(seen) >= 5  # gcs, raylet, ... and three actors
+    assert not wait_gone(seen, 15), "the run left Ray processes or actors behind"
+
+
+def test_a_killed_actor_is_restarted_by_the_policy(
+    ray_cluster: Cluster, topo_launch: Callable, tmp_path: Path
+) -> None:
+    from topo.backends.ray.backend import RayBackend
+
+    path = write(
+        tmp_path / "placed.yaml",
+        f"""
+        name: placed
+        nodes:
+          left:
+            target: "{NODES}:Where"
+            restart: {{policy: on-failure, max_restarts: 1, backoff: {{initial_s: 0}}}}
+          right: {{target: "{NODES}:Where", resources: {{host_labels: [{LABEL}]}}}}
+        colocation:
+          - {{name: pair, nodes: ["@left", "@right"], mode: host}}
+        """,
+    )
+    run = topo_launch(path, RayBackend(address=ray_cluster.address), ready_timeout=60)
+    first = run.handle("left", timeout=20).where()
+    assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
+    assert run.handle("right", timeout=20).where()["pid"] != first["pid"]
+    assert first["cwd"] == os.getcwd()
+    book = run._client.address_book
+    node_ip = run.launcher.backend.node_ip
+    assert book.lookup("left").startswith(f"tcp://{node_ip}:")  # bound the node's address
+    assert run.launcher.pids()["left"] == first["pid"]
+    os.kill(int(first["pid"]), signal.SIGKILL)
+    assert wait_gone([int(first["pid"])], 10) == []
+    end = time.monotonic() + 60
+    while run.launcher.nodes["left"].restarts < 1 or run.launcher.nodes["left"].state != "running":
+        assert time.monotonic() < end, run.launcher.nodes["left"]
+        assert not run.launcher.done, run.launcher.failure
+        time.sleep(0.1)
+    second = run.handle("left", timeout=30).where()
+    assert second["pid"] != first["pid"] and second["actor"] == "left#1"
+    log = run.log("left")
+    assert "its Ray actor died" in log
+    pids = set(run.pids()) | {int(first["pid"]), int(second["pid"])}
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(pids, 15)
+
+
+def test_an_infeasible_placement_is_refused_before_anything_starts(
+    ray_cluster: Cluster, tmp_path: Path
+) -> None:
+    import ray
+
+    from topo.api import launch
+    from topo.backends.ray.backend import RayBackend
+
+    path = write(
+        tmp_path / "gpu.yaml",
+        f"""
+        name: gpu
+        nodes:
+          fine: {{target: "{NODES}:Where"}}
+          trainer: {{target: "{NODES}:Where", resources: {{host_labels: [gpu_box]}}}}
+        """,
+    )
+    backend = RayBackend(address=ray_cluster.address)
+    with pytest.raises(TopoError) as refused:
+        launch(path, backend, log_dir=tmp_path / "runs")
+    text = str(refused.value)
+    assert "group 'trainer': no node of the Ray cluster offers" in text
+    assert "label 'gpu_box'" in text and "gpu.yaml:" in text
+    assert "'fine'" not in text
+    assert not (tmp_path / "runs").exists()
+    assert not ray.is_initialized()  # it disconnected from the cluster it joined
+    assert alive([ray_cluster.pid])  # and left the cluster itself alone
