@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -65,6 +65,55 @@ def test_consumer_producers_on_a_ray_the_run_starts_and_stops(tmp_path: Path) ->
     assert "32 results from 2 producers" in log  # pulled from the actor into the run dir
     assert len(seen) >= 5  # gcs, raylet, ... and three actors
     assert not wait_gone(seen, 15), "the run left Ray processes or actors behind"
+
+
+def test_a_killed_launcher_leaves_no_ray_process_behind(tmp_path: Path) -> None:
+    """``kill -9`` of ``topo run -b ray``: the actors, the Ray it started and Ray's agents
+    (which Ray itself does not tie to the launcher: the watchdog does) are gone."""
+    path = write(tmp_path / "one.yaml", f'name: one\nnodes:\n  w: {{target: "{NODES}:Where"}}\n')
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "topo",
+            "run",
+            str(path),
+            "-b",
+            "ray",
+            "--no-live",
+            "--log-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen: set[int] = set()
+    for line in proc.stdout:
+        seen.update(descendants(proc.pid))
+        if "nodes up in" in line:
+            break
+    time.sleep(0.5)  # the watchdog's first look
+    seen.update(descendants(proc.pid))
+    assert any("ray::ExecutableActor" in name for name in _names(seen)), _names(seen)
+    proc.kill()
+    proc.wait(10)
+    left = wait_gone(seen, 10)
+    assert not left, f"left behind: {_names(left)}"
+
+
+def _names(pids: Iterable[int]) -> list[str]:
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid).name())
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
 def test_a_killed_actor_is_restarted_by_the_policy(

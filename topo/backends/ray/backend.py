@@ -15,7 +15,8 @@ pulled into the run directory's log files) and its end (``run`` returns the exit
 code; a ``RayActorError`` means the actor's process died: code -9 with the reason, and
 topo's restart policy applies: actors have ``max_restarts=0``). Stopping is topo's
 stop channel first (the launcher's), then ``ray.kill``. Only what this backend
-started is ended: its actors, its placement groups, and Ray itself if it started it.
+started is ended: its actors, its placement groups, and Ray itself if it started it
+(a watchdog, ``local``, ends that Ray also when the launcher is killed).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
 from topo.backends.logs import exe_output_path, log_path, safe_name
@@ -35,6 +36,9 @@ from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import demand, infeasible, units
 from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
+
+if TYPE_CHECKING:
+    from topo.backends.ray.local import Watchdog
 
 POLL_S = 0.1  # how often the watcher looks at the actors
 LOGS_EVERY_S = 0.25  # how often it pulls their new output
@@ -117,6 +121,7 @@ class RayBackend(Backend):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._watchdog: Watchdog | None = None  # of the local Ray this backend started
 
     # -- before anything starts ---------------------------------------------------
     def _connect(self) -> None:
@@ -127,10 +132,14 @@ class RayBackend(Backend):
             return
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address is None:
+            from topo.backends.ray.local import Watchdog, head_pids
+
             ray.init(address="local", include_dashboard=False, **quiet)
+            self.started_ray = True
+            self._watchdog = Watchdog(head_pids())
         else:
             ray.init(address=self.address, **quiet)
-        self.started_ray = True
+            self.started_ray = True
 
     def _disconnect(self) -> None:
         import ray
@@ -138,6 +147,9 @@ class RayBackend(Backend):
         if self.started_ray:
             self.started_ray = False
             ray.shutdown()
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
 
     def network(self) -> Network:
         if not self.node_ip:
@@ -254,16 +266,11 @@ class RayBackend(Backend):
         return self._where.get(exe)
 
     def helper_pids(self) -> list[int]:
-        """Ray's own processes, when this backend started Ray (gone after ``close``)."""
-        if not (self.started_ray and self.address is None):
+        """Ray's head processes and their watchdog, when this backend started Ray (gone
+        after ``close``)."""
+        if self._watchdog is None:
             return []
-        try:
-            import ray
-
-            node: Any = ray._private.worker._global_node
-            return [info.process.pid for infos in node.all_processes.values() for info in infos]
-        except Exception:  # a private API: the check is a bonus
-            return []
+        return [*self._watchdog.pids, self._watchdog.pid]
 
     # -- the watcher ----------------------------------------------------------------
     def _watch(self) -> None:
