@@ -3,6 +3,7 @@ placement refused before anything starts, nothing left behind (checked by pid)."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -157,6 +158,39 @@ def test_a_killed_actor_is_restarted_by_the_policy(
     pids = set(run.pids()) | {int(first["pid"]), int(second["pid"])}
     assert run.stop(timeout=60) == 0
     assert not wait_gone(pids, 15)
+
+
+def test_topo_run_joins_a_cluster_given_by_address(ray_cluster: Cluster, tmp_path: Path) -> None:
+    """``--address``: the run's actors go to that cluster, which stays up afterwards."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "topo",
+            "run",
+            "examples/topologies/consumer_producers.yaml",
+            "-b",
+            "ray",
+            "--address",
+            ray_cluster.address,
+            "-p",
+            "num_producers=1",
+            "-q",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["backend"] == "ray"
+    host = ray_cluster.address.rpartition(":")[0]
+    assert {n["host"] for n in status["nodes"]} == {host}  # the Ray node each actor ran on
+    assert "32 results from 1 producers" in (tmp_path / "run" / "logs" / "consumer.log").read_text()
+    assert alive([ray_cluster.pid])
 
 
 def test_an_infeasible_placement_is_refused_before_anything_starts(

@@ -27,13 +27,13 @@ import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
-from topo.backends.logs import exe_output_path, log_path, safe_name
+from topo.backends.logs import exe_output_path, log_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import demand, infeasible, units
+from topo.backends.ray.runner import LOGS_EVERY_S, Live, RayRunner, first_line
 from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
 
@@ -41,53 +41,8 @@ if TYPE_CHECKING:
     from topo.backends.ray.local import Watchdog
 
 POLL_S = 0.1  # how often the watcher looks at the actors
-LOGS_EVERY_S = 0.25  # how often it pulls their new output
 PLACEMENT_TIMEOUT_S = 60.0  # a placement group the check found feasible is ready by then
 MAX_CONCURRENCY = 4  # run + read_logs + where + dump_stacks at the same time
-
-
-class _RayRunner(ExecutableRunner):
-    def __init__(self, exe: str, attempt: int, actor: Any) -> None:
-        self.exe = exe
-        self.attempt = attempt
-        self.pid = 0
-        self.node_ip: str | None = None
-        self.actor = actor
-        self.killed = False
-
-    def kill(self) -> None:
-        import ray
-
-        self.killed = True
-        if self.actor is not None:
-            ray.kill(self.actor, no_restart=True)
-
-    def dump_stacks(self, node: str) -> str:
-        import ray
-
-        if self.actor is None or not self.pid:
-            return ""
-        try:
-            ray.get(self.actor.dump_stacks.remote(), timeout=2)
-        except Exception:
-            return ""
-        time.sleep(LOGS_EVERY_S * 2)  # let the watcher pull the dump before the kill
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
-
-
-@dataclass
-class _Live:
-    """One actor the watcher follows, and its calls in flight."""
-
-    runner: _RayRunner
-    run_ref: Any
-    where_ref: Any | None
-    log_ref: Any | None = None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
 def _connect_hint(exc: BaseException) -> str:
@@ -116,7 +71,7 @@ class RayBackend(Backend):
         self._init_ref: Any = None
         self._slots: dict[str, tuple[Any, int]] = {}  # exe -> (placement group, bundle)
         self._groups: list[Any] = []
-        self._live: dict[tuple[str, int], _Live] = {}
+        self._live: dict[tuple[str, int], Live] = {}
         self._where: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -170,7 +125,7 @@ class RayBackend(Backend):
             self._disconnect()
             return [
                 Diagnostic(
-                    f"cannot reach the Ray cluster at {where}: {_first_line(exc)}",
+                    f"cannot reach the Ray cluster at {where}: {first_line(exc)}",
                     hint=_connect_hint(exc),
                 )
             ]
@@ -254,12 +209,12 @@ class RayBackend(Backend):
             actor = self._actor_class.options(**self._options(exe, attempt)).remote()
             run_ref = actor.run.remote(self._init_ref, exe, attempt)
         except Exception as exc:
-            runner = _RayRunner(exe, attempt, None)
+            runner = RayRunner(exe, attempt, None)
             self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
             return runner
-        runner = _RayRunner(exe, attempt, actor)
+        runner = RayRunner(exe, attempt, actor)
         with self._lock:
-            self._live[(exe, attempt)] = _Live(runner, run_ref, actor.where.remote())
+            self._live[(exe, attempt)] = Live(runner, run_ref, actor.where.remote())
         return runner
 
     def location(self, exe: str) -> str | None:
@@ -274,41 +229,51 @@ class RayBackend(Backend):
 
     # -- the watcher ----------------------------------------------------------------
     def _watch(self) -> None:
-        import ray
-
+        """The watcher thread: one bad round (Ray hiccup) is reported, not fatal."""
         next_logs = 0.0
         while not self._closed.is_set():
-            with self._lock:
-                lives = list(self._live.values())
-            refs: dict[Any, tuple[_Live, str]] = {}
-            for live in lives:
-                if live.where_ref is not None:
-                    refs[live.where_ref] = (live, "where")
-                if live.log_ref is not None:
-                    refs[live.log_ref] = (live, "logs")
-                refs[live.run_ref] = (live, "run")
-            if not refs:
+            try:
+                next_logs = self._watch_round(next_logs)
+            except Exception as exc:
+                print(f"topo: ray backend: watcher error: {exc!r}", file=sys.stderr, flush=True)
                 self._closed.wait(POLL_S)
-                continue
-            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=POLL_S)
-            ends = []
-            for ref in ready:
-                live, what = refs[ref]
-                if what == "where":
-                    self._on_where(live)
-                elif what == "logs":
-                    self._on_logs(live)
-                else:
-                    ends.append(live)
-            for live in ends:
-                self._on_end(live)
-            if time.monotonic() >= next_logs:
-                next_logs = time.monotonic() + LOGS_EVERY_S
-                for live in lives:
-                    if live.log_ref is None and live.runner.pid and live not in ends:
-                        live.log_ref = live.runner.actor.read_logs.remote()
 
-    def _on_where(self, live: _Live) -> None:
+    def _watch_round(self, next_logs: float) -> float:
+        """Handle what is ready (pids, output, ends); pull output every ``LOGS_EVERY_S``."""
+        import ray
+
+        with self._lock:
+            lives = list(self._live.values())
+        refs: dict[Any, tuple[Live, str]] = {}
+        for live in lives:
+            if live.where_ref is not None:
+                refs[live.where_ref] = (live, "where")
+            if live.log_ref is not None:
+                refs[live.log_ref] = (live, "logs")
+            refs[live.run_ref] = (live, "run")
+        if not refs:
+            self._closed.wait(POLL_S)
+            return next_logs
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=POLL_S)
+        ends = []
+        for ref in ready:
+            live, what = refs[ref]
+            if what == "where":
+                self._on_where(live)
+            elif what == "logs":
+                self._on_logs(live)
+            else:
+                ends.append(live)
+        for live in ends:
+            self._on_end(live)
+        if time.monotonic() >= next_logs:
+            next_logs = time.monotonic() + LOGS_EVERY_S
+            for live in lives:
+                if live.log_ref is None and live.runner.pid and live not in ends:
+                    live.log_ref = live.runner.actor.read_logs.remote()
+        return next_logs
+
+    def _on_where(self, live: Live) -> None:
         import ray
 
         ref: Any = live.where_ref
@@ -323,7 +288,7 @@ class RayBackend(Backend):
         assert self._sink is not None
         self._sink.started(runner.exe, runner.attempt, runner.pid)
 
-    def _on_logs(self, live: _Live, timeout: float | None = None) -> None:
+    def _on_logs(self, live: Live, timeout: float | None = None) -> None:
         import ray
 
         ref: Any = live.log_ref
@@ -335,7 +300,7 @@ class RayBackend(Backend):
         for label, text in chunks.items():
             self._append(label, text)
 
-    def _on_end(self, live: _Live) -> None:
+    def _on_end(self, live: Live) -> None:
         """``run`` returned (the exit code) or raised (the actor died)."""
         import ray
         from ray.exceptions import RayActorError
@@ -347,15 +312,18 @@ class RayBackend(Backend):
         except RayActorError as exc:
             code = -9
             if not runner.killed:
-                reason = f"its Ray actor died: {_first_line(exc)}"
+                reason = f"its Ray actor died: {first_line(exc)}"
         except Exception as exc:
-            code, reason = 1, f"its Ray actor failed: {_first_line(exc)}"
+            code, reason = 1, f"its Ray actor failed: {first_line(exc)}"
         if code >= 0:  # it ran to its end: its last lines, then the process goes
             if live.log_ref is not None:
                 self._on_logs(live, timeout=5)
             live.log_ref = runner.actor.read_logs.remote(True)
             self._on_logs(live, timeout=5)
-            ray.kill(runner.actor, no_restart=True)
+            try:
+                ray.kill(runner.actor, no_restart=True)
+            except Exception:  # already gone
+                pass
         with self._lock:
             self._live.pop((runner.exe, runner.attempt), None)
         assert self._sink is not None
