@@ -16,3 +16,15 @@ class Where:
 
     def echo(self, value: object) -> object:
         return value
+
+
+class Reporter(Where):
+    """Prints where it runs (a JSON line in its log), then serves until the stop."""
+
+    def run(self) -> None:
+        import json
+
+        import topo
+
+        print("WHERE " + json.dumps(self.where()), flush=True)
+        topo.wait_for_stop()

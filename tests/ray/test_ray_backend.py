@@ -117,46 +117,88 @@ def _names(pids: Iterable[int]) -> list[str]:
     return out
 
 
-def test_a_killed_actor_is_restarted_by_the_policy(
-    ray_cluster: Cluster, topo_launch: Callable, tmp_path: Path
-) -> None:
-    from topo.backends.ray.backend import RayBackend
+def _status(run_dir: Path) -> dict[str, dict]:
+    try:
+        data = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):  # not written yet
+        return {}
+    return {n["id"]: n for n in data["nodes"]}
 
+
+def _wheres(log: Path) -> list[dict]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line.split("WHERE ", 1)[1]) for line in lines if "WHERE " in line]
+
+
+def _wait(what: Callable[[], object], proc: subprocess.Popen, timeout: float = 60) -> object:
+    end = time.monotonic() + timeout
+    while not (found := what()):
+        assert proc.poll() is None, "the run ended early"
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.2)
+    return found
+
+
+def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_path: Path) -> None:
+    """``kill -9`` of an actor's process: topo's restart policy starts a new actor; a
+    host-colocation pair (a STRICT_PACK placement group) and a host label run too."""
     path = write(
         tmp_path / "placed.yaml",
         f"""
         name: placed
         nodes:
           left:
-            target: "{NODES}:Where"
+            target: "{NODES}:Reporter"
             restart: {{policy: on-failure, max_restarts: 1, backoff: {{initial_s: 0}}}}
-          right: {{target: "{NODES}:Where", resources: {{host_labels: [{LABEL}]}}}}
+          right: {{target: "{NODES}:Reporter", resources: {{host_labels: [{LABEL}]}}}}
         colocation:
           - {{name: pair, nodes: ["@left", "@right"], mode: host}}
         """,
     )
-    run = topo_launch(path, RayBackend(address=ray_cluster.address), ready_timeout=60)
-    first = run.handle("left", timeout=20).where()
-    assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
-    assert run.handle("right", timeout=20).where()["pid"] != first["pid"]
-    assert first["cwd"] == os.getcwd()
-    book = run._client.address_book
-    node_ip = run.launcher.backend.node_ip
-    assert book.lookup("left").startswith(f"tcp://{node_ip}:")  # bound the node's address
-    assert run.launcher.pids()["left"] == first["pid"]
-    os.kill(int(first["pid"]), signal.SIGKILL)
-    assert wait_gone([int(first["pid"])], 10) == []
-    end = time.monotonic() + 60
-    while run.launcher.nodes["left"].restarts < 1 or run.launcher.nodes["left"].state != "running":
-        assert time.monotonic() < end, run.launcher.nodes["left"]
-        assert not run.launcher.done, run.launcher.failure
-        time.sleep(0.1)
-    second = run.handle("left", timeout=30).where()
-    assert second["pid"] != first["pid"] and second["actor"] == "left#1"
-    log = run.log("left")
-    assert "its Ray actor died" in log
-    pids = set(run.pids()) | {int(first["pid"]), int(second["pid"])}
-    assert run.stop(timeout=60) == 0
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "topo",
+            "run",
+            str(path),
+            "-b",
+            "ray",
+            "--address",
+            ray_cluster.address,
+            "-q",
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        left_log = run_dir / "logs" / "left.log"
+        first = _wait(lambda: _wheres(left_log) and _wheres(run_dir / "logs" / "right.log"), proc)
+        first = _wheres(left_log)[0]
+        right = _wheres(run_dir / "logs" / "right.log")[0]
+        assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
+        assert right["pid"] != first["pid"] and first["cwd"] == str(ROOT)
+        os.kill(int(first["pid"]), signal.SIGKILL)
+        assert wait_gone([int(first["pid"])], 10) == []
+        _wait(lambda: len(_wheres(left_log)) == 2, proc)
+        second = _wheres(left_log)[1]
+        assert second["pid"] != first["pid"] and second["actor"] == "left#1"
+        assert "its Ray actor died" in left_log.read_text()
+        status = _wait(lambda: _status(run_dir).get("left", {}).get("restarts") == 1, proc)
+        assert status
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, out
+    pids = [int(first["pid"]), int(second["pid"]), int(right["pid"])]
     assert not wait_gone(pids, 15)
 
 
