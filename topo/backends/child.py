@@ -63,6 +63,9 @@ class ChildSpec:
     registry: RegistryInfo
     output: ChildOutput
     disable_run: bool = False
+    # The host scheduler gave this process its CPUs and GPUs (Ray sets CUDA_VISIBLE_DEVICES
+    # for an actor's GPUs): resources.cpus/gpus were counts, not core or device ids.
+    devices_assigned: bool = False
 
 
 def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: int) -> Report:
@@ -99,15 +102,16 @@ def redirect_output(output: ChildOutput, program_id: str) -> None:
         route_node_output(program_id, dict(output.node_files))
 
 
-def apply_resources(program: Program, node_ids: tuple[str, ...]) -> None:
-    """The groups' ``resources``: env vars, GPU visibility, CPU affinity, working dir."""
+def apply_resources(program: Program, node_ids: tuple[str, ...], *, devices: bool = True) -> None:
+    """The groups' ``resources``: env vars, GPU visibility, CPU affinity (``devices``
+    False: left as the host scheduler set them), working dir."""
     groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
     for group in groups.values():
         res = group.resources
         os.environ.update({k: str(v) for k, v in res.env.items()})
-        if res.gpus is not None:
+        if devices and res.gpus is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in res.gpus)
-        if res.cpus:
+        if devices and res.cpus:
             os.sched_setaffinity(0, set(res.cpus))
         if res.workdir:
             os.makedirs(res.workdir, exist_ok=True)
@@ -155,7 +159,8 @@ def run_child(
         # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
         # thread's stack into the node's log.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        apply_resources(spec.program, spec.program.executable_index[spec.exe_id].nodes)
+        nodes = spec.program.executable_index[spec.exe_id].nodes
+        apply_resources(spec.program, nodes, devices=not spec.devices_assigned)
         watch_parent(parent_alive)
         context = connect_program(spec.registry)
         set_process_program(context)

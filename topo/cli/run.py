@@ -82,7 +82,7 @@ def run(
         typer.Option(
             "--ship",
             help="With --backend ssh: copy the working tree to each host's workdir over SFTP "
-            "before starting.",
+            "before starting; with --backend ray: send it as the job's working_dir.",
         ),
     ] = False,
     address: Annotated[
@@ -166,16 +166,19 @@ def run(
 def _backend_options(
     backend: str, hosts: Path | None, ship: bool, address: str | None = None
 ) -> dict[str, object]:
-    """The options ``get_backend`` passes to the backend's constructor: ``--hosts`` and
-    ``--ship`` are for the ssh backend only, ``--address`` for ray; a wrong combination
-    exits 1."""
+    """The options ``get_backend`` passes to the backend's constructor: ``--hosts`` is
+    for the ssh backend only, ``--address`` for ray, ``--ship`` for both; a wrong
+    combination exits 1."""
     if address is not None and backend != "ray":
         stderr.print(
             f"[red]error:[/] --address only applies to --backend ray (not {escape(backend)})"
         )
         raise typer.Exit(1)
     if backend == "ray":
-        return {} if address is None else {"address": address}
+        if hosts is not None:
+            stderr.print("[red]error:[/] --hosts only applies to --backend ssh (not ray)")
+            raise typer.Exit(1)
+        return {"address": address, "ship": ship}
     if backend != "ssh":
         given = [flag for flag, on in (("--hosts", hosts is not None), ("--ship", ship)) if on]
         if given:

@@ -67,6 +67,7 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
             cpus=None if r.cpus is None else tuple(r.cpus),
             gpus=None if r.gpus is None else tuple(r.gpus),
             host_labels=tuple(r.host_labels),
+            spread=r.spread,
         )
     kind = get_kind(g.kind)
     target = kind.builtin_target or getattr(g, "target", None) or ""

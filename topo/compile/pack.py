@@ -52,6 +52,7 @@ def pack(
         _add_set(i, spec, groups, table, sources, sets, errors)
     executables, node_exe = _executables(groups, table, sets)
     placed = _place(executables, node_exe, sets.placement, sources, errors)
+    _check_spread(groups, sets.placement, sources, errors)
     _check_unique(placed, sources, errors)
     return Packing(placed, node_exe)
 
@@ -174,6 +175,27 @@ def _place(
             continue
         exe_placement[exe] = name
     return [Executable(e.id, e.nodes, e.mode, exe_placement.get(e.id)) for e in executables]
+
+
+def _check_spread(
+    groups: list[Group], placement: dict[str, str], sources: SourceMap, errors: list[Diagnostic]
+) -> None:
+    """A spread group's processes go to distinct hosts: none of its nodes may be in a
+    host-colocation set as well (the set's host would decide for it)."""
+    for g in groups:
+        if not g.resources.spread:
+            continue
+        placed = sorted({name for node, name in placement.items() if node.split("/")[0] == g.name})
+        if placed:
+            errors.append(
+                Diagnostic(
+                    f"group '{g.name}' sets resources.spread, so each of its processes picks "
+                    f"its own host, but nodes of it are in host-colocation set "
+                    f"{', '.join(repr(p) for p in placed)}",
+                    sources.pos(("nodes", g.name, "resources", "spread")),
+                    "drop spread, or take the group's nodes out of the `mode: host` set",
+                )
+            )
 
 
 def _check_unique(

@@ -59,6 +59,7 @@ class Resources:
     cpus: tuple[int, ...] | None = None
     gpus: tuple[int, ...] | None = None
     host_labels: tuple[str, ...] = ()
+    spread: bool = False  # each process of the group on a different host
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,11 @@ class ResourcesSpec(_Model):
         default_factory=list,
         description="Labels a host must carry to run this group (ssh backend inventory).",
     )
+    spread: bool = Field(
+        False,
+        description="Run each process of this group on a different host (ssh, ray): replicas "
+        "survive the loss of one host; an error when there are fewer hosts than processes.",
+    )
 
 
 class RpcSpec(_Model):

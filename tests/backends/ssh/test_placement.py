@@ -235,3 +235,66 @@ def test_format_placement(compile_text: Any) -> None:
         "  host h2  root@10.0.0.2  — 1 executable",
         "    actor/0-1: actor/0, actor/1",
     ]
+
+
+SPREAD = """
+name: t
+nodes:
+  filler: {target: m:F}
+  replay: {target: m:R, count: 3, resources: {spread: true}}
+"""
+
+
+def test_a_spread_group_gets_a_host_per_process(compile_text: Any) -> None:
+    """h1 has room for one: in file order the filler would take it and two replays
+    would share a host; spread places the replays first, one per host."""
+    hosts = inventory(("h1", (), 1), ("h2", (), None), ("h3", (), None))
+    placement = place(compile_text(SPREAD), hosts)
+    assert sorted(placement.host_of(f"replay/{i}") for i in range(3)) == ["h1", "h2", "h3"]
+    assert placement.host_of("filler") != "h1"
+    plain = place(compile_text(SPREAD.replace(", resources: {spread: true}", "")), hosts)
+    assert len({plain.host_of(f"replay/{i}") for i in range(3)}) == 2
+
+
+def test_a_spread_group_with_more_processes_than_hosts(compile_text: Any) -> None:
+    program = compile_text(SPREAD.replace("count: 3, resources", "count: 4, resources"))
+    with pytest.raises(TopoError) as info:
+        place(program, THREE)
+    [d] = info.value.diagnostics
+    assert d.message.startswith(
+        "group 'replay' sets resources.spread: each of its processes needs a host of its own"
+    )
+    assert d.pos is not None and d.pos.line == 4
+    assert d.hint is not None and "drop spread" in d.hint
+
+
+def test_relocate_keeps_a_spread_group_apart_while_it_can(compile_text: Any) -> None:
+    program = compile_text(
+        "name: t\nnodes:\n  r: {target: m:R, count: 2, resources: {spread: true}}\n"
+        "  f: {target: m:F, count: 4}\n"
+    )
+    placement = place(program, THREE)
+    lost = placement.host_of("r/0")
+    other = placement.host_of("r/1")
+    free = ({"h1", "h2", "h3"} - {lost, other}).pop()
+    assert placement.relocate("r/0", {"h1", "h2", "h3"} - {lost}) == free
+    # with only the other replica's host left, sharing it beats not running
+    placement = place(program, THREE)
+    assert placement.relocate("r/0", {other}) == other
+
+
+def test_spread_and_a_host_set_contradict(compile_text: Any) -> None:
+    with pytest.raises(TopoError) as info:
+        compile_text(
+            """
+            name: t
+            nodes:
+              replay: {target: m:R, count: 2, resources: {spread: true}}
+              learner: {target: m:L}
+            colocation:
+              - {name: core, nodes: ["@learner", "@replay[0]"], mode: host}
+            """
+        )
+    [d] = info.value.diagnostics
+    assert "group 'replay' sets resources.spread" in d.message and "'core'" in d.message
+    assert d.pos is not None and d.pos.line == 3

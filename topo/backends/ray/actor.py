@@ -79,11 +79,14 @@ class ExecutableActor:
         from topo.ir import loads
         from topo.runtime import RegistryInfo
 
-        for path in reversed(init["sys_path"]):  # the launcher's import roots, in its order
-            if path not in sys.path:
-                sys.path.insert(0, path)
-        if os.path.isdir(init["cwd"]):  # relative paths mean what they do for procs
-            os.chdir(init["cwd"])
+        if init["shipped"]:  # Ray unpacked the launcher's tree here, first on sys.path
+            sys.path.extend(p for p in init["sys_path"][1:] if p not in sys.path)
+        else:
+            for path in reversed(init["sys_path"]):  # the launcher's roots, in its order
+                if path not in sys.path:
+                    sys.path.insert(0, path)
+            if os.path.isdir(init["cwd"]):  # relative paths mean what they do for procs
+                os.chdir(init["cwd"])
         program = loads(init["program_json"])
         registry = dict(init["registry"])
         registry["bind_host"] = str(ray.util.get_node_ip_address())  # nodes bind this node
@@ -95,7 +98,9 @@ class ExecutableActor:
         files[exe if len(nodes) > 1 else nodes[0]] = output.exe_file
         self._tail = _Tail(files)
         prepare_imports(program, target_modules(program))
-        spec = ChildSpec(program, exe, attempt, info, output, bool(init["disable_run"]))
+        spec = ChildSpec(
+            program, exe, attempt, info, output, bool(init["disable_run"]), devices_assigned=True
+        )
         code = run_child(spec, lambda: True, own_process=False)
         for stream in (sys.stdout, sys.stderr):
             try:

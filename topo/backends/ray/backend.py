@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
 from topo.backends.logs import exe_output_path, log_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
-from topo.backends.ray.placement import demand, infeasible, units
-from topo.backends.ray.runner import LOGS_EVERY_S, Live, RayRunner, first_line
+from topo.backends.ray.placement import Unit, demand, infeasible, units
+from topo.backends.ray.runner import LOGS_EVERY_S, Live, RayRunner, end_actor, first_line
 from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
 
@@ -43,6 +43,17 @@ if TYPE_CHECKING:
 POLL_S = 0.1  # how often the watcher looks at the actors
 PLACEMENT_TIMEOUT_S = 60.0  # a placement group the check found feasible is ready by then
 MAX_CONCURRENCY = 4  # run + read_logs + where + dump_stacks at the same time
+
+
+def shipped_tree(root: str) -> dict[str, Any]:
+    """The job-level ``runtime_env`` that sends the working tree ``root`` to every node
+    (Ray refuses a per-actor ``working_dir``); what ``--ship`` leaves out on ssh, and
+    ``.gitignore``d files, stay behind."""
+    from topo.backends.shipping import SKIP_DIRS, SKIP_SUFFIXES
+
+    excludes = [f"{name}/" for name in sorted(SKIP_DIRS)]
+    excludes += [f"*{suffix}" for suffix in SKIP_SUFFIXES]
+    return {"working_dir": root, "excludes": excludes}
 
 
 def _connect_hint(exc: BaseException) -> str:
@@ -59,8 +70,9 @@ class RayBackend(Backend):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None) -> None:
+    def __init__(self, address: str | None = None, ship: bool = False) -> None:
         self.address = address
+        self.ship = ship  # the working tree goes to every node as the job's working_dir
         self.started_ray = False  # this backend called ray.init (so it calls ray.shutdown)
         self.node_ip = ""
         self.namespace = ""
@@ -86,6 +98,8 @@ class RayBackend(Backend):
         if ray.is_initialized():
             return
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+        if self.ship:
+            quiet["runtime_env"] = shipped_tree(os.getcwd())
         if self.address is None:
             from topo.backends.ray.local import Watchdog, head_pids
 
@@ -143,8 +157,6 @@ class RayBackend(Backend):
     # -- running --------------------------------------------------------------------
     def open(self, job: JobContext, sink: Sink) -> None:
         import ray
-        from ray.exceptions import GetTimeoutError
-        from ray.util.placement_group import placement_group
 
         if not self._checked:
             raise RuntimeError("the ray backend was not checked (Launcher runs check first)")
@@ -159,27 +171,37 @@ class RayBackend(Backend):
             "disable_run": job.options.disable_run,
             "sys_path": [os.getcwd(), *sys.path],
             "cwd": os.getcwd(),
+            "shipped": self.ship,
         }
         self._init_ref = ray.put(init)
         for unit in units(program):
-            if unit.host_set is None:
-                continue
-            bundles = [demand(program, e) for e in unit.exes]
-            group = placement_group(
-                bundles, strategy="STRICT_PACK", name=f"{self.namespace}/{unit.host_set}"
-            )
-            self._groups.append(group)
-            try:
-                ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
-            except GetTimeoutError:
-                raise RuntimeError(
-                    f"Ray could not place host-colocation set {unit.host_set!r} on one node "
-                    f"within {PLACEMENT_TIMEOUT_S:g}s"
-                ) from None
-            for index, exe in enumerate(unit.exes):
-                self._slots[exe] = (group, index)
+            if unit.strategy is not None:
+                self._place(unit)
         self._watcher = threading.Thread(target=self._watch, name="topo-ray-watch", daemon=True)
         self._watcher.start()
+
+    def _place(self, unit: Unit) -> None:
+        """One placement group for a host-colocation set or a spread group, ready before
+        any actor starts (the check found it feasible)."""
+        import ray
+        from ray.exceptions import GetTimeoutError
+        from ray.util.placement_group import placement_group
+
+        assert self._job is not None and unit.strategy is not None
+        bundles = [demand(self._job.program, e) for e in unit.exes]
+        group = placement_group(
+            bundles, strategy=unit.strategy, name=f"{self.namespace}/{unit.name}"
+        )
+        self._groups.append(group)
+        try:
+            ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+        except GetTimeoutError:
+            what = "on one node" if unit.strategy == "STRICT_PACK" else "one process per node"
+            raise RuntimeError(
+                f"Ray could not place {unit.name!r} {what} within {PLACEMENT_TIMEOUT_S:g}s"
+            ) from None
+        for index, exe in enumerate(unit.exes):
+            self._slots[exe] = (group, index)
 
     def _options(self, exe: str, attempt: int) -> dict[str, Any]:
         """The actor's Ray options: name, resources, placement; no Ray restarts."""
@@ -201,6 +223,8 @@ class RayBackend(Backend):
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 group, placement_group_bundle_index=index
             )
+        else:  # like the ssh backend's balancing: not all on the node of the launcher
+            opts["scheduling_strategy"] = "SPREAD"
         return opts
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
@@ -320,10 +344,7 @@ class RayBackend(Backend):
                 self._on_logs(live, timeout=5)
             live.log_ref = runner.actor.read_logs.remote(True)
             self._on_logs(live, timeout=5)
-            try:
-                ray.kill(runner.actor, no_restart=True)
-            except Exception:  # already gone
-                pass
+            end_actor(runner.actor)
         with self._lock:
             self._live.pop((runner.exe, runner.attempt), None)
         assert self._sink is not None

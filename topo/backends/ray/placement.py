@@ -5,7 +5,8 @@ gives the count; else a small fraction, so a hundred executables fit on two core
 GPUs (``resources.gpus``), and one custom resource per ``host_labels`` label (a node
 started with ``--resources='{"gpu": 1}'`` carries label ``gpu``). A host-colocation set
 (``Executable.placement``) becomes one STRICT_PACK placement group, a bundle per
-executable. Ray never fails an infeasible request (it waits for a node that may never
+executable; a group with ``resources.spread`` one STRICT_SPREAD placement group (each
+process on its own node). Ray never fails an infeasible request (it waits for a node that may never
 come), so ``infeasible`` checks the demands against the live nodes before anything
 starts. Pure: no Ray calls here.
 """
@@ -28,11 +29,24 @@ _BUILTIN_PREFIXES = ("node:", "accelerator_type:")
 
 @dataclass(frozen=True)
 class Unit:
-    """Executables that go to one Ray node together (a host-colocation set), or one."""
+    """Executables placed together: a host-colocation set (one Ray node), a spread group
+    (one Ray node each), or a single executable."""
 
     exes: tuple[str, ...]
     groups: tuple[str, ...]
     host_set: str | None
+    spread: str | None = None  # the spread group whose processes these are
+
+    @property
+    def strategy(self) -> str | None:
+        """The Ray placement-group strategy of this unit (None: no placement group)."""
+        if self.host_set is not None:
+            return "STRICT_PACK"
+        return "STRICT_SPREAD" if self.spread is not None else None
+
+    @property
+    def name(self) -> str:
+        return self.host_set or self.spread or self.exes[0]
 
 
 def demand(program: Program, exe_id: str) -> Bundle:
@@ -51,26 +65,46 @@ def demand(program: Program, exe_id: str) -> Bundle:
     return bundle
 
 
+def _spread_group(program: Program, exe_id: str) -> str | None:
+    for node in program.executable_index[exe_id].nodes:
+        group = program.group_of(node)
+        if group.resources.spread:
+            return group.name
+    return None
+
+
 def units(program: Program) -> list[Unit]:
-    """The program's executables gathered by host-colocation set, in program order."""
-    by_set: dict[str, list[str]] = {}
-    order: list[tuple[str | None, str]] = []
+    """The program's executables gathered by host-colocation set and by spread group
+    (the compiler refuses a node in both), in program order."""
+    members: dict[tuple[str, str], list[str]] = {}
+    order: list[tuple[str, str]] = []
     for exe in program.executables:
-        if exe.placement is None:
-            order.append((None, exe.id))
+        spread = _spread_group(program, exe.id)
+        if exe.placement is not None:
+            key = ("host", exe.placement)
+        elif spread is not None:
+            key = ("spread", spread)
         else:
-            if exe.placement not in by_set:
-                order.append((exe.placement, exe.id))
-            by_set.setdefault(exe.placement, []).append(exe.id)
+            key = ("one", exe.id)
+        if key not in members:
+            order.append(key)
+        members.setdefault(key, []).append(exe.id)
     out = []
-    for host_set, first in order:
-        exes = tuple(by_set[host_set]) if host_set is not None else (first,)
+    for kind, name in order:
+        exes = tuple(members[(kind, name)])
         groups = tuple(
             dict.fromkeys(
                 program.node(n).group for e in exes for n in program.executable_index[e].nodes
             )
         )
-        out.append(Unit(exes, groups, host_set))
+        out.append(
+            Unit(
+                exes,
+                groups,
+                name if kind == "host" else None,
+                name if kind == "spread" else None,
+            )
+        )
     return out
 
 
@@ -117,6 +151,9 @@ def infeasible(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[D
     naming its groups (at their ``file:line:col``)."""
     out = []
     for unit in units(program):
+        if unit.spread is not None:
+            out.extend(_spread_infeasible(program, unit, nodes))
+            continue
         need = total([demand(program, e) for e in unit.exes])
         if any(fits(need, node) for node in nodes):
             continue
@@ -135,3 +172,26 @@ def infeasible(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[D
             )
         )
     return out
+
+
+def _spread_infeasible(
+    program: Program, unit: Unit, nodes: Sequence[Mapping[str, float]]
+) -> list[Diagnostic]:
+    """A spread group needs as many nodes as it has processes, each able to hold one."""
+    bundles = [demand(program, e) for e in unit.exes]
+    need = {k: max(b.get(k, 0.0) for b in bundles) for b in bundles for k in b}
+    able = sum(1 for node in nodes if fits(need, node))
+    if able >= len(bundles):
+        return []
+    assert unit.spread is not None
+    group = program.group_index[unit.spread]
+    return [
+        Diagnostic(
+            f"group {unit.spread!r} sets resources.spread: its {len(bundles)} processes need "
+            f"{len(bundles)} Ray nodes that offer {_describe(need)}, and the cluster has "
+            f"{able}",
+            group.origin,
+            hint=f"the cluster has {_offered(nodes)}; add nodes, lower the group's count, "
+            "or drop spread",
+        )
+    ]

@@ -3,6 +3,7 @@ stacks) and the calls in flight that the backend's watcher follows."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,10 +12,33 @@ from topo.backends.base import ExecutableRunner
 from topo.backends.logs import safe_name
 
 LOGS_EVERY_S = 0.25  # how often the watcher pulls the actors' new output
+TERMINATE_S = 1.0  # an actor asked to exit gets this long before ray.kill
+
+
+def end_actor(actor: Any, grace_s: float = TERMINATE_S) -> None:
+    """Ask ``actor`` to exit (``__ray_terminate__``: its ``atexit`` handlers run once its
+    running calls return), and ``ray.kill`` it ``grace_s`` later if that did not end it."""
+    import ray
+
+    try:
+        actor.__ray_terminate__.remote()
+    except Exception:  # already gone
+        return
+
+    def kill() -> None:
+        try:
+            ray.kill(actor, no_restart=True)
+        except Exception:  # gone by itself, or Ray is shut down: nothing left to end
+            pass
+
+    timer = threading.Timer(grace_s, kill)
+    timer.daemon = True
+    timer.start()
 
 
 class RayRunner(ExecutableRunner):
-    """One attempt of one executable as a Ray actor (``kill`` is ``ray.kill``)."""
+    """One attempt of one executable as a Ray actor (``kill``: ``__ray_terminate__``, then
+    ``ray.kill``; the launcher calls it once the stop channel's grace has passed)."""
 
     def __init__(self, exe: str, attempt: int, actor: Any) -> None:
         self.exe = exe
@@ -25,11 +49,9 @@ class RayRunner(ExecutableRunner):
         self.killed = False
 
     def kill(self) -> None:
-        import ray
-
         self.killed = True
         if self.actor is not None:
-            ray.kill(self.actor, no_restart=True)
+            end_actor(self.actor)
 
     def dump_stacks(self, node: str) -> str:
         import ray

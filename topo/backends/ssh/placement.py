@@ -3,9 +3,11 @@
 A unit is an executable, or every executable of one host-colocation set (the IR's
 ``Executable.placement``), which must share a host. A unit needs every label its
 groups ask for (``resources.host_labels``) and room for all its executables under
-the host's ``capacity``. Constrained units are placed first (more labels first, then
-bigger), each on the eligible host with the fewest executables so far (ties: file
-order), which spreads the rest evenly. Pure: no SSH, no processes.
+the host's ``capacity``, and, for a group with ``resources.spread``, a host that runs
+no other process of that group. Constrained units are placed first (more labels
+first, then spread, then bigger), each on the eligible host with the fewest
+executables so far (ties: file order), which spreads the rest evenly. Pure: no SSH,
+no processes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class _Unit:
     labels: tuple[str, ...]
     groups: tuple[str, ...]
     host_set: str | None
+    spread: tuple[str, ...] = ()  # its groups whose processes each need their own host
 
 
 def _units(program: Program) -> list[_Unit]:
@@ -55,7 +58,8 @@ def _units(program: Program) -> list[_Unit]:
                 label for g in groups for label in program.group_index[g].resources.host_labels
             )
         )
-        units.append(_Unit(exes, labels, groups, host_set))
+        spread = tuple(g for g in groups if program.group_index[g].resources.spread)
+        units.append(_Unit(exes, labels, groups, host_set, spread))
     return units
 
 
@@ -75,8 +79,10 @@ class Placement:
         assigned: dict[str, str],
         labels: dict[str, tuple[str, ...]],
         host_sets: dict[str, str | None],
+        spread: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._hosts = {h.name: h for h in hosts}
+        self._spread = spread or {}
         self._order = {exe: i for i, exe in enumerate(assigned)}
         self._assigned = dict(assigned)
         self._labels = labels
@@ -128,9 +134,23 @@ class Placement:
             ]
             if not candidates:
                 return None
+            # a spread group keeps its processes apart while it can; sharing a host beats
+            # not running at all
+            apart = self._apart(exe_id, candidates)
+            candidates = apart or candidates
             best = min(candidates, key=lambda h: self._load(h.name))  # min keeps file order
             self._assigned[exe_id] = best.name
             return best.name
+
+    def _apart(self, exe_id: str, hosts: list[HostSpec]) -> list[HostSpec]:
+        """``hosts`` that run no other process of ``exe_id``'s spread groups."""
+        mine = set(self._spread.get(exe_id, ()))
+        if not mine:
+            return hosts
+        taken = {
+            h for e, h in self._assigned.items() if e != exe_id and mine & set(self._spread[e])
+        }
+        return [h for h in hosts if h.name not in taken]
 
 
 def _who(unit: _Unit) -> str:
@@ -168,6 +188,14 @@ def _unplaceable(
             "add the label to a host's labels in the inventory, or change resources.host_labels",
         )
     among = f" labelled {', '.join(unit.labels)}" if unit.labels else ""
+    if unit.spread and any(_fits(h, unit.labels, loads[h.name], len(unit.exes)) for h in labelled):
+        spread = program.group_index[unit.spread[0]]
+        return Diagnostic(
+            f"group '{spread.name}' sets resources.spread: each of its processes needs a host"
+            f"{among} of its own, and every such host already runs one (hosts: {hosts})",
+            spread.origin,
+            "add hosts to the inventory, lower the group's count, or drop spread",
+        )
     return Diagnostic(
         f"{_who(unit)} needs room for {len(unit.exes)} executable(s) on one host{among}, "
         f"and none is left (hosts: {hosts})",
@@ -181,29 +209,37 @@ def place(program: Program, inventory: Inventory) -> Placement:
     with one diagnostic per unit that fits nowhere."""
     units = _units(program)
     ranked = sorted(
-        range(len(units)), key=lambda i: (-len(units[i].labels), -len(units[i].exes), i)
+        range(len(units)),
+        key=lambda i: (-len(units[i].labels), -len(units[i].spread), -len(units[i].exes), i),
     )
     loads = {h.name: 0 for h in inventory.hosts}
     chosen: dict[str, str] = {}
+    spread_on: dict[str, set[str]] = {}  # spread group -> hosts running one of its processes
     errors = []
     for i in ranked:
         unit = units[i]
+        taken = set().union(*(spread_on.get(g, set()) for g in unit.spread))
         fitting = [
-            h for h in inventory.hosts if _fits(h, unit.labels, loads[h.name], len(unit.exes))
+            h
+            for h in inventory.hosts
+            if h.name not in taken and _fits(h, unit.labels, loads[h.name], len(unit.exes))
         ]
         if not fitting:
             errors.append(_unplaceable(unit, program, inventory, loads))
             continue
         best = min(fitting, key=lambda h: loads[h.name])
         loads[best.name] += len(unit.exes)
+        for group in unit.spread:
+            spread_on.setdefault(group, set()).add(best.name)
         for exe in unit.exes:
             chosen[exe] = best.name
     if errors:
         raise TopoError(errors)
     labels = {e: u.labels for u in units for e in u.exes}
     host_sets = {e: u.host_set for u in units for e in u.exes}
+    spread = {e: u.spread for u in units for e in u.exes}
     assigned = {e.id: chosen[e.id] for e in program.executables}
-    return Placement(inventory.hosts, assigned, labels, host_sets)
+    return Placement(inventory.hosts, assigned, labels, host_sets, spread)
 
 
 def format_placement(placement: Placement, program: Program, inventory: Inventory) -> str:

@@ -18,28 +18,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from topo.backends.shipping import SKIP_DIRS, SKIP_SUFFIXES
 from topo.backends.ssh.inventory import HostSpec
 from topo.backends.ssh.session import Sessions
 
-SKIP_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".venv",
-        "venv",
-        "env",
-        "__pycache__",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-        ".hypothesis",
-        "node_modules",
-        "runs",
-        "build",
-        "dist",
-    }
-)
-SKIP_SUFFIXES = (".pyc", ".pyo")
 MAX_BYTES = 512 << 20  # refuse to ship a tree larger than this (a data directory left in?)
 
 
