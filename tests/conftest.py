@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 import textwrap
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
+from tests.ssh import testhosts
+from tests.ssh.testhosts import HostSet
 from topo.diagnostics import TopoError
 from topo.ir import Program
 
@@ -139,3 +141,24 @@ def pytest_collection_modifyitems() -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """After a test that imported haiku only when it ran (a threads-backend agent)."""
     drop_haiku_flax_shim()
+
+
+@pytest.fixture(scope="session")
+def test_hosts() -> Iterator[HostSet]:
+    """Three real SSH hosts on this machine (``tests/ssh/testhosts.py``), for the ssh and
+    ray tests: reused when up already, else brought up once and taken down at the end
+    (skips with the reason where they cannot be made)."""
+    reason = testhosts.unavailable()
+    if reason:
+        pytest.skip(reason)
+    hosts = testhosts.existing()
+    mine = hosts is None
+    if hosts is None:
+        hosts = testhosts.up(3)
+    if len(hosts.names) < 3:
+        pytest.skip(f"only {len(hosts.names)} test hosts are up; these tests need 3")
+    try:
+        yield hosts
+    finally:
+        if mine:
+            testhosts.down()

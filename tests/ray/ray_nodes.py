@@ -12,7 +12,14 @@ class Where:
         import ray
 
         context = ray.get_runtime_context()
-        return {"pid": os.getpid(), "actor": context.get_actor_name(), "cwd": os.getcwd()}
+        return {
+            "pid": os.getpid(),
+            "actor": context.get_actor_name(),
+            "cwd": os.getcwd(),
+            "ip": ray.util.get_node_ip_address(),
+            "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "ray_gpus": [str(g) for g in ray.get_gpu_ids()],
+        }
 
     def echo(self, value: object) -> object:
         return value

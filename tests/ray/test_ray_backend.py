@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.conftest import LABEL, Cluster, descendants, ray_missing
+from tests.ray.cluster import Cluster, descendants, ray_missing
+from tests.ray.conftest import LABEL
 from topo.diagnostics import TopoError
 from topo.testing import alive, wait_gone
 
@@ -150,7 +151,9 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
           left:
             target: "{NODES}:Reporter"
             restart: {{policy: on-failure, max_restarts: 1, backoff: {{initial_s: 0}}}}
-          right: {{target: "{NODES}:Reporter", resources: {{host_labels: [{LABEL}]}}}}
+          right:
+            target: "{NODES}:Reporter"
+            resources: {{host_labels: [{LABEL}], gpus: [3]}}
         colocation:
           - {{name: pair, nodes: ["@left", "@right"], mode: host}}
         """,
@@ -183,6 +186,9 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
         right = _wheres(run_dir / "logs" / "right.log")[0]
         assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
         assert right["pid"] != first["pid"] and first["cwd"] == str(ROOT)
+        # gpus: [3] asks Ray for one GPU; the device Ray gave stays visible (not "3")
+        assert right["ray_gpus"] == ["0"] and right["cuda"] == "0"
+        assert first["ray_gpus"] == [] and first["cuda"] in (None, "")
         os.kill(int(first["pid"]), signal.SIGKILL)
         assert wait_gone([int(first["pid"])], 10) == []
         _wait(lambda: len(_wheres(left_log)) == 2, proc)

@@ -1,5 +1,5 @@
-"""Fixtures for the ssh backend's end-to-end tests: three real SSH hosts (see
-``testhosts``), brought up once per session unless they are up already."""
+"""Fixtures for the ssh backend's end-to-end tests on the three real SSH hosts of
+``test_hosts`` (tests/conftest.py): each test leaves nothing but sshd on them."""
 
 from __future__ import annotations
 
@@ -8,27 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ssh import testhosts
 from tests.ssh.testhosts import HostSet
-
-
-@pytest.fixture(scope="session")
-def test_hosts() -> Iterator[HostSet]:
-    """Three SSH hosts (skips with the reason where they cannot be made)."""
-    reason = testhosts.unavailable()
-    if reason:
-        pytest.skip(reason)
-    hosts = testhosts.existing()
-    mine = hosts is None
-    if hosts is None:
-        hosts = testhosts.up(3)
-    if len(hosts.names) < 3:
-        pytest.skip(f"only {len(hosts.names)} test hosts are up; these tests need 3")
-    try:
-        yield hosts
-    finally:
-        if mine:
-            testhosts.down()
 
 
 def strays(hosts: HostSet) -> dict[str, list[int]]:

@@ -381,5 +381,10 @@ class RayBackend(Backend):
         finally:
             self._groups.clear()
             if self._job is not None:  # what killed actors on this machine left
-                shutil.rmtree(local_log_root(self._job.registry.program_id), ignore_errors=True)
+                root = local_log_root(self._job.registry.program_id)
+                shutil.rmtree(root, ignore_errors=True)
+                try:
+                    root.parent.rmdir()  # the last run on this machine: no empty dir left
+                except OSError:
+                    pass
             self._disconnect()

@@ -1,0 +1,176 @@
+"""Real Ray clusters for the ray backend's tests: ``ray start --block`` processes, each
+in its own temporary directory, ended by pid (never ``ray stop``, which would end every
+Ray on the machine).
+
+A one-node cluster runs on this machine's address. A multi-node cluster has its head
+on the test hosts' bridge (``10.213.0.1``) and one worker inside each test host (its
+network, mount and UTS namespaces, entered with ``nsenter``): Ray sees separate nodes
+with their own addresses, and each worker sees its host's private ``/tmp/topo/remote``.
+Token authentication is off: the bridge is private to this machine, and topo's own RPC
+is authenticated (CURVE) regardless.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from topo.testing import wait_gone
+
+RAY = Path(sys.executable).with_name("ray")
+START_TIMEOUT_S = 120.0
+
+
+def ray_missing() -> str | None:
+    """Why these tests cannot run here, or None."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        return f"ray is not installed ({exc}); ./dev setup installs the ray extra"
+    if not RAY.exists():
+        return f"no ray command next to {sys.executable}"
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (empty when it is gone)."""
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@dataclass
+class Cluster:
+    """A Ray cluster these tests started: its GCS address and ``ray start`` processes."""
+
+    address: str  # HOST:PORT of its GCS
+    temp: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)  # node name -> process
+    ips: dict[str, str] = field(default_factory=dict)  # node name -> its address
+
+    @property
+    def pid(self) -> int:
+        """The head's ``ray start --block`` process."""
+        return self.procs["head"].pid
+
+    def start(self, name: str, ip: str, argv: list[str], prefix: list[str] | None = None) -> None:
+        """Start node ``name`` (``ray start --block`` + ``argv``) and wait until it is up."""
+        log = self.temp / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [*(prefix or []), str(RAY), "start", "--block", *argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(os.environ, RAY_AUTH_MODE="disabled"),
+            )
+        self.procs[name] = proc
+        self.ips[name] = ip
+        end = time.monotonic() + START_TIMEOUT_S
+        while b"Ray runtime started" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > end:
+                text = log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"ray start of {name} failed:\n{text}")
+            time.sleep(0.2)
+
+    def stop(self) -> list[int]:
+        """End every node (workers first) by pid; the pids still alive after that."""
+        pids = [p for proc in self.procs.values() for p in [proc.pid, *descendants(proc.pid)]]
+        for name in [*[n for n in self.procs if n != "head"], "head"]:
+            proc = self.procs.get(name)
+            if proc is None:
+                continue
+            proc.send_signal(signal.SIGTERM)  # `ray start --block` ends what it started
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        left = wait_gone(pids, 20)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.temp, ignore_errors=True)
+        return left
+
+
+def _node_args(temp: Path, cpus: int, resources: dict[str, float], gpus: int = 0) -> list[str]:
+    return [
+        f"--temp-dir={temp}",
+        f"--num-cpus={cpus}",
+        f"--num-gpus={gpus}",
+        "--disable-usage-stats",
+        "--object-store-memory=100000000",
+        f"--resources={json.dumps(resources)}",
+    ]
+
+
+def one_node(resources: dict[str, float], cpus: int = 2, gpus: int = 0) -> Cluster:
+    """A head on this machine's address (GPUs declared to Ray need not exist)."""
+    import ray
+
+    temp = Path(tempfile.mkdtemp(prefix="topo-ray-", dir="/tmp"))  # short: Ray's sockets
+    ip = str(ray.util.get_node_ip_address())
+    port = free_port()
+    cluster = Cluster(f"{ip}:{port}", temp)
+    try:
+        args = ["--head", f"--port={port}", "--include-dashboard=false"]
+        cluster.start("head", ip, args + _node_args(temp / "head", cpus, resources, gpus))
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def on_test_hosts(hosts: tuple[str, ...], sshd_pids: dict[str, int], bridge_ip: str) -> Cluster:
+    """A head on ``bridge_ip`` (1 CPU, resource ``host_head``) and one worker per test
+    host (1 CPU, resource ``host_<name>``: ``host_h1`` for ``topo-h1``), inside the
+    namespaces of that host's sshd."""
+    temp = Path(tempfile.mkdtemp(prefix="topo-rayc-", dir="/tmp"))
+    port = free_port(bridge_ip)
+    cluster = Cluster(f"{bridge_ip}:{port}", temp)
+    try:
+        head = ["--head", f"--port={port}", f"--node-ip-address={bridge_ip}"]
+        head += ["--include-dashboard=false"]
+        cluster.start("head", bridge_ip, head + _node_args(temp / "head", 1, {"host_head": 1}))
+        for name in hosts:
+            short = name.removeprefix("topo-")
+            ip = _address_in(name)
+            argv = [f"--address={cluster.address}", f"--node-ip-address={ip}"]
+            argv += _node_args(temp / short, 1, {f"host_{short}": 1})
+            enter = ["nsenter", "-t", str(sshd_pids[name]), "-n", "-m", "-u"]
+            cluster.start(short, ip, argv, prefix=enter)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _address_in(namespace: str) -> str:
+    out = subprocess.run(
+        ["ip", "-n", namespace, "-4", "-o", "addr", "show", "dev", "eth0"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.split()[3].split("/")[0]
