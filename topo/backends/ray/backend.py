@@ -56,6 +56,17 @@ def shipped_tree(root: str) -> dict[str, Any]:
     return {"working_dir": root, "excludes": excludes}
 
 
+def _no_auto_init() -> None:
+    """A Ray call after ``ray.shutdown`` (a late kill) must not start a new local Ray."""
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # read when ray is imported
+    try:
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False  # ray was imported before: its flag
+    except (ImportError, AttributeError):
+        pass
+
+
 def _connect_hint(exc: BaseException) -> str:
     if "auth" in str(exc).lower():
         return (
@@ -93,6 +104,7 @@ class RayBackend(Backend):
     # -- before anything starts ---------------------------------------------------
     def _connect(self) -> None:
         """Join the cluster, or start a local Ray, unless this process is in one already."""
+        _no_auto_init()
         import ray
 
         if ray.is_initialized():

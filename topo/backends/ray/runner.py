@@ -20,15 +20,20 @@ def end_actor(actor: Any, grace_s: float = TERMINATE_S) -> None:
     running calls return), and ``ray.kill`` it ``grace_s`` later if that did not end it."""
     import ray
 
+    # After ray.shutdown every actor is gone, and a call would start a new Ray (auto-init).
+    if not ray.is_initialized():
+        return
     try:
         actor.__ray_terminate__.remote()
     except Exception:  # already gone
         return
 
     def kill() -> None:
+        if not ray.is_initialized():
+            return
         try:
             ray.kill(actor, no_restart=True)
-        except Exception:  # gone by itself, or Ray is shut down: nothing left to end
+        except Exception:  # gone by itself: nothing left to end
             pass
 
     timer = threading.Timer(grace_s, kill)
