@@ -26,7 +26,8 @@ def plan(
             "--backend",
             "-b",
             help="With ssh: also place the executables on the hosts of --hosts and print where "
-            "each runs (with --json the placement is checked, not printed).",
+            "each runs (with --json the placement is checked, not printed). With ray: print "
+            "the placement groups and resources each executable asks of Ray.",
         ),
     ] = None,
     hosts: Annotated[
@@ -46,6 +47,10 @@ def plan(
         raise typer.Exit(1)
     program = load_program(file, params)
     placed = _placement(program, hosts) if hosts is not None else None
+    if backend == "ray":
+        from topo.backends.ray.placement import format_ray_placement
+
+        placed = format_ray_placement(program)
     if as_json:
         print(dumps(program))
         return

@@ -195,3 +195,25 @@ def _spread_infeasible(
             "or drop spread",
         )
     ]
+
+
+def format_ray_placement(program: Program) -> str:
+    """What ``topo run -b ray`` asks of Ray: per unit its placement strategy and each
+    executable's resources (``topo plan -b ray``; no cluster is contacted)."""
+    lines = [f"ray placement of {len(program.executables)} executable(s)"]
+    last = ""
+    for unit in units(program):
+        if unit.strategy is None:
+            head = "  SPREAD (Ray balances these over the nodes)"
+        elif unit.host_set is not None:
+            head = f"  STRICT_PACK placement group '{unit.host_set}' (one node)"
+        else:
+            head = f"  STRICT_SPREAD placement group '{unit.spread}' (a node per process)"
+        if head != last:
+            lines.append(head)
+        last = head
+        for exe in unit.exes:
+            nodes = program.executable_index[exe].nodes
+            shown = exe if nodes == (exe,) else f"{exe}: {', '.join(nodes)}"
+            lines.append(f"    {shown}  [{_describe(demand(program, exe))}]")
+    return "\n".join(lines)
