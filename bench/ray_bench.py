@@ -67,10 +67,10 @@ def _tree(pids: list[int]) -> set[int]:
     return out
 
 
-def bench_launch(program: Any, backend: Any, log_dir: Path, cluster: Any) -> dict[str, Any]:
+def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     """``topo.launch`` -> every node ready; stop -> run ended -> its processes gone (the
     nodes' pids, wherever they run: the test hosts share this pid namespace; and what
-    this process started for the run: fork server, a local Ray)."""
+    this (child) process started for the run: fork server, a local Ray)."""
     from topo.api import launch
     from topo.testing import wait_gone
 
@@ -83,8 +83,7 @@ def bench_launch(program: Any, backend: Any, log_dir: Path, cluster: Any) -> dic
         run.stop(timeout=120)
         raise RuntimeError(f"not ready: {run.failure or 'timed out'} (see {run.run_dir})")
     where = Counter(launcher.backend.location(e.id) or "local" for e in program.executables)
-    others = _tree([p.pid for p in cluster.procs.values()])  # the cluster is not the run's
-    pids = (_tree([os.getpid()]) - others - {os.getpid()}) | run.pids()
+    pids = (_tree([os.getpid()]) - {os.getpid()}) | run.pids()
     pids |= {n.pid for n in run.status() if n.pid}
     t1 = time.perf_counter()
     assert run.stop(timeout=120) is not None, "did not stop"
@@ -102,29 +101,61 @@ def bench_launch(program: Any, backend: Any, log_dir: Path, cluster: Any) -> dic
     }
 
 
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in this fresh process (``--child``): a launch of ``n`` nodes with
+    backend ``way``, or the RPC part."""
+    from topo.backends.ray.backend import RayBackend
+
+    log_dir = Path(spec["log_dir"])
+    if spec["part"] == "rpc":
+        return rpc_rows(spec["address"], spec["ips"], spec["calls"], spec["rounds"], log_dir)
+    n, way = spec["n"], spec["way"]
+    body = f"  node:\n    target: '{NODES}:Trivial'\n    count: {n}\n"
+    program = _program(f"raybench{n}", body)
+    backend: Any = {PROCS: "procs", RAY: RayBackend(address=spec["address"]), LOCAL: RayBackend()}
+    return bench_launch(program, backend[way], log_dir)
+
+
+def in_child(spec: dict[str, Any], cluster: Any) -> dict[str, Any]:
+    """``child(spec)`` in a fresh interpreter (Ray's fatal errors abort the process they
+    are in: never this one, which must stop the cluster). The child checks by pid that
+    its run's processes are gone; here, that nothing it started is left below this one."""
+    import subprocess
+
+    log = Path(spec["log_dir"]) / f"child-{time.time_ns()}.log"
+    argv = [sys.executable, __file__, "--child", json.dumps(spec)]
+    with open(log, "w") as err:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, timeout=900)
+    others = _tree([p.pid for p in cluster.procs.values()]) | {os.getpid()}
+    stray = _tree([os.getpid()]) - others
+    if stray:
+        from topo.testing import wait_gone
+
+        stray = set(wait_gone(stray, 30))
+    assert not stray, f"a measurement left processes behind: {sorted(stray)}"
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[len("RESULT ") :]))
+    tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+    raise RuntimeError(f"the measurement failed ({done.returncode}, {log}): {tail}")
+
+
 def launch_rows(
     cluster: Any, sizes: list[int], repeats: int, retries: int, log_dir: Path
 ) -> list[dict[str, Any]]:
-    """The three ways for every size, interleaved repeat by repeat; medians of the runs
-    that got ready (a failed run is recorded, then rerun)."""
-    from topo.backends.ray.backend import RayBackend
-
-    makers = {
-        PROCS: lambda: "procs",
-        RAY: lambda: RayBackend(address=cluster.address),
-        LOCAL: lambda: RayBackend(),
-    }
+    """The three ways for every size, interleaved repeat by repeat, each run in a fresh
+    process; medians of the runs that got ready (a failed run is recorded, then rerun)."""
+    ways = (PROCS, RAY, LOCAL)
     rows = []
     for n in sizes:
-        body = f"  node:\n    target: '{NODES}:Trivial'\n    count: {n}\n"
-        program = _program(f"raybench{n}", body)
-        runs: dict[str, list[dict[str, Any]]] = {way: [] for way in makers}
-        failed: dict[str, list[str]] = {way: [] for way in makers}
+        runs: dict[str, list[dict[str, Any]]] = {way: [] for way in ways}
+        failed: dict[str, list[str]] = {way: [] for way in ways}
         for _ in range(repeats):
-            for way, make in makers.items():
+            for way in ways:
+                spec = {"part": "launch", "way": way, "n": n, "address": cluster.address}
                 for _attempt in range(retries + 1):
                     try:
-                        runs[way].append(bench_launch(program, make(), log_dir, cluster))
+                        runs[way].append(in_child({**spec, "log_dir": str(log_dir)}, cluster))
                         break
                     except Exception as exc:
                         failed[way].append(repr(exc))
@@ -146,7 +177,7 @@ def launch_rows(
     return rows
 
 
-def _plain_actors(cluster: Any) -> tuple[Any, Any]:
+def _plain_actors(ips: dict[str, str]) -> tuple[Any, Any]:
     """A plain Ray caller actor on h1 and echo actor on h2."""
     import ray
 
@@ -156,11 +187,13 @@ def _plain_actors(cluster: Any) -> tuple[Any, Any]:
     caller: Any = ray.remote(RayCaller).options(resources={"host_h1": 0.001}, **small).remote()
     echo: Any = ray.remote(RayEcho).options(resources={"host_h2": 0.001}, **small).remote()
     where = ray.get([caller.where.remote(), echo.where.remote()], timeout=120)
-    assert where == [cluster.ips["h1"], cluster.ips["h2"]], where
+    assert where == [ips["h1"], ips["h2"]], where
     return caller, echo
 
 
-def rpc_rows(cluster: Any, calls: int, rounds: int, log_dir: Path) -> dict[str, Any]:
+def rpc_rows(
+    address: str, ips: dict[str, str], calls: int, rounds: int, log_dir: Path
+) -> dict[str, Any]:
     """Blocking round trips caller -> echo: topo on Ray (h1 -> h2), topo on procs, plain
     Ray actors (h1 -> h2), all up at once, interleaved round by round."""
     import ray
@@ -176,18 +209,18 @@ def rpc_rows(cluster: Any, calls: int, rounds: int, log_dir: Path) -> dict[str, 
     program = _program("raybench-rpc", body)
     counts = {"tiny": calls, "1MiB": max(rounds, calls // 4)}
     # the backend finds this connection and keeps it (it ends only what it started)
-    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     runs: dict[str, Any] = {}
     plain: tuple[Any, Any] | None = None
     try:
         runs[RPC_TOPO_RAY] = launch(
-            program, RayBackend(address=cluster.address), log_dir=log_dir, ready_timeout=180
+            program, RayBackend(address=address), log_dir=log_dir, ready_timeout=180
         )
         runs[RPC_PROCS] = launch(program, "procs", log_dir=log_dir, ready_timeout=120)
         backend = runs[RPC_TOPO_RAY].launcher.backend
         where = [backend.location("caller"), backend.location("echo")]
-        assert where == [cluster.ips["h1"], cluster.ips["h2"]], where
-        plain = _plain_actors(cluster)
+        assert where == [ips["h1"], ips["h2"]], where
+        plain = _plain_actors(ips)
         caller, echo = plain
         measure: dict[str, Any] = {
             name: run.handle("caller", timeout=120).measure for name, run in runs.items()
@@ -247,7 +280,9 @@ def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
         try:
             print(f"cluster up in {cluster_start:.1f} s: {cluster.ips}", flush=True)
             rows = launch_rows(cluster, args.sizes, args.repeats, args.retries, log_dir)
-            rpc = rpc_rows(cluster, args.calls, args.rounds, log_dir)
+            spec = {"part": "rpc", "address": cluster.address, "ips": cluster.ips}
+            spec |= {"calls": args.calls, "rounds": args.rounds, "log_dir": str(log_dir)}
+            rpc = in_child(spec, cluster)
             ips = dict(cluster.ips)
         finally:
             left = cluster.stop()
@@ -265,9 +300,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="tiny calls per system")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--retries", type=int, default=2, help="reruns of a failed launch")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # one measurement (JSON spec)
     args = parser.parse_args()
     os.chdir(ROOT)  # the actors get the launcher's cwd on their path
-    import ray
+    if args.child:
+        print("RESULT " + json.dumps(child(json.loads(args.child))), flush=True)
+        return
+    from importlib.metadata import version
 
     from bench.ray_report import markdown
 
@@ -277,7 +316,7 @@ def main() -> None:
         "command": " ".join([".venv/bin/python", "bench/ray_bench.py", *sys.argv[1:]]),
         "machine": {
             "python": platform.python_version(),
-            "ray": ray.__version__,
+            "ray": version("ray"),
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

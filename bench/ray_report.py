@@ -10,11 +10,12 @@ BASELINE_RPC = "topo on procs (ipc, loopback)"
 def _launch_table(result: dict[str, Any]) -> list[str]:
     lines = [
         "| nodes | backend | launch → all ready | of it: launch → backend open | "
-        "launcher ready | vs procs | stop → run ended | stop → processes gone "
+        "launcher ready | ÷ procs | stop → run ended | stop → processes gone "
         "| executables per Ray node | failed runs | load avg (1 min) after |",
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     ips = {ip: name for name, ip in result["cluster_ips"].items()}
+    ips.update({"local": "this machine"})
     for row in result["launch"]:
         for way, r in row["ways"].items():
             per = r["samples"][0]["per_node"]
@@ -22,7 +23,7 @@ def _launch_table(result: dict[str, Any]) -> list[str]:
                 "—"
                 if way == "procs"
                 else ", ".join(
-                    f"{ips.get(k, k)} {v}"
+                    f"{ips.get(k, 'the local Ray')} {v}"
                     for k, v in sorted(per.items(), key=lambda kv: ips.get(kv[0], kv[0]))
                 )
             )
