@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 NODES = "bench.ray_nodes"  # imported by the actors and the fork server: kept light
 SIZES = {"tiny": 0, "1MiB": 1 << 20}
 PROCS, RAY, LOCAL = "procs", "ray (cluster up)", "ray (local Ray per run)"
+PLAIN = "plain Ray actors, no topo (cluster up)"
 RPC_TOPO_RAY = "topo on ray: h1 → h2 (tcp + CURVE)"
 RPC_PROCS = "topo on procs (ipc, loopback)"
 RPC_PLAIN = "plain Ray actor call h1 → h2"
@@ -101,6 +102,42 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     }
 
 
+def bench_plain(n: int, address: str) -> dict[str, Any]:
+    """Ray's own part, for comparison: connect, ``n`` plain actors asked for what the
+    backend asks (0.01 CPU, SPREAD), each answering once; then ``ray.kill`` -> gone."""
+    import ray
+
+    from bench.ray_nodes import RayEcho
+    from topo.testing import wait_gone
+
+    t0 = time.perf_counter()
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        connected = time.perf_counter() - t0
+        cls: Any = ray.remote(RayEcho)
+        opts = {"num_cpus": 0.01, "scheduling_strategy": "SPREAD"}
+        actors = [cls.options(**opts).remote() for _ in range(n)]
+        found = ray.get([a.pid_where.remote() for a in actors], timeout=300)
+        ready = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        stop = time.perf_counter() - t1
+    finally:
+        ray.shutdown()
+    left = wait_gone([pid for pid, _ in found], 30)
+    assert not left, f"left behind: {left}"
+    return {
+        "ready_s": ready,
+        "preflight_s": connected,
+        "launcher_ready_s": ready - connected,
+        "stop_s": stop,
+        "gone_s": time.perf_counter() - t1,
+        "per_node": dict(sorted(Counter(ip for _, ip in found).items())),
+        "processes": n,
+    }
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement in this fresh process (``--child``): a launch of ``n`` nodes with
     backend ``way``, or the RPC part."""
@@ -110,6 +147,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["part"] == "rpc":
         return rpc_rows(spec["address"], spec["ips"], spec["calls"], spec["rounds"], log_dir)
     n, way = spec["n"], spec["way"]
+    if way == PLAIN:
+        return bench_plain(n, spec["address"])
     body = f"  node:\n    target: '{NODES}:Trivial'\n    count: {n}\n"
     program = _program(f"raybench{n}", body)
     backend: Any = {PROCS: "procs", RAY: RayBackend(address=spec["address"]), LOCAL: RayBackend()}
@@ -145,7 +184,7 @@ def launch_rows(
 ) -> list[dict[str, Any]]:
     """The three ways for every size, interleaved repeat by repeat, each run in a fresh
     process; medians of the runs that got ready (a failed run is recorded, then rerun)."""
-    ways = (PROCS, RAY, LOCAL)
+    ways = (PROCS, RAY, LOCAL, PLAIN)
     rows = []
     for n in sizes:
         runs: dict[str, list[dict[str, Any]]] = {way: [] for way in ways}

@@ -63,6 +63,12 @@ class RayEcho:
 
         return str(ray.util.get_node_ip_address())
 
+    def pid_where(self) -> tuple[int, str]:
+        """This process's pid and the Ray node's address."""
+        import os
+
+        return os.getpid(), self.where()
+
 
 class RayCaller(RayEcho):
     """A plain Ray actor timing ``ray.get(echo.echo.remote(x))`` round trips."""

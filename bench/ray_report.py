@@ -76,7 +76,10 @@ def markdown(result: dict[str, Any]) -> str:
         "is in *launch → backend open*). *ray (local Ray per run)*: `RayBackend()`, which "
         "starts a local Ray (2 CPUs) for the run and shuts it down at its end: Ray's own "
         "start is in its figure, its shutdown in its stop. *procs*: the fork server on "
-        "this machine, the baseline. Stop is the program's stop request → `run.stop` "
+        "this machine, the baseline. *plain Ray actors, no topo*: Ray's own part, for "
+        "comparison: `ray.init(address=...)` (in the second column), then N plain actors "
+        "asked for what the backend asks (0.01 CPU, SPREAD), each answering one call; "
+        "its stop is `ray.kill` of each. Stop is the program's stop request → `run.stop` "
         "returned (every actor ended, placement released) and → every process of the run "
         "gone (checked by pid).",
         "",
