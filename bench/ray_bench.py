@@ -44,6 +44,7 @@ NODES = "bench.ray_nodes"  # imported by the actors and the fork server: kept li
 SIZES = {"tiny": 0, "1MiB": 1 << 20}
 PROCS, RAY, LOCAL = "procs", "ray (cluster up)", "ray (local Ray per run)"
 PLAIN = "plain Ray actors, no topo (cluster up)"
+GONE_TIMEOUT_S = 120.0  # 50 Ray workers on 2 busy cores take a while to exit
 RPC_TOPO_RAY = "topo on ray: h1 → h2 (tcp + CURVE)"
 RPC_PROCS = "topo on procs (ipc, loopback)"
 RPC_PLAIN = "plain Ray actor call h1 → h2"
@@ -89,7 +90,7 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     t1 = time.perf_counter()
     assert run.stop(timeout=120) is not None, "did not stop"
     stop = time.perf_counter() - t1
-    left = wait_gone(pids, 30)
+    left = wait_gone(pids, GONE_TIMEOUT_S)
     assert not left, f"left behind: {left}"
     return {
         "ready_s": ready,
@@ -125,7 +126,7 @@ def bench_plain(n: int, address: str) -> dict[str, Any]:
         stop = time.perf_counter() - t1
     finally:
         ray.shutdown()
-    left = wait_gone([pid for pid, _ in found], 30)
+    left = wait_gone([pid for pid, _ in found], GONE_TIMEOUT_S)
     assert not left, f"left behind: {left}"
     return {
         "ready_s": ready,

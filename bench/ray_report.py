@@ -53,6 +53,21 @@ def _rpc_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _failures(result: dict[str, Any]) -> list[str]:
+    failed = [
+        (row["nodes"], way, error)
+        for row in result["launch"]
+        for way, r in row["ways"].items()
+        for error in r["failed"]
+    ]
+    if not failed:
+        return []
+    lines = ["", "Failed runs (each rerun; the medians are of the runs that got ready):", ""]
+    for nodes, way, error in failed:
+        lines.append(f"- {nodes} {way}: {error[:300]}")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as bench/results/ray.md."""
     m, a = result["machine"], result["args"]
@@ -95,6 +110,7 @@ def markdown(result: dict[str, Any]) -> str:
         "`ray.get(echo.echo.remote(x))` on an actor on h2. All three were up at once.",
         "",
         *_rpc_table(result),
+        *_failures(result),
         "",
         f"Load average (1 min) at start / end of the run: {l0:.1f} / {l1:.1f}.",
         "",
