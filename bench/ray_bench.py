@@ -17,8 +17,11 @@ The cluster (``tests/ray/cluster.py``): a head on the test hosts' bridge and one
 inside each of 3 test hosts (``tests/ssh/testhosts.py``), 1 CPU each, started by this
 bench and stopped by pid at its end; test hosts are brought up (and taken down after)
 only if none are up. Needs root. Run from the repository root:
-``.venv/bin/python bench/ray_bench.py [--sizes 10 50] [--repeats 3] [--calls 2000]``.
-Writes bench/results/ray.json and bench/results/ray.md.
+``.venv/bin/python bench/ray_bench.py [--sizes 10 50] [--repeats 3] [--calls 2000]``
+(the defaults take about 20 minutes on 2 cores, most of it Ray starting 50 worker
+processes 9 times; ``--sizes 10 --repeats 1`` about 3). Every measurement runs in a
+fresh child process (``--child``): Ray aborts a process on some fatal errors, and this
+one must live to stop the cluster. Writes bench/results/ray.json and bench/results/ray.md.
 """
 
 from __future__ import annotations
