@@ -268,3 +268,20 @@ def test_an_infeasible_placement_is_refused_before_anything_starts(
     assert not (tmp_path / "runs").exists()
     assert not ray.is_initialized()  # it disconnected from the cluster it joined
     assert alive([ray_cluster.pid])  # and left the cluster itself alone
+
+
+def test_a_local_ray_run_leaves_this_process_fit_for_a_cluster(
+    ray_cluster: Cluster, tmp_path: Path, topo_launch: Callable
+) -> None:
+    """A local Ray turns token authentication on in the launcher process (env and Ray's
+    cached config); after the run a cluster without it must still work, here and in
+    processes started from here."""
+    from topo.backends.ray.backend import RayBackend
+
+    path = write(tmp_path / "one.yaml", f'name: one\nnodes:\n  w: {{target: "{NODES}:Where"}}\n')
+    before = dict(os.environ)
+    for backend in (RayBackend(), RayBackend(address=ray_cluster.address)):
+        run = topo_launch(path, backend)
+        assert run.handle("w").where()["actor"] == "w"
+        assert run.stop(timeout=60) == 0
+        assert dict(os.environ) == before  # no RAY_AUTH_MODE=token, PYTHONBREAKPOINT...

@@ -33,7 +33,7 @@ from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, S
 from topo.backends.logs import exe_output_path, log_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
-from topo.backends.ray.runner import LOGS_EVERY_S, Live, RayRunner, end_actor, first_line
+from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
 from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
 
@@ -58,11 +58,23 @@ def shipped_tree(root: str) -> dict[str, Any]:
 
 def _no_auto_init() -> None:
     """A Ray call after ``ray.shutdown`` (a late kill) must not start a new local Ray."""
-    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # read when ray is imported
     try:
         from ray._private import auto_init_hook
 
-        auto_init_hook.enable_auto_connect = False  # ray was imported before: its flag
+        auto_init_hook.enable_auto_connect = False  # (RAY_ENABLE_AUTO_CONNECT=0, read once)
+    except (ImportError, AttributeError):
+        pass
+
+
+def _reload_ray_config() -> None:
+    """Make Ray in this process read its settings again (the authentication mode is
+    cached: a later ``ray.init`` would still use a local Ray's token). Ray's own tests
+    do this between clusters; private API, so a Ray without it is left as it is."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
     except (ImportError, AttributeError):
         pass
 
@@ -85,6 +97,7 @@ class RayBackend(Backend):
         self.address = address
         self.ship = ship  # the working tree goes to every node as the job's working_dir
         self.started_ray = False  # this backend called ray.init (so it calls ray.shutdown)
+        self._environ: dict[str, str] | None = None  # os.environ before ray.init changed it
         self.node_ip = ""
         self.namespace = ""
         self._checked = False
@@ -100,6 +113,7 @@ class RayBackend(Backend):
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
         self._watchdog: Watchdog | None = None  # of the local Ray this backend started
+        self._ender = Ender()
 
     # -- before anything starts ---------------------------------------------------
     def _connect(self) -> None:
@@ -109,6 +123,7 @@ class RayBackend(Backend):
 
         if ray.is_initialized():
             return
+        self._environ = dict(os.environ)
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.ship:
             quiet["runtime_env"] = shipped_tree(os.getcwd())
@@ -128,6 +143,14 @@ class RayBackend(Backend):
         if self.started_ray:
             self.started_ray = False
             ray.shutdown()
+        if self._environ is not None:
+            # ray.init leaves RAY_AUTH_MODE=token (a local Ray), PYTHONBREAKPOINT...: a
+            # later run from this process, or a process it starts, must not inherit them
+            for key in set(os.environ) - set(self._environ):
+                del os.environ[key]
+            os.environ.update(self._environ)
+            self._environ = None
+            _reload_ray_config()
         if self._watchdog is not None:
             self._watchdog.stop()
             self._watchdog = None
@@ -245,10 +268,10 @@ class RayBackend(Backend):
             actor = self._actor_class.options(**self._options(exe, attempt)).remote()
             run_ref = actor.run.remote(self._init_ref, exe, attempt)
         except Exception as exc:
-            runner = RayRunner(exe, attempt, None)
+            runner = RayRunner(exe, attempt, None, self._ender)
             self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
             return runner
-        runner = RayRunner(exe, attempt, actor)
+        runner = RayRunner(exe, attempt, actor, self._ender)
         with self._lock:
             self._live[(exe, attempt)] = Live(runner, run_ref, actor.where.remote())
         return runner
@@ -278,6 +301,7 @@ class RayBackend(Backend):
         """Handle what is ready (pids, output, ends); pull output every ``LOGS_EVERY_S``."""
         import ray
 
+        self._ender.reap()
         with self._lock:
             lives = list(self._live.values())
         refs: dict[Any, tuple[Live, str]] = {}
@@ -356,7 +380,7 @@ class RayBackend(Backend):
                 self._on_logs(live, timeout=5)
             live.log_ref = runner.actor.read_logs.remote(True)
             self._on_logs(live, timeout=5)
-            end_actor(runner.actor)
+            self._ender.end(runner.actor)
         with self._lock:
             self._live.pop((runner.exe, runner.attempt), None)
         assert self._sink is not None
@@ -384,8 +408,10 @@ class RayBackend(Backend):
             self._live.clear()
         try:
             if ray.is_initialized():
+                self._ender.finish()
                 for live in left:
-                    ray.kill(live.runner.actor, no_restart=True)
+                    if live.runner.actor is not None:
+                        ray.kill(live.runner.actor, no_restart=True)
                 from ray.util.placement_group import remove_placement_group
 
                 for group in self._groups:

@@ -15,38 +15,67 @@ LOGS_EVERY_S = 0.25  # how often the watcher pulls the actors' new output
 TERMINATE_S = 1.0  # an actor asked to exit gets this long before ray.kill
 
 
-def end_actor(actor: Any, grace_s: float = TERMINATE_S) -> None:
-    """Ask ``actor`` to exit (``__ray_terminate__``: its ``atexit`` handlers run once its
-    running calls return), and ``ray.kill`` it ``grace_s`` later if that did not end it."""
-    import ray
+class Ender:
+    """Actors being ended: each was asked to exit (``__ray_terminate__``: its ``atexit``
+    handlers run once its running calls return) and is ``ray.kill``ed ``TERMINATE_S``
+    later if still there: by the watcher (``reap``), or at the latest before the backend
+    disconnects (``finish``: Ray's own clean-up of a finished job's actors is slow)."""
 
-    # After ray.shutdown every actor is gone, and a call would start a new Ray (auto-init).
-    if not ray.is_initialized():
-        return
-    try:
-        actor.__ray_terminate__.remote()
-    except Exception:  # already gone
-        return
+    def __init__(self) -> None:
+        self._pending: list[tuple[float, Any]] = []
+        self._lock = threading.Lock()
 
-    def kill() -> None:
+    def end(self, actor: Any) -> None:
+        import ray
+
+        # After ray.shutdown every actor is gone, and a call would start a new Ray.
         if not ray.is_initialized():
             return
+        try:
+            actor.__ray_terminate__.remote()
+        except Exception:  # already gone
+            return
+        with self._lock:
+            self._pending.append((time.monotonic() + TERMINATE_S, actor))
+
+    def reap(self) -> None:
+        """``ray.kill`` the actors whose time to exit by themselves has passed."""
+        now = time.monotonic()
+        with self._lock:
+            due = [a for t, a in self._pending if t <= now]
+            self._pending = [(t, a) for t, a in self._pending if t > now]
+        _kill_all(due)
+
+    def finish(self) -> None:
+        """Give the last ones their time, then ``ray.kill`` every actor still pending."""
+        with self._lock:
+            last = max((t for t, _ in self._pending), default=0.0)
+        time.sleep(max(0.0, min(TERMINATE_S, last - time.monotonic())))
+        with self._lock:
+            left = [a for _, a in self._pending]
+            self._pending.clear()
+        _kill_all(left)
+
+
+def _kill_all(actors: list[Any]) -> None:
+    import ray
+
+    if not actors or not ray.is_initialized():
+        return
+    for actor in actors:
         try:
             ray.kill(actor, no_restart=True)
         except Exception:  # gone by itself: nothing left to end
             pass
-
-    timer = threading.Timer(grace_s, kill)
-    timer.daemon = True
-    timer.start()
 
 
 class RayRunner(ExecutableRunner):
     """One attempt of one executable as a Ray actor (``kill``: ``__ray_terminate__``, then
     ``ray.kill``; the launcher calls it once the stop channel's grace has passed)."""
 
-    def __init__(self, exe: str, attempt: int, actor: Any) -> None:
+    def __init__(self, exe: str, attempt: int, actor: Any, ender: Ender) -> None:
         self.exe = exe
+        self.ender = ender
         self.attempt = attempt
         self.pid = 0
         self.node_ip: str | None = None
@@ -56,7 +85,7 @@ class RayRunner(ExecutableRunner):
     def kill(self) -> None:
         self.killed = True
         if self.actor is not None:
-            end_actor(self.actor)
+            self.ender.end(self.actor)
 
     def dump_stacks(self, node: str) -> str:
         import ray
