@@ -180,13 +180,16 @@ def _backend_options(
             raise typer.Exit(1)
         return {"address": address, "ship": ship}
     if backend != "ssh":
-        given = [flag for flag, on in (("--hosts", hosts is not None), ("--ship", ship)) if on]
-        if given:
-            stderr.print(
-                f"[red]error:[/] {' and '.join(given)} only apply to --backend ssh "
-                f"(not {escape(backend)})"
-            )
-            raise typer.Exit(1)
+        for flag, on, where in (
+            ("--hosts", hosts is not None, "ssh"),
+            ("--ship", ship, "ssh or ray"),
+        ):
+            if on:
+                stderr.print(
+                    f"[red]error:[/] {flag} only applies to --backend {where} "
+                    f"(not {escape(backend)})"
+                )
+                raise typer.Exit(1)
         return {}
     if hosts is None:
         stderr.print("[red]error:[/] --backend ssh needs --hosts FILE (the inventory of hosts)")

@@ -120,8 +120,9 @@ def test_plan_with_another_backend_is_the_usual_plan(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--hosts", "{hosts}"], "--hosts only apply to --backend ssh (not procs)"),
-        (["-b", "threads", "--ship"], "--ship only apply to --backend ssh (not threads)"),
+        (["--hosts", "{hosts}"], "--hosts only applies to --backend ssh (not procs)"),
+        (["-b", "threads", "--ship"], "--ship only applies to --backend ssh or ray (not threads)"),
+        (["-b", "ray", "--hosts", "{hosts}"], "--hosts only applies to --backend ssh (not ray)"),
         (["-b", "ssh", "--ship"], "--backend ssh needs --hosts FILE"),
     ],
 )
