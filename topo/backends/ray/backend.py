@@ -21,71 +21,25 @@ started is ended: its actors, its placement groups, and Ray itself if it started
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
 from topo.backends.logs import exe_output_path, log_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
+from topo.backends.ray.session import RaySession, connect_hint
 from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
-
-if TYPE_CHECKING:
-    from topo.backends.ray.local import Watchdog
 
 POLL_S = 0.1  # how often the watcher looks at the actors
 PLACEMENT_TIMEOUT_S = 60.0  # a placement group the check found feasible is ready by then
 MAX_CONCURRENCY = 4  # run + read_logs + where + dump_stacks at the same time
-
-
-def shipped_tree(root: str) -> dict[str, Any]:
-    """The job-level ``runtime_env`` that sends the working tree ``root`` to every node
-    (Ray refuses a per-actor ``working_dir``); what ``--ship`` leaves out on ssh, and
-    ``.gitignore``d files, stay behind."""
-    from topo.backends.shipping import SKIP_DIRS, SKIP_SUFFIXES
-
-    excludes = [f"{name}/" for name in sorted(SKIP_DIRS)]
-    excludes += [f"*{suffix}" for suffix in SKIP_SUFFIXES]
-    return {"working_dir": root, "excludes": excludes}
-
-
-def _no_auto_init() -> None:
-    """A Ray call after ``ray.shutdown`` (a late kill) must not start a new local Ray."""
-    try:
-        from ray._private import auto_init_hook
-
-        auto_init_hook.enable_auto_connect = False  # (RAY_ENABLE_AUTO_CONNECT=0, read once)
-    except (ImportError, AttributeError):
-        pass
-
-
-def _reload_ray_config() -> None:
-    """Make Ray in this process read its settings again (the authentication mode is
-    cached: a later ``ray.init`` would still use a local Ray's token). Ray's own tests
-    do this between clusters; private API, so a Ray without it is left as it is."""
-    try:
-        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
-
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
-    except (ImportError, AttributeError):
-        pass
-
-
-def _connect_hint(exc: BaseException) -> str:
-    if "auth" in str(exc).lower():
-        return (
-            "the cluster uses Ray's token authentication: set RAY_AUTH_MODE=token, with "
-            "its token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
-        )
-    return "start one with `ray start --head`, or pass --address auto|HOST:PORT"
 
 
 class RayBackend(Backend):
@@ -96,8 +50,7 @@ class RayBackend(Backend):
     def __init__(self, address: str | None = None, ship: bool = False) -> None:
         self.address = address
         self.ship = ship  # the working tree goes to every node as the job's working_dir
-        self.started_ray = False  # this backend called ray.init (so it calls ray.shutdown)
-        self._environ: dict[str, str] | None = None  # os.environ before ray.init changed it
+        self.session = RaySession(address, ship)
         self.node_ip = ""
         self.namespace = ""
         self._checked = False
@@ -112,49 +65,9 @@ class RayBackend(Backend):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._watchdog: Watchdog | None = None  # of the local Ray this backend started
         self._ender = Ender()
 
     # -- before anything starts ---------------------------------------------------
-    def _connect(self) -> None:
-        """Join the cluster, or start a local Ray, unless this process is in one already."""
-        _no_auto_init()
-        import ray
-
-        if ray.is_initialized():
-            return
-        self._environ = dict(os.environ)
-        quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
-        if self.ship:
-            quiet["runtime_env"] = shipped_tree(os.getcwd())
-        if self.address is None:
-            from topo.backends.ray.local import Watchdog, head_pids
-
-            ray.init(address="local", include_dashboard=False, **quiet)
-            self.started_ray = True
-            self._watchdog = Watchdog(head_pids())
-        else:
-            ray.init(address=self.address, **quiet)
-            self.started_ray = True
-
-    def _disconnect(self) -> None:
-        import ray
-
-        if self.started_ray:
-            self.started_ray = False
-            ray.shutdown()
-        if self._environ is not None:
-            # ray.init leaves RAY_AUTH_MODE=token (a local Ray), PYTHONBREAKPOINT...: a
-            # later run from this process, or a process it starts, must not inherit them
-            for key in set(os.environ) - set(self._environ):
-                del os.environ[key]
-            os.environ.update(self._environ)
-            self._environ = None
-            _reload_ray_config()
-        if self._watchdog is not None:
-            self._watchdog.stop()
-            self._watchdog = None
-
     def network(self) -> Network:
         if not self.node_ip:
             import ray
@@ -169,19 +82,19 @@ class RayBackend(Backend):
             return [Diagnostic(f"the ray backend needs ray ({exc}); install topo-launch[ray]")]
         where = self.address or "a new local Ray instance"
         try:
-            self._connect()
+            self.session.connect()
         except Exception as exc:
-            self._disconnect()
+            self.session.disconnect()
             return [
                 Diagnostic(
                     f"cannot reach the Ray cluster at {where}: {first_line(exc)}",
-                    hint=_connect_hint(exc),
+                    hint=connect_hint(exc),
                 )
             ]
         alive = [n for n in ray.nodes() if n.get("Alive")]
         found = infeasible(program, [dict(n.get("Resources", {})) for n in alive])
         if found:
-            self._disconnect()
+            self.session.disconnect()
             return found
         self.node_ip = str(ray.util.get_node_ip_address())
         # pids are this machine's when every node is this machine (one-node Ray)
@@ -282,9 +195,7 @@ class RayBackend(Backend):
     def helper_pids(self) -> list[int]:
         """Ray's head processes and their watchdog, when this backend started Ray (gone
         after ``close``)."""
-        if self._watchdog is None:
-            return []
-        return [*self._watchdog.pids, self._watchdog.pid]
+        return self.session.helper_pids()
 
     # -- the watcher ----------------------------------------------------------------
     def _watch(self) -> None:
@@ -425,4 +336,4 @@ class RayBackend(Backend):
                     root.parent.rmdir()  # the last run on this machine: no empty dir left
                 except OSError:
                     pass
-            self._disconnect()
+            self.session.disconnect()
