@@ -3,8 +3,9 @@
 Ray places and keeps the processes; topo does the rest the same way as on every
 backend. ``check`` connects to the cluster (``address``: ``auto``, ``host:port`` or
 ``ray://...``; none: a local Ray instance started for this run and shut down at its
-end) and refuses, before anything starts, a placement no live node can hold.
-``open`` makes one STRICT_PACK placement group per host-colocation set; ``start``
+end; see ``session``) and refuses, before anything starts, a placement no live node
+can hold. ``open`` makes one placement group per host-colocation set (STRICT_PACK)
+and per spread group (STRICT_SPREAD); the rest go with Ray's SPREAD; ``start``
 creates an ``ExecutableActor`` (named after the executable, so the dashboard and
 ``ray list actors`` show topo's nodes) and calls its ``run``, which runs the shared
 child set-up in the actor's process: nodes bind the Ray node's address and register
@@ -14,7 +15,8 @@ One watcher thread follows every actor: its pid (``where``), its output (``read_
 pulled into the run directory's log files) and its end (``run`` returns the exit
 code; a ``RayActorError`` means the actor's process died: code -9 with the reason, and
 topo's restart policy applies: actors have ``max_restarts=0``). Stopping is topo's
-stop channel first (the launcher's), then ``ray.kill``. Only what this backend
+stop channel first (the launcher's), then ``__ray_terminate__``, then ``ray.kill``
+(``runner.Ender``). Only what this backend
 started is ended: its actors, its placement groups, and Ray itself if it started it
 (a watchdog, ``local``, ends that Ray also when the launcher is killed).
 """
