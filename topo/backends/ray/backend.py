@@ -237,8 +237,8 @@ class RayBackend(Backend):
                 self._on_logs(live)
             else:
                 ends.append(live)
-        for live in ends:
-            self._on_end(live)
+        if ends:
+            self._on_ends(ends)
         if time.monotonic() >= next_logs:
             next_logs = time.monotonic() + LOGS_EVERY_S
             for live in lives:
@@ -261,43 +261,60 @@ class RayBackend(Backend):
         assert self._sink is not None
         self._sink.started(runner.exe, runner.attempt, runner.pid)
 
-    def _on_logs(self, live: Live, timeout: float | None = None) -> None:
+    def _on_logs(self, live: Live) -> None:
         import ray
 
         ref: Any = live.log_ref
         live.log_ref = None
         try:
-            chunks: dict[str, str] = ray.get(ref, timeout=timeout)
+            chunks: dict[str, str] = ray.get(ref)
         except Exception:  # the actor is gone: what it wrote last is lost with it
             return
         for label, text in chunks.items():
             self._append(label, text)
 
-    def _on_end(self, live: Live) -> None:
-        """``run`` returned (the exit code) or raised (the actor died)."""
+    def _on_ends(self, ends: list[Live]) -> None:
+        """``run`` returned (the exit code) or raised (the actor died), for each of
+        ``ends``; the last output of those that ran to their end is pulled for all of them
+        at once (a stop ends every actor in the same round), then they are ended."""
         import ray
         from ray.exceptions import RayActorError
 
-        runner = live.runner
-        reason = ""
-        try:
-            code = int(ray.get(live.run_ref))
-        except RayActorError as exc:
-            code = -9
-            if not runner.killed:
-                reason = f"its Ray actor died: {first_line(exc)}"
-        except Exception as exc:
-            code, reason = 1, f"its Ray actor failed: {first_line(exc)}"
-        if code >= 0:  # it ran to its end: its last lines, then the process goes
-            if live.log_ref is not None:
-                self._on_logs(live, timeout=5)
-            live.log_ref = runner.actor.read_logs.remote(True)
-            self._on_logs(live, timeout=5)
-            self._ender.end(runner.actor)
-        with self._lock:
-            self._live.pop((runner.exe, runner.attempt), None)
+        outcomes: list[tuple[Live, int, str]] = []
+        pulls: list[tuple[Any, Live]] = []  # in order: an earlier pull first, then the last
+        for live in ends:
+            reason = ""
+            try:
+                code = int(ray.get(live.run_ref))
+            except RayActorError as exc:
+                code = -9
+                if not live.runner.killed:
+                    reason = f"its Ray actor died: {first_line(exc)}"
+            except Exception as exc:
+                code, reason = 1, f"its Ray actor failed: {first_line(exc)}"
+            outcomes.append((live, code, reason))
+            if code >= 0:  # it ran to its end: its last lines, then the process goes
+                if live.log_ref is not None:
+                    pulls.append((live.log_ref, live))
+                pulls.append((live.runner.actor.read_logs.remote(True), live))
+                live.log_ref = None
+        if pulls:
+            ray.wait([ref for ref, _ in pulls], num_returns=len(pulls), timeout=5.0)
+        for ref, _ in pulls:
+            try:
+                chunks: dict[str, str] = ray.get(ref, timeout=0)
+            except Exception:  # the actor is gone, or too slow: its last lines are lost
+                continue
+            for label, text in chunks.items():
+                self._append(label, text)
         assert self._sink is not None
-        self._sink.exited(runner.exe, runner.attempt, runner.pid, code, reason)
+        for live, code, reason in outcomes:
+            runner = live.runner
+            if code >= 0:
+                self._ender.end(runner.actor)
+            with self._lock:
+                self._live.pop((runner.exe, runner.attempt), None)
+            self._sink.exited(runner.exe, runner.attempt, runner.pid, code, reason)
 
     def _append(self, label: str, text: str) -> None:
         """Pulled output into the run directory's log file of a node or executable."""
