@@ -1,7 +1,7 @@
 """Ray clusters for the ray backend's tests (see ``cluster``): a one-node cluster, and a
-head with a worker in each of three test hosts. Both last for the tests of this
-directory only, so no Ray process is inside a test host when the ssh tests check that
-nothing but sshd runs there."""
+head with a worker in each of three test hosts. Each lasts for the one test module that
+uses it (not the session: no Ray process may be inside a test host when the ssh tests
+check that nothing but sshd runs there)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _stopped(cluster: Cluster) -> None:
     assert not left, f"the test Ray cluster left processes behind: {left}"
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Cluster]:
     """One Ray node: 2 CPUs, 1 (declared) GPU and the custom resource ``LABEL``."""
     reason = ray_missing()
@@ -33,7 +33,7 @@ def ray_cluster() -> Iterator[Cluster]:
         _stopped(cluster)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def ray_hosts(test_hosts: HostSet) -> Iterator[Cluster]:
     """Four Ray nodes: the head (``host_head``) on the bridge, workers ``h1``..``h3``
     (``host_h1``..) inside the test hosts; 1 CPU each."""
