@@ -7,8 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,11 +15,19 @@ import pytest
 
 from tests.ray.cluster import Cluster, descendants, ray_missing
 from tests.ray.conftest import LABEL
+from tests.ray.runs import (
+    NODES,
+    ROOT,
+    kill_if_running,
+    start,
+    status,
+    topo_run,
+    wait_for,
+    wheres,
+    write,
+)
 from topo.diagnostics import TopoError
 from topo.testing import alive, wait_gone
-
-ROOT = Path(__file__).resolve().parents[2]
-NODES = "tests.ray.ray_nodes"
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,32 +35,15 @@ pytestmark = [
 ]
 
 
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_consumer_producers_on_a_ray_the_run_starts_and_stops(tmp_path: Path) -> None:
     """No --address: the backend starts a local Ray for the run and shuts it down."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "topo",
-            "run",
+    proc = start(
+        topo_run(
             "examples/topologies/consumer_producers.yaml",
-            "-b",
-            "ray",
+            tmp_path / "run",
             "-p",
             "num_producers=2",
-            "--no-live",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        )
     )
     seen: set[int] = set()
     while proc.poll() is None:  # every process the run made: Ray's own, the actors
@@ -73,24 +62,7 @@ def test_a_killed_launcher_leaves_no_ray_process_behind(tmp_path: Path) -> None:
     """``kill -9`` of ``topo run -b ray``: the actors, the Ray it started and Ray's agents
     (which Ray itself does not tie to the launcher: the watchdog does) are gone."""
     path = write(tmp_path / "one.yaml", f'name: one\nnodes:\n  w: {{target: "{NODES}:Where"}}\n')
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "topo",
-            "run",
-            str(path),
-            "-b",
-            "ray",
-            "--no-live",
-            "--log-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(topo_run(path, tmp_path / "run"))
     assert proc.stdout is not None
     seen: set[int] = set()
     for line in proc.stdout:
@@ -118,28 +90,6 @@ def _names(pids: Iterable[int]) -> list[str]:
     return out
 
 
-def _status(run_dir: Path) -> dict[str, dict]:
-    try:
-        data = json.loads((run_dir / "status.json").read_text())
-    except (OSError, ValueError):  # not written yet
-        return {}
-    return {n["id"]: n for n in data["nodes"]}
-
-
-def _wheres(log: Path) -> list[dict]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line.split("WHERE ", 1)[1]) for line in lines if "WHERE " in line]
-
-
-def _wait(what: Callable[[], object], proc: subprocess.Popen, timeout: float = 60) -> object:
-    end = time.monotonic() + timeout
-    while not (found := what()):
-        assert proc.poll() is None, "the run ended early"
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.2)
-    return found
-
-
 def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_path: Path) -> None:
     """``kill -9`` of an actor's process: topo's restart policy starts a new actor; a
     host-colocation pair (a STRICT_PACK placement group) and a host label run too."""
@@ -159,31 +109,11 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
         """,
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "topo",
-            "run",
-            str(path),
-            "-b",
-            "ray",
-            "--address",
-            ray_cluster.address,
-            "-q",
-            "--run-dir",
-            str(run_dir),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(topo_run(path, run_dir, "-q", address=ray_cluster.address))
     try:
-        left_log = run_dir / "logs" / "left.log"
-        first = _wait(lambda: _wheres(left_log) and _wheres(run_dir / "logs" / "right.log"), proc)
-        first = _wheres(left_log)[0]
-        right = _wheres(run_dir / "logs" / "right.log")[0]
+        wait_for(lambda: wheres(run_dir, "left") and wheres(run_dir, "right"), proc, 60)
+        first = wheres(run_dir, "left")[0]
+        right = wheres(run_dir, "right")[0]
         assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
         assert right["pid"] != first["pid"] and first["cwd"] == str(ROOT)
         # gpus: [3] asks Ray for one GPU; the device Ray gave stays visible (not "3")
@@ -191,18 +121,15 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
         assert first["ray_gpus"] == [] and first["cuda"] in (None, "")
         os.kill(int(first["pid"]), signal.SIGKILL)
         assert wait_gone([int(first["pid"])], 10) == []
-        _wait(lambda: len(_wheres(left_log)) == 2, proc)
-        second = _wheres(left_log)[1]
+        wait_for(lambda: len(wheres(run_dir, "left")) == 2, proc, 60)
+        second = wheres(run_dir, "left")[1]
         assert second["pid"] != first["pid"] and second["actor"] == "left#1"
-        assert "its Ray actor died" in left_log.read_text()
-        status = _wait(lambda: _status(run_dir).get("left", {}).get("restarts") == 1, proc)
-        assert status
+        assert "its Ray actor died" in (run_dir / "logs" / "left.log").read_text()
+        assert wait_for(lambda: status(run_dir).get("left", {}).get("restarts") == 1, proc, 60)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        kill_if_running(proc)
     assert proc.returncode == 130, out
     pids = [int(first["pid"]), int(second["pid"]), int(right["pid"])]
     assert not wait_gone(pids, 15)
@@ -211,22 +138,12 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
 def test_topo_run_joins_a_cluster_given_by_address(ray_cluster: Cluster, tmp_path: Path) -> None:
     """``--address``: the run's actors go to that cluster, which stays up afterwards."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "topo",
-            "run",
+        topo_run(
             "examples/topologies/consumer_producers.yaml",
-            "-b",
-            "ray",
-            "--address",
-            ray_cluster.address,
-            "-p",
-            "num_producers=1",
-            "-q",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ],
+            tmp_path / "run",
+            *["-p", "num_producers=1", "-q"],
+            address=ray_cluster.address,
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,

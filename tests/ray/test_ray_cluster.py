@@ -10,66 +10,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.ray.cluster import Cluster, ray_missing
+from tests.ray.runs import (
+    NODES,
+    ROOT,
+    kill_if_running,
+    start,
+    topo_run,
+    wait_for,
+    wheres,
+    write,
+)
 from tests.ssh.testhosts import BASE
-from topo.backends.logs import log_path
 from topo.testing import alive, wait_gone
-
-ROOT = Path(__file__).resolve().parents[2]
-NODES = "tests.ray.ray_nodes"
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(ray_missing() is not None, reason=str(ray_missing())),
 ]
-
-
-def topo_run(file: Path | str, cluster: Cluster, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "topo",
-        "run",
-        str(file),
-        "-b",
-        "ray",
-        "--address",
-        cluster.address,
-        "--no-live",
-        "--run-dir",
-        str(run_dir),
-        *extra,
-    ]
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def wheres(run_dir: Path, node: str) -> list[dict]:
-    """What node ``node`` printed about itself (``Reporter``), one entry per attempt."""
-    log = log_path(run_dir, node)
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line.split("WHERE ", 1)[1]) for line in lines if "WHERE " in line]
-
-
-def wait_for(what: Callable[[], object], proc: subprocess.Popen, timeout: float = 90) -> None:
-    end = time.monotonic() + timeout
-    while not what():
-        if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            pytest.fail(f"the run ended early ({proc.returncode}):\n{out[-3000:]}")
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.2)
 
 
 def hosts_of(run_dir: Path) -> dict[str, str]:
@@ -80,10 +42,9 @@ def hosts_of(run_dir: Path) -> dict[str, str]:
 def test_consumer_producers_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: Path) -> None:
     argv = topo_run(
         "examples/topologies/consumer_producers.yaml",
-        ray_hosts,
         tmp_path / "run",
-        "-p",
-        "num_producers=5",
+        *["-p", "num_producers=5"],
+        address=ray_hosts.address,
     )
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -116,13 +77,7 @@ def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
     node of its bundle."""
     path = write(tmp_path / "placed.yaml", PLACED)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        topo_run(path, ray_hosts, run_dir, "-q"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(topo_run(path, run_dir, "-q", address=ray_hosts.address))
     nodes = ["left", "right", "spread/0", "spread/1", "spread/2", "pinned"]
     try:
         wait_for(lambda: all(wheres(run_dir, n) for n in nodes), proc)
@@ -141,9 +96,7 @@ def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        kill_if_running(proc)
     assert proc.returncode == 130, out
     assert "its Ray actor died" in (run_dir / "logs" / "spread_1.log").read_text()
 
@@ -160,13 +113,7 @@ def test_a_killed_launcher_leaves_no_actor_on_the_cluster(
         """,
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        topo_run(path, ray_hosts, run_dir, "-q"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(topo_run(path, run_dir, "-q", address=ray_hosts.address))
     try:
         wait_for(lambda: all(wheres(run_dir, f"far/{i}") for i in range(3)), proc)
         pids = [int(wheres(run_dir, f"far/{i}")[0]["pid"]) for i in range(3)]
@@ -176,9 +123,7 @@ def test_a_killed_launcher_leaves_no_actor_on_the_cluster(
         left = wait_gone(pids, 10)
         assert not left, f"actors left on the cluster 10 s after kill -9 of topo run: {left}"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        kill_if_running(proc)
     assert alive([ray_hosts.pid])  # the cluster itself stays
 
 
@@ -196,7 +141,7 @@ def test_an_impossible_placement_is_refused_before_anything_starts(
         """,
     )
     done = subprocess.run(
-        topo_run(path, ray_hosts, tmp_path / "run"),
+        topo_run(path, tmp_path / "run", address=ray_hosts.address),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -243,11 +188,11 @@ def test_ship_sends_the_working_tree_to_nodes_that_cannot_see_it(
                 resources: {host_labels: [host_h1]}
             """,
         )
-        argv = topo_run("ship.yaml", ray_hosts, tmp_path / "plain", "-q")
+        argv = topo_run("ship.yaml", tmp_path / "plain", "-q", address=ray_hosts.address)
         plain = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=180)
         assert plain.returncode == 1, plain.stdout + plain.stderr
         assert "No module named 'shipmod'" in plain.stdout + plain.stderr
-        argv = topo_run("ship.yaml", ray_hosts, tmp_path / "shipped", "--ship")
+        argv = topo_run("ship.yaml", tmp_path / "shipped", "--ship", address=ray_hosts.address)
         shipped = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=180)
         assert shipped.returncode == 0, shipped.stdout + shipped.stderr
         log = (tmp_path / "shipped" / "logs" / "w.log").read_text()
@@ -266,7 +211,9 @@ def test_ship_sends_the_working_tree_to_nodes_that_cannot_see_it(
 def test_distributed_dqn_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: Path) -> None:
     """Acme's distributed DQN (a small budget): actors on other Ray nodes than the replay
     insert into it, the learner feeds on it, the steps limiter stops the program."""
-    argv = topo_run("examples/topologies/acme_distributed.yaml", ray_hosts, tmp_path / "run")
+    argv = topo_run(
+        "examples/topologies/acme_distributed.yaml", tmp_path / "run", address=ray_hosts.address
+    )
     for param in ["num_actors=2", "max_actor_steps=4000", "min_replay_size=300", "eval_every_s=5"]:
         argv += ["-p", param]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)

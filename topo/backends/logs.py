@@ -47,6 +47,17 @@ def exe_output_path(run_dir: Path, program: Program, exe_id: str) -> Path:
     return log_path(run_dir, nodes[0] if len(nodes) == 1 else exe_id)
 
 
+def append_output(run_dir: Path, program: Program, label: str, text: str) -> None:
+    """Output gathered from elsewhere (another host, a Ray actor) appended to the run
+    directory's log of ``label``: a node, or an executable of several nodes."""
+    if label in program.executable_index and label not in program.node_index:
+        path = exe_output_path(run_dir, program, label)
+    else:
+        path = log_path(run_dir, label)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
 def make_run_dir(
     program: Program, log_dir: Path, run_dir: Path | None, topology_yaml: str | None
 ) -> Path:

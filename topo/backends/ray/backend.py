@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
-from topo.backends.logs import exe_output_path, log_path
+from topo.backends.logs import append_output
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
@@ -50,8 +50,7 @@ class RayBackend(Backend):
     name = "ray"
 
     def __init__(self, address: str | None = None, ship: bool = False) -> None:
-        self.address = address
-        self.ship = ship  # the working tree goes to every node as the job's working_dir
+        # ship: the working tree goes to every node as the job's working_dir
         self.session = RaySession(address, ship)
         self.node_ip = ""
         self.namespace = ""
@@ -82,7 +81,7 @@ class RayBackend(Backend):
             import ray
         except ImportError as exc:
             return [Diagnostic(f"the ray backend needs ray ({exc}); install topo-launch[ray]")]
-        where = self.address or "a new local Ray instance"
+        where = self.session.address or "a new local Ray instance"
         try:
             self.session.connect()
         except Exception as exc:
@@ -121,7 +120,7 @@ class RayBackend(Backend):
             "disable_run": job.options.disable_run,
             "sys_path": [os.getcwd(), *sys.path],
             "cwd": os.getcwd(),
-            "shipped": self.ship,
+            "shipped": self.session.ship,
         }
         self._init_ref = ray.put(init)
         for unit in units(program):
@@ -319,13 +318,7 @@ class RayBackend(Backend):
     def _append(self, label: str, text: str) -> None:
         """Pulled output into the run directory's log file of a node or executable."""
         assert self._job is not None
-        program = self._job.program
-        if label in program.executable_index and label not in program.node_index:
-            path = exe_output_path(self._job.run_dir, program, label)
-        else:
-            path = log_path(self._job.run_dir, label)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+        append_output(self._job.run_dir, self._job.program, label, text)
 
     def close(self) -> None:
         import ray

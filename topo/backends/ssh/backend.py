@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
-from topo.backends.logs import exe_output_path, log_path, safe_name
+from topo.backends.logs import append_output, safe_name
 from topo.backends.ssh.hostcheck import CHECK_TIMEOUT_S, check_script, host_diagnostics, judge
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, place
@@ -245,13 +245,7 @@ class SshBackend(Backend):
     def _append(self, label: str, data: str) -> None:
         """Streamed lines into the run directory's log file of a node or executable."""
         assert self._job is not None
-        program = self._job.program
-        if label in program.executable_index and label not in program.node_index:
-            path = exe_output_path(self._job.run_dir, program, label)
-        else:
-            path = log_path(self._job.run_dir, label)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(data)
+        append_output(self._job.run_dir, self._job.program, label, data)
 
     def _host_lost(self, host: str, why: str) -> None:
         """``host``'s agent is gone: its executables count as killed (restart policy)."""
