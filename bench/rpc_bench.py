@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]  # rpc_bench:Echo
 WINDOW = 64
 BIG = np.random.default_rng(0).standard_normal(4 * 1024 * 1024 // 8)  # 4 MiB float64
 
@@ -142,6 +142,66 @@ class TopoClient:
         pass
 
 
+class LaunchedClient(TopoClient):
+    """topo as users run it: ``topo.launch`` of a one-node topology on procs (its fork
+    server, its registry), called through ``run.handle("echo")``."""
+
+    def __init__(self, rpc: str) -> None:
+        import tempfile
+
+        import topo
+
+        self.dir = tempfile.mkdtemp(prefix="topo-rpc-bench-")
+        path = Path(self.dir) / "echo.yaml"
+        extra = f"\n    rpc: {rpc}" if rpc else ""
+        path.write_text(f'name: echo\nnodes:\n  echo:\n    target: "rpc_bench:Echo"{extra}\n')
+        self.run = topo.launch(path, backend="procs", log_dir=Path(self.dir) / "runs")
+        assert self.run.wait_ready(60), "the echo node did not become ready"
+        self.h = self.run.handle("echo")
+
+    def close(self) -> None:
+        import shutil
+
+        self.run.stop(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RayClient:
+    """A plain Ray actor call, ``ray.get(actor.echo.remote(x))``, on a local Ray."""
+
+    def __init__(self) -> None:
+        import ray
+
+        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+        self.ray = ray
+        self.actor = ray.remote(Echo).remote()
+        ray.get(self.actor.echo.remote(1))
+
+    def call(self, x: Any) -> Any:
+        return self.ray.get(self.actor.echo.remote(x))
+
+    def pipelined(self, x: Any, n: int) -> None:
+        window: list[Any] = []
+        for _ in range(n):
+            window.append(self.actor.echo.remote(x))
+            if len(window) >= WINDOW:
+                self.ray.get(window.pop(0))
+        self.ray.get(window)
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+class _NoProc:
+    """Stands for a server process where the system owns its own (launch, Ray)."""
+
+    def kill(self) -> None:
+        pass
+
+    def wait(self) -> None:
+        pass
+
+
 class GrpcClient:
     def __init__(self, target: str) -> None:
         import grpc
@@ -215,7 +275,7 @@ def run_all(
 ) -> dict[str, Any]:
     """Measure every system with all servers up, interleaved in ``rounds`` so that
     machine noise hits every system alike; pipelined runs go last."""
-    clients: dict[str, tuple[Any, subprocess.Popen[str]]] = {}
+    clients: dict[str, tuple[Any, Any]] = {}
     try:
         for name, make in systems:
             clients[name] = make()
@@ -306,12 +366,26 @@ def main() -> None:
         proc, target = start(["--serve", "grpc"])
         return GrpcClient(target), proc
 
+    def launched(rpc: str) -> Callable[[], tuple[Any, Any]]:
+        return lambda: (LaunchedClient(rpc), _NoProc())
+
+    def ray_() -> tuple[Any, Any]:
+        return RayClient(), _NoProc()
+
     systems = [
         ("raw pyzmq (floor)", raw),
+        ("topo.launch on procs, default rpc settings", launched("")),
+        ("topo.launch on procs, rpc threads 1", launched("{threads: 1}")),
         ("topo (ipc + PLAIN, one host)", topo_system("plain")),
         ("topo (tcp + CURVE, across hosts)", topo_system("curve")),
         ("grpcio generic unary", grpc_),
     ]
+    try:
+        import ray  # noqa: F401
+
+        systems.append(("Ray actor call (local Ray)", ray_))
+    except ImportError:
+        pass
     wanted = [w for w in a.only.split(",") if w]
     chosen = [
         (n, m)
@@ -320,12 +394,9 @@ def main() -> None:
     ]
     load0 = os.getloadavg()[0]
     results = run_all(chosen, sizes, rounds=5)
-    try:
-        import ray  # noqa: F401
-
-        notes = ["ray installed but not benchmarked by this script version"]
-    except ImportError:
-        notes = ["Ray actor: skipped, ray is not installed in this environment"]
+    notes = []
+    if not any(n.startswith("Ray") for n, _ in chosen):
+        notes.append("Ray actor: skipped (ray is not installed, or not chosen with --only)")
     notes.append(
         f"machine load average (1 min) at start / end of the run: {load0:.1f} / "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
