@@ -25,17 +25,27 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]  # rpc_bench:Echo
 WINDOW = 64
+FLOOR = "raw pyzmq, ipc (floor)"
+FLOOR_TCP = "raw pyzmq, tcp loopback"
 BIG = np.random.default_rng(0).standard_normal(4 * 1024 * 1024 // 8)  # 4 MiB float64
 
 
 # ---------------------------------------------------------------- servers (subprocess side)
-def serve_raw() -> None:
-    """DEALER/ROUTER echo with pickle-5 out-of-band frames, zero-copy: the floor."""
+def serve_raw(transport: str) -> None:
+    """DEALER/ROUTER echo with pickle-5 out-of-band frames, zero-copy: the floor.
+
+    One thread, ``recv_multipart(copy=False)``, ``send_multipart(copy=False)``; over
+    ipc (as topo's nodes on one host) or tcp loopback (as across hosts)."""
+    import tempfile
+
     import zmq
 
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
-    sock.bind("tcp://127.0.0.1:0")
+    if transport == "ipc":
+        sock.bind(f"ipc://{tempfile.mkdtemp(prefix='rpc-raw-')}/echo")
+    else:
+        sock.bind("tcp://127.0.0.1:0")
     print(sock.last_endpoint.decode(), flush=True)
     while True:
         frames = sock.recv_multipart(copy=False)
@@ -314,14 +324,14 @@ def run_all(
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--serve", choices=["raw", "topo", "grpc"])
+    ap.add_argument("--serve", choices=["raw", "raw-tcp", "topo", "grpc"])
     ap.add_argument("--info", default="")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--only", default="", help="comma-separated substrings of systems to run")
     a = ap.parse_args()
-    if a.serve == "raw":
-        return serve_raw()
+    if a.serve in ("raw", "raw-tcp"):
+        return serve_raw("tcp" if a.serve == "raw-tcp" else "ipc")
     if a.serve == "topo":
         return serve_topo(a.info, a.threads)
     if a.serve == "grpc":
@@ -358,9 +368,12 @@ def main() -> None:
 
         return make
 
-    def raw() -> tuple[Any, subprocess.Popen[str]]:
-        proc, ep = start(["--serve", "raw"])
-        return RawClient(ep), proc
+    def raw(kind: str) -> Callable[[], tuple[Any, subprocess.Popen[str]]]:
+        def make() -> tuple[Any, subprocess.Popen[str]]:
+            proc, ep = start(["--serve", kind])
+            return RawClient(ep), proc
+
+        return make
 
     def grpc_() -> tuple[Any, subprocess.Popen[str]]:
         proc, target = start(["--serve", "grpc"])
@@ -373,7 +386,8 @@ def main() -> None:
         return RayClient(), _NoProc()
 
     systems = [
-        ("raw pyzmq (floor)", raw),
+        (FLOOR, raw("raw")),
+        (FLOOR_TCP, raw("raw-tcp")),
         ("topo.launch on procs, default rpc settings", launched("")),
         ("topo.launch on procs, rpc threads 1", launched("{threads: 1}")),
         ("topo (ipc + PLAIN, one host)", topo_system("plain")),
@@ -407,7 +421,7 @@ def main() -> None:
 
 
 def write(results: dict[str, Any], notes: list[str], a: argparse.Namespace) -> None:
-    base = results["raw pyzmq (floor)"]
+    base = results[FLOOR]
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {

@@ -37,11 +37,17 @@ class _Peer:
         self.pending: collections.deque[_Request] = collections.deque()
         self.next_lookup = 0.0
         self.blocked_since: float | None = None
+        self.waiting = 0  # calls sent (or in outq) that have no reply yet
+        self.outq: list[_Request] = []  # one-frame calls held back to go as one batch
+        self.outq_at = 0.0
+        self.outq_bytes = 0
 
 
 # (program, node_id, method, call_id, frames, future, deadline, start)
 _Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
 _Done = list[tuple[_Request, wire.Message, str]]
+_HOLD_S = 0.0005  # s a call may be held back for coalescing (by the caller)
+_COALESCE_UNDER = 4096  # bytes: larger calls go at once, on their own
 _IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
 _SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
 _POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
@@ -129,13 +135,29 @@ class _Engine:
             sock = peer.sock
             sent = False
             if sock is not None and not peer.pending:
-                try:
-                    _send_nowait(sock, frames)
+                if peer.waiting and len(frames) == 1 and len(frames[0]) < _COALESCE_UNDER:
+                    # Calls are in flight to this peer: hold this one back briefly so
+                    # that a burst goes as one batch (one send, one zmq message).
+                    if not peer.outq:
+                        peer.outq_at = start
+                    peer.outq.append(req)
+                    peer.outq_bytes += len(frames[0])
+                    if (
+                        len(peer.outq) >= wire.BATCH_MAX
+                        or peer.outq_bytes >= wire.BATCH_BYTES
+                        or start - peer.outq_at >= _HOLD_S
+                    ):
+                        self._send_outq(peer)
                     sent = True
-                except zmq.Again:
-                    pass
+                else:
+                    try:
+                        _send_nowait(sock, frames)
+                        sent = True
+                    except zmq.Again:
+                        pass
             if sent:
                 fut._peer = peer
+                peer.waiting += 1
                 self._inflight[call_id] = req
                 self._drain(peer, done, 1)
             else:
@@ -170,6 +192,8 @@ class _Engine:
                 self._active = now
                 sock = peer.sock
                 if sock is not None and peer is fut._peer:
+                    if peer.outq:  # about to wait: nothing is held back any longer
+                        self._send_outq(peer)
                     self._drain(peer, done)
                     if not done and sock.poll(max(1, int(wait * 1000)), _POLLIN):
                         self._drain(peer, done)
@@ -191,12 +215,31 @@ class _Engine:
         inflight = self._inflight
         while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
             most -= 1
-            msg = wire.parse(sock.recv_multipart(flags=_NOBLOCK, copy=False))
-            if msg is None:
-                continue
-            req = inflight.pop(msg.call_id, None)
-            if req is not None:
-                done.append((req, msg, peer.node_id))
+            frames = sock.recv_multipart(flags=_NOBLOCK, copy=False)
+            if len(frames) == 1 and wire.is_batch(frames[0]):
+                msgs = wire.parse_replies(frames)
+            else:
+                msg = wire.parse(frames)
+                msgs = [] if msg is None else [msg]
+            for msg in msgs:
+                req = inflight.pop(msg.call_id, None)
+                if req is not None:
+                    peer.waiting -= 1
+                    done.append((req, msg, peer.node_id))
+
+    def _send_outq(self, peer: _Peer) -> None:
+        """Send the calls held back for ``peer``: one message, or one batch frame."""
+        sock = peer.sock
+        assert sock is not None
+        calls = [r[4][0] for r in peer.outq if not r[5].done()]
+        if calls:
+            frame = calls[0] if len(calls) == 1 else wire.batch_frame(calls)
+            try:
+                _send_nowait(sock, [frame])
+            except zmq.Again:  # the peer is not connected: the I/O thread tries again
+                return
+        peer.outq = []
+        peer.outq_bytes = 0
 
     def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
@@ -234,6 +277,7 @@ class _Engine:
             peer.blocked_since = None
             peer.pending.popleft()
             req[5]._peer = peer
+            peer.waiting += 1
             self._inflight[req[3]] = req
         self._drain(peer, done)
 
@@ -242,6 +286,9 @@ class _Engine:
         for call_id, req in list(self._inflight.items()):
             if req[6] <= now:
                 del self._inflight[call_id]
+                peer = req[5]._peer
+                if peer is not None:
+                    peer.waiting -= 1
                 failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):
@@ -290,7 +337,9 @@ class _Engine:
                 for fd in want:
                     poller.register(fd, zmq.POLLIN)
                 watched = want
-            if waiting:
+            if any(p.outq for p in self._peers.values()):
+                timeout = 1  # calls held back for coalescing go out within about 1 ms
+            elif waiting:
                 timeout = 5
             elif self._inflight:
                 timeout = 10 if idle else int(_IDLE_AFTER * 1000)
@@ -312,6 +361,8 @@ class _Engine:
                     if peer.pending:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
+                        if peer.outq:
+                            self._send_outq(peer)
                         self._drain(peer, done)
                 if now >= next_expire:
                     failed = self._expire(now)

@@ -10,6 +10,11 @@ everything small, so a typical call is a single frame each way:
     header  : struct "<2sBBQdH" = magic b"TP", kind, flags, call id,
               timeout (s), length of the method name
 
+When many calls are in flight, one-frame requests and replies are coalesced:
+a ``K_BATCH`` frame is a header (its call id field holds the count) followed
+by each message as a little-endian u32 length and its bytes. That makes one
+zmq message, one send and one receive, of up to ``BATCH_MAX`` calls.
+
 A payload of 64 KiB or more travels in a frame of its own (flag ``F_SPLIT``)
 instead of being copied into the first frame. Payloads are pickle protocol 5;
 numpy buffers (JAX arrays are converted to numpy first) travel out of band as
@@ -45,9 +50,13 @@ K_CALL = 1  # request
 K_OK = 2  # reply: pickled result
 K_ERROR = 3  # reply: pickled exception description (errors.encode_exception)
 K_FAULT = 4  # reply: utf-8 text, the request itself was rejected
+K_BATCH = 5  # several one-frame messages (requests or replies) in one frame
 
 F_SPLIT = 1  # the payload is the second frame, not the tail of the first
 SPLIT_AT = 64 * 1024
+BATCH_MAX = 32  # messages coalesced into one K_BATCH frame at most
+BATCH_BYTES = 64 * 1024  # ...and their bytes, about
+_LEN = struct.Struct("<I")
 
 Frames = list[Any]
 SNDMORE = int(zmq.SNDMORE)  # plain ints: pyzmq's enum flags cost microseconds per use
@@ -159,6 +168,58 @@ def send(sock: Any, frames: Frames, flags: int = 0, prefix: Any = None) -> None:
     sock.send(frames[0], flags if last == 0 else more)
     for i in range(1, last + 1):
         sock.send(frames[i], flags if i == last else more, copy=False)
+
+
+def batch_frame(messages: Sequence[bytes]) -> bytes:
+    """One ``K_BATCH`` frame holding one-frame ``messages``."""
+    parts = [HEADER.pack(MAGIC, K_BATCH, 0, len(messages), 0.0, 0)]
+    pack = _LEN.pack
+    for m in messages:
+        parts.append(pack(len(m)))
+        parts.append(m)
+    return b"".join(parts)
+
+
+def split_batch(first: Any) -> list[memoryview] | None:
+    """The messages of a ``K_BATCH`` frame (views into it); None when it is malformed."""
+    view = _view(first)
+    if len(view) < HEADER_SIZE:
+        return None
+    magic, kind, _flags, count, _timeout, mlen = HEADER.unpack_from(view)
+    if magic != MAGIC or kind != K_BATCH or mlen or count > BATCH_MAX:
+        return None
+    out = []
+    at = HEADER_SIZE
+    end = len(view)
+    for _ in range(count):
+        if at + 4 > end:
+            return None
+        (n,) = _LEN.unpack_from(view, at)
+        at += 4
+        if at + n > end:
+            return None
+        out.append(view[at : at + n])
+        at += n
+    return out if at == end else None
+
+
+def parse_replies(frames: Sequence[Any]) -> list[Message]:
+    """The replies in received frames: one message, or each message of a batch."""
+    if len(frames) == 1 and is_batch(frames[0]):
+        out = []
+        for m in split_batch(frames[0]) or ():
+            msg = parse([m])
+            if msg is not None:
+                out.append(msg)
+        return out
+    msg = parse(frames)
+    return [] if msg is None else [msg]
+
+
+def is_batch(frame: Any) -> bool:
+    """Whether a received first frame is a ``K_BATCH`` frame (a cheap look at its kind)."""
+    view = _view(frame)
+    return len(view) > 2 and view[2] == K_BATCH and view[:2] == MAGIC
 
 
 def frames_nbytes(frames: Sequence[Any]) -> int:

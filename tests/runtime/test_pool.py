@@ -1,0 +1,161 @@
+"""The node server's leader/followers pool under concurrency, on real sockets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from topo.runtime import DeadlineExceeded, Handle, ProgramContext, serve_node
+
+
+class _Mixed:
+    """Fast and slow methods, counting how many handlers run at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+        self.gate = threading.Event()
+        self.slow_done = 0
+
+    def _enter(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def _leave(self) -> None:
+        with self.lock:
+            self.now -= 1
+
+    def fast(self, x: int) -> int:
+        self._enter()
+        self._leave()
+        return x
+
+    def slow(self, seconds: float) -> float:
+        self._enter()
+        time.sleep(seconds)
+        self._leave()
+        with self.lock:
+            self.slow_done += 1
+        return seconds
+
+    def blocked(self) -> bool:
+        """Returns once ``open_gate`` is called (or after 30 s)."""
+        self._enter()
+        opened = self.gate.wait(30)
+        self._leave()
+        return opened
+
+    def open_gate(self) -> None:
+        self.gate.set()
+
+
+def test_many_threads_calling_one_node(program: ProgramContext) -> None:
+    """32 threads, blocking calls and futures, fast and slow handlers mixed: every call
+    gets its own answer, and never more than ``threads`` handlers run at once."""
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=4)
+    try:
+        h = Handle("mixed/0", program=program)
+
+        def work(i: int) -> list[Any]:
+            out: list[Any] = []
+            for j in range(40):
+                if j % 10 == 3:
+                    out.append(h.slow(0.002 * (i % 5)))
+                elif j % 2:
+                    out.append(h.futures.fast(i * 1000 + j).result(timeout=30))
+                else:
+                    out.append(h.fast(i * 1000 + j))
+            return out
+
+        with ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(work, range(32)))
+        for i, out in enumerate(results):
+            assert out == [
+                0.002 * (i % 5) if j % 10 == 3 else i * 1000 + j for j in range(40)
+            ]
+        assert 1 < obj.most <= 4
+        assert len(server._workers) <= 4
+    finally:
+        server.close()
+
+
+def test_a_slow_handler_does_not_hold_up_fast_calls(program: ProgramContext) -> None:
+    """While one call blocks in its handler, other calls are answered promptly."""
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=2)
+    try:
+        h = Handle("mixed/0", program=program)
+        assert h.fast(1) == 1  # the only thread is now warm and leading
+        stuck = h.futures.blocked()
+        time.sleep(0.1)
+        assert not stuck.done()
+        times = []
+        for i in range(50):
+            t0 = time.monotonic()
+            assert h.fast(i) == i
+            times.append(time.monotonic() - t0)
+        times.sort()
+        assert times[len(times) // 2] < 0.05, times  # served by the second thread
+        # Both threads are taken now: a second blocked call waits for a free thread,
+        # and is answered once the first one is released.
+        h.open_gate()
+        assert stuck.result(timeout=30) is True
+        assert h.fast(7) == 7
+    finally:
+        server.close()
+
+
+def test_threads_bound_concurrency_and_the_busy_pool_still_answers(
+    program: ProgramContext,
+) -> None:
+    """With every thread stuck in a handler, a call waits; it is answered as soon as
+    one handler ends (the thread that ends takes the socket over)."""
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=3)
+    try:
+        h = Handle("mixed/0", program=program)
+        stuck = [h.futures.blocked() for _ in range(3)]
+        deadline = time.monotonic() + 10
+        while obj.now < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert obj.now == 3
+        late = h.futures.fast(5)
+        time.sleep(0.3)
+        assert not late.done()  # all three threads are busy: nobody takes it
+        assert obj.most == 3
+        gate = threading.Thread(target=obj.open_gate)
+        gate.start()
+        assert late.result(timeout=30) == 5
+        assert all(f.result(timeout=30) is True for f in stuck)
+        assert obj.most == 3
+        gate.join()
+    finally:
+        server.close()
+
+
+def test_stop_while_calls_are_in_flight(program: ProgramContext) -> None:
+    """Closing a server with calls in its handlers and more queued: the handlers in
+    hand finish and answer, the rest end with a deadline, and close returns."""
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=4)
+    h = Handle("mixed/0", program=program).with_timeout(2.0)
+    slow = [h.futures.slow(0.3) for _ in range(4)]
+    queued = [h.futures.fast(i) for i in range(200)]
+    deadline = time.monotonic() + 10
+    while obj.now == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    t0 = time.monotonic()
+    server.close(timeout=10)
+    assert time.monotonic() - t0 < 5
+    assert not any(t.is_alive() for t in server._workers)
+    for f in slow + queued:
+        exc = f.exception(timeout=30)
+        assert exc is None or isinstance(exc, DeadlineExceeded), exc
+    # Every slow call that was in a handler when the server closed was answered.
+    assert obj.slow_done >= 1
+    assert sum(f.exception() is None for f in slow) == obj.slow_done
