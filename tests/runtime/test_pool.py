@@ -159,3 +159,73 @@ def test_stop_while_calls_are_in_flight(program: ProgramContext) -> None:
     # Every slow call that was in a handler when the server closed was answered.
     assert obj.slow_done >= 1
     assert sum(f.exception() is None for f in slow) == obj.slow_done
+
+def test_pipelined_calls_are_coalesced_and_each_gets_its_answer(
+    program: ProgramContext,
+) -> None:
+    """Many futures in flight go as batches; tiny calls, errors and large arrays mixed
+    in still each get their own reply."""
+    import numpy as np
+
+    from rt_nodes import Echo
+
+    server = serve_node(Echo(), "echo/0", program=program, threads=4)
+    try:
+        h = Handle("echo/0", program=program)
+        h.echo(0)
+        big = np.arange(100_000.0)
+        futures = []
+        for i in range(2000):
+            if i % 97 == 5:
+                futures.append(("boom", i, h.futures.boom(f"no {i}")))
+            elif i % 101 == 7:
+                futures.append(("big", i, h.futures.echo(big)))
+            else:
+                futures.append(("add", i, h.futures.add(i, b=1)))
+        for kind, i, f in futures:
+            if kind == "boom":
+                exc = f.exception(timeout=30)
+                assert isinstance(exc, ValueError) and f"no {i}" in str(exc)
+            elif kind == "big":
+                np.testing.assert_array_equal(f.result(timeout=30), big)
+            else:
+                assert f.result(timeout=30) == i + 1
+        assert server._pool.batches > 0  # the calls did travel in batches
+    finally:
+        server.close()
+
+
+def test_a_slow_call_in_a_batch_does_not_hold_up_the_rest(program: ProgramContext) -> None:
+    """A batch frame sent by hand: its first call blocks, the calls after it in the
+    same frame are answered by another thread meanwhile."""
+    import zmq
+
+    from topo.runtime import wire
+    from topo.runtime.auth import secure_client, zmq_context
+
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=2)
+    sock = zmq_context().socket(zmq.DEALER)
+    try:
+        secure_client(sock, program.security)
+        sock.connect(server.endpoint)
+        calls = [
+            wire.request_frames(1, "blocked", 30.0, (), {})[0],
+            wire.request_frames(2, "fast", 30.0, (2,), {})[0],
+            wire.request_frames(3, "fast", 30.0, (3,), {})[0],
+        ]
+        sock.send(wire.batch_frame(calls))
+        got: dict[int, object] = {}
+        t0 = time.monotonic()
+        while len(got) < 2 and sock.poll(10_000):
+            for msg in wire.parse_replies(sock.recv_multipart()):
+                got[msg.call_id] = wire.loads(msg.payload, msg.buffers)
+        assert got == {2: 2, 3: 3}
+        assert time.monotonic() - t0 < 5
+        obj.open_gate()
+        assert sock.poll(10_000)
+        (msg,) = wire.parse_replies(sock.recv_multipart())
+        assert (msg.call_id, wire.loads(msg.payload, msg.buffers)) == (1, True)
+    finally:
+        sock.close(linger=0)
+        server.close()

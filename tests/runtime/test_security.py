@@ -92,7 +92,7 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
 
 def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
     header = _head(wire.K_CALL, i)
-    kind = i % 9
+    kind = i % 12
     rand = lambda n: rng.bytes(int(n))  # noqa: E731
     if kind == 0:
         return [rand(rng.integers(0, 64))]
@@ -111,6 +111,13 @@ def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
         return [header + good[: len(good) // 2]]
     if kind == 7:  # split flag without the payload frame
         return [_head(wire.K_CALL, i, flags=wire.F_SPLIT)]
+    if kind == 9:  # a batch whose lengths run past its end
+        good = wire.batch_frame([header + b"x", header + b"y"])
+        return [good[: len(good) - int(rng.integers(1, 4))]]
+    if kind == 10:  # a batch of garbage calls
+        return [wire.batch_frame([rand(rng.integers(0, 40)) for _ in range(3)])]
+    if kind == 11:  # a batch claiming more calls than a batch may hold
+        return [_head(wire.K_BATCH, wire.BATCH_MAX + 1, b"")]
     return [rand(rng.integers(1, 30)) for _ in range(int(rng.integers(1, 7)))]
 
 

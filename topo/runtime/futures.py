@@ -62,6 +62,11 @@ def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
     wire.send(sock, frames, _NOBLOCK)
 
 
+def _coalescable(frames: list[Any]) -> bool:
+    """Whether a call may travel in a batch frame (one small frame)."""
+    return len(frames) == 1 and len(frames[0]) < _COALESCE_UNDER
+
+
 class _CallFuture(Future):
     """A Future whose ``result()`` / ``exception()`` receive replies themselves."""
 
@@ -135,7 +140,7 @@ class _Engine:
             sock = peer.sock
             sent = False
             if sock is not None and not peer.pending:
-                if peer.waiting and len(frames) == 1 and len(frames[0]) < _COALESCE_UNDER:
+                if peer.waiting and _coalescable(frames):
                     # Calls are in flight to this peer: hold this one back briefly so
                     # that a burst goes as one batch (one send, one zmq message).
                     if not peer.outq:
@@ -266,19 +271,25 @@ class _Engine:
                 peer.endpoint = endpoint
         if peer.sock is None:
             return
-        while peer.pending:
-            req = peer.pending[0]
+        pending = peer.pending
+        while pending:
+            # Up to BATCH_MAX small one-frame calls in a row go as one batch frame.
+            n = 0
+            while n < min(len(pending), wire.BATCH_MAX) and _coalescable(pending[n][4]):
+                n += 1
+            frames = [wire.batch_frame([pending[i][4][0] for i in range(n)])] if n > 1 else None
             try:
-                _send_nowait(peer.sock, req[4])
+                _send_nowait(peer.sock, frames or pending[0][4])
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
                 break
             peer.blocked_since = None
-            peer.pending.popleft()
-            req[5]._peer = peer
-            peer.waiting += 1
-            self._inflight[req[3]] = req
+            for _ in range(n if frames else 1):
+                req = pending.popleft()
+                req[5]._peer = peer
+                peer.waiting += 1
+                self._inflight[req[3]] = req
         self._drain(peer, done)
 
     def _expire(self, now: float) -> list[tuple[Future, BaseException]]:

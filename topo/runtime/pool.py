@@ -99,6 +99,7 @@ class LeaderPool:
         self._waker.connect(wake_addr)
         self._wake_lock = threading.Lock()
         self.workers: list[threading.Thread] = []
+        self.batches = 0  # batch frames received (coalesced calls)
         self._watch_cv = threading.Condition()
         self._watcher_asleep = True
         self._watcher: threading.Thread | None = None
@@ -262,6 +263,7 @@ class LeaderPool:
         if not calls:
             self._dropped("a malformed batch of calls")
             return None
+        self.batches += 1
         ident = frames[0]
         self._inbox.extend([ident, c] for c in calls[1:])
         return [ident, calls[0]]
