@@ -229,3 +229,28 @@ def test_a_slow_call_in_a_batch_does_not_hold_up_the_rest(program: ProgramContex
     finally:
         sock.close(linger=0)
         server.close()
+
+
+def test_a_call_held_back_for_coalescing_goes_out_without_waiting(
+    program: ProgramContext,
+) -> None:
+    """A future sent while another call to the node is in flight is held back for
+    coalescing; it still goes out (and completes) when its caller never waits on it."""
+    from concurrent.futures import wait
+
+    obj = _Mixed()
+    server = serve_node(obj, "mixed/0", program=program, threads=2)
+    try:
+        h = Handle("mixed/0", program=program)
+        assert h.fast(0) == 0
+        slow = h.futures.slow(1.5)
+        time.sleep(0.05)  # idle caller: the engine's I/O thread sleeps long
+        t0 = time.monotonic()
+        fast = h.futures.fast(5)
+        done, _ = wait([fast], timeout=10)  # no result(): nobody drives the socket
+        assert done == {fast} and fast.result() == 5
+        assert time.monotonic() - t0 < 0.5
+        assert not slow.done()
+        assert slow.result(timeout=30) == 1.5
+    finally:
+        server.close()

@@ -4,6 +4,10 @@ Calling threads send on a per-peer DEALER under one I/O lock and pick up
 replies themselves while they wait; one background thread per process
 connects to peers, re-resolves them, retries sends, expires deadlines and
 collects replies once callers have gone idle.
+
+While calls to a peer are in flight, a new small call is held back (at most
+``_HOLD_S``, or until its caller waits) and goes with the next ones as one
+batch frame: a burst of futures costs one send instead of one per call.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class _Engine:
         self._io = threading.Lock()
         self._active = 0.0  # monotonic time of the last submit / wait by a caller
         self._wake_pending = False
+        self._io_timeout = 1000  # ms the I/O thread's current wait may last
         addr = f"inproc://topo-fut-{uuid.uuid4().hex[:12]}"
         self._rx = ctx.socket(zmq.PAIR)
         self._rx.bind(addr)
@@ -145,6 +150,10 @@ class _Engine:
                     # that a burst goes as one batch (one send, one zmq message).
                     if not peer.outq:
                         peer.outq_at = start
+                        if self._io_timeout >= 10 and not self._wake_pending:
+                            # The I/O thread sleeps long: have it look again within 1 ms.
+                            self._wake_pending = True
+                            self._tx.send(b"")
                     peer.outq.append(req)
                     peer.outq_bytes += len(frames[0])
                     if (
@@ -356,6 +365,7 @@ class _Engine:
                 timeout = 10 if idle else int(_IDLE_AFTER * 1000)
             else:
                 timeout = 1000
+            self._io_timeout = timeout
             events = dict(poller.poll(timeout))
             if self._rx in events:
                 while True:
@@ -372,7 +382,7 @@ class _Engine:
                     if peer.pending:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
-                        if peer.outq:
+                        if peer.outq and now - peer.outq_at >= _HOLD_S:
                             self._send_outq(peer)
                         self._drain(peer, done)
                 if now >= next_expire:

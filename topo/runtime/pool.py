@@ -1,9 +1,12 @@
 """A node server's handler threads: leader/followers over one ROUTER socket.
 
-The *leader* is the one thread that owns the socket: it waits for a request,
-takes it and runs the handler itself, then sends the reply and takes the next
-request. An idle node therefore answers on the thread that received the call,
+The *leader* is the one thread that owns the socket: it blocks in a receive,
+runs the handler of the call it got itself, sends the reply and takes the next
+call. An idle node therefore answers on the thread that received the call,
 with no proxy hop and no hand-off, and pipelined calls are served back to back.
+While more calls are waiting, one-frame replies to the same client are held
+back and go out together as one batch frame (see ``wire``); a batch of calls
+is put in the inbox, from which any leader takes the next one.
 
 A *watcher* thread guards against a slow handler: when the leader has been
 busy in one handler for ``PROMOTE_AFTER`` seconds, the watcher makes another
@@ -15,11 +18,11 @@ finishing thread takes the socket over instead. So at most ``threads`` handlers
 run at once, and a slow one delays the others by at most about
 ``PROMOTE_AFTER + TICK``.
 
-The socket is only ever touched by the leader, or under ``_lock`` by a thread
-taking leadership over from a busy leader (a zmq socket must never be used by
-two threads at once). Idle nodes cost no CPU: the leader blocks in ``zmq_poll``
-on the socket and an eventfd (outbox and stop), followers and the watcher on
-conditions without timeouts; the watcher ticks only while calls come in.
+The socket is only ever touched by its owner, the leader; ownership changes
+hands under ``_lock`` (a zmq socket must never be used by two threads at once).
+Idle nodes cost no CPU: the leader blocks in a receive, followers and the
+watcher on conditions without timeouts (the watcher ticks only while calls
+come in). Wake-ups for the leader (outbox, stop) arrive on the socket itself.
 """
 
 from __future__ import annotations
