@@ -75,9 +75,7 @@ def test_many_threads_calling_one_node(program: ProgramContext) -> None:
         with ThreadPoolExecutor(32) as pool:
             results = list(pool.map(work, range(32)))
         for i, out in enumerate(results):
-            assert out == [
-                0.002 * (i % 5) if j % 10 == 3 else i * 1000 + j for j in range(40)
-            ]
+            assert out == [0.002 * (i % 5) if j % 10 == 3 else i * 1000 + j for j in range(40)]
         assert 1 < obj.most <= 4
         assert len(server._workers) <= 4
     finally:
@@ -159,6 +157,7 @@ def test_stop_while_calls_are_in_flight(program: ProgramContext) -> None:
     # Every slow call that was in a handler when the server closed was answered.
     assert obj.slow_done >= 1
     assert sum(f.exception() is None for f in slow) == obj.slow_done
+
 
 def test_pipelined_calls_are_coalesced_and_each_gets_its_answer(
     program: ProgramContext,

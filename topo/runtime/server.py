@@ -134,7 +134,9 @@ class NodeServer:
         random tcp port), and the endpoint peers dial."""
         front = zmq_context().socket(zmq.ROUTER)
         front.linger = 0
-        front.maxmsgsize = self.max_message_bytes
+        # zmq drops a connection that sends a larger frame; never below the size of a
+        # batch frame (smaller limits are checked per call in _handle).
+        front.maxmsgsize = max(self.max_message_bytes, wire.MIN_FRAME_LIMIT)
         front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
         transport.check_mechanism(self.program.mechanism, self.program.ipc_dir)
         secure_server(front, self.program.security)
@@ -158,7 +160,8 @@ class NodeServer:
             self.dropped("not a topo request (bad or truncated header)")
             return None
         call_id = msg.call_id
-        if len(frames) > 2:  # one-frame requests are under zmq's maxmsgsize already
+        if len(frames) > 2 or self.max_message_bytes < wire.MIN_FRAME_LIMIT:
+            # (one-frame requests are under zmq's maxmsgsize already)
             size = wire.frames_nbytes(frames)
             if size > self.max_message_bytes:
                 self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")

@@ -56,6 +56,7 @@ F_SPLIT = 1  # the payload is the second frame, not the tail of the first
 SPLIT_AT = 64 * 1024
 BATCH_MAX = 32  # messages coalesced into one K_BATCH frame at most
 BATCH_BYTES = 64 * 1024  # ...and their bytes, about
+MIN_FRAME_LIMIT = 1 << 20  # servers accept frames this large at least (a batch fits)
 _LEN = struct.Struct("<I")
 
 Frames = list[Any]
