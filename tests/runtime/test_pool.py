@@ -165,7 +165,6 @@ def test_pipelined_calls_are_coalesced_and_each_gets_its_answer(
     """Many futures in flight go as batches; tiny calls, errors and large arrays mixed
     in still each get their own reply."""
     import numpy as np
-
     from rt_nodes import Echo
 
     server = serve_node(Echo(), "echo/0", program=program, threads=4)

@@ -31,6 +31,7 @@ from topo.runtime.errors import (
 _ids = itertools.count(1)
 _endpoints: dict[tuple[str, str], str] = {}
 _NOBLOCK = wire.NOBLOCK
+_RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 
 
 HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
@@ -150,7 +151,7 @@ def call(
             if remaining <= 0:
                 raise zmq.Again
             # A blocking receive with a timeout: no poller to build for every call.
-            sock.rcvtimeo = int(remaining * 1000) + 1
+            sock.setsockopt(_RCVTIMEO, int(remaining * 1000) + 1)
             frames = sock.recv_multipart(copy=False)
         except zmq.Again:
             try:  # the peer may have moved (restarted elsewhere): the next call goes there

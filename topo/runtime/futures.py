@@ -229,13 +229,7 @@ class _Engine:
         inflight = self._inflight
         while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
             most -= 1
-            frames = sock.recv_multipart(flags=_NOBLOCK, copy=False)
-            if len(frames) == 1 and wire.is_batch(frames[0]):
-                msgs = wire.parse_replies(frames)
-            else:
-                msg = wire.parse(frames)
-                msgs = [] if msg is None else [msg]
-            for msg in msgs:
+            for msg in wire.parse_replies(sock.recv_multipart(flags=_NOBLOCK, copy=False)):
                 req = inflight.pop(msg.call_id, None)
                 if req is not None:
                     peer.waiting -= 1

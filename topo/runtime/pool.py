@@ -48,13 +48,12 @@ IDLE_AFTER = 0.25  # s without a call before the watcher sleeps until the next o
 HOLD_S = 0.0005  # s a reply may be held back for coalescing at most
 _NOBLOCK = wire.NOBLOCK
 _MORE = wire.SNDMORE
-_EVENTS = int(zmq.EVENTS)
-_POLLIN = int(zmq.POLLIN)
 _NEXT = -1  # leadership is vacant: the next thread to look takes it
 
-# A handler gets the request frames and returns (routing id, reply frames), or None
-# when there is nothing to send now (dropped, or a batched call answered later).
-Handler = Callable[[list[Any]], "tuple[Any, list[Any]] | None"]
+# A handler gets a call (routing id, parsed request, its frames: None for a call of a
+# batch) and returns (routing id, reply frames), or None when there is nothing to send
+# now (dropped, or a batched call answered later).
+Handler = Callable[[Any, wire.Message, "list[Any] | None"], "tuple[Any, list[Any]] | None"]
 
 
 class LeaderPool:
@@ -85,7 +84,8 @@ class LeaderPool:
         self._last_call = 0.0
         self._closed = False
         self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
-        self._inbox: collections.deque[list[Any]] = collections.deque()  # calls of a batch
+        # the calls of a batch not taken yet
+        self._inbox: collections.deque[tuple[Any, wire.Message, None]] = collections.deque()
         self._held: list[bytes] = []  # replies held back (see _hold), to one client
         self._held_ident: Any = None
         self._held_key = b""
@@ -207,25 +207,32 @@ class LeaderPool:
                         self._leader = _NEXT
                         return True
                 continue
-            request: list[Any] | None
+            request: tuple[Any, wire.Message, list[Any] | None]
             if inbox:
                 try:
                     request = inbox.popleft()
                 except IndexError:  # another leader took it
                     continue
             else:
-                if self._held and not sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
-                    self._flush_held()  # out of work: what was held back goes now
+                if self._held:  # out of work: what was held back goes now
+                    self._flush_held()
                 frames = sock.recv_multipart(copy=False)  # blocks; idle nodes cost nothing
-                if len(frames) == 2:
-                    first = frames[1]
-                    if not len(first):  # a wake-up
+                if len(frames) < 2:
+                    self._dropped(f"{len(frames)} frames, expected at least 2")
+                    continue
+                if len(frames) == 2 and not len(frames[1]):  # a wake-up
+                    continue
+                msg = wire.parse(frames, 1)
+                if msg is None:
+                    self._dropped("not a topo request (bad or truncated header)")
+                    continue
+                if msg.kind == wire.K_BATCH:
+                    unbatched = self._unbatch(frames[0], msg)
+                    if unbatched is None:
                         continue
-                    request = self._unbatch(frames) if wire.is_batch(first) else frames
-                    if request is None:
-                        continue
+                    request = unbatched
                 else:
-                    request = frames
+                    request = (frames[0], msg, frames)
             now = time.monotonic()
             with self._lock:
                 self._busy_since = now
@@ -235,7 +242,7 @@ class LeaderPool:
                     self._watcher_asleep = False
                     self._watch_cv.notify()
             try:
-                reply = self._handle(request)
+                reply = self._handle(*request)
             except Exception:  # the server answers every call; this is a bug in topo
                 log.exception("topo node %s: a request could not be handled", self._name)
                 reply = None
@@ -252,24 +259,29 @@ class LeaderPool:
                         self._signal()
                     return False
             if reply is not None:
-                if inbox or self._held or sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
-                    self._hold(reply[0], reply[1], now)  # more calls are waiting
+                if inbox or self._held:  # more calls of a batch are waiting
+                    self._hold(reply[0], reply[1], now)
                 else:
                     wire.send(sock, reply[1], prefix=reply[0])
             if self._held and now - self._held_at >= HOLD_S:
                 self._flush_held()
 
-    def _unbatch(self, frames: list[Any]) -> list[Any] | None:
+    def _unbatch(
+        self, ident: Any, batch: wire.Message
+    ) -> tuple[Any, wire.Message, list[Any] | None] | None:
         """The first call of a batch; the others go to the inbox, where any leader
         (also one appointed while this thread is busy) takes them."""
-        calls = wire.split_batch(frames[1])
-        if not calls:
+        calls = wire.split_batch(batch)
+        if calls is None:
             self._dropped("a malformed batch of calls")
             return None
+        if len(calls) < batch.call_id:
+            self._dropped(f"{batch.call_id - len(calls)} bad calls in a batch")
+        if not calls:
+            return None
         self.batches += 1
-        ident = frames[0]
-        self._inbox.extend([ident, c] for c in calls[1:])
-        return [ident, calls[0]]
+        self._inbox.extend((ident, c, None) for c in calls[1:])
+        return ident, calls[0], None
 
     # -- coalescing replies (socket owner only) ---------------------------------------------
     def _hold(self, ident: Any, frames: list[Any], now: float) -> None:

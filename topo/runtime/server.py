@@ -149,19 +149,21 @@ class NodeServer:
         enter_node_scope(self.program, self.node)
 
     # -- request handling -------------------------------------------------------
-    def _handle(self, frames: list[Any]) -> tuple[Any, list[Any]] | None:
-        """Run one request; the reply to send (routing id, frames), or None."""
-        if len(frames) < 2:
-            self.dropped(f"{len(frames)} frames, expected at least 2")
-            return None
-        ident = frames[0]
-        msg = wire.parse(frames[1:])
-        if msg is None or msg.kind != wire.K_CALL:
-            self.dropped("not a topo request (bad or truncated header)")
+    def _handle(
+        self, ident: Any, msg: wire.Message, frames: list[Any] | None
+    ) -> tuple[Any, list[Any]] | None:
+        """Run one call; the reply to send (routing id, frames), or None.
+
+        ``frames`` are the received frames (None for a call that came in a batch frame,
+        which zmq's frame limit has bounded already)."""
+        if msg.kind != wire.K_CALL:
+            self.dropped(f"not a request (message kind {msg.kind})")
             return None
         call_id = msg.call_id
-        if len(frames) > 2 or self.max_message_bytes < wire.MIN_FRAME_LIMIT:
-            # (one-frame requests are under zmq's maxmsgsize already)
+        if frames is not None and (
+            len(frames) > 2 or self.max_message_bytes < wire.MIN_FRAME_LIMIT
+        ):
+            # (a one-frame request is under zmq's frame limit already)
             size = wire.frames_nbytes(frames)
             if size > self.max_message_bytes:
                 self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")

@@ -76,14 +76,18 @@ class Message(NamedTuple):
 
 
 def _view(frame: Any) -> memoryview:
-    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+    try:
+        return frame.buffer  # a zmq Frame
+    except AttributeError:
+        return memoryview(frame)
 
 
-def parse(frames: Sequence[Any]) -> Message | None:
-    """Parse received frames (zmq Frames or bytes); None when they are not a topo message."""
-    if not frames:
+def parse(frames: Sequence[Any], start: int = 0) -> Message | None:
+    """Parse received frames (zmq Frames or bytes) from ``frames[start]`` on; None when
+    they are not a topo message. A ``K_BATCH`` frame parses too (see ``split_batch``)."""
+    if len(frames) <= start:
         return None
-    first = _view(frames[0])
+    first = _view(frames[start])
     if len(first) < HEADER_SIZE:
         return None
     magic, kind, flags, call_id, timeout, mlen = HEADER.unpack_from(first)
@@ -92,14 +96,16 @@ def parse(frames: Sequence[Any]) -> Message | None:
     method = ""
     if mlen:
         try:
-            method = bytes(first[HEADER_SIZE : HEADER_SIZE + mlen]).decode()
+            method = str(first[HEADER_SIZE : HEADER_SIZE + mlen], "utf-8")
         except UnicodeDecodeError:
             return None
     if flags & F_SPLIT:
-        if len(frames) < 2 or len(first) != HEADER_SIZE + mlen:
+        if len(frames) < start + 2 or len(first) != HEADER_SIZE + mlen:
             return None
-        return Message(kind, call_id, timeout, method, _view(frames[1]), frames[2:])
-    return Message(kind, call_id, timeout, method, first[HEADER_SIZE + mlen :], frames[1:])
+        payload = _view(frames[start + 1])
+        return Message(kind, call_id, timeout, method, payload, frames[start + 2 :])
+    payload = first[HEADER_SIZE + mlen :]
+    return Message(kind, call_id, timeout, method, payload, frames[start + 1 :])
 
 
 def _frames(
@@ -140,7 +146,9 @@ def dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
 
 def loads(payload: Any, buffers: Sequence[Any]) -> Any:
     """Unpickle a payload whose out-of-band buffers are ``buffers`` (zmq frames ok)."""
-    return pickle.loads(_view(payload), buffers=[_view(b) for b in buffers])
+    if not buffers:
+        return pickle.loads(payload)
+    return pickle.loads(payload, buffers=[_view(b) for b in buffers])
 
 
 def request_frames(
@@ -181,16 +189,15 @@ def batch_frame(messages: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def split_batch(first: Any) -> list[memoryview] | None:
-    """The messages of a ``K_BATCH`` frame (views into it); None when it is malformed."""
-    view = _view(first)
-    if len(view) < HEADER_SIZE:
-        return None
-    magic, kind, _flags, count, _timeout, mlen = HEADER.unpack_from(view)
-    if magic != MAGIC or kind != K_BATCH or mlen or count > BATCH_MAX:
+def split_batch(msg: Message) -> list[Message] | None:
+    """The messages of a parsed ``K_BATCH`` frame (views into it), skipping any that do
+    not parse; None when the batch itself is malformed."""
+    view = msg.payload
+    count = msg.call_id
+    if msg.kind != K_BATCH or msg.method or msg.buffers or not 0 < count <= BATCH_MAX:
         return None
     out = []
-    at = HEADER_SIZE
+    at = 0
     end = len(view)
     for _ in range(count):
         if at + 4 > end:
@@ -199,28 +206,21 @@ def split_batch(first: Any) -> list[memoryview] | None:
         at += 4
         if at + n > end:
             return None
-        out.append(view[at : at + n])
+        part = parse((view[at : at + n],))
+        if part is not None and part.kind != K_BATCH:
+            out.append(part)
         at += n
     return out if at == end else None
 
 
 def parse_replies(frames: Sequence[Any]) -> list[Message]:
     """The replies in received frames: one message, or each message of a batch."""
-    if len(frames) == 1 and is_batch(frames[0]):
-        out = []
-        for m in split_batch(frames[0]) or ():
-            msg = parse([m])
-            if msg is not None:
-                out.append(msg)
-        return out
     msg = parse(frames)
-    return [] if msg is None else [msg]
-
-
-def is_batch(frame: Any) -> bool:
-    """Whether a received first frame is a ``K_BATCH`` frame (a cheap look at its kind)."""
-    view = _view(frame)
-    return len(view) > 2 and view[2] == K_BATCH and view[:2] == MAGIC
+    if msg is None:
+        return []
+    if msg.kind == K_BATCH:
+        return split_batch(msg) or []
+    return [msg]
 
 
 def frames_nbytes(frames: Sequence[Any]) -> int:
