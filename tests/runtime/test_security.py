@@ -65,16 +65,28 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     trace = tmp_path / "unpickled.txt"
     key_pub, key_sec = zmq.curve_keypair()
     attackers = [
-        _dealer(endpoint),  # NULL mechanism
-        _dealer(endpoint, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
-        _dealer(endpoint, plain_username=PLAIN_USER, plain_password=program.secret[:-1].encode()),
+        _dealer(endpoint, sndtimeo=2000),  # NULL mechanism
+        _dealer(endpoint, sndtimeo=2000, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
         _dealer(
-            endpoint, curve_serverkey=key_pub, curve_publickey=key_pub, curve_secretkey=key_sec
+            endpoint,
+            sndtimeo=2000,
+            plain_username=PLAIN_USER,
+            plain_password=program.secret[:-1].encode(),
+        ),
+        _dealer(
+            endpoint,
+            sndtimeo=2000,
+            curve_serverkey=key_pub,
+            curve_publickey=key_pub,
+            curve_secretkey=key_sec,
         ),
     ]
     for sock in attackers:
         for _ in range(3):
-            sock.send_multipart(_evil_request(trace))
+            try:  # once the server has refused the handshake a send may block: time out
+                sock.send_multipart(_evil_request(trace))
+            except zmq.Again:
+                break
     time.sleep(1.5)
     for sock in attackers:
         assert sock.poll(100) == 0  # no reply either
