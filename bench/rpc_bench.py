@@ -25,6 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]  # rpc_bench:Echo
 WINDOW = 64
+ROUNDS = 20  # blocking calls: rounds of every system in turn (pipelined: a quarter)
 FLOOR = "raw pyzmq, ipc (floor)"
 FLOOR_TCP = "raw pyzmq, tcp loopback"
 BIG = np.random.default_rng(0).standard_normal(4 * 1024 * 1024 // 8)  # 4 MiB float64
@@ -294,25 +295,37 @@ def run_all(
             for label, (payload, n_sync, _) in sizes.items():
                 sync_times(client, payload, max(3, n_sync // 20))  # warm up
                 samples[(name, label)] = ([], 0.0)
+        per_round: dict[tuple[str, str], list[float]] = {k: [] for k in samples}
         for _ in range(rounds):
             for name, (client, _) in clients.items():
                 for label, (payload, n_sync, _) in sizes.items():
                     t, total = sync_times(client, payload, max(1, n_sync // rounds))
                     acc = samples[(name, label)]
                     samples[(name, label)] = (acc[0] + t, acc[1] + total)
+                    per_round[(name, label)].append(statistics.median(t))
         results: dict[str, Any] = {name: {} for name in clients}
         for (name, label), (t, total) in samples.items():
             results[name][label] = summarize(t, total)
+        for (name, label), medians in per_round.items():
+            # Paired: each round's median against the floor's in the same round.
+            floor = per_round[(FLOOR, label)] if (FLOOR, label) in per_round else medians
+            results[name][label]["paired_ratio"] = statistics.median(
+                m / f for m, f in zip(medians, floor, strict=True)
+            )
         rates: dict[tuple[str, str], list[float]] = {k: [] for k in samples}
-        for _ in range(rounds):  # pipelined runs, interleaved too; the median rate counts
+        for _ in range(max(5, rounds // 4)):  # pipelined runs, interleaved too
             for name, (client, _) in clients.items():
                 for label, (payload, _, n_pipe) in sizes.items():
-                    n = max(WINDOW, n_pipe // rounds)
+                    n = max(WINDOW, n_pipe // max(5, rounds // 4))
                     t0 = time.perf_counter()
                     client.pipelined(payload, n)
                     rates[(name, label)].append(n / (time.perf_counter() - t0))
         for (name, label), r in rates.items():
             results[name][label]["pipelined_calls_per_s"] = statistics.median(r)
+            floor_rates = rates.get((FLOOR, label), r)
+            results[name][label]["pipelined_paired_ratio"] = statistics.median(
+                a / b for a, b in zip(r, floor_rates, strict=True)
+            )
             print(name, label, {k: round(v, 1) for k, v in results[name][label].items()})
         return results
     finally:
@@ -406,7 +419,7 @@ def main() -> None:
         if n.startswith("raw") or not wanted or any(w in n for w in wanted)
     ]
     load0 = os.getloadavg()[0]
-    results = run_all(chosen, sizes, rounds=5)
+    results = run_all(chosen, sizes, rounds=ROUNDS)
     notes = []
     if not any(n.startswith("Ray") for n, _ in chosen):
         notes.append("Ray actor: skipped (ray is not installed, or not chosen with --only)")
@@ -445,9 +458,10 @@ def write(results: dict[str, Any], notes: list[str], a: argparse.Namespace) -> N
         "",
         f"Same run, every server in its own process, one host, {os.cpu_count()} CPUs "
         f"(shared, noisy); futures window {WINDOW}; all servers up at once, blocking calls "
-        "interleaved over 5 rounds, pipelined runs after them. Ratios are against raw "
-        "pyzmq over ipc measured in this run (the floor); the last column against raw "
-        "pyzmq over the same transport.",
+        f"interleaved over {ROUNDS} rounds, then pipelined runs over {max(5, ROUNDS // 4)}. "
+        "Ratios are paired: each round's median (or rate) against raw pyzmq over ipc (the "
+        "floor) in the same round, and the median of those; the last column is the ratio "
+        "of overall medians to raw pyzmq over the same transport.",
         "",
         "| system | payload | median µs | p90 µs | ratio (median) | pipelined calls/s "
         "| pipelined ratio | ratio to raw, same transport |",
@@ -456,9 +470,9 @@ def write(results: dict[str, Any], notes: list[str], a: argparse.Namespace) -> N
     for name, per in results.items():
         same = results.get(_same_transport_floor(name), base)
         for label, r in per.items():
-            ratio = r["median_us"] / base[label]["median_us"]
+            ratio = r["paired_ratio"]
             pipe = r.get("pipelined_calls_per_s", 0)
-            pipe_ratio = pipe / base[label].get("pipelined_calls_per_s", 1)
+            pipe_ratio = r["pipelined_paired_ratio"]
             same_ratio = r["median_us"] / same[label]["median_us"]
             lines.append(
                 f"| {name} | {label} | {r['median_us']:.0f} | {r['p90_us']:.0f} | "
