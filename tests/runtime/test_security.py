@@ -65,16 +65,28 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     trace = tmp_path / "unpickled.txt"
     key_pub, key_sec = zmq.curve_keypair()
     attackers = [
-        _dealer(endpoint),  # NULL mechanism
-        _dealer(endpoint, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
-        _dealer(endpoint, plain_username=PLAIN_USER, plain_password=program.secret[:-1].encode()),
+        _dealer(endpoint, sndtimeo=2000),  # NULL mechanism
+        _dealer(endpoint, sndtimeo=2000, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
         _dealer(
-            endpoint, curve_serverkey=key_pub, curve_publickey=key_pub, curve_secretkey=key_sec
+            endpoint,
+            sndtimeo=2000,
+            plain_username=PLAIN_USER,
+            plain_password=program.secret[:-1].encode(),
+        ),
+        _dealer(
+            endpoint,
+            sndtimeo=2000,
+            curve_serverkey=key_pub,
+            curve_publickey=key_pub,
+            curve_secretkey=key_sec,
         ),
     ]
     for sock in attackers:
         for _ in range(3):
-            sock.send_multipart(_evil_request(trace))
+            try:  # once the server has refused the handshake a send may block: time out
+                sock.send_multipart(_evil_request(trace))
+            except zmq.Again:
+                break
     time.sleep(1.5)
     for sock in attackers:
         assert sock.poll(100) == 0  # no reply either
@@ -92,7 +104,7 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
 
 def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
     header = _head(wire.K_CALL, i)
-    kind = i % 9
+    kind = i % 12
     rand = lambda n: rng.bytes(int(n))  # noqa: E731
     if kind == 0:
         return [rand(rng.integers(0, 64))]
@@ -111,6 +123,13 @@ def _garbage(rng: np.random.Generator, i: int) -> list[bytes]:
         return [header + good[: len(good) // 2]]
     if kind == 7:  # split flag without the payload frame
         return [_head(wire.K_CALL, i, flags=wire.F_SPLIT)]
+    if kind == 9:  # a batch whose lengths run past its end
+        good = wire.batch_frame([header + b"x", header + b"y"])
+        return [good[: len(good) - int(rng.integers(1, 4))]]
+    if kind == 10:  # a batch of garbage calls
+        return [wire.batch_frame([rand(rng.integers(0, 40)) for _ in range(3)])]
+    if kind == 11:  # a batch claiming more calls than a batch may hold
+        return [_head(wire.K_BATCH, wire.BATCH_MAX + 1, b"")]
     return [rand(rng.integers(1, 30)) for _ in range(int(rng.integers(1, 7)))]
 
 

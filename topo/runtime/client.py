@@ -31,6 +31,7 @@ from topo.runtime.errors import (
 _ids = itertools.count(1)
 _endpoints: dict[tuple[str, str], str] = {}
 _NOBLOCK = wire.NOBLOCK
+_RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 
 
 HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
@@ -146,13 +147,18 @@ def call(
             step = min(step * 2, 0.5)
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not sock.poll(int(remaining * 1000) + 1, zmq.POLLIN):
+        try:
+            if remaining <= 0:
+                raise zmq.Again
+            # A blocking receive with a timeout: no poller to build for every call.
+            sock.setsockopt(_RCVTIMEO, int(remaining * 1000) + 1)
+            frames = sock.recv_multipart(copy=False)
+        except zmq.Again:
             try:  # the peer may have moved (restarted elsewhere): the next call goes there
                 conn.refresh()
             except Exception:
                 pass
-            raise DeadlineExceeded(node_id, method, time.monotonic() - start)
-        msg = wire.parse(sock.recv_multipart(copy=False))
-        if msg is None or msg.call_id != call_id:
-            continue  # a late reply to an earlier call that timed out
-        return decode_reply(msg, node_id)
+            raise DeadlineExceeded(node_id, method, time.monotonic() - start) from None
+        for msg in wire.parse_replies(frames):
+            if msg.call_id == call_id:  # else a late reply to an earlier call that timed out
+                return decode_reply(msg, node_id)

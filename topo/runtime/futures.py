@@ -4,6 +4,10 @@ Calling threads send on a per-peer DEALER under one I/O lock and pick up
 replies themselves while they wait; one background thread per process
 connects to peers, re-resolves them, retries sends, expires deadlines and
 collects replies once callers have gone idle.
+
+While calls to a peer are in flight, a new small call is held back (at most
+``_HOLD_S``, or until its caller waits) and goes with the next ones as one
+batch frame: a burst of futures costs one send instead of one per call.
 """
 
 from __future__ import annotations
@@ -37,11 +41,17 @@ class _Peer:
         self.pending: collections.deque[_Request] = collections.deque()
         self.next_lookup = 0.0
         self.blocked_since: float | None = None
+        self.waiting = 0  # calls sent (or in outq) that have no reply yet
+        self.outq: list[_Request] = []  # one-frame calls held back to go as one batch
+        self.outq_at = 0.0
+        self.outq_bytes = 0
 
 
 # (program, node_id, method, call_id, frames, future, deadline, start)
 _Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
 _Done = list[tuple[_Request, wire.Message, str]]
+_HOLD_S = 0.0005  # s a call may be held back for coalescing (by the caller)
+_COALESCE_UNDER = 4096  # bytes: larger calls go at once, on their own
 _IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
 _SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
 _POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
@@ -54,6 +64,11 @@ def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
     """Send without blocking; raises ``zmq.Again`` only on the first frame (libzmq
     delivers a multipart message atomically once its first part is queued)."""
     wire.send(sock, frames, _NOBLOCK)
+
+
+def _coalescable(frames: list[Any]) -> bool:
+    """Whether a call may travel in a batch frame (one small frame)."""
+    return len(frames) == 1 and len(frames[0]) < _COALESCE_UNDER
 
 
 class _CallFuture(Future):
@@ -95,6 +110,7 @@ class _Engine:
         self._io = threading.Lock()
         self._active = 0.0  # monotonic time of the last submit / wait by a caller
         self._wake_pending = False
+        self._io_timeout = 1000  # ms the I/O thread's current wait may last
         addr = f"inproc://topo-fut-{uuid.uuid4().hex[:12]}"
         self._rx = ctx.socket(zmq.PAIR)
         self._rx.bind(addr)
@@ -129,13 +145,33 @@ class _Engine:
             sock = peer.sock
             sent = False
             if sock is not None and not peer.pending:
-                try:
-                    _send_nowait(sock, frames)
+                if peer.waiting and _coalescable(frames):
+                    # Calls are in flight to this peer: hold this one back briefly so
+                    # that a burst goes as one batch (one send, one zmq message).
+                    if not peer.outq:
+                        peer.outq_at = start
+                        if self._io_timeout >= 10 and not self._wake_pending:
+                            # The I/O thread sleeps long: have it look again within 1 ms.
+                            self._wake_pending = True
+                            self._tx.send(b"")
+                    peer.outq.append(req)
+                    peer.outq_bytes += len(frames[0])
+                    if (
+                        len(peer.outq) >= wire.BATCH_MAX
+                        or peer.outq_bytes >= wire.BATCH_BYTES
+                        or start - peer.outq_at >= _HOLD_S
+                    ):
+                        self._send_outq(peer)
                     sent = True
-                except zmq.Again:
-                    pass
+                else:
+                    try:
+                        _send_nowait(sock, frames)
+                        sent = True
+                    except zmq.Again:
+                        pass
             if sent:
                 fut._peer = peer
+                peer.waiting += 1
                 self._inflight[call_id] = req
                 self._drain(peer, done, 1)
             else:
@@ -170,6 +206,8 @@ class _Engine:
                 self._active = now
                 sock = peer.sock
                 if sock is not None and peer is fut._peer:
+                    if peer.outq:  # about to wait: nothing is held back any longer
+                        self._send_outq(peer)
                     self._drain(peer, done)
                     if not done and sock.poll(max(1, int(wait * 1000)), _POLLIN):
                         self._drain(peer, done)
@@ -191,12 +229,25 @@ class _Engine:
         inflight = self._inflight
         while most and sock.get(_EVENTS) & _POLLIN:  # type: ignore[operator]
             most -= 1
-            msg = wire.parse(sock.recv_multipart(flags=_NOBLOCK, copy=False))
-            if msg is None:
-                continue
-            req = inflight.pop(msg.call_id, None)
-            if req is not None:
-                done.append((req, msg, peer.node_id))
+            for msg in wire.parse_replies(sock.recv_multipart(flags=_NOBLOCK, copy=False)):
+                req = inflight.pop(msg.call_id, None)
+                if req is not None:
+                    peer.waiting -= 1
+                    done.append((req, msg, peer.node_id))
+
+    def _send_outq(self, peer: _Peer) -> None:
+        """Send the calls held back for ``peer``: one message, or one batch frame."""
+        sock = peer.sock
+        assert sock is not None
+        calls = [r[4][0] for r in peer.outq if not r[5].done()]
+        if calls:
+            frame = calls[0] if len(calls) == 1 else wire.batch_frame(calls)
+            try:
+                _send_nowait(sock, [frame])
+            except zmq.Again:  # the peer is not connected: the I/O thread tries again
+                return
+        peer.outq = []
+        peer.outq_bytes = 0
 
     def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
@@ -223,18 +274,25 @@ class _Engine:
                 peer.endpoint = endpoint
         if peer.sock is None:
             return
-        while peer.pending:
-            req = peer.pending[0]
+        pending = peer.pending
+        while pending:
+            # Up to BATCH_MAX small one-frame calls in a row go as one batch frame.
+            n = 0
+            while n < min(len(pending), wire.BATCH_MAX) and _coalescable(pending[n][4]):
+                n += 1
+            frames = [wire.batch_frame([pending[i][4][0] for i in range(n)])] if n > 1 else None
             try:
-                _send_nowait(peer.sock, req[4])
+                _send_nowait(peer.sock, frames or pending[0][4])
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
                 break
             peer.blocked_since = None
-            peer.pending.popleft()
-            req[5]._peer = peer
-            self._inflight[req[3]] = req
+            for _ in range(n if frames else 1):
+                req = pending.popleft()
+                req[5]._peer = peer
+                peer.waiting += 1
+                self._inflight[req[3]] = req
         self._drain(peer, done)
 
     def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
@@ -242,6 +300,9 @@ class _Engine:
         for call_id, req in list(self._inflight.items()):
             if req[6] <= now:
                 del self._inflight[call_id]
+                peer = req[5]._peer
+                if peer is not None:
+                    peer.waiting -= 1
                 failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):
@@ -290,12 +351,15 @@ class _Engine:
                 for fd in want:
                     poller.register(fd, zmq.POLLIN)
                 watched = want
-            if waiting:
+            if any(p.outq for p in self._peers.values()):
+                timeout = 1  # calls held back for coalescing go out within about 1 ms
+            elif waiting:
                 timeout = 5
             elif self._inflight:
                 timeout = 10 if idle else int(_IDLE_AFTER * 1000)
             else:
                 timeout = 1000
+            self._io_timeout = timeout
             events = dict(poller.poll(timeout))
             if self._rx in events:
                 while True:
@@ -312,6 +376,8 @@ class _Engine:
                     if peer.pending:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
+                        if peer.outq and now - peer.outq_at >= _HOLD_S:
+                            self._send_outq(peer)
                         self._drain(peer, done)
                 if now >= next_expire:
                     failed = self._expire(now)

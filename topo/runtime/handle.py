@@ -20,7 +20,9 @@ class Handle:
     """Client-side proxy of node ``node_id``. A handle made inside a node (its arguments
     are) keeps that node's program, so threads the node starts itself can use it too."""
 
-    __slots__ = ("_node_id", "_program", "_timeout")
+    # ``__dict__`` caches the per-method callables: ``h.method`` is then a plain lookup,
+    # not a failed one followed by ``__getattr__`` (microseconds on every call).
+    __slots__ = ("__dict__", "_node_id", "_program", "_timeout")
 
     def __init__(
         self, node_id: str, timeout: float | None = None, program: ProgramContext | None = None
@@ -56,12 +58,16 @@ class Handle:
     @property
     def futures(self) -> _Futures:
         """``h.futures.method(...)`` returns a Future instead of blocking."""
-        return _Futures(self)
+        cached = self.__dict__.get(" futures")
+        if cached is None:
+            cached = self.__dict__[" futures"] = _Futures(self)
+        return cached
 
     def __getattr__(self, name: str) -> _Method:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _Method(self, name)
+        method = self.__dict__[name] = _Method(self, name)
+        return method
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call("__call__", *args, **kwargs)
@@ -91,7 +97,7 @@ class _Method:
 
 
 class _Futures:
-    __slots__ = ("_handle",)
+    __slots__ = ("__dict__", "_handle")
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
@@ -100,7 +106,12 @@ class _Futures:
         if name.startswith("__") and name != "__call__":
             raise AttributeError(name)
         handle = self._handle
-        return lambda *args, **kwargs: handle.submit(name, *args, **kwargs)
+
+        def submit(*args: Any, **kwargs: Any) -> Future:
+            return handle.submit(name, *args, **kwargs)
+
+        self.__dict__[name] = submit
+        return submit
 
     def __call__(self, *args: Any, **kwargs: Any) -> Future:
         return self._handle.submit("__call__", *args, **kwargs)

@@ -37,6 +37,7 @@ ReportHandler = Callable[[str, str, str, int, int, str], None]
 # one), and how many more the call had (dropped here)
 MetricsHandler = Callable[[list[Any], int], None]
 MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
+STOP_CALL_TIMEOUT_S = 5.0  # a stop request waits this long for the registry at most
 METRICS_TIMEOUT_S = 10.0  # a node's metrics call gives up sooner than its RPC deadline
 
 
@@ -238,8 +239,19 @@ class RegistryClient(AddressBook):
         return result
 
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
-        self._mark_stopped(reason, node_id)
-        self._call("request_stop", reason, node_id)
+        # The registry first: once this process sees its own stop it may close and exit,
+        # and a request still unsent would be lost with it. Marked locally in any case.
+        try:
+            client.call(
+                self._boot,
+                REGISTRY_ID,
+                "request_stop",
+                (reason, node_id),
+                {},
+                min(self._boot.default_deadline, STOP_CALL_TIMEOUT_S),
+            )
+        finally:
+            self._mark_stopped(reason, node_id)
 
     def report(
         self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""

@@ -10,6 +10,11 @@ everything small, so a typical call is a single frame each way:
     header  : struct "<2sBBQdH" = magic b"TP", kind, flags, call id,
               timeout (s), length of the method name
 
+When many calls are in flight, one-frame requests and replies are coalesced:
+a ``K_BATCH`` frame is a header (its call id field holds the count) followed
+by each message as a little-endian u32 length and its bytes. That makes one
+zmq message, one send and one receive, of up to ``BATCH_MAX`` calls.
+
 A payload of 64 KiB or more travels in a frame of its own (flag ``F_SPLIT``)
 instead of being copied into the first frame. Payloads are pickle protocol 5;
 numpy buffers (JAX arrays are converted to numpy first) travel out of band as
@@ -45,9 +50,14 @@ K_CALL = 1  # request
 K_OK = 2  # reply: pickled result
 K_ERROR = 3  # reply: pickled exception description (errors.encode_exception)
 K_FAULT = 4  # reply: utf-8 text, the request itself was rejected
+K_BATCH = 5  # several one-frame messages (requests or replies) in one frame
 
 F_SPLIT = 1  # the payload is the second frame, not the tail of the first
 SPLIT_AT = 64 * 1024
+BATCH_MAX = 32  # messages coalesced into one K_BATCH frame at most
+BATCH_BYTES = 64 * 1024  # ...and their bytes, about
+MIN_FRAME_LIMIT = 1 << 20  # servers accept frames this large at least (a batch fits)
+_LEN = struct.Struct("<I")
 
 Frames = list[Any]
 SNDMORE = int(zmq.SNDMORE)  # plain ints: pyzmq's enum flags cost microseconds per use
@@ -66,14 +76,18 @@ class Message(NamedTuple):
 
 
 def _view(frame: Any) -> memoryview:
-    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+    try:
+        return frame.buffer  # a zmq Frame
+    except AttributeError:
+        return memoryview(frame)
 
 
-def parse(frames: Sequence[Any]) -> Message | None:
-    """Parse received frames (zmq Frames or bytes); None when they are not a topo message."""
-    if not frames:
+def parse(frames: Sequence[Any], start: int = 0) -> Message | None:
+    """Parse received frames (zmq Frames or bytes) from ``frames[start]`` on; None when
+    they are not a topo message. A ``K_BATCH`` frame parses too (see ``split_batch``)."""
+    if len(frames) <= start:
         return None
-    first = _view(frames[0])
+    first = _view(frames[start])
     if len(first) < HEADER_SIZE:
         return None
     magic, kind, flags, call_id, timeout, mlen = HEADER.unpack_from(first)
@@ -82,14 +96,16 @@ def parse(frames: Sequence[Any]) -> Message | None:
     method = ""
     if mlen:
         try:
-            method = bytes(first[HEADER_SIZE : HEADER_SIZE + mlen]).decode()
+            method = str(first[HEADER_SIZE : HEADER_SIZE + mlen], "utf-8")
         except UnicodeDecodeError:
             return None
     if flags & F_SPLIT:
-        if len(frames) < 2 or len(first) != HEADER_SIZE + mlen:
+        if len(frames) < start + 2 or len(first) != HEADER_SIZE + mlen:
             return None
-        return Message(kind, call_id, timeout, method, _view(frames[1]), frames[2:])
-    return Message(kind, call_id, timeout, method, first[HEADER_SIZE + mlen :], frames[1:])
+        payload = _view(frames[start + 1])
+        return Message(kind, call_id, timeout, method, payload, frames[start + 2 :])
+    payload = first[HEADER_SIZE + mlen :]
+    return Message(kind, call_id, timeout, method, payload, frames[start + 1 :])
 
 
 def _frames(
@@ -130,7 +146,9 @@ def dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
 
 def loads(payload: Any, buffers: Sequence[Any]) -> Any:
     """Unpickle a payload whose out-of-band buffers are ``buffers`` (zmq frames ok)."""
-    return pickle.loads(_view(payload), buffers=[_view(b) for b in buffers])
+    if not buffers:
+        return pickle.loads(payload)
+    return pickle.loads(payload, buffers=[_view(b) for b in buffers])
 
 
 def request_frames(
@@ -159,6 +177,50 @@ def send(sock: Any, frames: Frames, flags: int = 0, prefix: Any = None) -> None:
     sock.send(frames[0], flags if last == 0 else more)
     for i in range(1, last + 1):
         sock.send(frames[i], flags if i == last else more, copy=False)
+
+
+def batch_frame(messages: Sequence[bytes]) -> bytes:
+    """One ``K_BATCH`` frame holding one-frame ``messages``."""
+    parts = [HEADER.pack(MAGIC, K_BATCH, 0, len(messages), 0.0, 0)]
+    pack = _LEN.pack
+    for m in messages:
+        parts.append(pack(len(m)))
+        parts.append(m)
+    return b"".join(parts)
+
+
+def split_batch(msg: Message) -> list[Message] | None:
+    """The messages of a parsed ``K_BATCH`` frame (views into it), skipping any that do
+    not parse; None when the batch itself is malformed."""
+    view = msg.payload
+    count = msg.call_id
+    if msg.kind != K_BATCH or msg.method or msg.buffers or not 0 < count <= BATCH_MAX:
+        return None
+    out = []
+    at = 0
+    end = len(view)
+    for _ in range(count):
+        if at + 4 > end:
+            return None
+        (n,) = _LEN.unpack_from(view, at)
+        at += 4
+        if at + n > end:
+            return None
+        part = parse((view[at : at + n],))
+        if part is not None and part.kind != K_BATCH:
+            out.append(part)
+        at += n
+    return out if at == end else None
+
+
+def parse_replies(frames: Sequence[Any]) -> list[Message]:
+    """The replies in received frames: one message, or each message of a batch."""
+    msg = parse(frames)
+    if msg is None:
+        return []
+    if msg.kind == K_BATCH:
+        return split_batch(msg) or []
+    return [msg]
 
 
 def frames_nbytes(frames: Sequence[Any]) -> int:
