@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from topo.api import RunningProgram
 from topo.backends.forkserver import child_pids
 from topo.backends.procs import ProcsBackend
+from topo.command import backend_of_run
 from topo.testing import wait_gone
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +68,9 @@ def test_warm_up_starts_the_fork_server_and_close_ends_it() -> None:
     assert backend.warm_up()
     pid = backend.server_pid
     assert pid is not None
+    deadline = time.monotonic() + 10
+    while not psutil.Process(pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)  # between its fork and its exec
     assert "topo.backends.forkserver" in psutil.Process(pid).cmdline()
     backend.close()  # the run never opened
     assert not wait_gone([pid], 10)
@@ -75,7 +80,7 @@ def test_warm_up_starts_the_fork_server_and_close_ends_it() -> None:
 def test_bad_file_leaves_no_fork_server_behind(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nnodes:\n  echo:\n    target: 'bk_nodes:Echo'\n    count: many\n")
-    cmd = [sys.executable, "-c", "from topo.cli import main; main()", "run", str(bad)]
+    cmd = [sys.executable, "-m", "topo", "run", str(bad)]  # the fork server starts first
     out = subprocess.run(
         [sys.executable, "-c", ORPHANS, *cmd, "-b", "procs", "--log-dir", str(tmp_path)],
         capture_output=True,
@@ -108,6 +113,48 @@ def test_unknown_target_module_leaves_no_fork_server_behind(tmp_path: Path) -> N
     assert result["code"] == 1 and "no_such_module_here" in result["stderr"], result
     assert f"{path}:3:" in result["stderr"]
     assert result["left"] == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--hosts", "inventory.yaml"], ["-b", "threads"], ["--no-such-option"], ["--help"]],
+)
+def test_command_that_does_not_run_on_procs_leaves_no_fork_server_behind(
+    tmp_path: Path, options: list[str]
+) -> None:
+    """``topo run`` on procs starts the fork server before it parses its options: a usage
+    error, another backend or ``--help`` end it."""
+    path = tmp_path / "hello.yaml"
+    path.write_text("name: hello\nnodes:\n  hi: {kind: py, target: 'bk_nodes:hello'}\n")
+    cmd = [sys.executable, "-m", "topo", "run", str(path), "--no-live", *options]
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHANS, *cmd],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    result = json.loads(out.stdout)
+    assert result["code"] == (0 if options[0] in ("-b", "--help") else 1), result
+    assert result["left"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "backend"),
+    [
+        (["run", "f.yaml"], "procs"),
+        (["run", "f.yaml", "-b", "threads"], "threads"),
+        (["run", "--backend=ssh", "f.yaml"], "ssh"),
+        (["run", "-bray", "f.yaml"], "ray"),
+        (["run", "f.yaml", "-b", "threads", "--backend", "procs"], "procs"),
+        (["run", "f.yaml", "--help"], None),
+        (["validate", "f.yaml"], None),
+        ([], None),
+    ],
+)
+def test_backend_of_run_reads_the_command_line(args: list[str], backend: str | None) -> None:
+    assert backend_of_run(args) == backend
 
 
 def test_topo_run_imports_only_what_it_needs(tmp_path: Path) -> None:

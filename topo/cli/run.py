@@ -100,9 +100,11 @@ def run(
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
     from topo.backends.base import BackendNotFound, get_backend
+    from topo.command import take_warm
 
     try:
-        chosen = get_backend(backend, **_backend_options(backend, hosts, ship, address))
+        options = _backend_options(backend, hosts, ship, address)
+        chosen = take_warm(backend) or get_backend(backend, **options)
     except BackendNotFound as exc:
         stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
