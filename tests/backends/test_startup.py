@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from topo.api import RunningProgram
+from topo.api import RunningProgram, launch
 from topo.backends.forkserver import child_pids
 from topo.backends.procs import ProcsBackend
 from topo.command import backend_of_run
@@ -221,3 +221,22 @@ def test_what_the_server_wrote_before_the_run_directory_existed_is_in_its_log(
     log = (run.run_dir / "forkserver.log").read_text()
     assert "| topo.backends.child" in log  # imported during the warm-up
     assert "bk_nodes" in log  # imported once the program was known
+
+
+def test_a_fork_server_that_dies_while_warming_up_leaves_its_output_in_the_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server imports from the current directory first: a broken module there kills it
+    # before it has the program (and so before it knows the run directory).
+    (tmp_path / "multiprocess.py").write_text("raise RuntimeError('broken for the test')\n")
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "warm.yaml"
+    path.write_text(ECHO)
+    run = launch(path, backend="procs", log_dir=tmp_path / "runs")
+    try:
+        assert run.wait(60) == 1
+        assert run.failure is not None and "the fork server died" in run.failure.message
+        assert "broken for the test" in (run.run_dir / "forkserver.log").read_text()
+    finally:
+        run.stop(timeout=30)
+        assert not wait_gone(run.pids(), 15)

@@ -74,6 +74,8 @@ class ProcsBackend(Backend):
         self.import_errors: list[str] = []
         self._opened = False
         self._spawned_as: tuple[str, dict[str, str]] | None = None
+        self._early: Any = None  # the server's output until it has the run directory
+        self._log: Path | None = None
 
     def warm_up(self) -> bool:
         if self._server is None and not self._opened:
@@ -90,7 +92,7 @@ class ProcsBackend(Backend):
         the run directory (the server then moves it into ``forkserver.log``)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        out = tempfile.TemporaryFile()
+        out = self._early = tempfile.TemporaryFile()
         env = self._server_env()
         try:
             self._server = subprocess.Popen(
@@ -105,10 +107,11 @@ class ProcsBackend(Backend):
             )
         except BaseException:
             mine.close()
+            out.close()
+            self._early = None
             raise
         finally:
             theirs.close()
-            out.close()
         self._sock = mine
         self._spawned_as = (os.getcwd(), _without_path(env))
         self.server_pid = self._server.pid
@@ -118,6 +121,9 @@ class ProcsBackend(Backend):
         server, sock = self._server, self._sock
         self._server = self._sock = None
         self.server_pid = None
+        if self._early is not None:
+            self._early.close()
+            self._early = None
         if server is not None:
             kill_tree(server.pid)
             if server.stdin is not None:
@@ -137,6 +143,7 @@ class ProcsBackend(Backend):
             self._discard()  # warmed up for another directory or environment
         if self._server is None:
             self._spawn()
+        self._log = Path(job.run_dir) / "forkserver.log"
         init = {
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
@@ -144,7 +151,7 @@ class ProcsBackend(Backend):
             "launcher_pid": job.launcher_pid,
             "disable_run": job.options.disable_run,
             "modules": target_modules(job.program),
-            "log": str(Path(job.run_dir) / "forkserver.log"),
+            "log": str(self._log),
             # Import roots found since the server started (e.g. beside the topology file).
             "sys_path": [os.getcwd(), *sys.path],
             "pythonpath": env["PYTHONPATH"],
@@ -157,7 +164,10 @@ class ProcsBackend(Backend):
     def _send(self, msg: Any) -> None:
         assert self._server is not None and self._server.stdin is not None
         with self._lock:
-            write_msg(self._server.stdin.fileno(), msg)
+            try:
+                write_msg(self._server.stdin.fileno(), msg)
+            except BrokenPipeError:  # the server died: the status reader reports it
+                pass
 
     def helper_pids(self) -> list[int]:
         return [] if self.server_pid is None else [self.server_pid]
@@ -203,7 +213,9 @@ class ProcsBackend(Backend):
         for (exe, attempt), runner in list(self._runners.items()):
             if runner.pid:
                 kill_tree(runner.pid)
-            self._sink.exited(exe, attempt, runner.pid, -9)
+            self._sink.exited(
+                exe, attempt, runner.pid, -9, "was lost: the fork server died (see forkserver.log)"
+            )
         self._runners.clear()
 
     def close(self) -> None:
@@ -228,6 +240,20 @@ class ProcsBackend(Backend):
             self._reader.join(2)
         if self._sock is not None:
             self._sock.close()
+        self._keep_early_output()
+
+    def _keep_early_output(self) -> None:
+        """A server that ended before it took the program wrote only to its temporary
+        file: that goes to ``forkserver.log`` (which the server makes when it starts)."""
+        early, self._early = self._early, None
+        if early is None:
+            return
+        try:
+            if self._log is not None and not self._log.exists():
+                early.seek(0)
+                self._log.write_bytes(early.read())
+        finally:
+            early.close()
 
 
 def _without_path(env: dict[str, str]) -> dict[str, str]:
