@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np  # node code typically imports numpy; the fork server pre-imports it
 
+SETTLE_S = 3.0  # pause after the naive baseline (its interpreters end, the CPUs idle)
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(HERE)]
@@ -265,14 +266,18 @@ def _median(runs: list[dict[str, float]], key: str) -> float | None:
 
 
 def _round(n: int, i: int, tmp: Path, cold_env: dict[str, str] | None) -> dict[str, float]:
-    """One of each measurement for ``n`` nodes, one after the other."""
+    """One of each measurement for ``n`` nodes, one after the other: the naive baseline
+    first, then a pause, so that its hundreds of interpreters are gone before topo's
+    measurements start."""
     yaml = _yaml(n, tmp)
+    naive = bench_naive(n)
+    time.sleep(SETTLE_S)
     out = bench_topo(n, tmp / "runs")
+    out["naive_s"] = naive
     out["command_s"] = bench_command(yaml, tmp / f"cmd-{n}-{i}")
     out["api_file_s"] = bench_api_file(yaml, tmp / f"api-{n}-{i}")
     if cold_env is not None:
         out["command_cold_s"] = bench_command(yaml, tmp / f"cold-{n}-{i}", cold_env)
-    out["naive_s"] = bench_naive(n)
     return out
 
 
