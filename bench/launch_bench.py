@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np  # node code typically imports numpy; the fork server pre-imports it
 
-SETTLE_S = 3.0  # pause after the naive baseline (its interpreters end, the CPUs idle)
+SETTLE_S = 10.0  # at most this long after the naive baseline, for the CPUs to go idle
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(HERE)]
@@ -265,13 +265,23 @@ def _median(runs: list[dict[str, float]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _settle() -> None:
+    """Wait (up to ``SETTLE_S``) until no more processes are runnable than there are CPUs."""
+    end = time.monotonic() + SETTLE_S
+    while time.monotonic() < end:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+        if running <= (os.cpu_count() or 1):
+            return
+        time.sleep(0.2)
+
+
 def _round(n: int, i: int, tmp: Path, cold_env: dict[str, str] | None) -> dict[str, float]:
     """One of each measurement for ``n`` nodes, one after the other: the naive baseline
-    first, then a pause, so that its hundreds of interpreters are gone before topo's
+    first, then a pause (``_settle``), so that its hundreds of interpreters are gone before topo's
     measurements start."""
     yaml = _yaml(n, tmp)
     naive = bench_naive(n)
-    time.sleep(SETTLE_S)
+    _settle()
     out = bench_topo(n, tmp / "runs")
     out["naive_s"] = naive
     out["command_s"] = bench_command(yaml, tmp / f"cmd-{n}-{i}")
