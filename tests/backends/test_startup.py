@@ -230,6 +230,8 @@ def test_a_fork_server_that_dies_while_warming_up_leaves_its_output_in_the_run_d
     # before it has the program (and so before it knows the run directory).
     (tmp_path / "multiprocess.py").write_text("raise RuntimeError('broken for the test')\n")
     monkeypatch.chdir(tmp_path)
+    # The launcher puts its directory on sys.path: not for the fork servers of later tests.
+    monkeypatch.setattr(sys, "path", list(sys.path))
     path = tmp_path / "warm.yaml"
     path.write_text(ECHO)
     run = launch(path, backend="procs", log_dir=tmp_path / "runs")

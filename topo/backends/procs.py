@@ -125,7 +125,8 @@ class ProcsBackend(Backend):
             self._early.close()
             self._early = None
         if server is not None:
-            kill_tree(server.pid)
+            if server.poll() is None:  # never signal a pid that was reaped (and reusable)
+                kill_tree(server.pid)
             if server.stdin is not None:
                 server.stdin.close()
             server.wait()
