@@ -1,6 +1,6 @@
 """``python -m topo``: the ``topo`` command."""
 
-from topo.cli import main
+from topo.command import main
 
 if __name__ == "__main__":
     main()

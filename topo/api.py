@@ -190,7 +190,44 @@ def launch(
     drive nodes through handles). With ``ready_timeout`` wait that long for every node
     to be up (``TimeoutError`` otherwise). A program the backend cannot run raises
     ``topo.diagnostics.TopoError`` before anything starts."""
-    from topo.backends.base import RunOptions, get_backend
+    from topo.backends.base import get_backend
+
+    if isinstance(backend, str):
+        backend = get_backend(backend, **dict(backend_options or {}))
+    elif backend_options:
+        raise ValueError("backend_options apply to a backend given by name")
+    # procs: the fork server starts importing now, while the file is compiled.
+    warm = not isinstance(program_or_path, Program) and backend.warm_up()
+    try:
+        launcher = _launcher(
+            program_or_path, backend, params, grace_s, log_dir, run_dir, disable_run
+        )
+    except BaseException:  # a bad file: what the warm-up started ends here
+        if warm:
+            backend.close()
+        raise
+    launcher.start()
+    running = RunningProgram(launcher)
+    if ready_timeout is not None and not running.wait_ready(ready_timeout):
+        if not launcher.done:
+            running.stop()
+            raise TimeoutError(
+                f"program {launcher.program.name!r}: not every node was up after {ready_timeout:g}s"
+            )
+    return running
+
+
+def _launcher(
+    program_or_path: Program | str | Path,
+    backend: Backend,
+    params: Mapping[str, Any] | Sequence[str] | None,
+    grace_s: float | None,
+    log_dir: str | Path,
+    run_dir: str | Path | None,
+    disable_run: bool,
+) -> Launcher:
+    """The program (compiled from the file if given one) and its checked launcher."""
+    from topo.backends.base import RunOptions
     from topo.backends.launcher import Launcher
 
     yaml_text = None
@@ -208,17 +245,4 @@ def launch(
         disable_run=disable_run,
         topology_yaml=yaml_text,
     )
-    if isinstance(backend, str):
-        backend = get_backend(backend, **dict(backend_options or {}))
-    elif backend_options:
-        raise ValueError("backend_options apply to a backend given by name")
-    launcher = Launcher(program, backend, options)
-    launcher.start()
-    running = RunningProgram(launcher)
-    if ready_timeout is not None and not running.wait_ready(ready_timeout):
-        if not launcher.done:
-            running.stop()
-            raise TimeoutError(
-                f"program {program.name!r}: not every node was up after {ready_timeout:g}s"
-            )
-    return running
+    return Launcher(program, backend, options)

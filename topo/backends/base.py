@@ -22,12 +22,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
-from topo.runtime import RegistryInfo
-from topo.runtime.auth import Mechanism
+
+if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
+    from topo.runtime import RegistryInfo
+    from topo.runtime.auth import Mechanism
 
 EventKind = Literal[
     "starting",
@@ -173,6 +175,13 @@ class Backend(ABC):
             if len(exe.nodes) > 1:
                 files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
         return LogTailer(files, emit)
+
+    def warm_up(self) -> bool:
+        """Start what does not depend on the program (procs: the fork server and its
+        imports) while the caller still compiles it. True when something was started:
+        the caller then opens the backend (a ``Launcher`` does), or calls ``close`` if
+        the run never starts."""
+        return False
 
     @abstractmethod
     def open(self, job: JobContext, sink: Sink) -> None:

@@ -1,10 +1,12 @@
 """The pre-warmed fork server ("zygote") of the ``procs`` backend, and its children.
 
 The launcher starts this module once per run as a fresh interpreter
-(``python -m topo.backends.forkserver STATUS_FD``). It imports topo's runtime
-and every node target's module -- imports only: no zmq context, no threads --
-then forks one child per executable with ``multiprocess`` (fork context) from
-its main thread, so children start in milliseconds with everything imported.
+(``python -m topo.backends.forkserver STATUS_FD``), as early as it can: while the
+launcher still compiles the program, the server imports topo's runtime, numpy and
+the registry of node kinds. Then it takes the program (``init``) and imports every
+node target's module -- imports only: no zmq context, no threads -- then forks one
+child per executable with ``multiprocess`` (fork context) from its main thread, so
+children start in milliseconds with everything imported.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
 (``init``, ``spawn``, ``shutdown``); the server sends JSON datagrams about the
@@ -220,6 +222,52 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
 # -- the server ---------------------------------------------------------------------
 
 
+def warm_up() -> list[str]:
+    """What every child needs whatever the program: topo's child set-up and runtime,
+    numpy, and the node kinds (their entry points read once here, not in each child).
+    Import problems, for the launcher."""
+    errors = []
+    try:
+        import topo.backends.child  # noqa: F401
+        from topo.kinds import all_kinds
+
+        all_kinds()
+    except BaseException as exc:  # the child will fail with the full traceback
+        errors.append(f"topo.backends.child: {exc!r}")
+    try:  # node code nearly always uses it; topo's runtime imports it only when needed
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
+    import psutil  # noqa: F401  (sweep_orphans; imported once, before the children fork)
+
+    return errors
+
+
+def take_init(init: dict[str, Any]) -> None:
+    """Apply what the launcher knew only after this server started: its output goes to
+    ``init["log"]`` from now on (what it wrote before is moved there), and the import
+    paths and ``PYTHONPATH`` are the launcher's once it compiled the program."""
+    log = init.get("log")
+    if log:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            early = os.pread(1, os.fstat(1).st_size, 0)
+        except OSError:  # not a file we can read back
+            early = b""
+        if early:
+            os.write(fd, early)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    paths = init.get("sys_path")
+    if paths:
+        sys.path[1:1] = [p for p in dict.fromkeys(paths) if p not in sys.path]
+    if init.get("pythonpath") is not None:
+        os.environ["PYTHONPATH"] = init["pythonpath"]
+
+
 def serve(status_fd: int) -> None:
     """The fork server's main loop (runs in the server process's main thread)."""
     global _status
@@ -229,22 +277,21 @@ def serve(status_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C
     become_subreaper()  # orphans of the executables' processes come back to this server
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
+    errors = warm_up()  # meanwhile the launcher compiles the program
     init = read_msg(0)
     if init is None:
         return
+    take_init(init)
     from topo.ir import loads
 
     init["program"] = loads(init.pop("program_json"))
-    errors = []
-    for module in ["topo.backends.child", *init["modules"]]:
+    for module in init["modules"]:
         try:
             __import__(module)
         except BaseException as exc:  # the child will fail with the full traceback
             errors.append(f"{module}: {exc!r}")
     launcher_pid = init["launcher_pid"]
     import gc
-
-    import psutil  # noqa: F401  (sweep_orphans; imported once, before the children fork)
 
     gc.collect()
     gc.freeze()  # keep imported objects out of the children's GC: fewer copy-on-write faults

@@ -1,6 +1,11 @@
 """The ``procs`` backend (default): one OS process per executable, forked from a
 pre-warmed fork server (see ``forkserver``) instead of a fresh interpreter per node.
 
+``warm_up`` starts the fork server before the program is known, so its imports
+(topo's runtime, numpy, zmq) overlap with the launcher compiling the file; ``open``
+then sends it the program (and the import paths the compile added). This module
+imports little, so picking the backend does not wait for the runtime.
+
 The launcher keeps no zmq state in common with the children: the fork server
 is a separate, import-only process, so ``topo.launch(..., backend="procs")``
 also works from a process (e.g. pytest) that has zmq contexts and threads.
@@ -16,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,8 +29,6 @@ from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
-from topo.backends.logs import safe_name
-from topo.backends.worker import target_modules
 from topo.ir import dumps
 
 
@@ -48,6 +52,8 @@ class _ProcRunner(ExecutableRunner):
         except ProcessLookupError:
             return ""
         time.sleep(0.3)  # let the dump be written before the kill that follows
+        from topo.backends.logs import safe_name
+
         return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
@@ -66,15 +72,28 @@ class ProcsBackend(Backend):
         self._closed = threading.Event()
         self.server_pid: int | None = None
         self.import_errors: list[str] = []
+        self._opened = False
+        self._spawned_as: tuple[str, dict[str, str]] | None = None
+        self._early: Any = None  # the server's output until it has the run directory
+        self._log: Path | None = None
 
-    def open(self, job: JobContext, sink: Sink) -> None:
-        self._sink = sink
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self._sock = mine
-        out = open(Path(job.run_dir) / "forkserver.log", "ab")
+    def warm_up(self) -> bool:
+        if self._server is None and not self._opened:
+            self._spawn()
+        return True
+
+    def _server_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+        return env
+
+    def _spawn(self) -> None:
+        """Start the fork server; its output goes to a temporary file until ``open`` names
+        the run directory (the server then moves it into ``forkserver.log``)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        out = self._early = tempfile.TemporaryFile()
+        env = self._server_env()
         try:
             self._server = subprocess.Popen(
                 [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
@@ -86,10 +105,46 @@ class ProcsBackend(Backend):
                 env=env,
                 cwd=os.getcwd(),
             )
+        except BaseException:
+            mine.close()
+            out.close()
+            self._early = None
+            raise
         finally:
             theirs.close()
-            out.close()
+        self._sock = mine
+        self._spawned_as = (os.getcwd(), _without_path(env))
         self.server_pid = self._server.pid
+
+    def _discard(self) -> None:
+        """End a fork server that was never sent a program (it has no children)."""
+        server, sock = self._server, self._sock
+        self._server = self._sock = None
+        self.server_pid = None
+        if self._early is not None:
+            self._early.close()
+            self._early = None
+        if server is not None:
+            if server.poll() is None:  # never signal a pid that was reaped (and reusable)
+                kill_tree(server.pid)
+            if server.stdin is not None:
+                server.stdin.close()
+            server.wait()
+        if sock is not None:
+            sock.close()
+
+    def open(self, job: JobContext, sink: Sink) -> None:
+        from topo.backends.worker import target_modules
+
+        self._sink = sink
+        env = self._server_env()
+        if self._server is not None and (
+            self._server.poll() is not None or self._spawned_as != (os.getcwd(), _without_path(env))
+        ):
+            self._discard()  # warmed up for another directory or environment
+        if self._server is None:
+            self._spawn()
+        self._log = Path(job.run_dir) / "forkserver.log"
         init = {
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
@@ -97,7 +152,12 @@ class ProcsBackend(Backend):
             "launcher_pid": job.launcher_pid,
             "disable_run": job.options.disable_run,
             "modules": target_modules(job.program),
+            "log": str(self._log),
+            # Import roots found since the server started (e.g. beside the topology file).
+            "sys_path": [os.getcwd(), *sys.path],
+            "pythonpath": env["PYTHONPATH"],
         }
+        self._opened = True
         self._send(init)
         self._reader = threading.Thread(target=self._read, name="topo-procs-status", daemon=True)
         self._reader.start()
@@ -105,7 +165,10 @@ class ProcsBackend(Backend):
     def _send(self, msg: Any) -> None:
         assert self._server is not None and self._server.stdin is not None
         with self._lock:
-            write_msg(self._server.stdin.fileno(), msg)
+            try:
+                write_msg(self._server.stdin.fileno(), msg)
+            except BrokenPipeError:  # the server died: the status reader reports it
+                pass
 
     def helper_pids(self) -> list[int]:
         return [] if self.server_pid is None else [self.server_pid]
@@ -151,10 +214,15 @@ class ProcsBackend(Backend):
         for (exe, attempt), runner in list(self._runners.items()):
             if runner.pid:
                 kill_tree(runner.pid)
-            self._sink.exited(exe, attempt, runner.pid, -9)
+            self._sink.exited(
+                exe, attempt, runner.pid, -9, "was lost: the fork server died (see forkserver.log)"
+            )
         self._runners.clear()
 
     def close(self) -> None:
+        if not self._opened:  # warmed up, but the run never started
+            self._discard()
+            return
         server = self._server
         if server is not None:
             try:
@@ -173,3 +241,21 @@ class ProcsBackend(Backend):
             self._reader.join(2)
         if self._sock is not None:
             self._sock.close()
+        self._keep_early_output()
+
+    def _keep_early_output(self) -> None:
+        """A server that ended before it took the program wrote only to its temporary
+        file: that goes to ``forkserver.log`` (which the server makes when it starts)."""
+        early, self._early = self._early, None
+        if early is None:
+            return
+        try:
+            if self._log is not None and not self._log.exists():
+                early.seek(0)
+                self._log.write_bytes(early.read())
+        finally:
+            early.close()
+
+
+def _without_path(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,6 +22,10 @@ from rich.text import Text
 from topo.cli.app import app
 from topo.cli.common import FileArgument, ParamsOption, fail, load_topology, stderr
 from topo.diagnostics import TopoError
+
+if TYPE_CHECKING:
+    from topo.backends.base import Backend
+    from topo.backends.launcher import Launcher
 
 
 @app.command("run")
@@ -95,25 +99,27 @@ def run(
     ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import BackendNotFound, Event, RunOptions, get_backend
-    from topo.backends.launcher import Launcher
-    from topo.cli.view import LinesView, TableView
+    from topo.backends.base import BackendNotFound, get_backend
+    from topo.command import take_warm
 
     try:
-        chosen = get_backend(backend, **_backend_options(backend, hosts, ship, address))
+        options = _backend_options(backend, hosts, ship, address)
+        chosen = take_warm(backend) or get_backend(backend, **options)
     except BackendNotFound as exc:
         stderr.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     except TopoError as error:  # e.g. a bad inventory: nothing has started yet
         raise fail(error) from None
-    loaded = load_topology(file, params)
-    options = RunOptions(
-        grace_s=grace, log_dir=log_dir, run_dir=run_dir, topology_yaml=loaded.yaml_text
-    )
+    warm = chosen.warm_up()  # procs: the fork server imports while the file is compiled
     try:
-        launcher = Launcher(loaded.program, chosen, options)
-    except TopoError as error:
-        raise fail(error) from None
+        launcher = _prepare(chosen, file, params, grace, log_dir, run_dir)
+    except BaseException:  # a bad file: what the warm-up started ends here
+        if warm:
+            chosen.close()
+        raise
+    from topo.backends.base import Event
+    from topo.cli.view import LinesView, TableView
+
     # The console writes to the stream that is stdout now, never to whatever sys.stdout is
     # later: the live view redirects sys.stdout into this console, and the threads backend
     # routes sys.stdout per node thread; resolving it on every write made the two feed each
@@ -161,6 +167,29 @@ def run(
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _prepare(
+    backend: Backend,
+    file: Path,
+    params: list[str] | None,
+    grace: float | None,
+    log_dir: Path,
+    run_dir: Path | None,
+) -> Launcher:
+    """Load and compile FILE and make its launcher (checked, nothing started); on bad
+    input print the errors and exit 1."""
+    from topo.backends.base import RunOptions
+    from topo.backends.launcher import Launcher
+
+    loaded = load_topology(file, params)
+    options = RunOptions(
+        grace_s=grace, log_dir=log_dir, run_dir=run_dir, topology_yaml=loaded.yaml_text
+    )
+    try:
+        return Launcher(loaded.program, backend, options)
+    except TopoError as error:
+        raise fail(error) from None
 
 
 def _backend_options(

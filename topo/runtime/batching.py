@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
 log = logging.getLogger("topo.runtime.batching")
 F = TypeVar("F", bound=Callable[..., Any])
 ATTR = "__topo_batched__"
@@ -55,6 +53,8 @@ def batch_spec(fn: Any) -> BatchSpec | None:
 
 def stack(items: list[Any]) -> Any:
     """Stack same-shaped pytrees along a new leading axis (arrays/numbers -> ndarray)."""
+    import numpy as np  # here, not at the top: the launcher imports this module, never stacks
+
     first = items[0]
     if isinstance(first, dict):
         return {k: stack([it[k] for it in items]) for k in first}
