@@ -45,6 +45,7 @@ log = logging.getLogger("topo.runtime.pool")
 PROMOTE_AFTER = 0.005  # s a handler may hold the socket's only thread before another leads
 TICK = 0.005  # s between the watcher's looks while calls come in
 IDLE_AFTER = 0.25  # s without a call before the watcher sleeps until the next one
+_REPLY_FLUSH_S = 0.05  # s close() waits when replies went out while it was closing
 HOLD_S = 0.0005  # s a reply may be held back for coalescing at most
 _NOBLOCK = wire.NOBLOCK
 _MORE = wire.SNDMORE
@@ -83,6 +84,7 @@ class LeaderPool:
         self._busy_since: float | None = None  # the leader is in a handler since then
         self._last_call = 0.0
         self._closed = False
+        self._replied_late = False  # a reply went out after close() began
         self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         # the calls of a batch not taken yet
         self._inbox: collections.deque[tuple[Any, wire.Message, None]] = collections.deque()
@@ -136,6 +138,10 @@ class LeaderPool:
         if any(t.is_alive() for t in workers):
             log.warning("topo node %s: a handler thread did not stop in time", self._name)
             return  # a thread may still use the socket: leave it to the process's end
+        if self._replied_late:
+            # Replies sent just now can be lost when the socket closes at once, despite
+            # its linger (seen under load): give zmq's I/O thread a moment to pass them on.
+            time.sleep(_REPLY_FLUSH_S)
         self._sock.close(linger=self._linger_ms)  # replies already queued still go out
         with self._wake_lock:
             if self._waker is not None:
@@ -200,8 +206,12 @@ class LeaderPool:
             while self._outbox:
                 ident, frames = self._outbox.popleft()
                 wire.send(sock, frames, prefix=ident)
+                if self._closed:
+                    self._replied_late = True
             if self._closed:
-                self._flush_held()
+                if self._held:
+                    self._replied_late = True
+                    self._flush_held()
                 with self._lock:  # leave only with nothing left to send
                     if not self._outbox:
                         self._leader = _NEXT
@@ -263,6 +273,8 @@ class LeaderPool:
                     self._hold(reply[0], reply[1], now)
                 else:
                     wire.send(sock, reply[1], prefix=reply[0])
+                    if self._closed:
+                        self._replied_late = True
             if self._held and now - self._held_at >= HOLD_S:
                 self._flush_held()
 
