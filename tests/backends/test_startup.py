@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -63,6 +64,20 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), NO_COLOR="1")
 
 
+def _run_reaped(cmd: list[str], cwd: Path) -> dict[str, Any]:
+    """Run ``cmd`` under the ``ORPHANS`` subreaper: its exit code, stderr and left pids."""
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHANS, *cmd],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=60,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
 def test_warm_up_starts_the_fork_server_and_close_ends_it() -> None:
     backend = ProcsBackend()
     assert backend.warm_up()
@@ -81,15 +96,7 @@ def test_bad_file_leaves_no_fork_server_behind(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nnodes:\n  echo:\n    target: 'bk_nodes:Echo'\n    count: many\n")
     cmd = [sys.executable, "-m", "topo", "run", str(bad)]  # the fork server starts first
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANS, *cmd, "-b", "procs", "--log-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=tmp_path,
-        timeout=60,
-    )
-    result = json.loads(out.stdout)
+    result = _run_reaped([*cmd, "-b", "procs", "--log-dir", str(tmp_path)], tmp_path)
     assert result["code"] == 1, result["stderr"]
     assert f"{bad}:5:" in result["stderr"] and "Traceback" not in result["stderr"]
     assert result["left"] == []
@@ -101,15 +108,7 @@ def test_unknown_target_module_leaves_no_fork_server_behind(tmp_path: Path) -> N
     path = tmp_path / "missing.yaml"
     path.write_text("name: missing\nnodes:\n  a: {target: 'no_such_module_here:Thing'}\n")
     cmd = [sys.executable, "-c", "from topo.cli import main; main()", "run", str(path)]
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANS, *cmd, "--log-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=tmp_path,
-        timeout=60,
-    )
-    result = json.loads(out.stdout)
+    result = _run_reaped([*cmd, "--log-dir", str(tmp_path)], tmp_path)
     assert result["code"] == 1 and "no_such_module_here" in result["stderr"], result
     assert f"{path}:3:" in result["stderr"]
     assert result["left"] == []
@@ -127,15 +126,7 @@ def test_command_that_does_not_run_on_procs_leaves_no_fork_server_behind(
     path = tmp_path / "hello.yaml"
     path.write_text("name: hello\nnodes:\n  hi: {kind: py, target: 'bk_nodes:hello'}\n")
     cmd = [sys.executable, "-m", "topo", "run", str(path), "--no-live", *options]
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANS, *cmd],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=tmp_path,
-        timeout=60,
-    )
-    result = json.loads(out.stdout)
+    result = _run_reaped([*cmd], tmp_path)
     assert result["code"] == (0 if options[0] in ("-b", "--help") else 1), result
     assert result["left"] == []
 

@@ -157,16 +157,15 @@ class LeaderPool:
                     pass
 
     # -- under self._lock ---------------------------------------------------------
-    def _spawn(self) -> bool:
+    def _spawn(self) -> None:
         """Start a handler thread that will take the vacant leadership."""
         if self._closed or len(self.workers) >= self._max:
-            return False
+            return
         t = threading.Thread(
             target=self._run, name=f"topo-h-{self._name}-{len(self.workers)}", daemon=True
         )
         self.workers.append(t)
         t.start()
-        return True
 
     def _appoint(self) -> None:
         """Make the leadership vacant and have a follower (or a new thread) take it."""
