@@ -53,6 +53,10 @@ def _freeze(value: Any) -> Any:
 
 def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
     """Random values of an IR field type."""
+    if get_origin(tp) in (Union, types.UnionType) and Ref in get_args(tp):
+        return plain_values.map(_freeze)  # the argument value union (positional args)
+    if tp is Opaque:
+        return opaques
     if get_origin(tp) in (Union, types.UnionType):
         rest = [a for a in get_args(tp) if a is not type(None)]
         assert len(rest) == 1, tp

@@ -3,7 +3,9 @@ from the dataclass fields (a new field needs no codec edit)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -15,10 +17,13 @@ from strategies import programs
 
 from topo.ir import (
     IR_VERSION,
+    Executable,
     FrozenMap,
     Group,
     IRFormatError,
     IRVersionError,
+    Node,
+    Opaque,
     Program,
     SourcePos,
     dumps,
@@ -103,14 +108,27 @@ def test_json_keeps_the_v1_layout(compile_text: Any) -> None:
     file, line, col = group["origin"]
     assert file.endswith("topology.yaml") and (line, col) > (0, 0)
     assert data["edges"][0] == ["b/0", "a", "up", "ref"]
-    assert set(data["nodes"][0]) == {"id", "group", "replica", "seed", "executable", "args"}
+    assert set(data["nodes"][0]) == {
+        "id",
+        "group",
+        "replica",
+        "seed",
+        "executable",
+        "args",
+        "posargs",
+        "kind",
+        "target",
+        "factory",
+        "disable_run",
+        "rpc",
+    }
     assert set(data["executables"][0]) == {"id", "nodes", "mode", "placement"}
 
 
 def test_an_older_ir_version_is_a_clear_error(compile_text: Any) -> None:
     data = program_to_dict(compile_text("{name: t, nodes: {a: {target: 'm:A'}}}"))
-    data["version"] = 1
-    with pytest.raises(IRVersionError, match=r"written as version 1; this topo reads version 2"):
+    data["version"] = 2
+    with pytest.raises(IRVersionError, match=r"written as version 2; this topo reads version 3"):
         program_from_dict(data)
     with pytest.raises(IRVersionError, match="version None"):
         loads("[]")
@@ -169,3 +187,57 @@ def test_a_new_group_field_needs_no_codec_edit() -> None:
     assert decode(data, Drawn) == group
     del data["draw"]
     assert decode(data, Drawn).draw == "box"
+
+
+def test_a_pickled_payload_is_written_once_and_shared_when_read() -> None:
+    """A closure given to many nodes travels once, in the payloads table."""
+    scale = 3
+    factory = Opaque.of(lambda x: x * scale)
+    nodes = tuple(
+        Node(
+            f"a/{i}",
+            "a",
+            i,
+            FrozenMap({"f": factory}),
+            i,
+            f"a/{i}",
+            posargs=(factory, i),
+            factory=factory,
+        )
+        for i in range(50)
+    )
+    program = Program(
+        "p",
+        0,
+        FrozenMap(),
+        (Group("a", "courier", "", 50, singleton=False),),
+        nodes,
+        (),
+        tuple(Executable(n.id, (n.id,)) for n in nodes),
+    )
+    text = dumps(program)
+    data = json.loads(text)
+    assert list(data["payloads"]) == [hashlib.sha256(base64.b64encode(factory.pickled)).hexdigest()]
+    assert text.count(base64.b64encode(factory.pickled).decode()) == 1
+    back = loads(text)
+    assert back == program
+    first = back.nodes[0]
+    assert first.factory is not None and first.factory.load()(2) == 6
+    shared = {id(n.factory.pickled) for n in back.nodes if n.factory is not None}
+    assert len(shared) == 1  # one bytes object for all 50 nodes, not 150 copies
+
+
+def test_a_payload_missing_from_the_table_is_a_format_error() -> None:
+    data = {
+        "version": IR_VERSION,
+        "name": "p",
+        "seed": 0,
+        "params": {"f": {"$opaque": {"payload": "ab" * 32, "description": "x"}}},
+        "groups": [],
+        "nodes": [],
+        "edges": [],
+        "executables": [],
+        "payloads": {"cd" * 32: "AAAA"},
+    }
+    with pytest.raises(IRFormatError, match="not in the payloads table"):
+        program_from_dict(data)

@@ -54,7 +54,9 @@ def test_closure_and_function_args_run_on_procs(
     assert node_args["fn"] == {
         "$opaque": {"import": "ir_nodes:triple", "description": "<function triple from ir_nodes>"}
     }
-    assert set(node_args["post"]["$opaque"]) == {"pickle", "description"}
+    post = node_args["post"]["$opaque"]
+    assert set(post) == {"payload", "description"}  # the bytes are in the payloads table
+    assert post["payload"] in written["payloads"]
     assert run.stop(timeout=60) == 0
 
 

@@ -21,26 +21,32 @@ def unsupported_kinds(program: Program) -> list[Diagnostic]:
     out = []
     names = {k.name for k in all_kinds()}
     runnable = ", ".join(sorted(supported_kinds()))
+    kinds_of: dict[str, list[str]] = {}  # group -> its nodes' kinds (nodes may have their own)
+    for n in program.nodes:
+        kinds = kinds_of.setdefault(n.group, [])
+        if program.kind_of(n.id) not in kinds:
+            kinds.append(program.kind_of(n.id))
     for g in program.groups:
-        if not (g.enabled and g.count):
-            continue
-        if g.kind not in names:
-            out.append(
-                Diagnostic(
-                    f"group {g.name!r}: unknown node kind {g.kind!r}",
-                    g.origin,
-                    hint=f"known kinds: {', '.join(sorted(names))}",
+        for kind in kinds_of.get(g.name, []):
+            if kind not in names:
+                out.append(
+                    Diagnostic(
+                        f"group {g.name!r}: unknown node kind {kind!r}",
+                        g.origin,
+                        hint=f"known kinds: {', '.join(sorted(names))}",
+                    )
                 )
-            )
-            continue
-        why = get_kind(g.kind).runnable
-        if why is not True:
-            why = why or f"node kind {g.kind!r} is not supported by topo run yet"
-            out.append(
-                Diagnostic(
-                    f"group {g.name!r}: {why}", g.origin, hint=f"kinds topo run can run: {runnable}"
+                continue
+            why = get_kind(kind).runnable
+            if why is not True:
+                why = why or f"node kind {kind!r} is not supported by topo run yet"
+                out.append(
+                    Diagnostic(
+                        f"group {g.name!r}: {why}",
+                        g.origin,
+                        hint=f"kinds topo run can run: {runnable}",
+                    )
                 )
-            )
     return out
 
 
@@ -49,9 +55,10 @@ def missing_modules(program: Program) -> list[Diagnostic]:
     path), one diagnostic per group that uses one."""
     problems = prepare_imports(program, target_modules(program))
     out, placed = [], set()
-    for g in program.groups:
-        module = g.target.partition(":")[0] if g.target else ""
-        if g.enabled and module in problems:
+    for n in program.nodes:
+        module = program.target_of(n.id).partition(":")[0]
+        if module in problems and module not in placed:
+            g = program.group_of(n.id)
             out.append(Diagnostic(f"group {g.name!r}: {problems[module]}", g.origin))
             placed.add(module)
     return out + [Diagnostic(m) for module, m in problems.items() if module not in placed]

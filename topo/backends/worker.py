@@ -42,12 +42,12 @@ def served_kinds() -> frozenset[str]:
 
 
 def target_modules(program: Program) -> list[str]:
-    """The modules of every enabled group's target (what a fork server pre-imports)."""
+    """The modules of every node's target (what a fork server pre-imports)."""
     supported = supported_kinds()
     modules = {
-        g.target.partition(":")[0]
-        for g in program.groups
-        if g.enabled and g.target and g.kind in supported
+        program.target_of(n.id).partition(":")[0]
+        for n in program.nodes
+        if program.kind_of(n.id) in supported
     }
     return sorted(m for m in modules if m)
 
@@ -55,10 +55,13 @@ def target_modules(program: Program) -> list[str]:
 def resolve(value: Any, deadline: float | None = None, program: Program | None = None) -> Any:
     """IR argument value -> Python value: a ref becomes what the referenced node's kind
     makes of it (a ``Handle`` for courier and cacher nodes), tuples lists, opaque values
-    the objects they stand for."""
+    the objects they stand for. A node's ``rpc.call_timeout_s`` is the deadline of calls
+    to it, whoever calls."""
     if isinstance(value, Ref):
-        kind = program.group_of(value.node).kind if program is not None else "courier"
-        return client_for(kind, value.node, deadline)
+        if program is None:
+            return client_for("courier", value.node, deadline)
+        own = program.rpc_of(value.node).call_timeout_s
+        return client_for(program.kind_of(value.node), value.node, own or deadline)
     if isinstance(value, Opaque):
         # Imported, or unpickled: the bytes were written by the launcher that compiled this
         # program and reach this process inside the authenticated run, never from a peer.
@@ -92,24 +95,30 @@ def run_one_node(
     Each server started is appended to ``servers`` so a backend that cannot kill the
     thread (threads backend) can at least close the server when it gives up on it."""
     group: Group = program.group_of(node.id)
+    rpc = program.rpc_of(node.id)
+    disable_run = disable_run or node.disable_run
     info = NodeInfo(node.id, node.group, node.replica)
     with node_scope(context, info):
         try:
-            target = import_target(group.target)
-            kwargs = resolve(node.args, group.rpc.deadline_s, program)
-            kind = get_kind(group.kind)
+            if node.factory is not None:
+                target = node.factory.load()  # pickled by the launcher that compiled this
+            else:
+                target = import_target(program.target_of(node.id))
+            args = resolve(node.posargs, rpc.deadline_s, program)
+            kwargs = resolve(node.args, rpc.deadline_s, program)
+            kind = get_kind(program.kind_of(node.id))
             if kind.runnable is not True:
-                raise NotImplementedError(f"node kind {group.kind!r} is not supported yet")
+                raise NotImplementedError(f"node kind {kind.name!r} is not supported yet")
             if kind.served:
-                obj = target(**kwargs)
+                obj = target(*args, **kwargs)
                 server = serve_node(
                     obj,
                     node.id,
                     node.group,
                     node.replica,
                     program=context,
-                    threads=group.rpc.threads,
-                    max_message_bytes=int(group.rpc.max_message_mb * 2**20),
+                    threads=rpc.threads,
+                    max_message_bytes=int(rpc.max_message_mb * 2**20),
                 )
                 if servers is not None:
                     servers.append(server)
@@ -124,7 +133,7 @@ def run_one_node(
                     server.close()
             else:  # called; the result's run() called if it has one
                 report("ready", node.id, "")
-                result = target(**kwargs)
+                result = target(*args, **kwargs)
                 run = getattr(result, "run", None)
                 if callable(run) and not disable_run:
                     run()

@@ -46,6 +46,7 @@ def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:
         threads=values.get("threads", base.threads),
         deadline_s=values.get("deadline_s", base.deadline_s),
         max_message_mb=values.get("max_message_mb", base.max_message_mb),
+        call_timeout_s=values.get("call_timeout_s", base.call_timeout_s),
     )
 
 
@@ -234,7 +235,17 @@ def _compile_group(g: Group, build: _Build) -> None:
                 break
             continue
         build.edges.extend(_edges(g, node_id, node_edges, loaded.sources, errors))
-        build.nodes.append(Node(node_id, g.name, replica, args, node_seed, node_exe[node_id]))
+        build.nodes.append(
+            Node(
+                node_id,
+                g.name,
+                replica,
+                args,
+                node_seed,
+                node_exe[node_id],
+                disable_run=gspec.disable_run,
+            )
+        )
 
 
 def _edges(

@@ -5,11 +5,17 @@ The encoder and decoder are derived from the dataclass fields and their type hin
 field added to an IR dataclass is written and read with no change here. A field
 missing from the JSON takes its default, which lets older files of the same
 version be read after a field with a default was added.
+
+Pickled payloads (closures, config objects: :class:`~topo.ir.values.Opaque` values) are
+written once each, in the document's ``payloads`` table keyed by their SHA-256, and
+referred to from where they occur: a factory shared by 256 actors travels once.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 import types
 import typing
@@ -39,6 +45,11 @@ def _fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
     return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
 
 
+def _is_value(tp: Any) -> bool:
+    """Whether ``tp`` is the argument value union ``topo.ir.values.Value``."""
+    return get_origin(tp) in (Union, types.UnionType) and values.Ref in get_args(tp)
+
+
 def _optional(tp: Any) -> Any | None:
     """``X`` for ``X | None`` (None for any other type); other unions are not IR types."""
     if get_origin(tp) not in (Union, types.UnionType):
@@ -53,6 +64,8 @@ def encode(value: Any, tp: Any) -> Any:
     """``value`` (of IR type ``tp``) as JSON-ready data."""
     if value is None:
         return None
+    if tp is values.Opaque or _is_value(tp):
+        return values.to_json(value)
     inner = _optional(tp)
     if inner is not None:
         return encode(value, inner)
@@ -69,6 +82,15 @@ def encode(value: Any, tp: Any) -> Any:
 
 def decode(data: Any, tp: Any, where: str = "") -> Any:
     """The inverse of :func:`encode`; :class:`IRFormatError` naming the path on bad data."""
+    if _is_value(tp):
+        return values.from_json(data)
+    if tp is values.Opaque:
+        if data is None or isinstance(data, values.Opaque):
+            return data
+        opaque = values.from_json(_expect(data, dict, where))
+        if not isinstance(opaque, values.Opaque):
+            raise IRFormatError(f"{where}: expected an opaque value, got {data!r:.60}")
+        return opaque
     inner = _optional(tp)
     if inner is not None:
         return None if data is None else decode(data, inner, where)
@@ -126,10 +148,49 @@ def _expect(data: Any, tp: type | tuple[type, ...], where: str) -> Any:
     return data
 
 
+def _hoist(data: Any, table: dict[str, str]) -> Any:
+    """``data`` with every pickled payload moved into ``table`` (digest -> base64)."""
+    if isinstance(data, list):
+        return [_hoist(v, table) for v in data]
+    if not isinstance(data, dict):
+        return data
+    inner = data.get("$opaque") if len(data) == 1 else None
+    if isinstance(inner, dict) and "pickle" in inner:
+        b64 = inner["pickle"]
+        digest = hashlib.sha256(b64.encode("ascii")).hexdigest()
+        table.setdefault(digest, b64)
+        return {"$opaque": {"payload": digest, "description": inner.get("description", "")}}
+    return {k: _hoist(v, table) for k, v in data.items()}
+
+
+def _restore(data: Any, table: dict[str, Any], cache: dict[str, bytes]) -> Any:
+    """The inverse of :func:`_hoist`; each payload is decoded once and its bytes shared."""
+    if isinstance(data, list):
+        return [_restore(v, table, cache) for v in data]
+    if not isinstance(data, dict):
+        return data
+    inner = data.get("$opaque") if len(data) == 1 else None
+    if isinstance(inner, dict) and "payload" in inner:
+        digest = inner["payload"]
+        if digest not in table:
+            raise IRFormatError(f"payload {digest!r:.20} is not in the payloads table")
+        if digest not in cache:
+            cache[digest] = base64.b64decode(table[digest], validate=True)
+        description = str(inner.get("description", ""))
+        # An Opaque inside JSON-shaped data: values.from_json passes it through as is.
+        return values.Opaque(description, pickled=cache[digest])
+    return {k: _restore(v, table, cache) for k, v in data.items()}
+
+
 def program_to_dict(p: Program) -> dict[str, Any]:
-    """The IR as plain JSON-ready data (``version`` first)."""
+    """The IR as plain JSON-ready data (``version`` first, ``payloads`` last)."""
     data = encode(p, Program)
-    return {"version": data.pop("version"), **data}
+    table: dict[str, str] = {}
+    data = _hoist(data, table)
+    out = {"version": data.pop("version"), **data}
+    if table:
+        out["payloads"] = table
+    return out
 
 
 def program_from_dict(d: dict[str, Any]) -> Program:
@@ -140,7 +201,13 @@ def program_from_dict(d: dict[str, Any]) -> Program:
             f"this IR was written as version {version!r}; this topo reads version {IR_VERSION} "
             "(compile the topology again, e.g. with `topo plan --json`)"
         )
-    program = decode(d, Program)
+    table = d.get("payloads", {})
+    if not isinstance(table, dict):
+        raise IRFormatError("payloads: expected dict")
+    body = {k: v for k, v in d.items() if k != "payloads"}
+    if table:
+        body = _restore(body, table, {})
+    program = decode(body, Program)
     assert isinstance(program, Program)
     return program
 

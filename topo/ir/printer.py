@@ -29,7 +29,6 @@ def format_value(value: Value, limit: int = 6) -> str:
 
 def format_program(program: Program) -> str:
     """The whole program: header, then each executable with the nodes it runs."""
-    groups = program.group_index
     lines = [
         f"program {program.name}  (ir v{program.version}, seed {program.seed}, "
         f"{len(program.nodes)} nodes, {len(program.executables)} executables, "
@@ -44,7 +43,12 @@ def format_program(program: Program) -> str:
         lines.append(f"  exe {exe.id}  [{exe.mode}{threads}]{where}")
         for node_id in exe.nodes:
             node = program.node(node_id)
-            group = groups[node.group]
-            args = ", ".join(f"{k}={format_value(v)}" for k, v in node.args.items())
-            lines.append(f"    {node.id} = {group.kind} {group.target}({args})  seed={node.seed}")
+            parts = [format_value(v) for v in node.posargs]
+            parts += [f"{k}={format_value(v)}" for k, v in node.args.items()]
+            target = node.factory.description if node.factory else program.target_of(node_id)
+            flags = "  run disabled" if node.disable_run else ""
+            lines.append(
+                f"    {node.id} = {program.kind_of(node_id)} {target}({', '.join(parts)})"
+                f"  seed={node.seed}{flags}"
+            )
     return "\n".join(lines)

@@ -14,9 +14,12 @@ from functools import cached_property
 from typing import Literal
 
 from topo.diagnostics import SourcePos
-from topo.ir.values import FrozenMap
+from topo.ir.values import FrozenMap, Opaque, Value
 
-IR_VERSION = 2  # 2: opaque values ({"$opaque": ...}) in node arguments and params
+# 2: opaque values ({"$opaque": ...}) in node arguments and params.
+# 3: per-node target, kind, factory, positional args, disable_run and rpc; group labels;
+#    pickled payloads kept once in a table (see topo.ir.codec).
+IR_VERSION = 3
 DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds has failed
 
 NodeKind = str  # a name in the node-kind registry (topo.kinds), checked by the compiler
@@ -69,6 +72,7 @@ class RpcSettings:
     threads: int = 8
     deadline_s: float = 60.0
     max_message_mb: float = 512.0
+    call_timeout_s: float | None = None  # deadline of calls *to* these nodes (beats the caller's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +96,17 @@ class Group:
     description: str = ""
     origin: SourcePos | None = None
     draw: str = ""  # the drawing role of the group's kind, for renderers
+    label: str = ""  # the name the program gave the group when it is not a valid group name
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One concrete node: ``actor/3`` built as ``group.target(**args)``."""
+    """One concrete node: ``actor/3`` built as ``group.target(*posargs, **args)``.
+
+    A node built from Python (``topo.launchpad``) may differ from its group: its own
+    ``kind`` and ``target`` (empty: the group's), or a ``factory`` -- a callable that cannot
+    be imported by name (a closure, a bound method), carried pickled. ``rpc`` overrides
+    the group's RPC settings for this node alone."""
 
     id: str
     group: str
@@ -104,6 +114,12 @@ class Node:
     args: FrozenMap
     seed: int
     executable: str
+    posargs: tuple[Value, ...] = ()
+    kind: str = ""
+    target: str = ""
+    factory: Opaque | None = None
+    disable_run: bool = False
+    rpc: RpcSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +189,25 @@ class Program:
     def group_of(self, node_id: str) -> Group:
         """The group a node belongs to."""
         return self.group_index[self.node_index[node_id].group]
+
+    def kind_of(self, node_id: str) -> str:
+        """The node's kind: its own, else its group's."""
+        return self.node_index[node_id].kind or self.group_of(node_id).kind
+
+    def target_of(self, node_id: str) -> str:
+        """The node's ``module:attr`` target: its own, else its group's ("" with a factory)."""
+        node = self.node_index[node_id]
+        if node.factory is not None:
+            return ""
+        return node.target or self.group_of(node_id).target
+
+    def rpc_of(self, node_id: str) -> RpcSettings:
+        """The node's RPC settings: its own, else its group's."""
+        return self.node_index[node_id].rpc or self.group_of(node_id).rpc
+
+    def targets(self) -> set[str]:
+        """Every ``module:attr`` target a node of an enabled group is built from."""
+        return {t for n in self.nodes if (t := self.target_of(n.id))}
 
     def nodes_of(self, group: str) -> tuple[Node, ...]:
         """The replicas of a group, in replica order."""

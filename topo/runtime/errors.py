@@ -34,7 +34,7 @@ class DeadlineExceeded(TopoRuntimeError, TimeoutError):
         self.method = method
         self.waited = waited
         super().__init__(
-            f"call {node_id}.{method}() got no reply within its deadline ({waited:.2f}s)"
+            f"call {node_id}.{method}(): Deadline Exceeded (no reply within {waited:.2f}s)"
         )
 
 

@@ -39,16 +39,25 @@ NOT_SERVED = frozenset({"run"})
 
 
 def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
-    """The methods a node serves: public callables (not ``run``) and ``__call__``."""
+    """The methods a node serves: the public callables of ``dir(obj)`` (not ``run``) and
+    ``__call__``. ``dir`` of the instance, as Launchpad does: a wrapper's ``__dir__`` can
+    expose the methods of the object it wraps (Acme's checkpointing runners do)."""
     methods: dict[str, Callable[..., Any]] = {}
     cls = type(obj)
-    for name in dir(cls):
-        if name.startswith("_") or name in NOT_SERVED:
+    try:
+        names = dir(obj)
+    except Exception:  # a broken __dir__: fall back to the class's names
+        names = dir(cls)
+    for name in names:
+        if not isinstance(name, str) or name.startswith("_") or name in NOT_SERVED:
             continue
         static = inspect.getattr_static(cls, name, None)
         if isinstance(static, property):
             continue
-        attr = getattr(obj, name, None)
+        try:
+            attr = getattr(obj, name, None)
+        except Exception:
+            continue
         if callable(attr):
             methods[name] = attr
     if "__call__" in dir(cls) and not isinstance(obj, type) and not inspect.isfunction(obj):

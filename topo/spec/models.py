@@ -101,6 +101,12 @@ class RpcSpec(_Model):
     max_message_mb: float | None = Field(
         None, gt=0, description="Largest request the server accepts, MiB; larger ones are dropped."
     )
+    call_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Deadline of calls made *to* this group's nodes, seconds, whoever calls "
+        "(Launchpad's courier_client_kwargs call_timeout).",
+    )
 
 
 class GroupSpec(_Model):
@@ -139,6 +145,11 @@ class GroupSpec(_Model):
     rpc: RpcSpec | None = Field(None, description="RPC settings overriding the program's.")
     stops_program: bool = Field(
         False, description="When this node's run() returns, stop the whole program."
+    )
+    disable_run: bool = Field(
+        False,
+        description="Serve the nodes without calling their run() (Launchpad's "
+        "node.disable_run()); py nodes are built and not run.",
     )
     ready_timeout_s: float | None = Field(
         None,
