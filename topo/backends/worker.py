@@ -82,6 +82,19 @@ def node_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+def _clean_exit(exc: BaseException, context: ProgramContext) -> bool:
+    """Whether a node's exception ends it cleanly: ``SystemExit(0)``, or anything raised
+    once the program was asked to stop (a peer gone mid-call, a stop handler's
+    ``SystemExit``), as Launchpad counts it. The text still goes to the node's log."""
+    stopping = context.stop_event.is_set()
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return True
+    if stopping and isinstance(exc, Exception | SystemExit):
+        print(f"raised while the program was stopping (a clean stop):\n{node_traceback(exc)}")
+        return True
+    return False
+
+
 def run_one_node(
     program: Program,
     node: Node,
@@ -138,6 +151,10 @@ def run_one_node(
                 if callable(run) and not disable_run:
                     run()
         except BaseException as exc:
+            if _clean_exit(exc, context):
+                node_metrics.flush()
+                report("finished", node.id, "")
+                return
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]

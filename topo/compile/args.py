@@ -7,17 +7,19 @@ returns the node's frozen argument tree and the edges it creates.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from topo.compile.refs import GroupTable, RefError, is_reference, unescape
 from topo.diagnostics import Diagnostic, TopoError
-from topo.ir import FrozenMap, Ref, Value, freeze
+from topo.ir import FrozenMap, Opaque, Ref, Value, freeze
 from topo.ir.program import EdgeVia
 from topo.spec import interpolate
 from topo.spec.expr import ExprError
 from topo.spec.source import PathKey, SourceMap
+from topo.targets import TARGET_PATTERN
 
 EdgeSpec = tuple[str, str, EdgeVia]  # (arg path, destination node, via)
 
@@ -156,9 +158,23 @@ class ArgCompiler:
         if isinstance(value, dict):
             if "round_robin" in value:
                 return self._round_robin(value, path)
+            if set(value) == {"import"}:
+                return self._import(value["import"], (*path, "import"))
             items_d = {str(k): self.compile(v, (*path, k)) for k, v in value.items()}
             return _fold(Map(items_d))
         return Const(value, [])
+
+    def _import(self, target: Any, path: tuple[str | int, ...]) -> Template:
+        """``{import: "module:attr"}``: the Python object itself, imported in the node."""
+        if not isinstance(target, str) or not re.match(TARGET_PATTERN, target):
+            raise self.error(
+                f"import takes 'package.module:attribute', got {target!r}",
+                path,
+                "e.g. {import: 'topo.launchpad:stop_program'}; a string without import: is "
+                "passed as a string",
+            )
+        module, _, attr = target.partition(":")
+        return Const(Opaque(f"<{attr} from {module}>", import_path=target), [])
 
     def _pool(self, entries: Any, path: tuple[str | int, ...]) -> tuple[str, ...]:
         single = isinstance(entries, str)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,13 @@ class ReverbServer:
 
     def __init__(
         self,
-        tables: str,
+        tables: str | Callable[..., Any],
         checkpoint_dir: str | None = None,
         checkpoint_every_s: float | None = None,
         **table_args: Any,
     ) -> None:
-        made = load_target(tables)(**table_args)
+        factory = load_target(tables) if isinstance(tables, str) else tables
+        made = factory(**table_args)
         table_list = list(made)
         self._tables = table_list
         if not table_list or not all(isinstance(t, reverb.Table) for t in table_list):

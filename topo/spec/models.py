@@ -129,7 +129,8 @@ class GroupSpec(_Model):
     args: dict[str, Any] = Field(
         default_factory=dict,
         description="Keyword arguments for target. Values may be references ('@group', "
-        "'@group[i]'), {round_robin: [...]} and ${...} expressions using params, replica and seed.",
+        "'@group[i]'), {round_robin: [...]}, {import: 'module:attr'} (a Python object) and "
+        "${...} expressions using params, replica and seed.",
     )
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict,

@@ -1,0 +1,89 @@
+"""Launchpad's API on topo: ``import topo.launchpad as lp`` and Launchpad programs run
+unchanged, on threads (``local_mt``, ``test_mt``), processes (``local_mp``,
+``test_mp``) or any topo backend, and ``topo export`` turns them into topology files.
+
+    program = lp.Program("consumer_producers")
+    with program.group("producer"):
+        producers = [program.add_node(lp.CourierNode(Producer)) for _ in range(4)]
+    program.add_node(lp.CourierNode(Consumer, producers=producers), label="consumer")
+    lp.launch(program, launch_type="local_mp")
+"""
+
+from topo.launchpad.compile import ProgramError, compile_program
+from topo.launchpad.flags import launch_type_flag
+from topo.launchpad.launch import Launched, LaunchType, NodeFailure, launch
+from topo.launchpad.lifecycle import (
+    make_program_stopper,
+    register_stop_handler,
+    stop,
+    stop_event,
+    stop_program,
+    unregister_stop_handler,
+    wait_for_stop,
+)
+from topo.launchpad.nodes import (
+    CacherNode,
+    CourierNode,
+    Handle,
+    MultiProcessingColocation,
+    MultiThreadingColocation,
+    Node,
+    PyClassNode,
+    PyNode,
+    ReverbNode,
+)
+from topo.launchpad.nodes.python.local_multi_processing import PythonProcess
+from topo.launchpad.program import Program, make_program
+from topo.runtime.batching import batched as _batched
+
+CourierHandle = Handle
+
+
+def batched_handler(
+    batch_size: int, max_parallelism: int = 1, timeout: object = None, pad_batch: bool = False
+) -> object:
+    """Launchpad's ``lp.batched_handler``: calls to the method are gathered into batches
+    of up to ``batch_size`` (see ``topo.batched``); ``timeout`` is a timedelta or ms."""
+    import datetime
+
+    if pad_batch:
+        raise ValueError("batched_handler(pad_batch=True) is not supported by topo")
+    if isinstance(timeout, datetime.timedelta):
+        timeout_ms = timeout.total_seconds() * 1000.0
+    elif isinstance(timeout, int | float):
+        timeout_ms = float(timeout)
+    else:
+        timeout_ms = 200.0  # Launchpad's default
+    return _batched(batch_size, timeout_ms)
+
+
+__all__ = [
+    "CacherNode",
+    "CourierHandle",
+    "CourierNode",
+    "Handle",
+    "LaunchType",
+    "Launched",
+    "MultiProcessingColocation",
+    "MultiThreadingColocation",
+    "Node",
+    "NodeFailure",
+    "Program",
+    "ProgramError",
+    "PyClassNode",
+    "PyNode",
+    "PythonProcess",
+    "ReverbNode",
+    "batched_handler",
+    "compile_program",
+    "launch",
+    "launch_type_flag",
+    "make_program",
+    "make_program_stopper",
+    "register_stop_handler",
+    "stop",
+    "stop_event",
+    "stop_program",
+    "unregister_stop_handler",
+    "wait_for_stop",
+]

@@ -1,0 +1,266 @@
+"""``lp.launch``: a Launchpad program compiled to topo's IR and started on a backend.
+
+``local_mt``/``test_mt`` run on the ``threads`` backend, ``local_mp``/``test_mp`` on
+``procs`` (or any backend by name with ``backend=``). The launched program is
+returned; ``test_*`` launches stop it in the test case's cleanup, ``local_*`` launches
+wait for it when the script ends, as Launchpad does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import enum
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from topo.api import RunningProgram
+from topo.api import launch as topo_launch
+from topo.launchpad.compile import Compiled, compile_program
+from topo.launchpad.nodes.base import Node
+from topo.launchpad.program import Program
+
+_POLL_S = 0.05
+
+
+class LaunchType(enum.Enum):
+    """Launchpad's launch types that run on this machine."""
+
+    LOCAL_MULTI_THREADING = "local_mt"
+    LOCAL_MULTI_PROCESSING = "local_mp"
+    TEST_MULTI_THREADING = "test_mt"
+    TEST_MULTI_PROCESSING = "test_mp"
+
+    @property
+    def backend(self) -> str:
+        """The topo backend this launch type runs on."""
+        return "threads" if self.value.endswith("_mt") else "procs"
+
+    @property
+    def is_test(self) -> bool:
+        """A test launch: stopped by the test case's cleanup, nothing waits at exit."""
+        return self.value.startswith("test_")
+
+
+class NodeFailure(RuntimeError):
+    """A node of a launched program failed; the message holds its traceback."""
+
+    def __init__(self, node_id: str, traceback: str) -> None:
+        self.node_id = node_id
+        self.traceback = traceback
+        super().__init__(f"node {node_id} failed:\n{traceback.rstrip()}")
+
+
+class Launched:
+    """A launched Launchpad program (what Launchpad's worker manager is to its users):
+    ``wait``, ``stop``, and the topo run underneath (``run``)."""
+
+    def __init__(self, compiled: Compiled, run: RunningProgram) -> None:
+        self.compiled = compiled
+        self.run = run
+
+    @property
+    def program(self) -> Any:
+        """The topo Program IR that runs."""
+        return self.compiled.program
+
+    @property
+    def stop_event(self) -> threading.Event:
+        """Set once the program has ended."""
+        event = threading.Event()
+        if self.run.exit_code is not None:
+            event.set()
+        return event
+
+    def node_id(self, node: Node) -> str:
+        """The topo node id of a Launchpad node of this program (KeyError if absent)."""
+        return self.compiled.node_ids[node.uid]
+
+    def wait(
+        self,
+        labels_to_wait_on: Sequence[str] | None = None,
+        timeout: float | None = None,
+        return_on_first_completed: bool = False,
+        raise_error: bool = True,
+    ) -> int | None:
+        """Wait for the program to end -- or for the nodes of ``labels_to_wait_on`` to
+        finish -- and re-raise a node's failure (``raise_error``). The exit code, or None
+        when ``timeout`` passed (or the labels' nodes ended while the program runs)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            if labels_to_wait_on:
+                self._wait_labels(labels_to_wait_on, deadline, return_on_first_completed)
+                code = self.run.exit_code
+            else:
+                code = self.run.wait(
+                    None if deadline is None else max(0.0, deadline - time.monotonic())
+                )
+        except KeyboardInterrupt:
+            self.run.stop()
+            raise
+        if raise_error:
+            self._raise_failure()
+        return code
+
+    def _wait_labels(self, labels: Sequence[str], deadline: float | None, first: bool) -> None:
+        groups = {g.label or g.name: g.name for g in self.program.groups}
+        unknown = [label for label in labels if label not in groups]
+        if unknown:
+            raise ValueError(f"no group labelled {unknown[0]!r} (labels: {', '.join(groups)})")
+        wanted = [n.id for n in self.program.nodes if n.group in {groups[x] for x in labels}]
+        while self.run.exit_code is None:
+            states = [self.run.launcher.nodes[n].state for n in wanted]
+            ended = [s in ("finished", "failed") for s in states]
+            if "failed" in states or (any(ended) if first else all(ended)):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(_POLL_S)
+
+    def _raise_failure(self) -> None:
+        failure = self.run.failure
+        if failure is None:
+            for status in self.run.status():
+                if status.state == "failed":
+                    raise NodeFailure(status.id, status.last_line)
+            return
+        raise _exception_for(failure.node, failure.traceback or failure.message)
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """Stop the program and wait for it (up to ``timeout``)."""
+        return self.run.stop("stopped by lp.stop()", timeout)
+
+    def dereference(self, node: Node) -> Any:
+        """A client of ``node`` for the calling (non-node) thread."""
+        node_id = self.node_id(node)
+        timeout = self.program.rpc_of(node_id).call_timeout_s
+        return self.run.handle(node_id, timeout)
+
+
+def _exception_for(node_id: str, traceback: str) -> BaseException:
+    """The node's exception re-created where its type is a built-in one (so a test can
+    expect a ``ValueError``), with the node's traceback as its cause; else NodeFailure."""
+    cause = NodeFailure(node_id, traceback)
+    last = traceback.strip().splitlines()[-1] if traceback.strip() else ""
+    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?::\s?(.*))?$", last)
+    if match:
+        cls = getattr(builtins, match.group(1), None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                exc = cls(f"node {node_id}: {match.group(2) or ''}".rstrip(": "))
+            except Exception:
+                return cause
+            exc.__cause__ = cause
+            return exc
+    return cause
+
+
+_launched: list[Launched] = []
+_lock = threading.Lock()
+
+
+def _launch_type(value: LaunchType | str | None) -> LaunchType:
+    if value is None:
+        from topo.launchpad.flags import launch_type_flag
+
+        value = launch_type_flag()
+    if isinstance(value, LaunchType):
+        return value
+    try:
+        return LaunchType(value)
+    except ValueError:
+        known = ", ".join(t.value for t in LaunchType)
+        raise ValueError(
+            f"launch type {value!r} does not run on topo (launch types: {known}; other "
+            "backends by name with backend='ssh' or 'ray')"
+        ) from None
+
+
+def launch(
+    programs: Program | Sequence[Program],
+    launch_type: LaunchType | str | None = None,
+    xm_resources: Any = None,
+    local_resources: Mapping[str, Any] | None = None,
+    test_case: Any = None,
+    terminal: str | None = None,
+    *,
+    serialize_py_nodes: bool | None = None,
+    controller_xm_requirements: Any = None,
+    backend: str | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    log_dir: str = "runs",
+) -> Launched:
+    """Launch ``programs`` (only the first of a list, as Launchpad does) and return at
+    once. ``local_resources`` maps a label to a ``PythonProcess`` whose ``env`` its
+    nodes get. ``terminal``, ``xm_resources`` and ``serialize_py_nodes`` are accepted
+    and ignored: logs go to the run directory, and nodes are always serialised (every
+    node is built in its own thread or process from the compiled program)."""
+    kind = _launch_type(launch_type)
+    if not isinstance(programs, Program):
+        if not programs:
+            raise ValueError("lp.launch needs a program")
+        programs = programs[0]
+    compiled = compile_program(programs, resources=local_resources, seed=seed)
+    run = topo_launch(
+        compiled.program,
+        backend or kind.backend,
+        backend_options=backend_options,
+        log_dir=log_dir,
+    )
+    launched = Launched(compiled, run)
+    with _lock:
+        _launched.append(launched)
+    if test_case is not None:
+        test_case.addCleanup(_cleanup, launched)
+    elif not kind.is_test:
+        _wait_at_exit(launched)
+    return launched
+
+
+def _cleanup(launched: Launched) -> None:
+    launched.stop(timeout=60)
+    with _lock:
+        if launched in _launched:
+            _launched.remove(launched)
+
+
+def _wait_at_exit(launched: Launched) -> None:
+    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops)."""
+
+    def wait() -> None:
+        try:
+            launched.run.wait()
+        except KeyboardInterrupt:
+            launched.run.stop()
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:  # before daemon threads are stopped, like Launchpad
+        register(wait)
+    else:  # pragma: no cover
+        atexit.register(wait)
+
+
+def dereference(node: Node) -> Any:
+    """A client of ``node`` in the newest launched program that holds it."""
+    with _lock:
+        runs = list(reversed(_launched))
+    for launched in runs:
+        if node.uid in launched.compiled.node_ids:
+            return launched.dereference(node)
+    raise RuntimeError(
+        f"{node.describe()} is not part of a launched program: call lp.launch(program) "
+        "first, then dereference its handles"
+    )
+
+
+def last_launched() -> Launched | None:
+    """The most recent launch still running, if any (``lp.stop()`` outside a node)."""
+    with _lock:
+        for launched in reversed(_launched):
+            if launched.run.exit_code is None:
+                return launched
+    return None

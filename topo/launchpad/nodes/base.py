@@ -1,0 +1,150 @@
+"""Launchpad's node and handle objects, as a topo program is built from them.
+
+A node holds what builds it (a constructor and its arguments) and nothing about how
+it runs: ``topo.launchpad.compile`` turns the nodes of a program into the Program
+IR, and topo's backends run that. A handle stands for a node inside the arguments of
+another; from a test thread, ``handle.dereference()`` gives a client of the node in
+the program launched last.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+_ids = itertools.count()
+
+
+class Handle:
+    """A reference to a node, to pass to other nodes (Launchpad's ``CourierHandle``).
+
+    Inside a running node it has become a client already; here it can only be passed
+    on, or dereferenced from outside the program once the program is launched."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    @property
+    def node(self) -> Node:
+        """The node this handle refers to."""
+        return self._node
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"a handle to {self._node.describe()} has no attribute {name!r}: handles become "
+            "clients inside the nodes they are passed to; from a test thread, call "
+            "handle.dereference() after launch"
+        )
+
+    def set_client_kwargs(self, **kwargs: Any) -> None:
+        """Launchpad's client options; ``call_timeout`` sets the node's call deadline."""
+        self._node.set_client_kwargs(**kwargs)
+
+    def dereference(self) -> Any:
+        """A client of this node in the program launched last (from a test thread)."""
+        from topo.launchpad.launch import dereference
+
+        return dereference(self._node)
+
+    def __repr__(self) -> str:
+        return f"<handle to {self._node.describe()}>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"a handle to {self._node.describe()} cannot be pickled: pass it to a node as an "
+            "argument (directly, or in a list, tuple or dict) so topo can wire it"
+        )
+
+
+class Node:
+    """Base of every Launchpad node: a callable and its arguments, handles among them."""
+
+    kind = "py"  # the topo node kind this becomes
+
+    def __init__(self, constructor: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if not callable(constructor):
+            raise TypeError(f"{type(self).__name__} needs a callable, got {constructor!r}")
+        self.uid = next(_ids)
+        self._constructor = constructor
+        self._args: tuple[Any, ...] = args
+        self._kwargs: dict[str, Any] = kwargs
+        self._should_run = True
+        self._client_kwargs: dict[str, Any] = {}
+        self._server_kwargs: dict[str, Any] = {}
+
+    @property
+    def constructor(self) -> Callable[..., Any]:
+        """What builds the node's object (or, for a ``PyNode``, the function run)."""
+        return self._constructor
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """Positional arguments of the constructor."""
+        return self._args
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]:
+        """Keyword arguments of the constructor."""
+        return self._kwargs
+
+    @property
+    def should_run(self) -> bool:
+        """False after :meth:`disable_run`."""
+        return self._should_run
+
+    @property
+    def client_kwargs(self) -> Mapping[str, Any]:
+        """Options of clients of this node (``call_timeout``)."""
+        return self._client_kwargs
+
+    @property
+    def server_kwargs(self) -> Mapping[str, Any]:
+        """Options of this node's server (``thread_pool_size``)."""
+        return self._server_kwargs
+
+    def configure(self, *args: Any, **kwargs: Any) -> None:
+        """Replace the constructor's arguments (for nodes that refer to each other)."""
+        self._args, self._kwargs = args, kwargs
+
+    def create_handle(self) -> Handle:
+        """A handle to this node, to pass to other nodes."""
+        return Handle(self)
+
+    def disable_run(self) -> None:
+        """Build the object but do not call its ``run()`` (tests step nodes by hand)."""
+        self._should_run = False
+
+    def enable_run(self) -> None:
+        """Undo :meth:`disable_run`."""
+        self._should_run = True
+
+    def set_client_kwargs(self, **kwargs: Any) -> None:
+        """Options of clients of this node: ``call_timeout`` (seconds or a timedelta)."""
+        self._client_kwargs = dict(kwargs)
+
+    def inner_nodes(self) -> list[Node]:
+        """The nodes this one stands for when added to a program (itself)."""
+        return [self]
+
+    def describe(self) -> str:
+        """``CourierNode(Producer)``: for messages."""
+        name = getattr(self._constructor, "__qualname__", None) or type(self._constructor).__name__
+        return f"{type(self).__name__}({name})"
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()}>"
+
+
+def handles_in(value: Any) -> Iterator[Handle]:
+    """Every handle inside ``value`` (lists, tuples, dicts, nested)."""
+    if isinstance(value, Handle):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from handles_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from handles_in(v)
