@@ -125,6 +125,15 @@ def test_node_kinds_import_no_backend() -> None:
     assert violations("topo.kinds", forbidden=["topo.backends"]) == []
 
 
+def test_launchpad_builds_the_ir_and_never_reads_yaml() -> None:
+    """topo.launchpad is a front end beside the YAML one: it makes the same IR, and its
+    compiler (like topo.compile) knows nothing of how programs run."""
+    assert violations("topo.launchpad", forbidden=["topo.spec", "topo.cli"]) == []
+    running = ["topo.backends", "topo.runtime", "topo.api", "topo.cli", "topo.spec"]
+    assert violations("topo.launchpad.compile", forbidden=running) == []
+    assert violations("topo.launchpad.nodes", forbidden=running) == []
+
+
 def test_rules_catch_a_violation() -> None:
     """The checker itself: a made-up edge into a forbidden layer is reported, and so is
     one outside an allow-list."""

@@ -98,3 +98,69 @@ class Exiter:
     def run(self) -> None:
         time.sleep(self.delay)
         os._exit(self.code)
+
+
+class Inner:
+    """What a wrapper exposes through ``__dir__`` (Acme's checkpointing runners do this)."""
+
+    def step(self) -> str:
+        return "inner step"
+
+
+class Wrapper:
+    """Serves ``step`` although its class has no such method: ``dir(instance)`` lists it."""
+
+    def __init__(self) -> None:
+        self._inner = Inner()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {"step"})
+
+    def own(self) -> str:
+        return "own"
+
+
+class Sleeper:
+    """Answers after ``seconds``."""
+
+    def nap(self, seconds: float) -> str:
+        time.sleep(seconds)
+        return "rested"
+
+
+class Caller:
+    """Calls ``peer.nap(seconds)`` and reports what happened."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+
+    def ask(self, seconds: float) -> str:
+        try:
+            return str(self.peer.nap(seconds))
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+
+class RaisesOnStop:
+    """Waits for the stop, then raises (a peer gone mid-call looks like this)."""
+
+    def run(self) -> None:
+        topo.wait_for_stop()
+        raise ConnectionError("peer went away while stopping")
+
+
+class Runner:
+    """Records whether run() was called."""
+
+    def __init__(self) -> None:
+        self.ran = False
+
+    def run(self) -> None:
+        self.ran = True
+        topo.wait_for_stop()
+
+    def did_run(self) -> bool:
+        return self.ran
