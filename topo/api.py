@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
 if TYPE_CHECKING:
-    from topo.backends.base import Backend
+    from topo.backends.base import Backend, Event
     from topo.backends.launcher import Launcher
     from topo.backends.state import Failure, NodeStatus
     from topo.runtime import Handle, ProgramContext
@@ -182,13 +182,15 @@ def launch(
     disable_run: bool = False,
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
+    listeners: Sequence[Callable[[Event], None]] = (),
 ) -> RunningProgram:
     """Start a program (a compiled ``Program`` or a topology file) and return at once.
 
     ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object.
     ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
     drive nodes through handles). With ``ready_timeout`` wait that long for every node
-    to be up (``TimeoutError`` otherwise). A program the backend cannot run raises
+    to be up (``TimeoutError`` otherwise). ``listeners`` get every event from the start
+    (status changes, node log lines). A program the backend cannot run raises
     ``topo.diagnostics.TopoError`` before anything starts."""
     from topo.backends.base import get_backend
 
@@ -206,6 +208,8 @@ def launch(
         if warm:
             backend.close()
         raise
+    for listener in listeners:
+        launcher.add_listener(listener)
     launcher.start()
     running = RunningProgram(launcher)
     if ready_timeout is not None and not running.wait_ready(ready_timeout):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import atexit
 import builtins
 import enum
+import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -210,6 +212,7 @@ def launch(
         backend or kind.backend,
         backend_options=backend_options,
         log_dir=log_dir,
+        listeners=() if kind.is_test else [_Printer(compiled.program)],
     )
     launched = Launched(compiled, run)
     with _lock:
@@ -219,6 +222,22 @@ def launch(
     elif not kind.is_test:
         _wait_at_exit(launched)
     return launched
+
+
+class _Printer:
+    """Node output and failures on the terminal, for ``local_*`` launches (each line
+    prefixed with its node); every line also goes to the run directory's logs."""
+
+    def __init__(self, program: Any) -> None:
+        self.width = min(24, max((len(n.id) for n in program.nodes), default=4))
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "log" and event.node is not None:
+            print(f"{event.node:<{self.width}} | {event.message}", flush=True)
+        elif event.kind == "failed" and event.message:
+            print(f"{'topo':<{self.width}} | failed: {event.message}", flush=True)
+        elif event.kind == "stopping":
+            print(f"{'topo':<{self.width}} | stopping: {event.message}", flush=True)
 
 
 def _cleanup(launched: Launched) -> None:
@@ -235,7 +254,14 @@ def _wait_at_exit(launched: Launched) -> None:
         try:
             launched.run.wait()
         except KeyboardInterrupt:
-            launched.run.stop()
+            print("topo | Ctrl-C: stopping the program (Ctrl-C again kills it)", flush=True)
+            try:
+                launched.run.stop()
+            except KeyboardInterrupt:
+                launched.run.kill()
+                launched.run.wait(10)
+            sys.stdout.flush()
+            os._exit(130)  # what a shell expects after Ctrl-C; the program is stopped
 
     register = getattr(threading, "_register_atexit", None)
     if register is not None:  # before daemon threads are stopped, like Launchpad
