@@ -253,8 +253,7 @@ def _entries(item: LpNode, group: str) -> list[_Entry]:
         if not item.nodes:
             raise ProgramError(f"a MultiThreadingColocation in group {group!r} holds no node")
         tag = f"threads-{item.uid}"
-        mode = "replicas" if len(item.nodes) > 1 else "single"
-        return [_Entry(n, group, exe=tag, mode=mode) for n in item.nodes]
+        return [_Entry(n, group, exe=tag, mode="replicas") for n in item.nodes]
     return [_Entry(item, group)]
 
 
@@ -285,7 +284,7 @@ def _name_executables(entries: list[_Entry], node_ids: dict[int, str]) -> None:
         ids = [node_ids[m.node.uid] for m in members]
         if len(members) == 1:
             name = ids[0]
-        elif len({m.group for m in members}) == 1 and all(
+        elif len({(m.group, _builder(m.node)) for m in members}) == 1 and all(
             node_ids[m.node.uid] == f"{m.group}/{i}"
             for m, i in zip(members, _consecutive(ids), strict=False)
         ):
@@ -298,6 +297,11 @@ def _name_executables(entries: list[_Entry], node_ids: dict[int, str]) -> None:
         taken.add(name)
         for m in members:
             m.exe = name
+
+
+def _builder(node: LpNode) -> tuple[str, int]:
+    """What makes nodes alike enough to be replicas packed together: kind and constructor."""
+    return type(node).__name__, id(node.constructor)
 
 
 def _consecutive(ids: list[str]) -> list[int]:
