@@ -206,14 +206,22 @@ def launch(
         if not programs:
             raise ValueError("lp.launch needs a program")
         programs = programs[0]
-    compiled = compile_program(programs, resources=local_resources, seed=seed)
-    run = topo_launch(
-        compiled.program,
-        backend or kind.backend,
-        backend_options=backend_options,
-        log_dir=log_dir,
-        listeners=() if kind.is_test else [_Printer(compiled.program)],
-    )
+    from topo.backends.base import get_backend
+
+    runner = get_backend(backend or kind.backend, **dict(backend_options or {}))
+    warm = runner.warm_up()  # procs: the fork server imports while the program compiles
+    try:
+        compiled = compile_program(programs, resources=local_resources, seed=seed)
+        run = topo_launch(
+            compiled.program,
+            runner,
+            log_dir=log_dir,
+            listeners=() if kind.is_test else [_Printer(compiled.program)],
+        )
+    except BaseException:
+        if warm:  # a program that cannot run: the warmed-up fork server ends here
+            runner.close()
+        raise
     launched = Launched(compiled, run)
     with _lock:
         _launched.append(launched)
