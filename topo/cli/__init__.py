@@ -7,7 +7,7 @@ import importlib
 from topo.cli.app import app
 
 # Each command module registers itself on ``app`` when imported.
-for _module in ("validate", "plan", "schema", "graph", "run", "plot"):
+for _module in ("validate", "plan", "schema", "graph", "run", "plot", "export"):
     try:
         importlib.import_module(f"topo.cli.{_module}")
     except ModuleNotFoundError as exc:  # a command still being built
