@@ -4,7 +4,9 @@ returns, with every failure a :class:`TopoError` for the user (no traceback)."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -25,12 +27,17 @@ def load_builder(path: str) -> Any:
             "make_program",
         )
     module_name, _, attr = path.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the builder's package is here
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:
+        missing = isinstance(exc, ModuleNotFoundError) and module_name.startswith(exc.name or "?")
         raise TopoError.one(
             f"cannot import {module_name}: {type(exc).__name__}: {exc}",
-            hint=_last_frame(exc) or "run topo from the directory that holds the package",
+            hint="run topo export from the directory that holds the package, or install it"
+            if missing
+            else _last_frame(exc),
         ) from None
     for part in attr.split("."):
         found = getattr(obj, part, None)
@@ -74,7 +81,7 @@ def _call(params: Mapping[str, Any]) -> str:
 
 def _last_frame(exc: BaseException) -> str | None:
     """``at file:line in function`` of the innermost frame, for the hint."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
     if not frames:
         return None
     f = frames[-1]
