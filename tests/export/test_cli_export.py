@@ -70,7 +70,7 @@ def test_prng_keys_become_seed_keys(run_topo: Callable[..., Any], tmp_path: Path
     assert result.exit_code == 0, result.stderr
     text = out.read_text()
     assert "random_key: ${seed.key}" in text
-    assert "# PRNG keys passed to nodes are written ${seed.key}" in text
+    assert "# PRNG keys are written ${seed.key}" in text
     assert "keyed.random_key" in result.stderr and "${seed.key}" in result.stderr
     plan = run_topo("plan", out)
     assert plan.exit_code == 0, plan.stderr

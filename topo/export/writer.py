@@ -69,9 +69,10 @@ def export_program(
     lines = [f"# yaml-language-server: $schema={schema}", *(f"# {h}" for h in header)]
     if writer.seed_keys:
         lines += [
-            "# PRNG keys passed to nodes are written ${seed.key}: topo derives each node's key",
-            "# from the program seed (-p seed=N), so the values differ from the Python",
-            f"# program's, and each node still gets its own key ({', '.join(writer.seed_keys)}).",
+            "# PRNG keys are written ${seed.key}: topo derives each node's key from the program",
+            "# seed (-p seed=N), so the values differ from the Python program's and each node",
+            "# still gets its own key. Written so:",
+            *(f"#   {k}" for k in writer.seed_keys),
         ]
     return Exported(
         "\n".join(lines) + "\n" + _dump(doc),
