@@ -146,3 +146,11 @@ def test_rules_catch_a_violation() -> None:
     assert violations("topo.ir", allowed=["topo.ir", "topo.diagnostics"], edges=edges) == [
         "topo.ir.printer -> topo.spec.source"
     ]
+
+
+def test_exporter_reads_the_ir_not_the_yaml_loader_or_backends() -> None:
+    """``topo export`` writes YAML from the IR (and compiles Launchpad programs to it): it
+    must not lean on the loader it writes for, nor on anything that runs programs."""
+    forbidden = ["topo.spec", "topo.compile.compiler", "topo.backends", "topo.runtime", "topo.cli"]
+    assert violations("topo.export", forbidden=forbidden) == []
+    assert "topo.ir" in graph()["topo.export.writer"]

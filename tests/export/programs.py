@@ -79,9 +79,7 @@ def everything(num_actors: int = 5, actors_per_process: int = 2) -> lp.Program:
     cacher, a py node, disable_run, call_timeout and thread-pool size, a host placement."""
     program = lp.Program("everything")
     with program.group("counter"):
-        counter = program.add_node(
-            lp.CourierNode(Counter, courier_kwargs={"thread_pool_size": 4})
-        )
+        counter = program.add_node(lp.CourierNode(Counter, courier_kwargs={"thread_pool_size": 4}))
         program.add_node(lp.CourierNode(StepsLimiter, counter, 100))
     replay_node = lp.ReverbNode(build_replay)
     replay = replay_node.create_handle()
@@ -98,7 +96,15 @@ def everything(num_actors: int = 5, actors_per_process: int = 2) -> lp.Program:
     with program.group("actor"):
         actors = [
             lp.CourierNode(
-                Actor, i, sources[i % len(sources)], counter, epsilon=0.4**i, kind="actor"
+                Actor,
+                i,
+                sources[i % len(sources)],
+                counter,
+                epsilon=0.4**i,
+                kind="actor",
+                motto="costs $${x} and ${y}",  # not interpolated: written back escaped
+                mention="@someone",  # not a reference
+                schedule={"start": 1, "steps": [1.0, 2], "on": True, "off": None},
             )
             for i in range(num_actors)
         ]
@@ -162,6 +168,18 @@ def with_keys(num: int = 3) -> lp.Program:
         for i in range(num):
             key = np.array([0, i + 7], dtype=np.uint32)
             program.add_node(lp.CourierNode(Keyed, key, counter))
+    return program
+
+
+def with_mixed() -> lp.Program:
+    """Replicas that YAML cannot give one group: other RPC settings, other arguments."""
+    program = lp.Program("mixed")
+    with program.group("actor"):
+        program.add_node(lp.CourierNode(Evaluator, None))
+        program.add_node(lp.CourierNode(Evaluator, None, courier_kwargs={"thread_pool_size": 2}))
+    with program.group("my learners"):
+        program.add_node(lp.CourierNode(Learner, None, None))
+        program.add_node(lp.CourierNode(Learner, None))
     return program
 
 

@@ -64,6 +64,13 @@ def test_pickled_arguments_are_refused(run_topo: Callable[..., Any]) -> None:
     assert "pass plain values (numbers, strings, lists, dicts)" in err
 
 
+def test_replicas_that_differ_in_settings_are_refused(run_topo: Callable[..., Any]) -> None:
+    err = _fails(run_topo("export", f"{P}:with_mixed"))
+    assert "node actor/1 (group 'actor'): has other rpc settings than actor/0" in err
+    assert "node my_learners/1 (group 'my learners'): passes the arguments (replay)" in err
+    assert "2 errors" in err
+
+
 def test_prng_keys_become_seed_keys(run_topo: Callable[..., Any], tmp_path: Path) -> None:
     out = tmp_path / "keys.yaml"
     result = run_topo("export", f"{P}:with_keys", "-o", out)

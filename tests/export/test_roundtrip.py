@@ -31,9 +31,9 @@ def _round_trip(
 
 def _assert_same(expected: dict[str, Any], got: dict[str, Any], text: str) -> None:
     diff = differences(expected, got)
-    assert not diff, "the YAML program differs from the Python one:\n  " + "\n  ".join(
-        diff
-    ) + "\n\n" + text
+    assert not diff, (
+        "the YAML program differs from the Python one:\n  " + "\n  ".join(diff) + "\n\n" + text
+    )
 
 
 def test_consumer_producers_round_trip(tmp_path: Path, run_topo: Callable[..., Any]) -> None:
@@ -65,6 +65,8 @@ def test_every_construct_round_trips(
         "import: topo.launchpad.lifecycle:stop_program",
         "mode: host",
         "- '@learner'\n      - '@replay'",
+        "motto: costs $$${x} and $${y}",
+        "mention: '@@someone'",
     ):
         assert line in text, f"{line!r} not in:\n{text}"
 
@@ -76,4 +78,19 @@ def test_views_show_a_difference(tmp_path: Path, run_topo: Callable[..., Any]) -
     got["edges"] = got["edges"][1:]
     diff = differences(expected, got)
     assert diff[0].startswith("nodes.producer/1.args: ")
-    assert any("only in Python ('consumer', 'producer/0', 'producers[0]', 'ref')" in d for d in diff)
+    assert any(
+        "only in Python ('consumer', 'producer/0', 'producers[0]', 'ref')" in d for d in diff
+    )
+
+
+@pytest.mark.parametrize("name", ["consumer_producers", "mava_dial"])
+def test_seed_programs_without_keys_round_trip(
+    name: str, tmp_path: Path, run_topo: Callable[..., Any]
+) -> None:
+    """The seed programs that pass no PRNG key come back exactly (the others get
+    ${seed.key} in place of their keys, by design)."""
+    import importlib
+
+    builder = importlib.import_module(f"examples.launchpad.{name}").make_program
+    expected, got, text = _round_trip(builder(), tmp_path, run_topo)
+    _assert_same(expected, got, text)

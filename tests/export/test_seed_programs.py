@@ -68,9 +68,7 @@ def shape(program: Program) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_exports_to_the_example_shape(
-    name: str, compile_path: Any, tmp_path: Path
-) -> None:
+def test_exports_to_the_example_shape(name: str, compile_path: Any, tmp_path: Path) -> None:
     compiled = lp.compile_program(_builder(name)())
     exported = export_program(compiled.program, schema="../../schemas/topology.schema.json")
     path = tmp_path / f"{name}.yaml"

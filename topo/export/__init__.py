@@ -6,6 +6,6 @@ loader (``topo.spec``) nor the backends.
 """
 
 from topo.export.builder import build_program, load_builder
-from topo.export.writer import ExportError, Exported, export_program
+from topo.export.writer import Exported, ExportError, export_program
 
 __all__ = ["ExportError", "Exported", "build_program", "export_program", "load_builder"]

@@ -45,9 +45,7 @@ class Exported:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def export_program(
-    program: Program, *, schema: str, header: Sequence[str] = ()
-) -> Exported:
+def export_program(program: Program, *, schema: str, header: Sequence[str] = ()) -> Exported:
     """The topology YAML of ``program``; ``schema`` goes in the ``$schema`` modeline and
     ``header`` lines become comments. :class:`ExportError` lists every problem."""
     layout = split_groups(program)
@@ -150,6 +148,8 @@ def _group(program: Program, og: OutGroup, writer: ArgWriter) -> dict[str, Any]:
         out["stops_program"] = True
     if g.primary:
         out["primary"] = "@" + g.primary
+    if g.description or g.label:
+        out["description"] = g.description or f"Launchpad label {g.label!r}"
     if g.ready_timeout_s != DEFAULT_READY_TIMEOUT_S:
         out["ready_timeout_s"] = g.ready_timeout_s
     for key, value in (
