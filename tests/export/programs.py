@@ -189,7 +189,8 @@ def not_a_program() -> dict[str, int]:
 
 
 def raising(fail: bool = True) -> lp.Program:
-    """Raises when asked to."""
+    """Raises when asked to; prints (to stdout) as builders do."""
+    print("building the program")
     if fail:
         raise ValueError("num_actors must be positive")
     return consumer_producers()

@@ -56,6 +56,7 @@ def test_closures_are_refused_naming_every_node(run_topo: Callable[..., Any]) ->
     assert "node actor/0 (group 'actor') and 2 more node(s) of its group" in err
     assert "make build_actor a module-level function or class" in err
     assert "node other:" in err and "lambda" in err  # the second problem is reported too
+    assert "replace the lambda with a module-level function" in err
 
 
 def test_pickled_arguments_are_refused(run_topo: Callable[..., Any]) -> None:
@@ -103,6 +104,8 @@ def test_builder_params_are_yaml_scalars(run_topo: Callable[..., Any]) -> None:
     assert "raising(fail=True)" in err
     result = run_topo("export", f"{P}:raising", "-p", "fail=false")
     assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("# yaml-language-server")  # the builder's print went to stderr
+    assert "building the program" in result.stderr
 
 
 def test_the_installed_command(tmp_path: Path) -> None:

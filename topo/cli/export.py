@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -65,7 +67,8 @@ def export(
 
     try:
         kwargs = builder_params(params)
-        compiled = build_program(builder, kwargs, seed=seed)
+        with contextlib.redirect_stdout(sys.stderr):  # what the builder prints is not YAML
+            compiled = build_program(builder, kwargs, seed=seed)
         shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         exported = export_program(
             compiled.program,

@@ -92,7 +92,9 @@ def _check_nodes(program: Program, og: OutGroup, problems: list[Problem]) -> Non
                     None,
                     f"is built by {n.factory.description}, which cannot be imported by name "
                     "(a closure, lambda, bound method or object)",
-                    f"make {name} a module-level function or class",
+                    "replace the lambda with a module-level function"
+                    if name == "lambda"
+                    else f"make {name} a module-level function or class",
                 )
             )
         if n.posargs:
