@@ -12,10 +12,21 @@ import typer
 from rich.markup import escape
 
 from topo.cli.app import app
-from topo.cli.common import ParamsOption, fail, stderr
+from topo.cli.common import fail, stderr
 from topo.diagnostics import TopoError
 
 DEFAULT_SCHEMA = "../../schemas/topology.schema.json"
+
+BuilderParams = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--param",
+        "-p",
+        metavar="NAME=VALUE",
+        help="A keyword argument of BUILDER (repeatable), read as a YAML scalar like every "
+        "-p: -p num_actors=64 passes the int 64.",
+    ),
+]
 
 
 def builder_params(params: list[str] | None) -> dict[str, Any]:
@@ -55,7 +66,7 @@ def export(
             show_default=False,
         ),
     ],
-    params: ParamsOption = None,
+    params: BuilderParams = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the YAML here (default: stdout).")
     ] = None,
