@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import enum
+import logging
 import re
 import threading
 import time
@@ -19,11 +20,14 @@ from typing import Any
 
 from topo.api import RunningProgram
 from topo.api import launch as topo_launch
-from topo.launchpad.compile import Compiled, compile_program
+from topo.launchpad.compile import Compiled, ProgramError, compile_program
 from topo.launchpad.nodes.base import Node
 from topo.launchpad.program import Program
 
+log = logging.getLogger("topo.launchpad")
+
 _POLL_S = 0.05
+_UP_S = 60.0  # how long dereference() waits for a node with a call deadline
 
 
 class LaunchType(enum.Enum):
@@ -137,7 +141,17 @@ class Launched:
         """A client of ``node`` for the calling (non-node) thread."""
         node_id = self.node_id(node)
         timeout = self.program.rpc_of(node_id).call_timeout_s
+        if timeout is not None:  # a short deadline counts from when the node is up
+            self._wait_up(node_id, _UP_S)
         return self.run.handle(node_id, timeout)
+
+    def _wait_up(self, node_id: str, limit: float) -> None:
+        end = time.monotonic() + limit
+        status = self.run.launcher.nodes[node_id]
+        while status.state in ("pending", "starting") and self.run.exit_code is None:
+            if time.monotonic() >= end:
+                return
+            time.sleep(_POLL_S)
 
 
 def _exception_for(node_id: str, traceback: str) -> BaseException:
@@ -196,7 +210,7 @@ def launch(
 ) -> Launched:
     """Launch ``programs`` (only the first of a list, as Launchpad does) and return at
     once. ``local_resources`` maps a label to a ``PythonProcess`` whose ``env`` its
-    nodes get. ``terminal``, ``xm_resources`` and ``serialize_py_nodes`` are accepted
+    nodes get (ignored with a warning on threads, as Launchpad does). ``terminal``, ``xm_resources`` and ``serialize_py_nodes`` are accepted
     and ignored: logs go to the run directory, and nodes are always serialised (every
     node is built in its own thread or process from the compiled program)."""
     kind = _launch_type(launch_type)
@@ -204,10 +218,22 @@ def launch(
         if not programs:
             raise ValueError("lp.launch needs a program")
         programs = programs[0]
+    backend = backend or kind.backend
+    if backend == "threads" and local_resources:
+        unknown = [label for label in local_resources if label not in programs.groups]
+        if unknown:
+            raise ProgramError(
+                f"local_resources names {unknown[0]!r}, which is not a group of the program "
+                f"(groups: {', '.join(programs.groups)})"
+            )
+        # Launchpad's multi-threading launches ignore local_resources: threads share the
+        # launcher's environment, so the same program still runs on local_mt/test_mt.
+        log.warning("local_resources are ignored on %s: nodes run as threads", kind.value)
+        local_resources = None
     compiled = compile_program(programs, resources=local_resources, seed=seed)
     run = topo_launch(
         compiled.program,
-        backend or kind.backend,
+        backend,
         backend_options=backend_options,
         log_dir=log_dir,
     )

@@ -1,0 +1,125 @@
+"""Launch types: test_* launches stopped by the test case's cleanup, local_* launches that
+keep the script alive until the program stops, the --lp_launch_type flag, per-label env."""
+
+from __future__ import annotations
+
+import unittest
+from pathlib import Path
+
+import pytest
+from conftest import Launch, run_script
+from lp_nodes import Echo, block, consumer_producers
+
+import topo.launchpad as lp
+from topo.testing import alive, wait_gone
+
+
+class CleanupTest(unittest.TestCase):
+    """Launchpad's own pattern: ``lp.launch(..., test_case=self)`` in a TestCase."""
+
+    launch_type = "test_mt"
+    log_dir = "runs"
+    launched: lp.Launched | None = None
+
+    def test_launch_with_cleanup(self) -> None:
+        program = lp.Program("cleanup")
+        program.add_node(lp.PyNode(block), label="block")
+        echo = program.add_node(lp.CourierNode(Echo), label="echo")
+        CleanupTest.launched = lp.launch(
+            program, self.launch_type, test_case=self, log_dir=self.log_dir
+        )
+        assert echo is not None
+        self.assertEqual(echo.dereference().ping(), "pong")
+        self.assertIsNone(CleanupTest.launched.run.exit_code)
+
+
+@pytest.mark.parametrize("launch_type", ["test_mt", "test_mp"])
+def test_test_case_cleanup_stops_the_program(launch_type: str, tmp_path: Path) -> None:
+    CleanupTest.launch_type, CleanupTest.log_dir = launch_type, str(tmp_path)
+    result = unittest.TestResult()
+    CleanupTest("test_launch_with_cleanup").run(result)
+    assert result.wasSuccessful(), result.errors + result.failures
+    launched = CleanupTest.launched
+    assert launched is not None
+    assert launched.run.exit_code == 0  # the cleanup stopped it cleanly
+    assert not wait_gone(launched.run.pids(), 15)
+    if launch_type == "test_mp":
+        assert len(launched.run.pids()) >= 2  # processes were started, and are gone
+
+
+LOCAL_SCRIPT = """
+    import atexit, os, sys, time
+    import topo.launchpad as lp
+    from lp_nodes import Echo, block, stop_after
+
+    program = lp.Program("local")
+    program.add_node(lp.PyNode(block), label="block")
+    program.add_node(lp.CourierNode(Echo), label="echo")
+    program.add_node(lp.PyNode(stop_after, 0.5), label="stopper")
+    launched = lp.launch(program, launch_type=sys.argv[1] if len(sys.argv) > 1 else None)
+    # runs after lp.launch's wait at exit: every process the run started
+    atexit.register(lambda: print("pids:", *sorted(launched.run.pids()), flush=True))
+    print("backend:", launched.run.launcher.backend.name, flush=True)
+    # the script's end: lp.launch waits here until the program stops
+"""
+
+
+@pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
+def test_local_launch_waits_until_a_node_stops_the_program(
+    launch_type: str, tmp_path: Path
+) -> None:
+    result = run_script(tmp_path, LOCAL_SCRIPT, launch_type)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)
+    assert lines["backend"].strip() == ("threads" if launch_type == "local_mt" else "procs")
+    pids = [int(p) for p in lines["pids"].split()]
+    assert not alive(pids)
+    if launch_type == "local_mp":
+        assert len(pids) >= 4  # three nodes and the fork server
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert '"exit_code": 0' in (run_dir / "status.json").read_text()
+
+
+def test_launch_type_flag_is_used_when_none_is_given(tmp_path: Path) -> None:
+    result = run_script(tmp_path, LOCAL_SCRIPT.replace("sys.argv[1] if len(sys.argv) > 1 else None", "None"), "--lp_launch_type=test_mp")
+    assert result.returncode == 0, result.stderr
+    assert "backend: procs" in result.stdout
+
+
+def test_consumer_steps(lp_launch: Launch) -> None:
+    """Launchpad's consumer/producers launch test: the consumer, its run() disabled,
+    takes 10 steps driven from the test."""
+    program = consumer_producers(num_producers=2)
+    (consumer_node,) = program.groups["consumer"]
+    consumer_node.disable_run()
+    lp_launch(program)
+    consumer = consumer_node.create_handle().dereference()
+    for _ in range(10):
+        assert consumer.step() == [0, 1]
+
+
+def test_consumer_producers_stops_by_itself(lp_launch: Launch) -> None:
+    launched = lp_launch(consumer_producers(num_producers=3))
+    assert launched.wait(timeout=60) == 0
+
+
+def test_python_process_env_reaches_the_node(lp_launch: Launch, launch_type: str) -> None:
+    program = lp.Program("env")
+    with program.group("learner"):
+        learner = program.add_node(lp.CourierNode(Echo))
+    other = program.add_node(lp.CourierNode(Echo), label="other")
+    resources = {"learner": lp.PythonProcess(env={"TOPO_LP_TEST": "on-learner"})}
+    lp_launch(program, local_resources=resources)
+    assert learner is not None and other is not None
+    if launch_type == "test_mt":  # threads share the launcher's environment: ignored
+        assert learner.dereference().env("TOPO_LP_TEST") is None
+        return
+    assert learner.dereference().env("TOPO_LP_TEST") == "on-learner"
+    assert other.dereference().env("TOPO_LP_TEST") is None
+
+
+def test_local_resources_must_name_a_group(lp_launch: Launch) -> None:
+    program = lp.Program("env")
+    program.add_node(lp.CourierNode(Echo), label="learner")
+    with pytest.raises(lp.ProgramError, match="'actor', which is not a group"):
+        lp_launch(program, local_resources={"actor": lp.PythonProcess()})

@@ -1,0 +1,185 @@
+"""PyNodes, stopping and waiting: lp.stop from a node, wait() and node failures, waiting
+on labels, stop handlers, exceptions raised while stopping."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import pytest
+from conftest import Launch
+from lp_nodes import (
+    Handlers,
+    RaiseOnStop,
+    Runner,
+    WaitTimeout,
+    block,
+    block_on_event,
+    fail,
+    fail_custom,
+    noop,
+    returns,
+    stop_after,
+)
+
+import topo.launchpad as lp
+
+
+def test_py_nodes_run_their_function_and_the_program_ends(lp_launch: Launch) -> None:
+    program = lp.Program("py")
+    program.add_node(lp.PyNode(returns, 42), label="returns")
+    program.add_node(lp.PyNode(noop), label="noop")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+    assert {s.state for s in launched.run.status()} == {"finished"}
+
+
+def test_py_class_node_calls_run(lp_launch: Launch) -> None:
+    program = lp.Program("pyclass")
+    program.add_node(lp.PyClassNode(Runner), label="runner")
+    program.add_node(lp.PyNode(stop_after, 0.2), label="stopper")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+
+
+def test_lp_stop_in_a_node_ends_wait(lp_launch: Launch) -> None:
+    program = lp.Program("stopping")
+    with program.group("block"):
+        program.add_node(lp.PyNode(block))
+        program.add_node(lp.PyNode(block_on_event))
+    program.add_node(lp.CourierNode(WaitTimeout), label="timeout")
+    program.add_node(lp.PyNode(stop_after, 0.3), label="stopper")
+    launched = lp_launch(program)
+    started = time.monotonic()
+    assert launched.wait(timeout=60) == 0
+    assert time.monotonic() - started < 30
+    assert "lp.stop()" in launched.run.launcher.stop_reason
+
+
+def test_wait_for_stop_and_stop_event_inside_nodes(lp_launch: Launch) -> None:
+    program = lp.Program("waiting")
+    handle = program.add_node(lp.CourierNode(WaitTimeout), label="waiter")
+    lp_launch(program)
+    assert handle is not None
+    client = handle.dereference()
+    deadline = time.monotonic() + 30
+    while client.early() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.early() is False  # wait_for_stop(0.05) timed out: still running
+    assert client.stopping() is False
+
+
+def test_program_stopper(lp_launch: Launch, launch_type: str) -> None:
+    def use(stopper: object) -> None:
+        stopper()  # type: ignore[operator]
+
+    program = lp.Program("stopper")
+    with program.group("block"):
+        program.add_node(lp.PyNode(block))
+    with program.group("stop"):
+        program.add_node(lp.PyNode(use, lp.make_program_stopper(launch_type)))
+    assert lp_launch(program).wait(timeout=60) == 0
+
+
+def test_wait_reraises_a_node_failure(lp_launch: Launch) -> None:
+    program = lp.Program("failing")
+    program.add_node(lp.PyNode(block), label="block")
+    program.add_node(lp.PyNode(fail, "Launchpad has stopped working"), label="fail")
+    launched = lp_launch(program)
+    with pytest.raises(ValueError, match="node fail: Launchpad has stopped working") as info:
+        launched.wait(timeout=60)
+    cause = info.value.__cause__
+    assert isinstance(cause, lp.NodeFailure) and cause.node_id == "fail"
+    assert "in fail" in cause.traceback and "ValueError" in cause.traceback
+    assert launched.wait(timeout=60, raise_error=False) == 1
+
+
+def test_a_failure_of_a_user_exception_type_is_a_node_failure(lp_launch: Launch) -> None:
+    program = lp.Program("custom")
+    program.add_node(lp.PyNode(fail_custom), label="custom")
+    launched = lp_launch(program)
+    with pytest.raises(lp.NodeFailure, match="NodeError: custom failure") as info:
+        launched.wait(timeout=60)
+    assert info.value.node_id == "custom"
+
+
+def test_wait_on_labels_returns_while_others_serve(lp_launch: Launch) -> None:
+    program = lp.Program("labels")
+    with program.group("worker"):
+        program.add_node(lp.PyNode(noop))
+        program.add_node(lp.PyNode(returns, 1))
+    daemon = program.add_node(lp.CourierNode(Runner), label="daemon")
+    launched = lp_launch(program)
+    assert launched.wait(labels_to_wait_on=["worker"], timeout=60) is None
+    assert launched.run.exit_code is None
+    assert daemon is not None and daemon.dereference().runs() == 1
+    with pytest.raises(ValueError, match="no group labelled 'nobody'"):
+        launched.wait(["nobody"])
+
+
+def test_wait_on_labels_sees_a_failure_elsewhere(lp_launch: Launch) -> None:
+    program = lp.Program("elsewhere")
+    program.add_node(lp.PyNode(block), label="main")
+    program.add_node(lp.PyNode(fail), label="daemon")
+    launched = lp_launch(program)
+    with pytest.raises(ValueError, match="node broke"):
+        launched.wait(["main"], timeout=60)
+
+
+def test_stop_handlers(lp_launch: Launch) -> None:
+    program = lp.Program("handlers")
+    program.add_node(lp.PyClassNode(Handlers), label="handlers")
+    program.add_node(lp.PyClassNode(Handlers, exit=True), label="exiting")
+    program.add_node(lp.PyNode(stop_after, 0.3), label="stopper")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+    assert "handlers called: ['kept']" in launched.run.log("handlers")
+    assert "handlers called: ['kept']" in launched.run.log("exiting")
+
+
+class Terminated:
+    """Acme's runtime terminator: a stop handler raises SystemExit in the node's thread."""
+
+    def run(self) -> None:
+        thread_id = threading.get_ident()
+
+        def handler() -> None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread_id), ctypes.py_object(SystemExit)
+            )
+
+        lp.register_stop_handler(handler)
+        while True:  # never looks at the stop event: only the SystemExit ends it
+            time.sleep(0.01)
+
+
+def test_system_exit_from_a_stop_handler_is_a_clean_stop(lp_launch: Launch) -> None:
+    program = lp.Program("terminator")
+    program.add_node(lp.PyClassNode(Terminated), label="actor")
+    program.add_node(lp.PyNode(stop_after, 0.3), label="stopper")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+    assert {s.state for s in launched.run.status()} == {"finished"}
+
+
+def test_an_exception_while_stopping_is_a_clean_stop(lp_launch: Launch) -> None:
+    program = lp.Program("raising")
+    program.add_node(lp.PyClassNode(RaiseOnStop), label="raiser")
+    program.add_node(lp.PyNode(stop_after, 0.2), label="stopper")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+    assert "ConnectionError: peer went away" in launched.run.log("raiser")
+
+
+def test_unregistering_an_unknown_handler_is_an_error() -> None:
+    with pytest.raises(ValueError, match="not a registered stop handler"):
+        lp.unregister_stop_handler(noop)
+
+
+def test_lp_stop_from_the_test_thread(lp_launch: Launch) -> None:
+    program = lp.Program("outside")
+    program.add_node(lp.PyNode(block), label="block")
+    launched = lp_launch(program)
+    lp.stop()
+    assert launched.wait(timeout=60) == 0
