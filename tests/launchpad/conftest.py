@@ -57,7 +57,9 @@ def lp_launch(tmp_path: Path, launch_type: str) -> Iterator[Launch]:
         stop_and_check(launched)
 
 
-def run_script(tmp_path: Path, body: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_script(
+    tmp_path: Path, body: str, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run ``body`` (dedented) as a Python script with lp_nodes importable; its result."""
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(body))

@@ -3,6 +3,7 @@ keep the script alive until the program stops, the --lp_launch_type flag, per-la
 
 from __future__ import annotations
 
+import threading
 import unittest
 from pathlib import Path
 
@@ -81,9 +82,13 @@ def test_local_launch_waits_until_a_node_stops_the_program(
 
 
 def test_launch_type_flag_is_used_when_none_is_given(tmp_path: Path) -> None:
-    result = run_script(tmp_path, LOCAL_SCRIPT.replace("sys.argv[1] if len(sys.argv) > 1 else None", "None"), "--lp_launch_type=test_mp")
+    script = LOCAL_SCRIPT.replace("sys.argv[1] if len(sys.argv) > 1 else None", "None")
+    result = run_script(tmp_path, script, "--lp_launch_type=test_mp")
     assert result.returncode == 0, result.stderr
     assert "backend: procs" in result.stdout
+    pids = [int(p) for p in result.stdout.split("pids:", 1)[1].splitlines()[0].split()]
+    assert pids  # at least the fork server; a test launch is not waited for at exit,
+    assert not wait_gone(pids, 15)  # but its processes do not outlive the script
 
 
 def test_consumer_steps(lp_launch: Launch) -> None:
@@ -123,3 +128,29 @@ def test_local_resources_must_name_a_group(lp_launch: Launch) -> None:
     program.add_node(lp.CourierNode(Echo), label="learner")
     with pytest.raises(lp.ProgramError, match="'actor', which is not a group"):
         lp_launch(program, local_resources={"actor": lp.PythonProcess()})
+
+
+def test_serialize_py_nodes_false_gives_thread_nodes_the_objects(
+    lp_launch: Launch, launch_type: str
+) -> None:
+    """Launchpad's colocation tests share Events with thread nodes this way."""
+    has_ping = threading.Event()
+    seen: list[str] = []
+
+    def server() -> None:
+        seen.append("served")
+        has_ping.set()
+        lp.wait_for_stop()
+
+    program = lp.Program("unserialized")
+    program.add_node(lp.MultiThreadingColocation([lp.PyNode(server), lp.PyNode(block)]), "c")
+    if launch_type == "test_mp":  # processes need pickled nodes; the error says which
+        with pytest.raises(lp.ProgramError, match=r"node c/0 \(PyNode\(.*server\)\)"):
+            lp_launch(program, serialize_py_nodes=False)
+        return
+    with pytest.raises(lp.ProgramError, match="serialize_py_nodes=False"):
+        lp_launch(program)  # the default pickles, and says how to avoid it
+    launched = lp_launch(program, serialize_py_nodes=False)
+    assert has_ping.wait(30)
+    assert seen == ["served"]  # the very list of the test
+    assert launched.live_objects

@@ -20,6 +20,7 @@ from typing import Any
 
 from topo.api import RunningProgram
 from topo.api import launch as topo_launch
+from topo.launchpad import live
 from topo.launchpad.compile import Compiled, ProgramError, compile_program
 from topo.launchpad.nodes.base import Node
 from topo.launchpad.program import Program
@@ -65,6 +66,7 @@ class Launched:
     def __init__(self, compiled: Compiled, run: RunningProgram) -> None:
         self.compiled = compiled
         self.run = run
+        self.live_objects: list[str] = []  # objects given as they are (serialize_py_nodes=False)
 
     @property
     def program(self) -> Any:
@@ -210,34 +212,37 @@ def launch(
 ) -> Launched:
     """Launch ``programs`` (only the first of a list, as Launchpad does) and return at
     once. ``local_resources`` maps a label to a ``PythonProcess`` whose ``env`` its
-    nodes get (ignored with a warning on threads, as Launchpad does). ``terminal``, ``xm_resources`` and ``serialize_py_nodes`` are accepted
-    and ignored: logs go to the run directory, and nodes are always serialised (every
-    node is built in its own thread or process from the compiled program)."""
+    nodes get (ignored with a warning on threads, as Launchpad does). Nodes are built
+    from pickled copies of their arguments, except on threads with
+    ``serialize_py_nodes=False``: there they get the very objects given (an Event the
+    test waits on), as in Launchpad. ``terminal`` and ``xm_resources`` are ignored."""
     kind = _launch_type(launch_type)
     if not isinstance(programs, Program):
         if not programs:
             raise ValueError("lp.launch needs a program")
         programs = programs[0]
     backend = backend or kind.backend
-    if backend == "threads" and local_resources:
-        unknown = [label for label in local_resources if label not in programs.groups]
-        if unknown:
-            raise ProgramError(
-                f"local_resources names {unknown[0]!r}, which is not a group of the program "
-                f"(groups: {', '.join(programs.groups)})"
-            )
-        # Launchpad's multi-threading launches ignore local_resources: threads share the
-        # launcher's environment, so the same program still runs on local_mt/test_mt.
-        log.warning("local_resources are ignored on %s: nodes run as threads", kind.value)
+    kept: list[str] = []
+    keep = None
+    if backend == "threads":
+        _check_thread_resources(programs, local_resources, kind)
         local_resources = None
-    compiled = compile_program(programs, resources=local_resources, seed=seed)
-    run = topo_launch(
-        compiled.program,
-        backend,
-        backend_options=backend_options,
-        log_dir=log_dir,
-    )
+        if serialize_py_nodes is False:
+
+            def keep(obj: Any) -> str:
+                kept.append(live.keep(obj))
+                return kept[-1]
+
+    try:
+        compiled = _compile(programs, local_resources, seed, keep, kind, backend)
+        run = topo_launch(
+            compiled.program, backend, backend_options=backend_options, log_dir=log_dir
+        )
+    except BaseException:
+        live.release(kept)
+        raise
     launched = Launched(compiled, run)
+    launched.live_objects = kept
     with _lock:
         _launched.append(launched)
     if test_case is not None:
@@ -247,11 +252,48 @@ def launch(
     return launched
 
 
+def _compile(
+    program: Program,
+    resources: Mapping[str, Any] | None,
+    seed: int,
+    keep: Any,
+    kind: LaunchType,
+    backend: str,
+) -> Compiled:
+    try:
+        return compile_program(program, resources=resources, seed=seed, live=keep)
+    except ProgramError as exc:
+        if backend == "threads" and "cloudpickle failed" in str(exc):
+            raise ProgramError(
+                f"{exc}\n(on {kind.value}, lp.launch(..., serialize_py_nodes=False) gives "
+                "thread nodes the objects as they are, unpickled)"
+            ) from None
+        raise
+
+
+def _check_thread_resources(
+    program: Program, resources: Mapping[str, Any] | None, kind: LaunchType
+) -> None:
+    """Launchpad's multi-threading launches ignore ``local_resources`` (threads share the
+    launcher's environment), so the same program still runs on local_mt/test_mt; a label
+    that is no group is still an error."""
+    if resources:
+        unknown = [label for label in resources if label not in program.groups]
+        if unknown:
+            raise ProgramError(
+                f"local_resources names {unknown[0]!r}, which is not a group of the program "
+                f"(groups: {', '.join(program.groups)})"
+            )
+        log.warning("local_resources are ignored on %s: nodes run as threads", kind.value)
+
+
 def _cleanup(launched: Launched) -> None:
     launched.stop(timeout=60)
     with _lock:
         if launched in _launched:
             _launched.remove(launched)
+    if launched.run.exit_code is not None:
+        live.release(launched.live_objects)
 
 
 def _wait_at_exit(launched: Launched) -> None:
