@@ -67,6 +67,7 @@ class Launched:
         self.compiled = compiled
         self.run = run
         self.live_objects: list[str] = []  # objects given as they are (serialize_py_nodes=False)
+        self._ended: threading.Event | None = None
 
     @property
     def program(self) -> Any:
@@ -75,11 +76,16 @@ class Launched:
 
     @property
     def stop_event(self) -> threading.Event:
-        """Set once the program has ended."""
-        event = threading.Event()
-        if self.run.exit_code is not None:
-            event.set()
-        return event
+        """Set once the program has ended (one event, however often asked)."""
+        with _lock:
+            if self._ended is None:
+                self._ended = ended = threading.Event()
+                threading.Thread(
+                    target=lambda: (self.run.launcher.wait(), ended.set()),
+                    name="topo-lp-ended",
+                    daemon=True,
+                ).start()
+        return self._ended
 
     def node_id(self, node: Node) -> str:
         """The topo node id of a Launchpad node of this program (KeyError if absent)."""
