@@ -57,18 +57,37 @@ def lp_launch(tmp_path: Path, launch_type: str) -> Iterator[Launch]:
         stop_and_check(launched)
 
 
+def start_script(tmp_path: Path, body: str, *args: str) -> subprocess.Popen[str]:
+    """Start ``body`` (dedented) as a Python script with lp_nodes importable; the process
+    (stdout and stderr piped)."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(body))
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=tmp_path,
+        env=_script_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _script_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
 def run_script(
     tmp_path: Path, body: str, *args: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run ``body`` (dedented) as a Python script with lp_nodes importable; its result."""
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(body))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
     return subprocess.run(
         [sys.executable, str(script), *args],
         cwd=tmp_path,
-        env=env,
+        env=_script_env(),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -3,12 +3,13 @@ keep the script alive until the program stops, the --lp_launch_type flag, per-la
 
 from __future__ import annotations
 
+import signal
 import threading
 import unittest
 from pathlib import Path
 
 import pytest
-from conftest import Launch, run_script
+from conftest import Launch, run_script, start_script
 from lp_nodes import Echo, block, consumer_producers
 
 import topo.launchpad as lp
@@ -154,3 +155,36 @@ def test_serialize_py_nodes_false_gives_thread_nodes_the_objects(
     assert has_ping.wait(30)
     assert seen == ["served"]  # the very list of the test
     assert launched.live_objects
+
+
+CTRL_C_SCRIPT = """
+    import atexit, signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    import topo.launchpad as lp
+    from lp_nodes import Echo, block
+
+    program = lp.Program("ctrl_c")
+    program.add_node(lp.PyNode(block), label="block")
+    program.add_node(lp.CourierNode(Echo), label="echo")
+    launched = lp.launch(program, launch_type=sys.argv[1])
+    launched.run.wait_ready(60)
+    atexit.register(lambda: print("pids:", *sorted(launched.run.pids()), flush=True))
+    print("ready", flush=True)
+"""
+
+
+@pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
+def test_ctrl_c_stops_a_local_launch(launch_type: str, tmp_path: Path) -> None:
+    proc = start_script(tmp_path, CTRL_C_SCRIPT, launch_type)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    pids = [int(p) for p in out.split("pids:", 1)[1].split()]
+    assert not wait_gone(pids, 15)

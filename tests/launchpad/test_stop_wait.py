@@ -183,3 +183,14 @@ def test_lp_stop_from_the_test_thread(lp_launch: Launch) -> None:
     launched = lp_launch(program)
     lp.stop()
     assert launched.wait(timeout=60) == 0
+
+
+def test_wait_returns_on_first_completed(lp_launch: Launch) -> None:
+    program = lp.Program("first")
+    program.add_node(lp.PyNode(block), label="waiter")
+    program.add_node(lp.PyNode(noop), label="worker")
+    launched = lp_launch(program)
+    assert launched.wait(return_on_first_completed=True, timeout=60) is None
+    assert launched.run.exit_code is None  # the waiter still runs
+    states = {s.id: s.state for s in launched.run.status()}
+    assert states["worker"] == "finished" and states["waiter"] == "running"

@@ -103,8 +103,9 @@ class Launched:
         when ``timeout`` passed (or the labels' nodes ended while the program runs)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            if labels_to_wait_on:
-                self._wait_labels(labels_to_wait_on, deadline, return_on_first_completed)
+            if labels_to_wait_on or return_on_first_completed:
+                labels = labels_to_wait_on or [g.label or g.name for g in self.program.groups]
+                self._wait_labels(labels, deadline, return_on_first_completed)
                 code = self.run.exit_code
             else:
                 code = self.run.wait(
