@@ -110,7 +110,7 @@ def test_a_handle_inside_an_object_is_refused_with_advice(lp_launch: Launch) -> 
     program = lp.Program("hidden")
     peer = program.add_node(lp.CourierNode(Echo), label="peer")
     program.add_node(lp.CourierNode(Echo, Config(peer)), label="user")
-    with pytest.raises(lp.ProgramError, match="node user .*pass it to a node as an argument"):
+    with pytest.raises(lp.ProgramError, match=r"node user .*pass it to a node as an argument"):
         lp_launch(program)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import unittest
 from pathlib import Path
 
 import pytest
 from conftest import Launch, run_script, start_script
-from lp_nodes import Echo, block, consumer_producers
+from lp_nodes import Echo, block, consumer_producers, fail
 
 import topo.launchpad as lp
 from topo.testing import alive, wait_gone
@@ -19,6 +20,7 @@ from topo.testing import alive, wait_gone
 class CleanupTest(unittest.TestCase):
     """Launchpad's own pattern: ``lp.launch(..., test_case=self)`` in a TestCase."""
 
+    __test__ = False  # run by the test below, not collected by pytest
     launch_type = "test_mt"
     log_dir = "runs"
     launched: lp.Launched | None = None
@@ -47,6 +49,30 @@ def test_test_case_cleanup_stops_the_program(launch_type: str, tmp_path: Path) -
     assert not wait_gone(launched.run.pids(), 15)
     if launch_type == "test_mp":
         assert len(launched.run.pids()) >= 2  # processes were started, and are gone
+
+
+class FailureTest(unittest.TestCase):
+    """A node fails while the test body does not wait: the cleanup fails the test."""
+
+    __test__ = False  # run by the test below, not collected by pytest
+    launch_type = "test_mt"
+    log_dir = "runs"
+
+    def test_failure_surfaces_in_cleanup(self) -> None:
+        program = lp.Program("cleanup_failure")
+        program.add_node(lp.PyNode(block), label="block")
+        program.add_node(lp.PyNode(fail, "broken in the background"), label="fail")
+        launched = lp.launch(program, self.launch_type, test_case=self, log_dir=self.log_dir)
+        launched.run.wait(60)  # the failure ends the run; the test body goes on
+
+
+@pytest.mark.parametrize("launch_type", ["test_mt", "test_mp"])
+def test_test_case_cleanup_reports_a_node_failure(launch_type: str, tmp_path: Path) -> None:
+    FailureTest.launch_type, FailureTest.log_dir = launch_type, str(tmp_path)
+    result = unittest.TestResult()
+    FailureTest("test_failure_surfaces_in_cleanup").run(result)
+    assert len(result.errors) == 1
+    assert "ValueError: node fail: broken in the background" in result.errors[0][1]
 
 
 LOCAL_SCRIPT = """
@@ -170,21 +196,29 @@ CTRL_C_SCRIPT = """
     launched.run.wait_ready(60)
     atexit.register(lambda: print("pids:", *sorted(launched.run.pids()), flush=True))
     print("ready", flush=True)
+    if sys.argv[2] == "busy":  # Ctrl-C while the script still runs, not at its end
+        import time
+        time.sleep(120)
 """
 
 
+@pytest.mark.parametrize("when", ["at_exit", "busy"])
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
-def test_ctrl_c_stops_a_local_launch(launch_type: str, tmp_path: Path) -> None:
-    proc = start_script(tmp_path, CTRL_C_SCRIPT, launch_type)
+def test_ctrl_c_stops_a_local_launch(launch_type: str, when: str, tmp_path: Path) -> None:
+    proc = start_script(tmp_path, CTRL_C_SCRIPT, launch_type, when)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # the script reaches its end (or its sleep)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    if when == "at_exit":
+        assert proc.returncode == 0, err
+    else:  # the script itself was interrupted
+        assert "KeyboardInterrupt" in err
     pids = [int(p) for p in out.split("pids:", 1)[1].split()]
     assert not wait_gone(pids, 15)

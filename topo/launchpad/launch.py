@@ -13,6 +13,7 @@ import builtins
 import enum
 import logging
 import re
+import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -79,13 +80,14 @@ class Launched:
         """Set once the program has ended (one event, however often asked)."""
         with _lock:
             if self._ended is None:
-                self._ended = ended = threading.Event()
-                threading.Thread(
-                    target=lambda: (self.run.launcher.wait(), ended.set()),
-                    name="topo-lp-ended",
-                    daemon=True,
-                ).start()
+                self._ended = threading.Event()
+                threading.Thread(target=self._watch_end, name="topo-lp-ended", daemon=True).start()
         return self._ended
+
+    def _watch_end(self) -> None:
+        self.run.launcher.wait()
+        assert self._ended is not None
+        self._ended.set()
 
     def node_id(self, node: Node) -> str:
         """The topo node id of a Launchpad node of this program (KeyError if absent)."""
@@ -250,6 +252,7 @@ def launch(
         raise
     launched = Launched(compiled, run)
     launched.live_objects = kept
+    _prune()
     with _lock:
         _launched.append(launched)
     if test_case is not None:
@@ -295,12 +298,21 @@ def _check_thread_resources(
 
 
 def _cleanup(launched: Launched) -> None:
+    """A test case's cleanup: stop the program, then fail the test with the node
+    failure that ended it, if one did (as Launchpad's cleanup does)."""
     launched.stop(timeout=60)
+    _prune()
+    launched._raise_failure()
+
+
+def _prune() -> None:
+    """Forget launches that have ended (and the objects they were handed)."""
     with _lock:
-        if launched in _launched:
-            _launched.remove(launched)
-    if launched.run.exit_code is not None:
-        live.release(launched.live_objects)
+        ended = [x for x in _launched if x.run.exit_code is not None]
+        for x in ended:
+            _launched.remove(x)
+    for x in ended:
+        live.release(x.live_objects)
 
 
 def _wait_at_exit(launched: Launched) -> None:
@@ -317,6 +329,32 @@ def _wait_at_exit(launched: Launched) -> None:
         register(wait)
     else:  # pragma: no cover
         atexit.register(wait)
+    _stop_on_ctrl_c()
+
+
+_ctrl_c_installed = False
+
+
+def _stop_on_ctrl_c() -> None:
+    """Ctrl-C at any point of the script stops its local launches (else a Ctrl-C before
+    the script's end would leave the at-exit wait waiting on a running program); the
+    previous handler still runs (``KeyboardInterrupt``)."""
+    global _ctrl_c_installed
+    if threading.current_thread() is not threading.main_thread() or _ctrl_c_installed:
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIGINT ignored, as for a background job: leave it
+        return
+    _ctrl_c_installed = True
+
+    def on_sigint(signum: int, frame: Any) -> Any:
+        with _lock:
+            running = [x for x in _launched if x.run.exit_code is None]
+        for launched in running:
+            launched.run.launcher.request_stop("interrupted (Ctrl-C)")
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def dereference(node: Node) -> Any:
