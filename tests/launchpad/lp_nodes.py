@@ -261,3 +261,33 @@ class WaitTimeout:
 
     def stopping(self) -> bool:
         return lp.stop_event().is_set()
+
+
+class Peer:
+    """Refers to another Peer (wired with ``node.configure`` after both exist)."""
+
+    def __init__(self, name: str, peer: Any = None) -> None:
+        self._name = name
+        self._peer = peer
+
+    def name(self) -> str:
+        return self._name
+
+    def peer_name(self) -> str:
+        return str(self._peer.name())
+
+    def __call__(self, greeting: str = "hi") -> str:
+        return f"{greeting} from {self._name}"
+
+
+def checkpoint_on_stop(path: str) -> None:
+    """A PyNode whose stop handler writes a file slowly, while the node itself returns as
+    soon as it sees the stop: the handler must have finished by then."""
+
+    def handler() -> None:
+        time.sleep(0.2)
+        with open(path, "w") as f:
+            f.write("saved")
+
+    lp.register_stop_handler(handler)
+    lp.wait_for_stop()

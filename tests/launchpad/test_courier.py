@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import Launch
-from lp_nodes import Echo, Fanout, Pair, Runner, Slow, Value, Wrapper
+from lp_nodes import Echo, Fanout, Pair, Peer, Runner, Slow, Value, Wrapper
 
 import topo.launchpad as lp
 
@@ -56,9 +56,7 @@ def test_closures_and_lambdas_as_constructors_and_args(lp_launch: Launch, launch
 
     program = lp.Program("closures")
     closure = program.add_node(lp.CourierNode(make_echo, "hello"), label="closure")
-    lam = program.add_node(
-        lp.CourierNode(lambda f: Echo(f(3)), lambda x: x * 7), label="lambda"
-    )
+    lam = program.add_node(lp.CourierNode(lambda f: Echo(f(3)), lambda x: x * 7), label="lambda")
     lp_launch(program)
     assert closure is not None and lam is not None
     client = closure.dereference()
@@ -93,8 +91,8 @@ def test_call_timeout_raises_deadline_exceeded(lp_launch: Launch) -> None:
     assert client.slow(0.0) == "done"
     started = time.monotonic()
     with pytest.raises(Exception, match="Deadline Exceeded"):
-        client.slow(3.0)
-    assert time.monotonic() - started < 2.5
+        client.slow(1.0)
+    assert time.monotonic() - started < 0.9
 
 
 def test_call_timeout_applies_to_calls_from_other_nodes(lp_launch: Launch) -> None:
@@ -106,7 +104,7 @@ def test_call_timeout_applies_to_calls_from_other_nodes(lp_launch: Launch) -> No
             except ConnectionError:
                 time.sleep(0.05)
         try:
-            slow.slow(3.0)
+            slow.slow(1.0)
         except Exception as exc:
             print(f"caught: {exc}", flush=True)
             raise ValueError(f"caught {exc}") from None
@@ -164,3 +162,19 @@ def test_an_unpicklable_argument_names_the_node(lp_launch: Launch) -> None:
     program.add_node(lp.CourierNode(Echo, threading.Lock()), label="locked")
     with pytest.raises(lp.ProgramError, match=r"node locked \(CourierNode\(Echo\)\)"):
         lp_launch(program)
+
+
+def test_cyclic_references_with_configure_and_call(lp_launch: Launch) -> None:
+    program = lp.Program("cycle")
+    foo, bar = lp.CourierNode(Peer, "foo"), lp.CourierNode(Peer, "bar")
+    foo_handle = program.add_node(foo, label="foo")
+    bar_handle = program.add_node(bar, label="bar")
+    foo.configure("foo", peer=bar_handle)
+    bar.configure(name="bar", peer=foo_handle)
+    lp_launch(program)
+    assert foo_handle is not None and bar_handle is not None
+    client = foo_handle.dereference()
+    assert client.peer_name() == "bar"
+    assert bar_handle.dereference().peer_name() == "foo"
+    assert client() == "hi from foo"  # __call__ is served, as by courier
+    assert client.futures("hello").result(timeout=30) == "hello from foo"

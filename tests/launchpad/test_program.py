@@ -130,3 +130,19 @@ def test_unsupported_options_are_refused_clearly() -> None:
         lp.PythonProcess(interpreter="/usr/bin/python3")
     with pytest.raises(ValueError, match="launch type 'vertex_ai'"):
         lp.launch(lp.make_program(lp.PyNode(noop)), launch_type="vertex_ai")
+
+
+def test_reverb_and_cacher_nodes_compile_to_their_kinds() -> None:
+    program = lp.Program("kinds")
+    replay = program.add_node(lp.ReverbNode(noop), label="replay")
+    learner = program.add_node(lp.CourierNode(Echo, replay), label="learner")
+    assert learner is not None
+    program.add_node(lp.CacherNode(learner, refresh_interval_ms=500), label="cache")
+    ir = lp.compile_program(program).program
+    assert [g.kind for g in ir.groups] == ["reverb", "courier", "cacher"]
+    assert dict(ir.node_index["replay"].args)["tables"] == "lp_nodes:noop"
+    assert dict(ir.node_index["cache"].args)["refresh_ms"] == 500
+    with pytest.raises(ValueError, match="checkpoint_ctor"):
+        lp.ReverbNode(noop, checkpoint_ctor=noop)
+    with pytest.raises(TypeError, match="needs a handle"):
+        lp.CacherNode(Echo)  # type: ignore[arg-type]

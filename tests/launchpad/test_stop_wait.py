@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import Launch
@@ -16,6 +17,7 @@ from lp_nodes import (
     WaitTimeout,
     block,
     block_on_event,
+    checkpoint_on_stop,
     fail,
     fail_custom,
     noop,
@@ -194,3 +196,24 @@ def test_wait_returns_on_first_completed(lp_launch: Launch) -> None:
     assert launched.run.exit_code is None  # the waiter still runs
     states = {s.id: s.state for s in launched.run.status()}
     assert states["worker"] == "finished" and states["waiter"] == "running"
+
+
+def test_stop_handlers_run_before_nodes_see_the_stop(lp_launch: Launch, tmp_path: Path) -> None:
+    program = lp.Program("checkpoint")
+    with program.group("saver"):
+        for i in range(2):
+            program.add_node(lp.PyNode(checkpoint_on_stop, str(tmp_path / f"saved-{i}")))
+    program.add_node(lp.PyNode(stop_after, 0.2), label="stopper")
+    launched = lp_launch(program)
+    assert launched.wait(timeout=60) == 0
+    assert [(tmp_path / f"saved-{i}").read_text() for i in range(2)] == ["saved", "saved"]
+
+
+def test_wait_takes_labels_first(lp_launch: Launch) -> None:
+    program = lp.Program("misuse")
+    program.add_node(lp.PyNode(noop), label="main")
+    launched = lp_launch(program)
+    with pytest.raises(TypeError, match=r"wait\(timeout=seconds\)"):
+        launched.wait(60)  # type: ignore[arg-type]
+    launched.wait("main", timeout=60)  # one label as a string
+    assert [s.state for s in launched.run.status()] == ["finished"]

@@ -103,6 +103,13 @@ class Launched:
         """Wait for the program to end -- or for the nodes of ``labels_to_wait_on`` to
         finish -- and re-raise a node's failure (``raise_error``). The exit code, or None
         when ``timeout`` passed (or the labels' nodes ended while the program runs)."""
+        if isinstance(labels_to_wait_on, str):
+            labels_to_wait_on = [labels_to_wait_on]
+        elif labels_to_wait_on is not None and not isinstance(labels_to_wait_on, Sequence):
+            raise TypeError(
+                f"wait() takes a list of labels first, got {labels_to_wait_on!r} (a timeout "
+                "is wait(timeout=seconds))"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             if labels_to_wait_on or return_on_first_completed:
