@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Launch
+from conftest import Launch, stop_and_check
 from lp_nodes import Echo, block, stop_after
 
 import topo.launchpad as lp
@@ -128,6 +128,7 @@ def test_launch_call_forms(tmp_path: Any) -> None:
     )
     assert launched.run.launcher.backend.name == "threads"
     assert launched.wait(timeout=60) == 0
+    stop_and_check(launched)
 
 
 def test_dereference_before_launch_is_an_error() -> None:

@@ -222,3 +222,14 @@ def test_ctrl_c_stops_a_local_launch(launch_type: str, when: str, tmp_path: Path
         assert "KeyboardInterrupt" in err
     pids = [int(p) for p in out.split("pids:", 1)[1].split()]
     assert not wait_gone(pids, 15)
+
+
+def test_the_flag_wins_over_the_environment(tmp_path: Path) -> None:
+    script = """
+        import os
+        os.environ["TOPO_LP_LAUNCH_TYPE"] = "local_mp"
+        from topo.launchpad.flags import launch_type_flag
+        print("type:", launch_type_flag())
+    """
+    assert "type: local_mt" in run_script(tmp_path, script, "--lp_launch_type=local_mt").stdout
+    assert "type: local_mp" in run_script(tmp_path, script).stdout

@@ -217,3 +217,30 @@ def test_wait_takes_labels_first(lp_launch: Launch) -> None:
         launched.wait(60)  # type: ignore[arg-type]
     launched.wait("main", timeout=60)  # one label as a string
     assert [s.state for s in launched.run.status()] == ["finished"]
+
+
+class BrokenInit:
+    """A courier node whose constructor raises."""
+
+    def __init__(self) -> None:
+        raise KeyError("missing setting")
+
+
+def test_a_constructor_failure_is_reraised_by_wait(lp_launch: Launch) -> None:
+    program = lp.Program("broken")
+    program.add_node(lp.CourierNode(BrokenInit), label="broken")
+    program.add_node(lp.PyNode(block), label="block")
+    with pytest.raises(KeyError, match="missing setting"):
+        lp_launch(program).wait(timeout=60)
+
+
+def test_labels_that_are_no_group_names_run(lp_launch: Launch) -> None:
+    program = lp.Program("my program")
+    with program.group("actors/cpu 0"):
+        program.add_node(lp.PyNode(noop))
+        program.add_node(lp.PyNode(noop))
+    learner = program.add_node(lp.CourierNode(Runner), label="my learner")
+    launched = lp_launch(program)
+    assert {g.label for g in launched.program.groups} == {"actors/cpu 0", "my learner"}
+    launched.wait(labels_to_wait_on=["actors/cpu 0"], timeout=60)
+    assert learner is not None and learner.dereference().runs() == 1
