@@ -3,10 +3,13 @@ fork server builds these in other processes (closures and lambdas are made in th
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
 from typing import Any
+
+import numpy as np
 
 import topo.launchpad as lp
 
@@ -291,3 +294,75 @@ def checkpoint_on_stop(path: str) -> None:
 
     lp.register_stop_handler(handler)
     lp.wait_for_stop()
+
+
+class Terminated:
+    """Acme's runtime terminator: a stop handler raises SystemExit in the node's thread."""
+
+    def run(self) -> None:
+        thread_id = threading.get_ident()
+
+        def handler() -> None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread_id), ctypes.py_object(SystemExit)
+            )
+
+        lp.register_stop_handler(handler)
+        while True:  # never looks at the stop event: only the SystemExit ends it
+            time.sleep(0.01)
+
+
+class BrokenInit:
+    """A courier node whose constructor raises."""
+
+    def __init__(self) -> None:
+        raise KeyError("missing setting")
+
+
+def pw_sleep() -> None:
+    """program_wait: polls wait_for_stop."""
+    while not lp.wait_for_stop(0.05):
+        pass
+
+
+def pw_wait_for_stop() -> None:
+    lp.wait_for_stop()
+
+
+def pw_stop_event() -> None:
+    lp.stop_event().wait()
+
+
+def pw_register_stop_handler() -> None:
+    stop = threading.Event()
+    lp.register_stop_handler(stop.set)
+    stop.wait()
+
+
+class Batched:
+    """Acme's inference server: calls gathered into batches."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    @lp.batched_handler(batch_size=4, timeout=1000)
+    def double(self, x: Any) -> Any:
+        self.sizes.append(len(x))
+        return np.asarray(x) * 2
+
+    def batch_sizes(self) -> list[int]:
+        return self.sizes
+
+
+class Variables:
+    """A variable source that counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_variables(self, names: list[str]) -> dict[str, int]:
+        self.calls += 1
+        return {n: len(n) for n in names}
+
+    def count(self) -> int:
+        return self.calls

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from conftest import Launch
 from lp_nodes import Echo, Fanout, Pair, Peer, Runner, Slow, Value, Wrapper
+from lp_support import Launch
 
 import topo.launchpad as lp
 
@@ -128,7 +128,7 @@ def test_thread_pool_size_bounds_concurrent_handlers(lp_launch: Launch, pool: in
     lp_launch(program)
     assert handle is not None
     client = handle.dereference()
-    futures = [client.futures.busy(0.3) for _ in range(6)]
+    futures = [client.futures.busy(0.15) for _ in range(6)]
     for f in futures:
         f.result(timeout=30)
     assert client.most() == pool

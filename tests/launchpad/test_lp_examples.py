@@ -4,61 +4,35 @@ functions that block until stop), caches, batched handlers, how lp.launch is cal
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from typing import Any
 
-import numpy as np
 import pytest
-from conftest import Launch, stop_and_check
-from lp_nodes import Echo, block, stop_after
+from lp_nodes import (
+    Batched,
+    Echo,
+    Variables,
+    block,
+    pw_register_stop_handler,
+    pw_sleep,
+    pw_stop_event,
+    pw_wait_for_stop,
+    stop_after,
+)
+from lp_support import Launch, stop_and_check
 
 import topo.launchpad as lp
-
-
-def _sleep() -> None:
-    while not lp.wait_for_stop(0.05):
-        pass
-
-
-def _wait_for_stop() -> None:
-    lp.wait_for_stop()
-
-
-def _stop_event() -> None:
-    lp.stop_event().wait()
-
-
-def _register_stop_handler() -> None:
-    stop = threading.Event()
-    lp.register_stop_handler(stop.set)
-    stop.wait()
 
 
 def test_program_wait_example(lp_launch: Launch) -> None:
     """Every way a node can wait for the stop, ended by one node's lp.stop()."""
     program = lp.Program("program_wait")
-    for fn in (_sleep, _wait_for_stop, _stop_event, _register_stop_handler):
+    for fn in (pw_sleep, pw_wait_for_stop, pw_stop_event, pw_register_stop_handler):
         program.add_node(lp.CourierNode(fn), label=fn.__name__)
     program.add_node(lp.CourierNode(stop_after, 0.3), label="_stop_program")
     launched = lp_launch(program)
     assert launched.wait(timeout=60) == 0
     assert launched.stop_event.is_set() and launched.stop_event is launched.stop_event
-
-
-class Batched:
-    """Acme's inference server: calls gathered into batches."""
-
-    def __init__(self) -> None:
-        self.sizes: list[int] = []
-
-    @lp.batched_handler(batch_size=4, timeout=1000)
-    def double(self, x: Any) -> Any:
-        self.sizes.append(len(x))
-        return np.asarray(x) * 2
-
-    def batch_sizes(self) -> list[int]:
-        return self.sizes
 
 
 def test_batched_handler(lp_launch: Launch) -> None:
@@ -72,20 +46,6 @@ def test_batched_handler(lp_launch: Launch) -> None:
     assert max(client.batch_sizes()) > 1
     with pytest.raises(ValueError, match="pad_batch"):
         lp.batched_handler(batch_size=2, pad_batch=True)
-
-
-class Variables:
-    """A variable source that counts how often it was asked."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def get_variables(self, names: list[str]) -> dict[str, int]:
-        self.calls += 1
-        return {n: len(n) for n in names}
-
-    def count(self) -> int:
-        return self.calls
 
 
 def test_cacher_node_answers_from_its_cache(lp_launch: Launch) -> None:

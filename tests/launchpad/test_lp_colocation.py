@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import Launch
 from lp_nodes import Echo, block, stop_after
+from lp_support import Launch
 
 import topo.launchpad as lp
 

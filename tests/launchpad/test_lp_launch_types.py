@@ -10,8 +10,8 @@ import unittest
 from pathlib import Path
 
 import pytest
-from conftest import Launch, run_script, start_script
 from lp_nodes import Echo, block, consumer_producers, fail
+from lp_support import Launch, run_script, start_script
 
 import topo.launchpad as lp
 from topo.testing import alive, wait_gone

@@ -3,17 +3,16 @@ on labels, stop handlers, exceptions raised while stopping."""
 
 from __future__ import annotations
 
-import ctypes
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import Launch
 from lp_nodes import (
+    BrokenInit,
     Handlers,
     RaiseOnStop,
     Runner,
+    Terminated,
     WaitTimeout,
     block,
     block_on_event,
@@ -24,6 +23,7 @@ from lp_nodes import (
     returns,
     stop_after,
 )
+from lp_support import Launch
 
 import topo.launchpad as lp
 
@@ -140,22 +140,6 @@ def test_stop_handlers(lp_launch: Launch) -> None:
     assert "handlers called: ['kept']" in launched.run.log("exiting")
 
 
-class Terminated:
-    """Acme's runtime terminator: a stop handler raises SystemExit in the node's thread."""
-
-    def run(self) -> None:
-        thread_id = threading.get_ident()
-
-        def handler() -> None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(thread_id), ctypes.py_object(SystemExit)
-            )
-
-        lp.register_stop_handler(handler)
-        while True:  # never looks at the stop event: only the SystemExit ends it
-            time.sleep(0.01)
-
-
 def test_system_exit_from_a_stop_handler_is_a_clean_stop(lp_launch: Launch) -> None:
     program = lp.Program("terminator")
     program.add_node(lp.PyClassNode(Terminated), label="actor")
@@ -217,13 +201,6 @@ def test_wait_takes_labels_first(lp_launch: Launch) -> None:
         launched.wait(60)  # type: ignore[arg-type]
     launched.wait("main", timeout=60)  # one label as a string
     assert [s.state for s in launched.run.status()] == ["finished"]
-
-
-class BrokenInit:
-    """A courier node whose constructor raises."""
-
-    def __init__(self) -> None:
-        raise KeyError("missing setting")
 
 
 def test_a_constructor_failure_is_reraised_by_wait(lp_launch: Launch) -> None:
