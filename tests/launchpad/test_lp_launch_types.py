@@ -233,3 +233,26 @@ def test_the_flag_wins_over_the_environment(tmp_path: Path) -> None:
     """
     assert "type: local_mt" in run_script(tmp_path, script, "--lp_launch_type=local_mt").stdout
     assert "type: local_mp" in run_script(tmp_path, script).stdout
+
+
+FAILING_SCRIPT = """
+    import atexit, sys
+    import topo.launchpad as lp
+    from lp_nodes import block, fail
+
+    program = lp.Program("failing")
+    program.add_node(lp.PyNode(block), label="block")
+    program.add_node(lp.PyNode(fail, "it broke"), label="fail")
+    launched = lp.launch(program, launch_type=sys.argv[1])
+    atexit.register(lambda: print("pids:", *sorted(launched.run.pids()), flush=True))
+"""
+
+
+@pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
+def test_a_failed_local_launch_reports_and_exits_1(launch_type: str, tmp_path: Path) -> None:
+    result = run_script(tmp_path, FAILING_SCRIPT, launch_type)
+    assert result.returncode == 1
+    assert "lp.launch: program 'failing' failed -- node fail failed" in result.stderr
+    assert "ValueError: it broke" in result.stderr
+    pids = [int(p) for p in result.stdout.split("pids:", 1)[1].split()]
+    assert not wait_gone(pids, 15)

@@ -12,8 +12,10 @@ import atexit
 import builtins
 import enum
 import logging
+import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -323,13 +325,18 @@ def _prune() -> None:
 
 
 def _wait_at_exit(launched: Launched) -> None:
-    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops)."""
+    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops).
+    A node failure that ended it is printed and the script exits with status 1."""
 
     def wait() -> None:
         try:
             launched.run.wait()
         except KeyboardInterrupt:
             launched.run.stop()
+        try:
+            launched._raise_failure()
+        except BaseException as exc:
+            _exit_failed(launched, exc)
 
     register = getattr(threading, "_register_atexit", None)
     if register is not None:  # before daemon threads are stopped, like Launchpad
@@ -337,6 +344,19 @@ def _wait_at_exit(launched: Launched) -> None:
     else:  # pragma: no cover
         atexit.register(wait)
     _stop_on_ctrl_c()
+
+
+def _exit_failed(launched: Launched, exc: BaseException) -> None:
+    """Report the failure that ended a local launch and end the script with status 1
+    (the other exit handlers run first: the interpreter cannot be given a status later)."""
+    cause = exc if isinstance(exc, NodeFailure) else exc.__cause__
+    text = str(cause) if cause is not None else f"{type(exc).__name__}: {exc}"
+    print(f"lp.launch: program {launched.program.name!r} failed -- {text}", file=sys.stderr)
+    print(f"(logs: {launched.run.run_dir})", file=sys.stderr)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 _ctrl_c_installed = False
