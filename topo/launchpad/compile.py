@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,14 +75,19 @@ def group_name(label: str, taken: set[str]) -> str:
 class _Values:
     """Turns constructor arguments into IR values; one Opaque per distinct object."""
 
-    def __init__(self, node_ids: dict[int, str]) -> None:
+    def __init__(self, node_ids: dict[int, str], live: Callable[[Any], str] | None) -> None:
         self.node_ids = node_ids
+        self.live = live
         self._opaque: dict[int, tuple[Any, Opaque]] = {}
 
     def opaque(self, obj: Any) -> Opaque:
         hit = self._opaque.get(id(obj))
         if hit is None or hit[0] is not obj:
-            hit = (obj, Opaque.of(obj))
+            if self.live is not None and import_path_of(obj) is None:
+                path = self.live(obj)
+                hit = (obj, Opaque(f"<live {type(obj).__name__}>", import_path=path))
+            else:
+                hit = (obj, Opaque.of(obj))
             self._opaque[id(obj)] = hit
         return hit[1]
 
@@ -156,9 +161,11 @@ def compile_program(
     *,
     resources: Mapping[str, Any] | None = None,
     seed: int = 0,
+    live: Callable[[Any], str] | None = None,
 ) -> Compiled:
     """The Program IR of ``program``; ``resources`` maps labels to ``PythonProcess``
-    (their ``env``). :class:`ProgramError` for a program that cannot run."""
+    (their ``env``); ``live`` keeps objects unpickled for thread nodes (it returns their
+    import path). :class:`ProgramError` for a program that cannot run."""
     entries: list[_Entry] = []
     groups: dict[str, str] = {}  # label -> group name
     taken: set[str] = set()
@@ -179,7 +186,7 @@ def compile_program(
         seen[e.node.uid] = e
     node_ids = _ids(entries)
     _name_executables(entries, node_ids)
-    values = _Values(node_ids)
+    values = _Values(node_ids, live)
     by_group: dict[str, list[_Entry]] = {}
     for e in entries:
         by_group.setdefault(e.group, []).append(e)

@@ -27,9 +27,9 @@ def launch_type_flag() -> str:
         flags = _flags.FLAGS
         if not flags.is_parsed():
             flags(sys.argv, known_only=True)
-        value = flags["lp_launch_type"].value
-        if value != DEFAULT_LAUNCH_TYPE:
-            return str(value)
+        flag = flags["lp_launch_type"]
+        if flag.present or flag.value != DEFAULT_LAUNCH_TYPE:  # given, or set by code
+            return str(flag.value)
     else:  # pragma: no cover
         for i, arg in enumerate(sys.argv):
             if arg.startswith("--lp_launch_type="):

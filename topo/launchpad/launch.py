@@ -11,8 +11,10 @@ from __future__ import annotations
 import atexit
 import builtins
 import enum
+import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -21,11 +23,15 @@ from typing import Any
 
 from topo.api import RunningProgram
 from topo.api import launch as topo_launch
-from topo.launchpad.compile import Compiled, compile_program
+from topo.launchpad import live
+from topo.launchpad.compile import Compiled, ProgramError, compile_program
 from topo.launchpad.nodes.base import Node
 from topo.launchpad.program import Program
 
+log = logging.getLogger("topo.launchpad")
+
 _POLL_S = 0.05
+_UP_S = 60.0  # how long dereference() waits for a node with a call deadline
 
 
 class LaunchType(enum.Enum):
@@ -63,6 +69,8 @@ class Launched:
     def __init__(self, compiled: Compiled, run: RunningProgram) -> None:
         self.compiled = compiled
         self.run = run
+        self.live_objects: list[str] = []  # objects given as they are (serialize_py_nodes=False)
+        self._ended: threading.Event | None = None
 
     @property
     def program(self) -> Any:
@@ -71,11 +79,17 @@ class Launched:
 
     @property
     def stop_event(self) -> threading.Event:
-        """Set once the program has ended."""
-        event = threading.Event()
-        if self.run.exit_code is not None:
-            event.set()
-        return event
+        """Set once the program has ended (one event, however often asked)."""
+        with _lock:
+            if self._ended is None:
+                self._ended = threading.Event()
+                threading.Thread(target=self._watch_end, name="topo-lp-ended", daemon=True).start()
+        return self._ended
+
+    def _watch_end(self) -> None:
+        self.run.launcher.wait()
+        assert self._ended is not None
+        self._ended.set()
 
     def node_id(self, node: Node) -> str:
         """The topo node id of a Launchpad node of this program (KeyError if absent)."""
@@ -91,10 +105,18 @@ class Launched:
         """Wait for the program to end -- or for the nodes of ``labels_to_wait_on`` to
         finish -- and re-raise a node's failure (``raise_error``). The exit code, or None
         when ``timeout`` passed (or the labels' nodes ended while the program runs)."""
+        if isinstance(labels_to_wait_on, str):
+            labels_to_wait_on = [labels_to_wait_on]
+        elif labels_to_wait_on is not None and not isinstance(labels_to_wait_on, Sequence):
+            raise TypeError(
+                f"wait() takes a list of labels first, got {labels_to_wait_on!r} (a timeout "
+                "is wait(timeout=seconds))"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            if labels_to_wait_on:
-                self._wait_labels(labels_to_wait_on, deadline, return_on_first_completed)
+            if labels_to_wait_on or return_on_first_completed:
+                labels = labels_to_wait_on or [g.label or g.name for g in self.program.groups]
+                self._wait_labels(labels, deadline, return_on_first_completed)
                 code = self.run.exit_code
             else:
                 code = self.run.wait(
@@ -139,7 +161,17 @@ class Launched:
         """A client of ``node`` for the calling (non-node) thread."""
         node_id = self.node_id(node)
         timeout = self.program.rpc_of(node_id).call_timeout_s
+        if timeout is not None:  # a short deadline counts from when the node is up
+            self._wait_up(node_id, _UP_S)
         return self.run.handle(node_id, timeout)
+
+    def _wait_up(self, node_id: str, limit: float) -> None:
+        end = time.monotonic() + limit
+        status = self.run.launcher.nodes[node_id]
+        while status.state in ("pending", "starting") and self.run.exit_code is None:
+            if time.monotonic() >= end:
+                return
+            time.sleep(_POLL_S)
 
 
 def _exception_for(node_id: str, traceback: str) -> BaseException:
@@ -198,20 +230,33 @@ def launch(
 ) -> Launched:
     """Launch ``programs`` (only the first of a list, as Launchpad does) and return at
     once. ``local_resources`` maps a label to a ``PythonProcess`` whose ``env`` its
-    nodes get. ``terminal``, ``xm_resources`` and ``serialize_py_nodes`` are accepted
-    and ignored: logs go to the run directory, and nodes are always serialised (every
-    node is built in its own thread or process from the compiled program)."""
+    nodes get (ignored with a warning on threads, as Launchpad does). Nodes are built
+    from pickled copies of their arguments, except on threads with
+    ``serialize_py_nodes=False``: there they get the very objects given (an Event the
+    test waits on), as in Launchpad. ``terminal`` and ``xm_resources`` are ignored."""
     kind = _launch_type(launch_type)
     if not isinstance(programs, Program):
         if not programs:
             raise ValueError("lp.launch needs a program")
         programs = programs[0]
+    backend = backend or kind.backend
+    kept: list[str] = []
+    keep = None
+    if backend == "threads":
+        _check_thread_resources(programs, local_resources, kind)
+        local_resources = None
+        if serialize_py_nodes is False:
+
+            def keep(obj: Any) -> str:
+                kept.append(live.keep(obj))
+                return kept[-1]
+
     from topo.backends.base import get_backend
 
-    runner = get_backend(backend or kind.backend, **dict(backend_options or {}))
+    runner = get_backend(backend, **dict(backend_options or {}))
     warm = runner.warm_up()  # procs: the fork server imports while the program compiles
     try:
-        compiled = compile_program(programs, resources=local_resources, seed=seed)
+        compiled = _compile(programs, local_resources, seed, keep, kind, backend)
         run = topo_launch(
             compiled.program,
             runner,
@@ -219,10 +264,13 @@ def launch(
             listeners=() if kind.is_test else [_Printer(compiled.program)],
         )
     except BaseException:
+        live.release(kept)
         if warm:  # a program that cannot run: the warmed-up fork server ends here
             runner.close()
         raise
     launched = Launched(compiled, run)
+    launched.live_objects = kept
+    _prune()
     with _lock:
         _launched.append(launched)
     if test_case is not None:
@@ -248,15 +296,62 @@ class _Printer:
             print(f"{'topo':<{self.width}} | stopping: {event.message}", flush=True)
 
 
+def _compile(
+    program: Program,
+    resources: Mapping[str, Any] | None,
+    seed: int,
+    keep: Any,
+    kind: LaunchType,
+    backend: str,
+) -> Compiled:
+    try:
+        return compile_program(program, resources=resources, seed=seed, live=keep)
+    except ProgramError as exc:
+        if backend == "threads" and "cloudpickle failed" in str(exc):
+            raise ProgramError(
+                f"{exc}\n(on {kind.value}, lp.launch(..., serialize_py_nodes=False) gives "
+                "thread nodes the objects as they are, unpickled)"
+            ) from None
+        raise
+
+
+def _check_thread_resources(
+    program: Program, resources: Mapping[str, Any] | None, kind: LaunchType
+) -> None:
+    """Launchpad's multi-threading launches ignore ``local_resources`` (threads share the
+    launcher's environment), so the same program still runs on local_mt/test_mt; a label
+    that is no group is still an error."""
+    if resources:
+        unknown = [label for label in resources if label not in program.groups]
+        if unknown:
+            raise ProgramError(
+                f"local_resources names {unknown[0]!r}, which is not a group of the program "
+                f"(groups: {', '.join(program.groups)})"
+            )
+        log.warning("local_resources are ignored on %s: nodes run as threads", kind.value)
+
+
 def _cleanup(launched: Launched) -> None:
+    """A test case's cleanup: stop the program, then fail the test with the node
+    failure that ended it, if one did (as Launchpad's cleanup does)."""
     launched.stop(timeout=60)
+    _prune()
+    launched._raise_failure()
+
+
+def _prune() -> None:
+    """Forget launches that have ended (and the objects they were handed)."""
     with _lock:
-        if launched in _launched:
-            _launched.remove(launched)
+        ended = [x for x in _launched if x.run.exit_code is not None]
+        for x in ended:
+            _launched.remove(x)
+    for x in ended:
+        live.release(x.live_objects)
 
 
 def _wait_at_exit(launched: Launched) -> None:
-    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops)."""
+    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops).
+    A node failure that ended it is printed and the script exits with status 1."""
 
     def wait() -> None:
         try:
@@ -268,14 +363,58 @@ def _wait_at_exit(launched: Launched) -> None:
             except KeyboardInterrupt:
                 launched.run.kill()
                 launched.run.wait(10)
+            atexit._run_exitfuncs()  # the script's own exit handlers, then the status
             sys.stdout.flush()
             os._exit(130)  # what a shell expects after Ctrl-C; the program is stopped
+        try:
+            launched._raise_failure()
+        except BaseException as exc:
+            _exit_failed(launched, exc)
 
     register = getattr(threading, "_register_atexit", None)
     if register is not None:  # before daemon threads are stopped, like Launchpad
         register(wait)
     else:  # pragma: no cover
         atexit.register(wait)
+    _stop_on_ctrl_c()
+
+
+def _exit_failed(launched: Launched, exc: BaseException) -> None:
+    """Report the failure that ended a local launch and end the script with status 1
+    (the other exit handlers run first: the interpreter cannot be given a status later)."""
+    cause = exc if isinstance(exc, NodeFailure) else exc.__cause__
+    text = str(cause) if cause is not None else f"{type(exc).__name__}: {exc}"
+    print(f"lp.launch: program {launched.program.name!r} failed -- {text}", file=sys.stderr)
+    print(f"(logs: {launched.run.run_dir})", file=sys.stderr)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+_ctrl_c_installed = False
+
+
+def _stop_on_ctrl_c() -> None:
+    """Ctrl-C at any point of the script stops its local launches (else a Ctrl-C before
+    the script's end would leave the at-exit wait waiting on a running program); the
+    previous handler still runs (``KeyboardInterrupt``)."""
+    global _ctrl_c_installed
+    if threading.current_thread() is not threading.main_thread() or _ctrl_c_installed:
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIGINT ignored, as for a background job: leave it
+        return
+    _ctrl_c_installed = True
+
+    def on_sigint(signum: int, frame: Any) -> Any:
+        with _lock:
+            running = [x for x in _launched if x.run.exit_code is None]
+        for launched in running:
+            launched.run.launcher.request_stop("interrupted (Ctrl-C)")
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def dereference(node: Node) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -17,10 +18,46 @@ from topo.runtime.context import current_node_info
 
 log = logging.getLogger("topo.launchpad")
 
-# id(stop event) -> the handlers of that program (the threads backend runs several
-# programs in one process) and the event, kept alive while its handlers wait.
-_handlers: dict[int, tuple[threading.Event, list[Callable[[], Any]]]] = {}
-_handlers_lock = threading.Lock()
+
+class _Stopping:
+    """One program's stop, as this process sees it: the handlers to call, and the event
+    Launchpad's API shows -- set once the handlers ran, as Launchpad calls stop
+    handlers before nodes see the stop (so a node's cleanup cannot overtake them)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.handlers: list[Callable[[], Any]] = []
+        self.done = threading.Event()
+        threading.Thread(
+            target=self._on_stop, args=(event,), name="topo-lp-stop-handlers", daemon=True
+        ).start()
+
+    def _on_stop(self, event: threading.Event) -> None:
+        event.wait()
+        while True:
+            with _lock:
+                if not self.handlers:
+                    self.done.set()
+                    return
+                handler = self.handlers.pop(0)
+            try:
+                handler()
+            except BaseException as exc:
+                log.info("stop handler %r raised %s while stopping", handler, type(exc).__name__)
+
+
+# topo's stop event of a program -> its _Stopping (the threads backend runs several
+# programs in one process; entries go with their program's event).
+_stopping: weakref.WeakKeyDictionary[threading.Event, _Stopping] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _current() -> _Stopping:
+    event = topo.stop_event()
+    with _lock:
+        entry = _stopping.get(event)
+        if entry is None:
+            entry = _stopping[event] = _Stopping(event)
+    return entry
 
 
 def stop(mark_as_completed: bool = False) -> None:
@@ -47,47 +84,32 @@ def make_program_stopper(launch_type: Any = None) -> Callable[..., None]:
 
 
 def stop_event() -> threading.Event:
-    """Set once the program of the calling node is stopping."""
-    return topo.stop_event()
+    """Set once the program of the calling node is stopping (after its stop handlers ran)."""
+    return _current().done
 
 
 def wait_for_stop(timeout: float | None = None) -> bool:
-    """Block until the program stops (True) or ``timeout`` passes (False)."""
-    return topo.wait_for_stop(timeout)
+    """Block until the program stops (True) or ``timeout`` passes (False); the stop
+    handlers have run by the time it returns True."""
+    return _current().done.wait(timeout)
 
 
 def register_stop_handler(handler: Callable[[], Any]) -> None:
-    """Call ``handler()`` once when the program starts stopping (from a topo thread).
+    """Call ``handler()`` once when the program starts stopping (from a topo thread),
+    before ``wait_for_stop``/``stop_event`` show the stop.
 
     What it raises -- ``SystemExit`` included, as Acme's terminator does -- is logged,
     not treated as a failure: the program is stopping anyway."""
-    event = topo.stop_event()
-    with _handlers_lock:
-        entry = _handlers.get(id(event))
-        if entry is None:
-            entry = _handlers[id(event)] = (event, [])
-            threading.Thread(
-                target=_call_handlers, args=(event,), name="topo-lp-stop-handlers", daemon=True
-            ).start()
-        entry[1].append(handler)
+    entry = _current()
+    with _lock:
+        entry.handlers.append(handler)
 
 
 def unregister_stop_handler(handler: Callable[[], Any]) -> None:
     """Forget a handler given to :func:`register_stop_handler` (ValueError if unknown)."""
-    with _handlers_lock:
-        for _, handlers in _handlers.values():
-            if handler in handlers:
-                handlers.remove(handler)
+    with _lock:
+        for entry in list(_stopping.values()):
+            if handler in entry.handlers:
+                entry.handlers.remove(handler)
                 return
     raise ValueError(f"{handler!r} is not a registered stop handler")
-
-
-def _call_handlers(event: threading.Event) -> None:
-    event.wait()
-    with _handlers_lock:
-        _, handlers = _handlers.pop(id(event), (event, []))
-    for handler in handlers:
-        try:
-            handler()
-        except BaseException as exc:
-            log.info("stop handler %r raised %s while stopping", handler, type(exc).__name__)

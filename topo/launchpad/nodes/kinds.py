@@ -138,10 +138,20 @@ class MultiThreadingColocation(Node):
         for node in nodes:
             self.add_node(node)
 
-    def add_node(self, node: Node) -> Handle:
-        """Add one more node to the colocation."""
-        if isinstance(node, MultiThreadingColocation | MultiProcessingColocation):
-            raise ValueError("a colocation cannot hold another colocation")
+    def add_node(self, node: Node) -> Handle | None:
+        """Add one more node to the colocation (a thread colocation inside a thread
+        colocation adds its nodes: they all end up threads of one process)."""
+        if isinstance(node, MultiThreadingColocation):
+            if isinstance(node, MultiProcessingColocation) or isinstance(
+                self, MultiProcessingColocation
+            ):
+                raise ValueError(
+                    f"{self.describe()} cannot hold {node.describe()}: topo nests only thread "
+                    "colocations (their nodes become threads of one process)"
+                )
+            for inner in node.nodes:
+                self.add_node(inner)
+            return None
         if not isinstance(node, Node):
             raise ValueError(f"a colocation holds nodes, got {node!r}")
         self._nodes.append(node)
