@@ -132,6 +132,7 @@ def test_launchpad_builds_the_ir_and_never_reads_yaml() -> None:
     running = ["topo.backends", "topo.runtime", "topo.api", "topo.cli", "topo.spec"]
     assert violations("topo.launchpad.compile", forbidden=running) == []
     assert violations("topo.launchpad.nodes", forbidden=running) == []
+    assert violations("topo.launchpad.arguments", forbidden=running) == []
 
 
 def test_rules_catch_a_violation() -> None:

@@ -11,7 +11,8 @@ unchanged, on threads (``local_mt``, ``test_mt``), processes (``local_mp``,
 
 from topo.launchpad.compile import ProgramError, compile_program
 from topo.launchpad.flags import launch_type_flag
-from topo.launchpad.launch import Launched, LaunchType, NodeFailure, launch
+from topo.launchpad.launch import LaunchType, launch
+from topo.launchpad.launched import Launched, NodeFailure
 from topo.launchpad.lifecycle import (
     make_program_stopper,
     register_stop_handler,

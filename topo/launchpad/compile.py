@@ -11,7 +11,6 @@ named thread sets, ``MultiProcessingColocation`` as a host placement.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +25,6 @@ from topo.ir import (
     Node,
     Opaque,
     Program,
-    Ref,
     Resources,
     RpcSettings,
     Value,
@@ -34,7 +32,7 @@ from topo.ir import (
 )
 from topo.ir.values import import_path_of
 from topo.kinds import get_kind
-from topo.launchpad.nodes.base import Handle
+from topo.launchpad.arguments import ProgramError, Values, bind
 from topo.launchpad.nodes.base import Node as LpNode
 from topo.launchpad.nodes.kinds import (
     CacherNode,
@@ -45,11 +43,9 @@ from topo.launchpad.nodes.kinds import (
 )
 from topo.launchpad.program import Program as LpProgram
 
+__all__ = ["Compiled", "ProgramError", "bind", "compile_program", "group_name"]
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-
-
-class ProgramError(ValueError):
-    """A Launchpad program topo cannot build; the message names the node and argument."""
 
 
 @dataclass
@@ -70,79 +66,6 @@ def group_name(label: str, taken: set[str]) -> str:
     while name in taken:
         name, i = f"{base}_{i}", i + 1
     return name
-
-
-class _Values:
-    """Turns constructor arguments into IR values; one Opaque per distinct object."""
-
-    def __init__(self, node_ids: dict[int, str], live: Callable[[Any], str] | None) -> None:
-        self.node_ids = node_ids
-        self.live = live
-        self._opaque: dict[int, tuple[Any, Opaque]] = {}
-
-    def opaque(self, obj: Any) -> Opaque:
-        hit = self._opaque.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            if self.live is not None and import_path_of(obj) is None:
-                path = self.live(obj)
-                hit = (obj, Opaque(f"<live {type(obj).__name__}>", import_path=path))
-            else:
-                hit = (obj, Opaque.of(obj))
-            self._opaque[id(obj)] = hit
-        return hit[1]
-
-    def value(self, obj: Any, where: str) -> Value:
-        if isinstance(obj, Handle):
-            node_id = self.node_ids.get(obj.node.uid)
-            if node_id is None:
-                raise ProgramError(
-                    f"{where} is a handle to {obj.node.describe()}, which was never added to "
-                    "the program: add it with program.add_node(...) (or inside a colocation)"
-                )
-            return Ref(node_id)
-        if obj is None or isinstance(obj, bool | int | float | str):
-            return obj
-        if isinstance(obj, list | tuple):
-            return tuple(self.value(v, f"{where}[{i}]") for i, v in enumerate(obj))
-        if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
-            return FrozenMap({k: self.value(v, f"{where}[{k!r}]") for k, v in obj.items()})
-        try:
-            return self.opaque(obj)
-        except TypeError as exc:
-            raise ProgramError(f"{where}: {exc}") from None
-
-
-def bind(
-    constructor: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], who: str
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``(args, kwargs)`` with positional arguments moved to their parameter names, when
-    the signature is known and has no ``*args`` taking any; a call that cannot bind is an
-    error now, not in a node at run time."""
-    try:
-        sig = inspect.signature(constructor)
-    except (TypeError, ValueError):
-        return args, dict(kwargs)
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise ProgramError(f"{who}: {_callable_name(constructor)}() {exc}") from None
-    named: dict[str, Any] = {}
-    for name, value in bound.arguments.items():
-        kind = sig.parameters[name].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            if value:
-                return args, dict(kwargs)
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            named.update(value)
-        elif kind is inspect.Parameter.POSITIONAL_ONLY:
-            return args, dict(kwargs)
-        else:
-            named[name] = value
-    return (), named
-
-
-def _callable_name(obj: Any) -> str:
-    return getattr(obj, "__qualname__", None) or type(obj).__name__
 
 
 @dataclass
@@ -186,7 +109,7 @@ def compile_program(
         seen[e.node.uid] = e
     node_ids = _ids(entries)
     _name_executables(entries, node_ids)
-    values = _Values(node_ids, live)
+    values = Values(node_ids, live)
     by_group: dict[str, list[_Entry]] = {}
     for e in entries:
         by_group.setdefault(e.group, []).append(e)
@@ -357,7 +280,7 @@ class _Made:
     rpc: RpcSettings
 
 
-def _made(node: LpNode, values: _Values, node_id: str) -> _Made:
+def _made(node: LpNode, values: Values, node_id: str) -> _Made:
     who = f"node {node_id} ({node.describe()})"
     if isinstance(node, ReverbNode):
         tables = node.constructor

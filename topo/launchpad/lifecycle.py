@@ -65,7 +65,7 @@ def stop(mark_as_completed: bool = False) -> None:
     if current_node_info() is not None:
         topo.stop("lp.stop() called")
         return
-    from topo.launchpad.launch import last_launched
+    from topo.launchpad.launched import last_launched
 
     launched = last_launched()
     if launched is None:

@@ -45,7 +45,7 @@ class Handle:
 
     def dereference(self) -> Any:
         """A client of this node in the program launched last (from a test thread)."""
-        from topo.launchpad.launch import dereference
+        from topo.launchpad.launched import dereference
 
         return dereference(self._node)
 

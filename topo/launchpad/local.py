@@ -1,0 +1,97 @@
+"""What a ``local_*`` launch adds in a script: node output on the terminal, a wait for
+the program when the script ends, Ctrl-C stopping it (exit 130), a failure exiting 1."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from topo.launchpad.launched import Launched, NodeFailure, _launched, _lock
+
+
+class Printer:
+    """Node output and failures on the terminal, for ``local_*`` launches (each line
+    prefixed with its node); every line also goes to the run directory's logs."""
+
+    def __init__(self, program: Any) -> None:
+        self.width = min(24, max((len(n.id) for n in program.nodes), default=4))
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "log" and event.node is not None:
+            print(f"{event.node:<{self.width}} | {event.message}", flush=True)
+        elif event.kind == "failed" and event.message:
+            print(f"{'topo':<{self.width}} | failed: {event.message}", flush=True)
+        elif event.kind == "stopping":
+            print(f"{'topo':<{self.width}} | stopping: {event.message}", flush=True)
+
+
+def wait_at_exit(launched: Launched) -> None:
+    """A ``local_*`` launch keeps the script alive until the program ends (Ctrl-C stops).
+    A node failure that ended it is printed and the script exits with status 1."""
+
+    def wait() -> None:
+        try:
+            launched.run.wait()
+        except KeyboardInterrupt:
+            print("topo | Ctrl-C: stopping the program (Ctrl-C again kills it)", flush=True)
+            try:
+                launched.run.stop()
+            except KeyboardInterrupt:
+                launched.run.kill()
+                launched.run.wait(10)
+            atexit._run_exitfuncs()  # the script's own exit handlers, then the status
+            sys.stdout.flush()
+            os._exit(130)  # what a shell expects after Ctrl-C; the program is stopped
+        try:
+            launched._raise_failure()
+        except BaseException as exc:
+            _exit_failed(launched, exc)
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:  # before daemon threads are stopped, like Launchpad
+        register(wait)
+    else:  # pragma: no cover
+        atexit.register(wait)
+    _stop_on_ctrl_c()
+
+
+def _exit_failed(launched: Launched, exc: BaseException) -> None:
+    """Report the failure that ended a local launch and end the script with status 1
+    (the other exit handlers run first: the interpreter cannot be given a status later)."""
+    cause = exc if isinstance(exc, NodeFailure) else exc.__cause__
+    text = str(cause) if cause is not None else f"{type(exc).__name__}: {exc}"
+    print(f"lp.launch: program {launched.program.name!r} failed -- {text}", file=sys.stderr)
+    print(f"(logs: {launched.run.run_dir})", file=sys.stderr)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+_ctrl_c_installed = False
+
+
+def _stop_on_ctrl_c() -> None:
+    """Ctrl-C at any point of the script stops its local launches (else a Ctrl-C before
+    the script's end would leave the at-exit wait waiting on a running program); the
+    previous handler still runs (``KeyboardInterrupt``)."""
+    global _ctrl_c_installed
+    if threading.current_thread() is not threading.main_thread() or _ctrl_c_installed:
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIGINT ignored, as for a background job: leave it
+        return
+    _ctrl_c_installed = True
+
+    def on_sigint(signum: int, frame: Any) -> Any:
+        with _lock:
+            running = [x for x in _launched if x.run.exit_code is None]
+        for launched in running:
+            launched.run.launcher.request_stop("interrupted (Ctrl-C)")
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
