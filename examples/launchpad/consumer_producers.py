@@ -1,5 +1,8 @@
-"""Launchpad's consumer_producers, written as Launchpad users write it: run it with
-``lp.launch(make_program(), launch_type="local_mp")`` or turn it into
+"""Launchpad's consumer_producers, written as Launchpad users write it. Run it with::
+
+    python -m examples.launchpad.consumer_producers --lp_launch_type=local_mp
+
+(``local_mt``, the default, runs it as threads) or turn it into
 ``examples/topologies/consumer_producers.yaml`` with::
 
     topo export examples.launchpad.consumer_producers:make_program -o agent.yaml
@@ -37,6 +40,7 @@ class Consumer:
             for i in range(self._work_items)
         ]
         self.result = sum(f.result() for f in futures)
+        print(f"{self._work_items} results from {len(self._producers)} producers: {self.result}")
         self._stop_program()
 
 
@@ -51,3 +55,7 @@ def make_program(num_producers: int = 4) -> lp.Program:
     node = lp.CourierNode(Consumer, producers=producers, stop_fn=lp.make_program_stopper())
     program.add_node(node, label="consumer")
     return program
+
+
+if __name__ == "__main__":
+    lp.launch(make_program())  # launch type from --lp_launch_type (default local_mt)
