@@ -4,9 +4,6 @@ returns, with every failure a :class:`TopoError` for the user (no traceback)."""
 from __future__ import annotations
 
 import importlib
-import os
-import re
-import sys
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -14,21 +11,20 @@ from typing import Any
 from topo.diagnostics import TopoError
 from topo.launchpad.compile import Compiled, ProgramError, compile_program
 from topo.launchpad.program import Program as LpProgram
-
-_BUILDER = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+from topo.targets import parse_target, prepare
 
 
 def load_builder(path: str) -> Any:
     """The callable named by ``pkg.mod:function``."""
-    if not _BUILDER.match(path):
+    try:
+        module_name, attr = parse_target(path)
+    except ValueError:
         raise TopoError.one(
             f"{path!r} is not a builder path",
             hint="write package.module:function, e.g. examples.launchpad.consumer_producers:"
             "make_program",
-        )
-    module_name, _, attr = path.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does: the builder's package is here
+        ) from None
+    prepare(None, module_name)  # the current directory first, as `python -m` does
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:

@@ -35,11 +35,9 @@ from topo.kinds import get_kind
 from topo.launchpad.arguments import ProgramError, Values, bind
 from topo.launchpad.nodes.base import Node as LpNode
 from topo.launchpad.nodes.kinds import (
-    CacherNode,
     CourierNode,
     MultiProcessingColocation,
     MultiThreadingColocation,
-    ReverbNode,
 )
 from topo.launchpad.program import Program as LpProgram
 
@@ -282,37 +280,16 @@ class _Made:
 
 def _made(node: LpNode, values: Values, node_id: str) -> _Made:
     who = f"node {node_id} ({node.describe()})"
-    if isinstance(node, ReverbNode):
-        tables = node.constructor
-        path = import_path_of(tables)
+    fields = node.kind_fields()
+    if fields is not None:  # reverb, cacher: the kind makes the arguments, as from YAML
+        kind = get_kind(node.kind)
+        made = kind.args(kind.options.model_construct(**fields))
         return _Made(
-            "reverb",
-            get_kind("reverb").builtin_target or "",
+            node.kind,
+            kind.builtin_target or "",
             None,
             (),
-            FrozenMap(
-                {
-                    "tables": path or values.value(tables, f"{who} priority_tables_fn"),
-                    "checkpoint_dir": None,
-                    "checkpoint_every_s": None,
-                }
-            ),
-            RpcSettings(),
-        )
-    if isinstance(node, CacherNode):
-        kw = dict(node.kwargs)
-        return _Made(
-            "cacher",
-            get_kind("cacher").builtin_target or "",
-            None,
-            (),
-            FrozenMap(
-                {
-                    "source": values.value(kw["source"], f"{who} source"),
-                    "refresh_ms": kw["refresh_ms"],
-                    "stale_ms": kw["stale_ms"],
-                }
-            ),
+            FrozenMap({k: values.value(v, f"{who} {k}") for k, v in made.items()}),
             RpcSettings(),
         )
     posargs, kwargs = bind(node.constructor, node.args, node.kwargs, who)

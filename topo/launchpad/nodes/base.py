@@ -129,6 +129,11 @@ class Node:
         """The nodes this one stands for when added to a program (itself)."""
         return [self]
 
+    def kind_fields(self) -> dict[str, Any] | None:
+        """For a built-in kind with its own YAML fields (reverb, cacher): their values, which
+        the kind turns into its target's arguments as it does for a YAML group; else None."""
+        return None
+
     def describe(self) -> str:
         """``CourierNode(Producer)``: for messages."""
         name = getattr(self._constructor, "__qualname__", None) or type(self._constructor).__name__

@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from topo.ir.values import import_path_of
 from topo.launchpad.nodes.base import Handle, Node
 
 
@@ -103,6 +104,11 @@ class ReverbNode(Node):
             )
         self.checkpoint_minutes = checkpoint_time_delta_minutes
 
+    def kind_fields(self) -> dict[str, Any]:
+        """``tables`` by import path when it has one (as YAML names it), else the function."""
+        tables = self.constructor
+        return {"tables": import_path_of(tables) or tables, "checkpoint": None}
+
 
 class CacherNode(Node):
     """A cache in front of a node: serves the source's replies, refreshed every
@@ -124,6 +130,9 @@ class CacherNode(Node):
         super().__init__(
             Cacher, source=source, refresh_ms=refresh_interval_ms, stale_ms=stale_after_ms
         )
+
+    def kind_fields(self) -> dict[str, Any]:
+        return dict(self.kwargs)
 
 
 class MultiThreadingColocation(Node):
