@@ -105,7 +105,7 @@ def topology(nodes: int) -> str:
 CHILD = r"""
 import json, sys, time, tracemalloc
 from topo.compile import compile_spec
-from topo.spec import load_spec
+from topo.loader import load_spec
 
 path, runs, nodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 program = compile_spec(load_spec(path))  # warm-up: imports, caches

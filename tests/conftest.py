@@ -33,7 +33,7 @@ RunTopo = Callable[..., Result]
 def compile_file(path: Path | str, params: list[str] | tuple[str, ...] = ()) -> Program:
     """Load and compile a topology file the way ``topo validate`` does."""
     from topo.compile import compile_spec
-    from topo.spec import load_spec
+    from topo.loader import load_spec
 
     return compile_spec(load_spec(path, overrides=list(params)))
 

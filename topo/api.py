@@ -22,10 +22,10 @@ from topo.ir import Program
 
 if TYPE_CHECKING:
     from topo.backends.base import Backend, Event
-    from topo.backends.launcher import Launcher
-    from topo.backends.state import Failure, NodeStatus
+    from topo.loader import LoadedSpec
     from topo.runtime import Handle, ProgramContext
-    from topo.spec import LoadedSpec
+    from topo.supervisor.launcher import Launcher
+    from topo.supervisor.state import Failure, NodeStatus
 
 
 def _overrides(params: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
@@ -75,7 +75,7 @@ def load(
     ``check_imports`` every target must import. Raises ``topo.diagnostics.TopoError``
     on a bad file."""
     from topo.compile import compile_spec
-    from topo.spec import load_spec
+    from topo.loader import load_spec
 
     loaded = load_spec(Path(path), overrides=_overrides(params))
     warnings: list[Diagnostic] = []
@@ -232,7 +232,7 @@ def _launcher(
 ) -> Launcher:
     """The program (compiled from the file if given one) and its checked launcher."""
     from topo.backends.base import RunOptions
-    from topo.backends.launcher import Launcher
+    from topo.supervisor.launcher import Launcher
 
     yaml_text = None
     if isinstance(program_or_path, Program):

@@ -163,14 +163,7 @@ def test_log_lines_come_from_the_backends_log_source(
     assert run.launcher.nodes["hi"].last_line == "[host-a] hello from hi"
 
 
-def test_planned_and_unknown_backends_say_what_is_available(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from topo.backends import base
-
-    monkeypatch.setitem(base.PLANNED_BACKENDS, "someday", "a backend not built yet")
-    with pytest.raises(BackendNotFound, match=r"backend 'someday' is not built yet \(planned"):
-        get_backend("someday")
+def test_unknown_backends_say_what_is_available() -> None:
     with pytest.raises(
         BackendNotFound, match="unknown backend 'nope'; available: procs, ray, ssh, threads"
     ):

@@ -15,8 +15,8 @@ import pytest
 
 from topo.compile import compile_spec
 from topo.ir import loads
-from topo.spec import load_spec
-from topo.spec.schema import schema_text
+from topo.loader import load_spec
+from topo.loader.schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "topologies").glob("*.yaml"))

@@ -14,7 +14,7 @@ import pytest
 
 import topo
 from topo.cli.schema import installed_schema
-from topo.spec.schema import schema_text
+from topo.loader.schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ["validate", "plan", "schema", "graph", "run", "plot"]

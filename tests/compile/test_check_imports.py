@@ -14,7 +14,7 @@ import pytest
 
 from topo.compile import compile_spec
 from topo.diagnostics import TopoError
-from topo.spec import load_spec
+from topo.loader import load_spec
 from topo.targets import TargetError, import_target, prepare_all
 
 ROOT = Path(__file__).resolve().parents[2]

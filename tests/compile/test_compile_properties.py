@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from topo.compile import compile_spec
 from topo.ir import Program, Ref, iter_refs
-from topo.spec import load_spec
+from topo.loader import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = settings(
@@ -209,7 +209,7 @@ def test_executables_partition_the_nodes(case: Case, tmp: Path) -> None:
 def test_seeds_are_stable_across_interpreters() -> None:
     """Different PYTHONHASHSEEDs must not change node seeds (no hash() in seed derivation)."""
     script = (
-        "from topo.spec import load_spec; from topo.compile import compile_spec;"
+        "from topo.loader import load_spec; from topo.compile import compile_spec;"
         "p = compile_spec(load_spec('examples/topologies/acme_distributed.yaml'));"
         "print([(n.id, n.seed) for n in p.nodes])"
     )

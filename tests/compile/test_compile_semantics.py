@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from topo.compile import compile_spec
-from topo.compile.seeds import key_data
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Edge, Ref
-from topo.spec import load_spec
+from topo.ir.seeds import key_data
+from topo.loader import load_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "topologies"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from topo.compile.seeds import derive_seeds
 from topo.export import Exported
 from topo.ir import FrozenMap, Opaque, Program, Ref, Value
+from topo.ir.seeds import derive_seeds
 from topo.kinds import get_kind
 
 _GROUP_IGNORED = {"origin", "description", "label", "name"}

@@ -62,7 +62,7 @@ def test_every_construct_round_trips(
         "call_timeout_s: 5.0",
         "threads: 4",
         "ACTOR_THREADS: '1'",
-        "import: topo.launchpad.lifecycle:stop_program",
+        "import: topo.launchpad.stopping:stop_program",
         "mode: host",
         "- '@learner'\n      - '@replay'",
         "motto: costs $$${x} and $${y}",

@@ -18,9 +18,9 @@ from topo.compile import compile_spec
 from topo.diagnostics import TopoError
 from topo.ir import dumps, loads
 from topo.kinds import NodeKind, Options, UnknownKindError, get_kind, kind_names, register_kind
+from topo.loader import load_spec
+from topo.loader.schema import topology_schema
 from topo.render import build_view, to_dot, to_mermaid, to_tree
-from topo.spec import load_spec
-from topo.spec.schema import topology_schema
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -189,7 +189,7 @@ def test_a_kind_cannot_take_over_a_common_group_field(tmp_path: Path) -> None:
     from pydantic import Field
 
     from topo.kinds import unregister_kind
-    from topo.spec.models import topology_model
+    from topo.loader.models import topology_model
 
     class Counting(Options):
         count: int | None = Field(None)

@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 import topo
-from topo.backends.metrics_store import metrics_path
 from topo.runtime.context import current_node_info, current_program
+from topo.supervisor.metrics_store import metrics_path
 from topo.testing import wait_gone
 
 BACKENDS = ["procs", "threads"]

@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from topo.backends.base import Event
-from topo.backends.state import NodeStatus
 from topo.backends.threads import ThreadsBackend
 from topo.cli import view
 from topo.cli.view import LinesView, format_number, key_figures
+from topo.supervisor.state import NodeStatus
 
 
 @pytest.mark.parametrize(

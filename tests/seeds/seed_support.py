@@ -14,7 +14,7 @@ from typing import Any
 
 from topo.compile import compile_spec
 from topo.ir import Program
-from topo.spec import load_spec
+from topo.loader import load_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "topologies"
 

@@ -213,7 +213,6 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "ssh": "topo.backends.ssh.backend:SshBackend",
     "ray": "topo.backends.ray.backend:RayBackend",
 }
-PLANNED_BACKENDS: dict[str, str] = {}  # name -> what it will be (named in the error)
 
 
 class BackendNotFound(ValueError):
@@ -250,11 +249,6 @@ def _factory(name: str) -> Callable[..., Backend]:
         loaded: Callable[..., Backend] = plugin.load()
         return loaded
     choices = ", ".join(available_backends())
-    if name in PLANNED_BACKENDS:
-        raise BackendNotFound(
-            f"backend {name!r} is not built yet (planned: "
-            f"{PLANNED_BACKENDS[name]}); available: {choices}"
-        )
     raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
 
 

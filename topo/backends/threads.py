@@ -30,8 +30,8 @@ import psutil
 from topo.backends import forkserver
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.child import registry_reporter
+from topo.backends.crash import CrashRecord
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
-from topo.backends.record import CrashRecord
 from topo.backends.worker import run_executable
 from topo.diagnostics import Diagnostic
 from topo.ir import Program

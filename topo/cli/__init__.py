@@ -8,11 +8,7 @@ from topo.cli.app import app
 
 # Each command module registers itself on ``app`` when imported.
 for _module in ("validate", "plan", "schema", "graph", "run", "plot", "export"):
-    try:
-        importlib.import_module(f"topo.cli.{_module}")
-    except ModuleNotFoundError as exc:  # a command still being built
-        if exc.name != f"topo.cli.{_module}":
-            raise
+    importlib.import_module(f"topo.cli.{_module}")
 
 
 def main() -> None:

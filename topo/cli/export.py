@@ -31,7 +31,7 @@ BuilderParams = Annotated[
 
 def builder_params(params: list[str] | None) -> dict[str, Any]:
     """``-p k=v`` values read as YAML scalars, as the other commands read them."""
-    from topo.spec.params import parse_override
+    from topo.loader.params import parse_override
 
     out: dict[str, Any] = {}
     for text in params or []:

@@ -25,7 +25,7 @@ from topo.diagnostics import TopoError
 
 if TYPE_CHECKING:
     from topo.backends.base import Backend
-    from topo.backends.launcher import Launcher
+    from topo.supervisor.launcher import Launcher
 
 
 @app.command("run")
@@ -180,7 +180,7 @@ def _prepare(
     """Load and compile FILE and make its launcher (checked, nothing started); on bad
     input print the errors and exit 1."""
     from topo.backends.base import RunOptions
-    from topo.backends.launcher import Launcher
+    from topo.supervisor.launcher import Launcher
 
     loaded = load_topology(file, params)
     options = RunOptions(
@@ -239,7 +239,7 @@ def _plot(run_dir: Path) -> None:
 
 
 def _outcome(launcher: object, code: int) -> None:
-    from topo.backends.launcher import Launcher
+    from topo.supervisor.launcher import Launcher
 
     assert isinstance(launcher, Launcher)
     for warning in launcher.warnings:

@@ -32,7 +32,7 @@ def schema(
     ] = False,
 ) -> None:
     """Print the JSON Schema of topology files (editors use it through the $schema modeline)."""
-    from topo.spec.schema import schema_text
+    from topo.loader.schema import schema_text
 
     if path or uri:
         shipped = installed_schema()

@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from topo.backends.base import Event
-from topo.backends.launcher import Launcher
-from topo.backends.metrics_store import STAMPS, rank_keys
+from topo.supervisor.launcher import Launcher
+from topo.supervisor.metrics_store import STAMPS, rank_keys
 
 PALETTE = (
     "cyan",

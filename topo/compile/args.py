@@ -15,11 +15,11 @@ from typing import Any
 from topo.compile.refs import GroupTable, RefError, is_reference, unescape
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import FrozenMap, Opaque, Ref, Value, freeze
-from topo.ir.program import EdgeVia
-from topo.spec import interpolate
-from topo.spec.expr import ExprError
-from topo.spec.source import PathKey, SourceMap
+from topo.syntax import interpolate
+from topo.syntax.expr import ExprError
+from topo.syntax.source import PathKey, SourceMap
 from topo.targets import TARGET_PATTERN
+from topo.vocab import EdgeVia
 
 EdgeSpec = tuple[str, str, EdgeVia]  # (arg path, destination node, via)
 

@@ -8,9 +8,9 @@ from topo.compile.refs import GroupTable
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Executable, Group, Program
 from topo.kinds import get_kind
-from topo.spec.loader import LoadedSpec
-from topo.spec.models import GroupSpec
-from topo.spec.source import PathKey, SourceMap
+from topo.loader.models import GroupSpec
+from topo.loader.read import LoadedSpec
+from topo.syntax.source import PathKey, SourceMap
 from topo.targets import TargetError, import_target
 
 

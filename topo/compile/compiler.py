@@ -15,7 +15,6 @@ from topo.compile.checks import check_graph
 from topo.compile.checks import check_imports as run_import_checks
 from topo.compile.pack import Packing, pack
 from topo.compile.refs import GroupTable, RefError
-from topo.compile.seeds import derive_seeds, key_data
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import (
     DEFAULT_READY_TIMEOUT_S,
@@ -30,10 +29,11 @@ from topo.ir import (
     StopSettings,
     freeze,
 )
+from topo.ir.seeds import derive_seeds, key_data
 from topo.kinds import UnknownKindError, get_kind
-from topo.spec.loader import LoadedSpec
-from topo.spec.models import GroupSpec, RpcSpec
-from topo.spec.source import SourceMap
+from topo.loader.models import GroupSpec, RpcSpec
+from topo.loader.read import LoadedSpec
+from topo.syntax.source import SourceMap
 
 
 def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:

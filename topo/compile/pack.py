@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from topo.compile.refs import GroupTable, RefError
 from topo.diagnostics import Diagnostic
 from topo.ir import Executable, Group
-from topo.spec.models import ColocationSpec
-from topo.spec.source import SourceMap
+from topo.loader.models import ColocationSpec
+from topo.syntax.source import SourceMap
 
 
 @dataclass

@@ -41,7 +41,7 @@ class GroupTable:
         name, index, optional = m["group"], m["index"], bool(m["opt"])
         group = self.groups.get(name)
         if group is None:
-            from topo.spec.params import suggest
+            from topo.loader.params import suggest
 
             hint = suggest(name, set(self.groups)) or f"groups: {', '.join(self.groups)}"
             raise RefError(f"'{text}' refers to group '{name}', which does not exist", hint)

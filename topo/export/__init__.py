@@ -2,7 +2,7 @@
 topology YAML file that compiles back to the same program.
 
 A stage that reads the IR, like :mod:`topo.render`: it imports neither the YAML
-loader (``topo.spec``) nor the backends.
+loader (``topo.loader``) nor the backends.
 """
 
 from topo.export.builder import build_program, load_builder

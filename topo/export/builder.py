@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from topo.diagnostics import TopoError
-from topo.launchpad.compile import Compiled, ProgramError, compile_program
 from topo.launchpad.program import Program as LpProgram
+from topo.launchpad.translate import Compiled, ProgramError, compile_program
 from topo.targets import parse_target, prepare
 
 

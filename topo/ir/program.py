@@ -15,6 +15,7 @@ from typing import Literal
 
 from topo.diagnostics import SourcePos
 from topo.ir.values import FrozenMap, Opaque, Value
+from topo.vocab import EdgeVia, KindName
 
 # 2: opaque values ({"$opaque": ...}) in node arguments and params.
 # 3: per-node target, kind, factory, positional args, disable_run and rpc; group labels;
@@ -22,9 +23,7 @@ from topo.ir.values import FrozenMap, Opaque, Value
 IR_VERSION = 3
 DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds has failed
 
-NodeKind = str  # a name in the node-kind registry (topo.kinds), checked by the compiler
 RestartMode = Literal["never", "on-failure", "always"]
-EdgeVia = Literal["ref", "round_robin", "fallback", "source", "primary"]
 ColocationMode = Literal["single", "replicas", "set"]
 
 __all__ = [
@@ -81,7 +80,7 @@ class Group:
     (with no nodes) so that renderers can show them greyed out."""
 
     name: str
-    kind: NodeKind
+    kind: KindName
     target: str
     count: int
     enabled: bool = True

@@ -1,7 +1,7 @@
 """Node kinds, declared once and read by every stage (see :mod:`topo.kinds.base`)."""
 
 from topo.kinds.base import NodeKind, Options
-from topo.kinds.registry import (
+from topo.kinds.catalog import (
     ENTRY_POINT_GROUP,
     UnknownKindError,
     all_kinds,

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from topo.ir.program import EdgeVia
+from topo.vocab import EdgeVia
 
 
 class Options(BaseModel):

@@ -9,35 +9,55 @@ unchanged, on threads (``local_mt``, ``test_mt``), processes (``local_mp``,
     lp.launch(program, launch_type="local_mp")
 """
 
-from topo.launchpad.compile import ProgramError, compile_program
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from topo.launchpad.flags import launch_type_flag
-from topo.launchpad.launch import LaunchType, launch
-from topo.launchpad.launched import Launched, NodeFailure
-from topo.launchpad.lifecycle import (
-    make_program_stopper,
-    register_stop_handler,
-    stop,
-    stop_event,
-    stop_program,
-    unregister_stop_handler,
-    wait_for_stop,
-)
 from topo.launchpad.nodes import (
     CacherNode,
     CourierNode,
-    Handle,
     MultiProcessingColocation,
     MultiThreadingColocation,
     Node,
+    NodeHandle,
     PyClassNode,
     PyNode,
     ReverbNode,
 )
 from topo.launchpad.nodes.python.local_multi_processing import PythonProcess
 from topo.launchpad.program import Program, make_program
-from topo.runtime.batching import batched as _batched
+from topo.launchpad.translate import ProgramError, compile_program
 
-CourierHandle = Handle
+# What runs a program is imported on first use: building and translating a program
+# (``topo export`` does only that) never loads the launcher and the runtime.
+_LAZY = {
+    "LaunchType": "topo.launchpad.launching",
+    "launch": "topo.launchpad.launching",
+    "Launched": "topo.launchpad.launched",
+    "NodeFailure": "topo.launchpad.launched",
+    "make_program_stopper": "topo.launchpad.stopping",
+    "register_stop_handler": "topo.launchpad.stopping",
+    "stop": "topo.launchpad.stopping",
+    "stop_event": "topo.launchpad.stopping",
+    "stop_program": "topo.launchpad.stopping",
+    "unregister_stop_handler": "topo.launchpad.stopping",
+    "wait_for_stop": "topo.launchpad.stopping",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'topo.launchpad' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+# Launchpad's names for a handle to a node, as programs are built.
+Handle = CourierHandle = NodeHandle
 
 
 def batched_handler(
@@ -47,6 +67,8 @@ def batched_handler(
     of up to ``batch_size`` (see ``topo.batched``); ``timeout`` is a timedelta or ms."""
     import datetime
 
+    from topo.runtime.batching import batched
+
     if pad_batch:
         raise ValueError("batched_handler(pad_batch=True) is not supported by topo")
     if isinstance(timeout, datetime.timedelta):
@@ -55,7 +77,7 @@ def batched_handler(
         timeout_ms = float(timeout)
     else:
         timeout_ms = 200.0  # Launchpad's default
-    return _batched(batch_size, timeout_ms)
+    return batched(batch_size, timeout_ms)
 
 
 __all__ = [
@@ -69,6 +91,7 @@ __all__ = [
     "MultiThreadingColocation",
     "Node",
     "NodeFailure",
+    "NodeHandle",
     "Program",
     "ProgramError",
     "PyClassNode",

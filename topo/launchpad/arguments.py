@@ -10,7 +10,7 @@ from typing import Any
 
 from topo.ir import FrozenMap, Opaque, Ref, Value
 from topo.ir.values import import_path_of
-from topo.launchpad.nodes.base import Handle
+from topo.launchpad.nodes.base import NodeHandle
 
 
 class ProgramError(ValueError):
@@ -37,7 +37,7 @@ class Values:
         return hit[1]
 
     def value(self, obj: Any, where: str) -> Value:
-        if isinstance(obj, Handle):
+        if isinstance(obj, NodeHandle):
             node_id = self.node_ids.get(obj.node.uid)
             if node_id is None:
                 raise ProgramError(

@@ -12,8 +12,8 @@ from typing import Any
 
 from topo.api import RunningProgram
 from topo.launchpad import live
-from topo.launchpad.compile import Compiled
-from topo.launchpad.nodes.base import Node
+from topo.launchpad.nodes.base import Node, set_dereferencer
+from topo.launchpad.translate import Compiled
 
 _POLL_S = 0.05
 _UP_S = 60.0  # how long dereference() waits for a node with a call deadline
@@ -92,7 +92,7 @@ class Launched:
             self.run.stop()
             raise
         if raise_error:
-            self._raise_failure()
+            self.raise_failure()
         return code
 
     def _wait_labels(self, labels: Sequence[str], deadline: float | None, first: bool) -> None:
@@ -110,7 +110,7 @@ class Launched:
                 return
             time.sleep(_POLL_S)
 
-    def _raise_failure(self) -> None:
+    def raise_failure(self) -> None:
         failure = self.run.failure
         if failure is None:
             for status in self.run.status():
@@ -162,7 +162,20 @@ _launched: list[Launched] = []
 _lock = threading.Lock()
 
 
-def _prune() -> None:
+def remember(launched: Launched) -> None:
+    """Keep ``launched`` among this process's launches (forgetting those that ended)."""
+    prune()
+    with _lock:
+        _launched.append(launched)
+
+
+def running() -> list[Launched]:
+    """This process's launches that have not ended, oldest first."""
+    with _lock:
+        return [x for x in _launched if x.run.exit_code is None]
+
+
+def prune() -> None:
     """Forget launches that have ended (and the objects they were handed)."""
     with _lock:
         ended = [x for x in _launched if x.run.exit_code is not None]
@@ -192,3 +205,6 @@ def last_launched() -> Launched | None:
             if launched.run.exit_code is None:
                 return launched
     return None
+
+
+set_dereferencer(dereference)

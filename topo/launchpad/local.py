@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from topo.launchpad.launched import Launched, NodeFailure, _launched, _lock
+from topo.launchpad.launched import Launched, NodeFailure, running
 
 
 class Printer:
@@ -47,7 +47,7 @@ def wait_at_exit(launched: Launched) -> None:
             sys.stdout.flush()
             os._exit(130)  # what a shell expects after Ctrl-C; the program is stopped
         try:
-            launched._raise_failure()
+            launched.raise_failure()
         except BaseException as exc:
             _exit_failed(launched, exc)
 
@@ -88,9 +88,7 @@ def _stop_on_ctrl_c() -> None:
     _ctrl_c_installed = True
 
     def on_sigint(signum: int, frame: Any) -> Any:
-        with _lock:
-            running = [x for x in _launched if x.run.exit_code is None]
-        for launched in running:
+        for launched in running():
             launched.run.launcher.request_stop("interrupted (Ctrl-C)")
         return previous(signum, frame)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from topo.launchpad.nodes.base import Handle, Node
+from topo.launchpad.nodes.base import Node, NodeHandle
 
 
 class Program:
@@ -36,7 +36,7 @@ class Program:
             raise ValueError("current_group is only set inside a program.group() block")
         return self._current
 
-    def add_node(self, node: Node, label: str | None = None) -> Handle | None:
+    def add_node(self, node: Node, label: str | None = None) -> NodeHandle | None:
         """Add ``node`` under the current group (or ``label``); a handle to it.
 
         A colocation has no handle of its own: adding one returns None."""

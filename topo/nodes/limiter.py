@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from topo.runtime import lifecycle
+
 log = logging.getLogger("topo.nodes.limiter")
 
 
@@ -26,7 +28,6 @@ class StepsLimiter:
 
     def run(self) -> None:
         """Poll until the limit is reached (then stop the program) or the program stops."""
-        import topo
 
         while True:
             self.steps_seen = int(self._counter.get_counts().get(self._steps_key, 0))
@@ -37,7 +38,9 @@ class StepsLimiter:
                     self.steps_seen,
                     self._max_steps,
                 )
-                topo.stop(f"{self._steps_key} reached {self.steps_seen}, over {self._max_steps}")
+                lifecycle.stop(
+                    f"{self._steps_key} reached {self.steps_seen}, over {self._max_steps}"
+                )
                 return
-            if topo.wait_for_stop(self._poll_s):
+            if lifecycle.wait_for_stop(self._poll_s):
                 return

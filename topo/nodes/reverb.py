@@ -22,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from topo.runtime import lifecycle
+
 # TensorFlow's start-up INFO lines would open every reverb node's log; warnings stay.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import reverb
 
-import topo
 from topo.targets import load_target
 
 DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
@@ -94,7 +95,7 @@ class ReverbServer:
         """Serve until the program stops, checkpointing periodically and at the stop."""
         try:
             every = self._every_s if self._dir is not None else None
-            while not topo.wait_for_stop(every):
+            while not lifecycle.wait_for_stop(every):
                 self.checkpoint()
             if self._dir is not None:
                 self.checkpoint()

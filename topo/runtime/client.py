@@ -28,8 +28,8 @@ from topo.runtime.errors import (
     decode_exception,
 )
 
-_ids = itertools.count(1)
-_endpoints: dict[tuple[str, str], str] = {}
+call_ids = itertools.count(1)
+endpoints: dict[tuple[str, str], str] = {}
 _NOBLOCK = wire.NOBLOCK
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 
@@ -38,7 +38,7 @@ HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection..
 HEARTBEAT_TIMEOUT_MS = 4000  # ...and a connection silent this long is dropped
 
 
-def _new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
+def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
     sock = zmq_context().socket(zmq.DEALER)
     sock.linger = 0
     sock.immediate = True  # no queueing towards a peer that is not connected
@@ -60,7 +60,7 @@ class _Conn:
         self.program = program
         self.node_id = node_id
         self.endpoint: str | None = endpoint
-        self.sock = _new_socket(program, endpoint)
+        self.sock = new_socket(program, endpoint)
 
     def refresh(self) -> bool:
         """Re-resolve the peer; reconnect if it moved. True when it moved.
@@ -75,10 +75,10 @@ class _Conn:
             self.sock.disconnect(self.endpoint)
         self.endpoint = endpoint
         if endpoint is None:
-            _endpoints.pop(key, None)
+            endpoints.pop(key, None)
             return False
         self.sock.connect(endpoint)
-        _endpoints[key] = endpoint
+        endpoints[key] = endpoint
         return True
 
 
@@ -92,10 +92,10 @@ def _conn(program: ProgramContext, node_id: str, start: float, deadline: float) 
     key = (program.program_id, node_id)
     conn: _Conn | None = _local.conns.get(key)
     if conn is None:
-        endpoint = _endpoints.get(key) or program.address_book.wait_lookup(node_id, deadline)
+        endpoint = endpoints.get(key) or program.address_book.wait_lookup(node_id, deadline)
         if endpoint is None:
             raise PeerUnavailable(node_id, time.monotonic() - start, "no address registered")
-        _endpoints[key] = endpoint
+        endpoints[key] = endpoint
         conn = _local.conns[key] = _Conn(program, node_id, endpoint)
     return conn
 
@@ -124,7 +124,7 @@ def call(
     start = time.monotonic()
     deadline = start + timeout
     conn = _conn(program, node_id, start, deadline)
-    call_id = next(_ids)
+    call_id = next(call_ids)
     frames = wire.request_frames(call_id, method, timeout, args, kwargs)
     sock = conn.sock
     step = 0.02

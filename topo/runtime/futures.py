@@ -24,7 +24,7 @@ import zmq
 
 from topo.runtime import wire
 from topo.runtime.auth import zmq_context
-from topo.runtime.client import _endpoints, _ids, _new_socket, decode_reply
+from topo.runtime.client import call_ids, decode_reply, endpoints, new_socket
 from topo.runtime.context import ProgramContext
 from topo.runtime.errors import DeadlineExceeded, PeerUnavailable
 
@@ -133,7 +133,7 @@ class _Engine:
         fut = _CallFuture()
         fut._engine = self
         start = time.monotonic()
-        call_id = next(_ids)
+        call_id = next(call_ids)
         frames = wire.request_frames(call_id, method, timeout, args, kwargs)
         req: _Request = (program, node_id, method, call_id, frames, fut, start + timeout, start)
         done: _Done = []
@@ -254,18 +254,18 @@ class _Engine:
         if now >= peer.next_lookup and (peer.sock is None or stuck):
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
             key = (peer.program.program_id, peer.node_id)
-            endpoint = (_endpoints.get(key) if peer.sock is None else None) or (
+            endpoint = (endpoints.get(key) if peer.sock is None else None) or (
                 peer.program.address_book.lookup(peer.node_id)
             )
             if endpoint is None and peer.sock is not None and peer.endpoint is not None:
                 # The registry dropped it (its process ended): stop reconnecting there.
                 peer.sock.disconnect(peer.endpoint)
                 peer.endpoint = None
-                _endpoints.pop(key, None)
+                endpoints.pop(key, None)
             elif endpoint is not None and endpoint != peer.endpoint:
-                _endpoints[key] = endpoint
+                endpoints[key] = endpoint
                 if peer.sock is None:
-                    peer.sock = _new_socket(peer.program, endpoint)
+                    peer.sock = new_socket(peer.program, endpoint)
                     peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
                 else:
                     if peer.endpoint is not None:

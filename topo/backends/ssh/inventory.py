@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from topo.diagnostics import Diagnostic, SourcePos, TopoError
-from topo.spec.source import SourceMap, read_document
-from topo.spec.validation import diagnostics_from
+from topo.syntax.source import SourceMap, read_document
+from topo.syntax.validation import diagnostics_from
 
 DEFAULT_WORKDIR = "/tmp/topo-work"
 DEFAULT_PORT = 22

@@ -1,6 +1,6 @@
-"""Launchpad's node types, built into topo's Program IR by ``topo.launchpad.compile``."""
+"""Launchpad's node types, built into topo's Program IR by ``topo.launchpad.translate``."""
 
-from topo.launchpad.nodes.base import Handle, Node
+from topo.launchpad.nodes.base import Node, NodeHandle
 from topo.launchpad.nodes.kinds import (
     CacherNode,
     CourierNode,
@@ -14,10 +14,10 @@ from topo.launchpad.nodes.kinds import (
 __all__ = [
     "CacherNode",
     "CourierNode",
-    "Handle",
     "MultiProcessingColocation",
     "MultiThreadingColocation",
     "Node",
+    "NodeHandle",
     "PyClassNode",
     "PyNode",
     "ReverbNode",

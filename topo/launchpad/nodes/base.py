@@ -1,7 +1,7 @@
 """Launchpad's node and handle objects, as a topo program is built from them.
 
 A node holds what builds it (a constructor and its arguments) and nothing about how
-it runs: ``topo.launchpad.compile`` turns the nodes of a program into the Program
+it runs: ``topo.launchpad.translate`` turns the nodes of a program into the Program
 IR, and topo's backends run that. A handle stands for a node inside the arguments of
 another; from a test thread, ``handle.dereference()`` gives a client of the node in
 the program launched last.
@@ -14,9 +14,17 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 _ids = itertools.count()
+# How a handle is dereferenced: set by topo.launchpad.launched when a program is
+# launched (a node object knows nothing of running programs).
+_dereferencer: list[Callable[[Node], Any]] = []
 
 
-class Handle:
+def set_dereferencer(find_client: Callable[[Node], Any]) -> None:
+    """Make ``handle.dereference()`` look nodes up with ``find_client``."""
+    _dereferencer[:] = [find_client]
+
+
+class NodeHandle:
     """A reference to a node, to pass to other nodes (Launchpad's ``CourierHandle``).
 
     Inside a running node it has become a client already; here it can only be passed
@@ -45,9 +53,12 @@ class Handle:
 
     def dereference(self) -> Any:
         """A client of this node in the program launched last (from a test thread)."""
-        from topo.launchpad.launched import dereference
-
-        return dereference(self._node)
+        if not _dereferencer:
+            raise RuntimeError(
+                f"{self._node.describe()} is not part of a launched program: call "
+                "lp.launch(program) first, then dereference its handles"
+            )
+        return _dereferencer[0](self._node)
 
     def __repr__(self) -> str:
         return f"<handle to {self._node.describe()}>"
@@ -109,9 +120,9 @@ class Node:
         """Replace the constructor's arguments (for nodes that refer to each other)."""
         self._args, self._kwargs = args, kwargs
 
-    def create_handle(self) -> Handle:
+    def create_handle(self) -> NodeHandle:
         """A handle to this node, to pass to other nodes."""
-        return Handle(self)
+        return NodeHandle(self)
 
     def disable_run(self) -> None:
         """Build the object but do not call its ``run()`` (tests step nodes by hand)."""
@@ -143,9 +154,9 @@ class Node:
         return f"<{self.describe()}>"
 
 
-def handles_in(value: Any) -> Iterator[Handle]:
+def handles_in(value: Any) -> Iterator[NodeHandle]:
     """Every handle inside ``value`` (lists, tuples, dicts, nested)."""
-    if isinstance(value, Handle):
+    if isinstance(value, NodeHandle):
         yield value
     elif isinstance(value, list | tuple):
         for v in value:

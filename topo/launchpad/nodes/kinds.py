@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from topo.ir.values import import_path_of
-from topo.launchpad.nodes.base import Handle, Node
+from topo.launchpad.nodes.base import Node, NodeHandle
 
 
 def _seconds(value: Any, what: str) -> float | None:
@@ -26,9 +26,9 @@ class PyNode(Node):
 
     kind = "py"
 
-    def create_handle(self) -> Handle:
+    def create_handle(self) -> NodeHandle:
         """A handle nothing can call (a ``PyNode`` serves nothing); Launchpad allows it."""
-        return Handle(self)
+        return NodeHandle(self)
 
 
 class PyClassNode(PyNode):
@@ -118,12 +118,12 @@ class CacherNode(Node):
 
     def __init__(
         self,
-        source: Handle,
+        source: NodeHandle,
         refresh_interval_ms: int = 1000,
         stale_after_ms: int | None = None,
         worker_manager: Any = None,
     ) -> None:
-        if not isinstance(source, Handle):
+        if not isinstance(source, NodeHandle):
             raise TypeError(f"CacherNode needs a handle to the cached node, got {source!r}")
         from topo.nodes.cacher import Cacher
 
@@ -147,7 +147,7 @@ class MultiThreadingColocation(Node):
         for node in nodes:
             self.add_node(node)
 
-    def add_node(self, node: Node) -> Handle | None:
+    def add_node(self, node: Node) -> NodeHandle | None:
         """Add one more node to the colocation (a thread colocation inside a thread
         colocation adds its nodes: they all end up threads of one process)."""
         if isinstance(node, MultiThreadingColocation):
@@ -174,7 +174,7 @@ class MultiThreadingColocation(Node):
     def inner_nodes(self) -> list[Node]:
         return list(self._nodes)
 
-    def create_handle(self) -> Handle:
+    def create_handle(self) -> NodeHandle:
         raise ValueError("a colocation has no handle of its own: use the handles of its nodes")
 
     def describe(self) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from topo.diagnostics import TopoError
 from topo.ir import Ref
-from topo.spec import load_spec
+from topo.loader import load_spec
 
 
 def test_unknown_group_key_points_at_the_key_and_suggests(errors_of: Any) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from topo.spec import expr
+from topo.syntax import expr
 
 
 @dataclass(frozen=True, slots=True)

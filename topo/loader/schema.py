@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topo.spec.models import topology_model
+from topo.loader.models import topology_model
 
 SCHEMA_ID = "https://topo.dev/schemas/topology.schema.json"
 _EXPR = {"$ref": "#/$defs/Expression"}

@@ -27,14 +27,14 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
 from topo.backends.logs import make_run_dir
-from topo.backends.metrics_store import MetricsStore
-from topo.backends.preflight import preflight
-from topo.backends.record import StatusRecorder, write_status
-from topo.backends.state import ExeStatus, Failure, NodeStatus
-from topo.backends.supervise import Supervision
 from topo.diagnostics import TopoError
 from topo.ir import Group, Program, RestartPolicy
 from topo.runtime import RegistryServer, new_program_id, new_secret
+from topo.supervisor.metrics_store import MetricsStore
+from topo.supervisor.preflight import preflight
+from topo.supervisor.reactions import Supervision
+from topo.supervisor.record import StatusRecorder, write_status
+from topo.supervisor.state import ExeStatus, Failure, NodeStatus
 
 Listener = Callable[[Event], None]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from topo.backends.base import Backend, Event
 from topo.backends.logs import log_path, write_marker
-from topo.backends.record import StatusRecorder
-from topo.backends.state import ExeStatus, Failure, NodeStatus, signal_name
 from topo.ir import Program
 from topo.runtime import RegistryServer
+from topo.supervisor.record import StatusRecorder
+from topo.supervisor.state import ExeStatus, Failure, NodeStatus, signal_name
 
 
 class Supervision:

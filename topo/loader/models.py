@@ -1,6 +1,6 @@
 """Pydantic models of a topology file: what the user wrote, after parameter interpolation.
 
-Every field has a description; :mod:`topo.spec.schema` turns these models into the
+Every field has a description; :mod:`topo.loader.schema` turns these models into the
 JSON Schema in ``schemas/topology.schema.json`` that editors use for completion.
 Argument values (``args``) are kept as written: references and per-replica
 expressions are resolved by the compiler, per node.
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from topo.kinds import registry
+from topo.kinds import catalog
 from topo.kinds.builtin import CheckpointSpec
 from topo.targets import TARGET_PATTERN
 
@@ -165,7 +165,7 @@ class GroupSpec(_Model):
 
     def options(self) -> Any:
         """This group's kind-specific fields, as its kind's options model."""
-        return registry.get_kind(self.kind).options_of(self)
+        return catalog.get_kind(self.kind).options_of(self)
 
 
 class ColocationSpec(_Model):
@@ -247,11 +247,11 @@ _models: dict[int, type[TopologySpec]] = {}
 def topology_model() -> type[TopologySpec]:
     """The model of a topology file for the node kinds registered now: ``GroupSpec`` with
     every kind's own fields and ``kind`` one of their names. Rebuilt when a kind registers."""
-    version = registry.version()
+    version = catalog.version()
     model = _models.get(version)
     if model is not None:
         return model
-    kinds = registry.all_kinds()
+    kinds = catalog.all_kinds()
     names = tuple(k.name for k in kinds)
     fields: dict[str, Any] = {
         "kind": (

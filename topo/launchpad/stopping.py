@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import topo
+from topo.runtime import lifecycle
 from topo.runtime.context import current_node_info
 
 log = logging.getLogger("topo.launchpad")
@@ -52,7 +52,7 @@ _lock = threading.Lock()
 
 
 def _current() -> _Stopping:
-    event = topo.stop_event()
+    event = lifecycle.stop_event()
     with _lock:
         entry = _stopping.get(event)
         if entry is None:
@@ -63,7 +63,7 @@ def _current() -> _Stopping:
 def stop(mark_as_completed: bool = False) -> None:
     """Stop the whole program: the calling node's, or outside a node the one launched last."""
     if current_node_info() is not None:
-        topo.stop("lp.stop() called")
+        lifecycle.stop("lp.stop() called")
         return
     from topo.launchpad.launched import last_launched
 

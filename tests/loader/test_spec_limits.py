@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from topo.diagnostics import TopoError
-from topo.spec import load_spec
+from topo.loader import load_spec
 
 GROUP = "name: t\nnodes:\n  a:\n    target: m.x:Y\n"
 

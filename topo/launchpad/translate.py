@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from topo.compile.seeds import derive_seeds
 from topo.ir import (
     Edge,
     Executable,
@@ -30,6 +29,7 @@ from topo.ir import (
     Value,
     iter_refs,
 )
+from topo.ir.seeds import derive_seeds
 from topo.ir.values import import_path_of
 from topo.kinds import get_kind
 from topo.launchpad.arguments import ProgramError, Values, bind

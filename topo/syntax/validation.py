@@ -9,7 +9,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ValidationError
 
 from topo.diagnostics import Diagnostic, suggest
-from topo.spec.source import PathKey, SourceMap
+from topo.syntax.source import PathKey, SourceMap
 
 _EXPECTED = {
     "int_type": "an integer",

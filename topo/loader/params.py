@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from topo.diagnostics import Diagnostic, TopoError, suggest
-from topo.spec import interpolate
-from topo.spec.expr import ExprError
-from topo.spec.source import SourceMap, parse_text
+from topo.syntax import interpolate
+from topo.syntax.expr import ExprError
+from topo.syntax.source import SourceMap, parse_text
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LONG_FORM_KEYS = {"default", "type", "help"}

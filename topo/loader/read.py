@@ -10,13 +10,13 @@ from pydantic import ValidationError
 
 from topo.diagnostics import Diagnostic, SourcePos, TopoError
 from topo.kinds import get_kind, option_owners
-from topo.spec import interpolate
-from topo.spec.expr import ExprError, names
-from topo.spec.limits import check_node_counts
-from topo.spec.models import GroupSpec, TopologySpec, topology_model
-from topo.spec.params import RESERVED, Param, resolve_params, suggest
-from topo.spec.source import Document, PathKey, SourceMap, read_document
-from topo.spec.validation import diagnostics_from
+from topo.loader.limits import check_node_counts
+from topo.loader.models import GroupSpec, TopologySpec, topology_model
+from topo.loader.params import RESERVED, Param, resolve_params, suggest
+from topo.syntax import interpolate
+from topo.syntax.expr import ExprError, names
+from topo.syntax.source import Document, PathKey, SourceMap, read_document
+from topo.syntax.validation import diagnostics_from
 
 # Fields evaluated per node by the compiler, not here.
 _PER_NODE_FIELDS = ("args", "overrides")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 from topo.diagnostics import Diagnostic
-from topo.spec.models import TopologySpec
-from topo.spec.source import SourceMap
+from topo.loader.models import TopologySpec
+from topo.syntax.source import SourceMap
 
 DEFAULT_MAX_NODES = 100_000
 ENV_VAR = "TOPO_MAX_NODES"

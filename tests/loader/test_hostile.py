@@ -92,7 +92,7 @@ def run_cases(d: Path) -> None:
     """Load every case, printing one JSON line per case (as it finishes)."""
     from topo.compile import compile_spec
     from topo.diagnostics import TopoError
-    from topo.spec import load_spec
+    from topo.loader import load_spec
 
     def alarm(_sig: int, _frame: Any) -> None:
         raise _Timeout

@@ -15,10 +15,10 @@ from typing import Any
 
 from topo.api import launch as topo_launch
 from topo.launchpad import live
-from topo.launchpad.compile import Compiled, ProgramError, compile_program
-from topo.launchpad.launched import Launched, _launched, _lock, _prune
+from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, wait_at_exit
 from topo.launchpad.program import Program
+from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
 log = logging.getLogger("topo.launchpad")
 
@@ -116,9 +116,7 @@ def launch(
         raise
     launched = Launched(compiled, run)
     launched.live_objects = kept
-    _prune()
-    with _lock:
-        _launched.append(launched)
+    remember(launched)
     if test_case is not None:
         test_case.addCleanup(_cleanup, launched)
     elif not kind.is_test:
@@ -165,5 +163,5 @@ def _cleanup(launched: Launched) -> None:
     """A test case's cleanup: stop the program, then fail the test with the node
     failure that ended it, if one did (as Launchpad's cleanup does)."""
     launched.stop(timeout=60)
-    _prune()
-    launched._raise_failure()
+    prune()
+    launched.raise_failure()

@@ -1,0 +1,49 @@
+"""What a run leaves on disk while it runs, for the next look after a crash.
+
+* ``status.json`` is rewritten (atomically, at most twice a second) whenever the
+  status changes, not only at the end: if the launcher dies, the file still says
+  which nodes were running and in what state.
+* ``crash.log`` (threads backend) is written by ``topo.backends.crash``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+STATUS_FILE = "status.json"
+
+
+def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Write ``status.json`` atomically (a reader never sees half a file)."""
+    path = run_dir / STATUS_FILE
+    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+class StatusRecorder:
+    """Rewrites ``status.json`` while the run goes on, when something changed."""
+
+    def __init__(
+        self, run_dir: Path, summary: Callable[[], dict[str, Any]], interval: float = 0.5
+    ) -> None:
+        self._run_dir = run_dir
+        self._summary = summary
+        self._interval = interval
+        self._next = 0.0
+        self.dirty = True
+
+    def tick(self, now: float) -> None:
+        """Write if the status changed and the last write is ``interval`` old."""
+        if not self.dirty or now < self._next:
+            return
+        self.dirty = False
+        self._next = now + self._interval
+        try:
+            write_status(self._run_dir, self._summary())
+        except OSError:
+            self.dirty = True  # try again next time
