@@ -29,15 +29,17 @@ from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.logs import exe_output_path
 from topo.ir import dumps
 
 
 class _ProcRunner(ExecutableRunner):
-    def __init__(self, exe: str, attempt: int) -> None:
+    def __init__(self, exe: str, attempt: int, output: Path | None = None) -> None:
         self.exe = exe
         self.attempt = attempt
         self.pid = 0
         self.known = threading.Event()
+        self.output = output  # the file its fds 1 and 2 write to (the stack dump lands there)
 
     def kill(self) -> None:
         if self.known.wait(5) and self.pid:
@@ -47,14 +49,40 @@ class _ProcRunner(ExecutableRunner):
         # The child set-up registered faulthandler on SIGUSR1: the dump goes to its log.
         if not self.pid:
             return ""
+        before = _size(self.output)
         try:
             os.kill(self.pid, signal.SIGUSR1)
         except ProcessLookupError:
             return ""
-        time.sleep(0.3)  # let the dump be written before the kill that follows
+        _wait_written(self.output, before)  # the dump is in the file before the kill follows
         from topo.backends.logs import safe_name
 
         return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return -1 if path is None else path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _wait_written(path: Path | None, before: int, limit_s: float = 5.0) -> None:
+    """Wait until ``path`` has grown past ``before`` and stopped growing for a moment (a
+    busy machine can take far longer than usual to schedule the signalled process)."""
+    if path is None:
+        time.sleep(0.3)
+        return
+    end = time.monotonic() + limit_s
+    last = before
+    quiet_since = None
+    while time.monotonic() < end:
+        size = _size(path)
+        if size != last:
+            last, quiet_since = size, time.monotonic()
+        elif size > before and quiet_since is not None and time.monotonic() - quiet_since > 0.1:
+            return
+        time.sleep(0.02)
 
 
 class ProcsBackend(Backend):
@@ -73,6 +101,7 @@ class ProcsBackend(Backend):
         self.server_pid: int | None = None
         self.import_errors: list[str] = []
         self._opened = False
+        self._job: JobContext | None = None
         self._spawned_as: tuple[str, dict[str, str]] | None = None
         self._early: Any = None  # the server's output until it has the run directory
         self._log: Path | None = None
@@ -137,6 +166,7 @@ class ProcsBackend(Backend):
         from topo.backends.worker import target_modules
 
         self._sink = sink
+        self._job = job
         env = self._server_env()
         if self._server is not None and (
             self._server.poll() is not None or self._spawned_as != (os.getcwd(), _without_path(env))
@@ -174,7 +204,12 @@ class ProcsBackend(Backend):
         return [] if self.server_pid is None else [self.server_pid]
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        runner = _ProcRunner(exe, attempt)
+        output = (
+            None
+            if self._job is None
+            else exe_output_path(self._job.run_dir, self._job.program, exe)
+        )
+        runner = _ProcRunner(exe, attempt, output)
         self._runners[(exe, attempt)] = runner
         self._send(("spawn", exe, attempt))
         return runner
