@@ -179,7 +179,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The results as the markdown table the README quotes."""
+    """The results as the markdown table docs/benchmarks.md quotes."""
     lines = [
         "# DQN CartPole (acme_distributed.yaml, procs)",
         "",

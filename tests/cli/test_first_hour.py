@@ -151,10 +151,15 @@ def test_bad_input_exits_1_everywhere(argv: list[str]) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_readme_states_exit_1_for_bad_input() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "exit 2" not in readme and "exits 2" not in readme
-    assert "exits 1" in readme
+def test_readme_and_docs_state_exit_1_for_bad_input() -> None:
+    """The README says it in short, docs/topology.md ("Errors") in full; no page says 2."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "exit 2" not in text and "exits 2" not in text, page
+    assert "exits 1" in (ROOT / "README.md").read_text(encoding="utf-8")
+    errors = (ROOT / "docs" / "topology.md").read_text(encoding="utf-8").split("## Errors")[1]
+    assert "exits 1" in errors.split("\n## ")[0]
 
 
 # --- failures, restarts and log files --------------------------------------------------------

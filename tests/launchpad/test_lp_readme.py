@@ -1,4 +1,4 @@
-"""The README's Launchpad example runs as written: ``python -m
+"""The Launchpad example of docs/launchpad.md runs as written: ``python -m
 examples.launchpad.consumer_producers --lp_launch_type=...`` ends by itself, exit 0."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 def test_the_example_runs_from_the_command_line(launch_type: str, tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "launchpad.md").read_text(encoding="utf-8")
+    assert "python -m examples.launchpad.consumer_producers --lp_launch_type=local_mp" in page
     before = set((ROOT / "runs").glob("consumer_producers-*"))
     proc = subprocess.run(
         [

@@ -42,7 +42,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "bool": bool,
     "len": len,
 }
-# Bounds on what one expression may build (README, "Limits"), checked inside nested
+# Bounds on what one expression may build (docs/topology.md, "Limits"), checked inside nested
 # results too: a list of a million references to a million-long list is 10**12 items.
 _MAX_SIZE = 1_000_000  # items + characters (an int counts one per 64 bits)
 MAX_INT_BITS = 10_000  # about 3,000 decimal digits

@@ -65,7 +65,7 @@ def _yaml() -> YAML:
     return y
 
 
-# Bounds on what one YAML document may expand to (README, "Limits"): aliases let a few
+# Bounds on what one YAML document may expand to (docs/topology.md, "Limits"): aliases let a few
 # lines stand for billions of nodes, and anchors can even refer to themselves.
 MAX_YAML_NODES = 50_000
 MAX_YAML_DEPTH = 100
