@@ -344,8 +344,9 @@ def test_diagnostics_is_the_bottom_layer() -> None:
     assert not [ast.unparse(n) for n in top_level if "rich" in ast.unparse(n)]
 
 
-def test_renderers_read_only_the_ir() -> None:
-    assert violations("topo.render", allowed=["topo.ir", "topo.render"]) == []
+def test_renderers_read_only_the_ir_and_the_kinds() -> None:
+    # the kinds declare each node's drawing role and how it looks
+    assert violations("topo.render", allowed=["topo.ir", "topo.render", "topo.kinds"]) == []
 
 
 def test_compiler_imports_no_backend_runtime_or_cli() -> None:

@@ -78,13 +78,16 @@ def test_shell_completion_is_offered_and_completes_commands() -> None:
 # --- the schema and the package ------------------------------------------------------------
 
 
-def test_both_schema_copies_are_the_generated_schema() -> None:
-    text = schema_text()
-    assert (ROOT / "topo/schema/topology.schema.json").read_text(encoding="utf-8") == text, (
+def test_the_schema_file_is_the_generated_schema() -> None:
+    # One file: the package ships it (topo schema --path) and the examples' $schema
+    # lines point at it.
+    assert (ROOT / "topo/schema/topology.schema.json").read_text(encoding="utf-8") == (
+        schema_text()
+    ), (
         "topo/schema/topology.schema.json is stale; regenerate it with "
-        "`.venv/bin/topo schema -o topo/schema/topology.schema.json`"
+        "`.venv/bin/topo schema -o topo/schema/topology.schema.json` and commit it"
     )
-    assert (ROOT / "schemas/topology.schema.json").read_text(encoding="utf-8") == text
+    assert not (ROOT / "schemas").exists(), "one schema file: topo/schema/topology.schema.json"
 
 
 def test_schema_path_and_uri_point_at_the_installed_file() -> None:
@@ -124,6 +127,10 @@ def test_the_wheel_ships_the_schema_and_the_license(tmp_path: Path) -> None:
         (license_name,) = [n for n in names if n.endswith("/LICENSE")]
         assert b"Apache License" in zf.read(license_name)
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+        eps = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
     assert b"Name: topo-launch" in metadata
+    # the built-in node kinds are registered through the entry points, like plug-ins
+    assert b"[topo.kinds]\ncacher = topo.kinds.builtin:CACHER\n" in eps
+    assert b"courier = topo.kinds.builtin:COURIER\n" in eps
     assert b"topo developers" in metadata and b"Classifier:" in metadata
     assert any(n == "topo/__main__.py" for n in names)

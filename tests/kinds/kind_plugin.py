@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from topo.kinds import NodeKind, Options
+from topo.kinds import Look, NodeKind, Options
 
 
 class GreeterOptions(Options):
@@ -39,4 +39,5 @@ GREETER = NodeKind(
     args=_args,
     served=False,
     draw="greeter",
+    looks={"greeter": Look("note", "filled", ("[/", "/]"), "#e0f7fa", "#00838f", "cyan")},
 )

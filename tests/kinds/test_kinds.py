@@ -1,5 +1,5 @@
 """A node kind added from outside topo (register_kind, and a real entry point) works in
-every stage: validate, compile, JSON IR, drawing and topo run."""
+every stage: validate, compile, JSON IR, drawing, topo run and topo export."""
 
 from __future__ import annotations
 
@@ -13,11 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from greeter_program import make_program
+from rich.text import Text
 
+import topo.launchpad as lp
+from tests.export.irview import differences, view
 from topo.compile import compile_spec
 from topo.diagnostics import TopoError
-from topo.ir import dumps, loads
-from topo.kinds import NodeKind, Options, UnknownKindError, get_kind, kind_names, register_kind
+from topo.export import export_program
+from topo.ir import Program, dumps, loads
+from topo.kinds import (
+    NodeKind,
+    Options,
+    UnknownKindError,
+    all_kinds,
+    get_kind,
+    kind_names,
+    register_kind,
+)
 from topo.loader import load_spec
 from topo.loader.schema import topology_schema
 from topo.render import build_view, to_dot, to_mermaid, to_tree
@@ -53,9 +66,18 @@ def test_registered_kind_compiles_round_trips_and_draws(greeter: None, tmp_path:
     assert loads(dumps(program)).groups[0].draw == "greeter"
     view = build_view(program)
     assert view.nodes["hello"].role == "greeter"
-    assert '"hello" [label="hello\\nkind_plugin:greet"' in to_dot(view)
-    assert "hello" in to_mermaid(view)
-    assert to_tree(view) is not None
+    # every picture draws the node as the kind's look says
+    dot = to_dot(view)
+    assert '"hello" [label="hello\\nkind_plugin:greet", shape=note, style="filled"' in dot
+    assert 'fillcolor="#e0f7fa"' in dot
+    mermaid = to_mermaid(view)
+    assert 'n_hello[/"hello<br/>kind_plugin:greet"/]' in mermaid
+    assert "classDef greeter fill:#e0f7fa,stroke:#00838f" in mermaid
+    assert "class n_hello greeter" in mermaid
+    [group_branch] = to_tree(view).children
+    label = group_branch.children[0].label
+    assert isinstance(label, Text) and label.plain.startswith("hello  [greeter]")
+    assert label.style == "bold cyan"
 
 
 def test_registered_kind_runs(greeter: None, tmp_path: Path, topo_launch: Callable) -> None:
@@ -117,13 +139,14 @@ def _plugin_dir(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     dist = site / "topo_greeter-0.1.dist-info"
     dist.mkdir(parents=True)
-    (site / "kind_plugin.py").write_text((HERE / "kind_plugin.py").read_text())
+    for module in ("kind_plugin.py", "greeter_program.py"):
+        (site / module).write_text((HERE / module).read_text())
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: topo-greeter\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[topo.kinds]\ngreeter = kind_plugin:GREETER\n")
     return site
 
 
-def test_kind_from_an_entry_point_works_in_every_command(tmp_path: Path) -> None:
+def test_kind_from_an_entry_point_works_in_every_command(greeter: None, tmp_path: Path) -> None:
     site = _plugin_dir(tmp_path)
     path = _write(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -149,6 +172,19 @@ def test_kind_from_an_entry_point_works_in_every_command(tmp_path: Path) -> None
     done = topo("run", str(path), "-b", "threads", "--log-dir", str(tmp_path / "runs"), "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "greeting.txt").read_text() == "hihi"
+    # topo export writes a Launchpad program using the kind as YAML with the kind's own
+    # fields, which loads back and compiles to the same program.
+    exported = tmp_path / "exported" / "greetings.yaml"
+    exported.parent.mkdir()
+    done = topo("export", "greeter_program:make_program", "-p", f"out={tmp_path}", "-o",
+                str(exported))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = exported.read_text()
+    assert "  hello:\n    kind: greeter\n    count: 2\n    greeting: hi 0\n" in text
+    assert "    overrides:\n      '1':\n        greeting: hi 1\n" in text
+    done = topo("plan", str(exported), "--json")
+    assert done.returncode == 0, done.stderr
+    _assert_same_program(make_program(str(tmp_path)), loads(done.stdout), text)
     # Without the distribution on the path the kind is unknown again.
     no_plugin = subprocess.run(
         [sys.executable, "-c", "from topo.cli import main; main()", "validate", str(path)],
@@ -156,6 +192,16 @@ def test_kind_from_an_entry_point_works_in_every_command(tmp_path: Path) -> None
     )  # fmt: skip
     assert no_plugin.returncode == 1
     assert "'kind' of group 'hello' must be one of" in no_plugin.stderr
+
+
+def _assert_same_program(lp_program: lp.Program, got: Program, text: str) -> None:
+    """The program read back from ``text`` (compiled to ``got``) is ``lp_program``'s."""
+    compiled = lp.compile_program(lp_program)
+    exported = export_program(compiled.program, schema="s.json")
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert body == [ln for ln in exported.text.splitlines() if not ln.startswith("#")]
+    diff = differences(view(compiled.program, exported), view(got))
+    assert not diff, "\n".join(diff) + "\n\n" + text
 
 
 def _topo_imports(package: str) -> set[str]:
@@ -171,9 +217,35 @@ def _topo_imports(package: str) -> set[str]:
 
 def test_layering_of_render_and_kinds() -> None:
     render = _topo_imports("render")
-    assert all(m.startswith(("topo.ir", "topo.render")) for m in render), render
+    # the IR, and the kinds for how each role is drawn
+    assert all(m.startswith(("topo.ir", "topo.render", "topo.kinds")) for m in render), render
     kinds = _topo_imports("kinds")
     assert not any(m.startswith("topo.backends") for m in kinds), kinds
+
+
+def _string_constants(path: Path) -> set[str]:
+    """The string literals of a module, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and n.body and isinstance(n.body[0], ast.Expr)
+    }  # fmt: skip
+    return {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    }
+
+
+def test_export_and_render_know_no_kind_by_name() -> None:
+    """What export and drawing do per kind comes from the kinds' declarations."""
+    builtin = {k.name for k in all_kinds()[:4]} | {"tables", "checkpoint", "refresh_ms"}
+    builtin |= {"topo.nodes:Counter", "topo.nodes:StepsLimiter", "counter", "limiter"}
+    files = [*(ROOT / "topo" / "render").glob("*.py"), *(ROOT / "topo" / "export").glob("*.py")]
+    for file in files:
+        assert not _string_constants(file) & builtin, file
 
 
 def test_reverb_references_wire_through_the_kind_client() -> None:

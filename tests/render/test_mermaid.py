@@ -8,8 +8,12 @@ import pytest
 from render_programs import SEEDS, acme_colocated, acme_distributed
 from test_dot import awkward_program
 
+from topo.kinds import DEFAULT_LOOK, all_kinds
 from topo.render import View, ViewOptions, build_view, to_mermaid
-from topo.render.mermaid import SHAPES
+
+# Every node shape a registered kind declares, and the default one.
+SHAPES = {look.mermaid for kind in all_kinds() for look in kind.looks.values()}
+SHAPES.add(DEFAULT_LOOK.mermaid)
 
 ID = r"[A-Za-z_][A-Za-z0-9_]*"
 QUOTED = r'"[^"]*"'
@@ -27,7 +31,7 @@ RESERVED = {
     "default",
     "direction",
 }
-OPENERS = "|".join(re.escape(a) for a, _ in SHAPES.values())
+OPENERS = "|".join(re.escape(a) for a, _ in sorted(SHAPES, key=lambda s: -len(s[0])))
 NODE = re.compile(rf"^\s*({ID})({OPENERS})({QUOTED})(\)\]|\]\]|\}}\}}|\)|\])$")
 EDGE = re.compile(rf"^\s*({ID}) (-->|-\.->|==>)\|({QUOTED})\| ({ID})$")
 SUBGRAPH = re.compile(rf"^\s*subgraph ({ID})\[({QUOTED})\]$")
@@ -60,7 +64,7 @@ def check(text: str) -> tuple[dict[str, str], list[tuple[str, str, str]], list[s
             assert depth >= 0, "unbalanced end"
         elif m := NODE.match(ln):
             opener = m[2]
-            closer = dict(SHAPES.values())[opener]
+            closer = dict(SHAPES)[opener]
             assert m[4] == closer, f"shape {opener}..{m[4]} in {ln!r}"
             assert m[1] not in RESERVED and m[1] not in nodes, ln
             nodes[m[1]] = m[3]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topo.ir import Executable, Group, Node, Program
+from topo.kinds import UnknownKindError, get_kind
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
@@ -70,12 +71,20 @@ def unique(name: str, taken: set[str]) -> str:
 
 
 def _split_name(program: Program, node: Node) -> str:
-    kind = program.kind_of(node.id)
-    tables = node.args.get("tables")
-    if kind == "reverb" and isinstance(tables, str):
-        return snake_name(tables)
+    """A split group's name: after its target, or for a kind with a built-in target (the
+    same for every group of the kind) after the first target the kind's own fields import
+    (a reverb's tables), else the kind's name."""
+    name = program.kind_of(node.id)
+    try:
+        kind = get_kind(name)
+    except UnknownKindError:
+        kind = None
     target = program.target_of(node.id)
-    return snake_name(target) if target else kind
+    if kind is not None and kind.builtin_target is not None:
+        fields, _ = kind.split_args(node.args)
+        imported = [fields.get(f) for f in kind.import_fields]
+        target = next((t for t in imported if isinstance(t, str)), "")
+    return snake_name(target) if target else name
 
 
 def split_groups(program: Program) -> Layout:

@@ -9,6 +9,7 @@ is collected and raised as one :class:`ExportError` naming every node and argume
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +19,7 @@ from topo.export.args import ArgWriter, Problem
 from topo.export.layout import Layout, OutGroup, split_groups
 from topo.ir import Program, Resources, RestartPolicy, RpcSettings, StopSettings
 from topo.ir.program import DEFAULT_READY_TIMEOUT_S
-
-_KIND_FIELDS = {"reverb": ("tables", "checkpoint_dir", "checkpoint_every_s"),
-                "cacher": ("source", "refresh_ms", "stale_ms")}  # fmt: skip
+from topo.kinds import DEFAULT_KIND, NodeKind, UnknownKindError, get_kind
 
 
 class ExportError(TopoError):
@@ -131,15 +130,23 @@ def _callable_name(description: str) -> str:
 def _group(program: Program, og: OutGroup, writer: ArgWriter) -> dict[str, Any]:
     g = og.origin
     out: dict[str, Any] = {}
-    if og.kind != "courier":
+    try:
+        kind: NodeKind | None = get_kind(og.kind)
+    except UnknownKindError as exc:
+        kind = None
+        if og.nodes:
+            writer.problems.append(
+                Problem(og.nodes[0].id, None, f"is of an {exc}", "install the kind's package")
+            )
+    if og.kind != DEFAULT_KIND:
         out["kind"] = og.kind
-    if og.kind not in _KIND_FIELDS and og.target:
+    if kind is not None and kind.builtin_target is None and og.target:
         out["target"] = og.target
     if not og.singleton:
         out["count"] = len(og.nodes)
     if not g.enabled:
         out["enabled"] = False
-    if not og.nodes:
+    if not og.nodes or kind is None:
         return out
     if og.per_process:
         out["colocate"] = {"per_process": og.per_process}
@@ -161,23 +168,52 @@ def _group(program: Program, og: OutGroup, writer: ArgWriter) -> dict[str, Any]:
     ):
         if value:
             out[key] = value
-    fields = _KIND_FIELDS.get(og.kind, ())
-    args, overrides = writer.group_args(og, skip=fields)
-    if og.kind == "reverb":
-        out["tables"] = args.pop("tables", None)
-        ckpt, every = args.pop("checkpoint_dir", None), args.pop("checkpoint_every_s", None)
-        if ckpt is not None:
-            out["checkpoint"] = {"dir": ckpt, **({"every_s": every} if every else {})}
-    elif og.kind == "cacher":
-        for name in fields:
-            value = args.pop(name, None)
-            if value is not None:
-                out[name] = value
+    args, overrides = writer.group_args(og, skip=kind.arg_names)
+    complete = set(args) == set(first.args)  # else a problem was reported already
+    fields, args = _kind_fields(kind, args, first.id, writer.problems if complete else [])
+    out.update(fields)
     if args:
         out["args"] = args
     if overrides:
         out["overrides"] = overrides
     return out
+
+
+def _kind_fields(
+    kind: NodeKind, args: dict[str, Any], node: str, problems: list[Problem]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The kind's own YAML fields (None ones left out) and the remaining args, from the
+    group's args; a problem when the fields do not give those args back."""
+    fields, rest = kind.split_args(args)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    given = {k: args[k] for k in kind.arg_names if k in args}
+    if given and _canon(_args_from(kind, fields)) != _canon(given):
+        problems.append(
+            Problem(
+                node,
+                None,
+                f"has arguments ({', '.join(given)}) that kind {kind.name!r} does not give "
+                f"back from the YAML fields written for them ({', '.join(fields) or 'none'})",
+                f"declare fields_of on kind {kind.name!r}: the inverse of its args",
+            )
+        )
+    return fields, rest
+
+
+def _args_from(kind: NodeKind, fields: dict[str, Any]) -> dict[str, Any] | None:
+    """What the kind passes from ``fields`` (None when they are not its fields)."""
+    try:
+        options = kind.options.model_validate(fields, strict=False)
+    except Exception:  # YAML data the model does not take ({import: ...}): as written
+        options = kind.options.model_construct(**fields)
+    try:
+        return kind.args(options)
+    except Exception:
+        return None
+
+
+def _canon(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, default=repr)
 
 
 def _changed(value: Any, default: Any) -> dict[str, Any]:

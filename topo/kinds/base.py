@@ -1,10 +1,11 @@
-"""What a node kind is: one declaration that every stage (spec, compile, run, draw) reads.
+"""What a node kind is: one declaration that every stage (load, compile, run, export,
+draw) reads.
 
 A kind names its own YAML fields (a small pydantic model), the target that builds its
-nodes, the arguments it takes from those fields, which of them hold ``module:attr``
-targets to import, how its edges are labelled, how a node of it runs and how a
-reference to one becomes a live object in a peer. Kinds import nothing from
-``topo.backends``: the backends read them.
+nodes, the arguments it takes from those fields and back (for ``topo export``), which of
+them hold ``module:attr`` targets to import, how its edges are labelled, how a node of it
+runs, how a reference to one becomes a live object in a peer, and how it is drawn. Kinds
+import nothing from ``topo.backends``: the backends read them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,24 @@ def _no_checks(options: Any) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class Look:
+    """How nodes of one drawing role look in every picture: a Graphviz ``shape`` and
+    ``style``, the Mermaid brackets around the label, the fill and stroke colours
+    (``#rrggbb``) and the rich style of the terminal tree."""
+
+    shape: str = "box"
+    style: str = "filled"
+    mermaid: tuple[str, str] = ("[", "]")
+    fill: str = "#ffffff"
+    stroke: str = "#5f6368"
+    term: str = ""
+
+
+DEFAULT_LOOK = Look()
+"""The look of a role no kind declares."""
+
+
+@dataclass(frozen=True)
 class NodeKind:
     """A node kind.
 
@@ -44,7 +63,13 @@ class NodeKind:
     built object (its ``run()`` called if present), others are called and the result's
     ``run()`` called; ``runnable`` is True or the message ``topo run`` prints; ``client`` is
     a ``module:attr`` factory ``(node_id, deadline_s) -> object`` that turns a reference
-    to a node of this kind into a live object inside a peer; ``draw`` the drawing role."""
+    to a node of this kind into a live object inside a peer.
+
+    ``fields_of(args)`` is the inverse of ``args``: a node's arguments -> ``(the kind's
+    YAML fields, the remaining arguments)``; by default every argument ``args`` produces
+    under a field's own name goes back to that field. ``draw`` is the drawing role of the
+    kind's nodes, ``draw_targets`` the role of nodes built by particular targets (a
+    courier serving a counter), ``looks`` how the roles the kind declares are drawn."""
 
     name: str
     help: str
@@ -60,6 +85,9 @@ class NodeKind:
     runnable: bool | str = True
     client: str = "topo.runtime:Handle"
     draw: str = ""
+    fields_of: Callable[[Mapping[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    draw_targets: Mapping[str, str] = field(default_factory=dict, hash=False)
+    looks: Mapping[str, Look] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not self.draw:
@@ -79,9 +107,33 @@ class NodeKind:
             **{name: getattr(values, name, None) for name in self.fields}
         )
 
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """The arguments the kind passes from its own fields (reverb: tables, checkpoint_dir,
+        checkpoint_every_s), found by calling ``args`` on unset fields."""
+        try:
+            return tuple(self.args(self.options.model_construct()))
+        except Exception:  # an args() that needs its required field set: same names
+            return self.fields
+
+    def split_args(self, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(fields, remaining arguments)`` of a node's arguments: the kind's ``fields_of``,
+        or each argument of :attr:`arg_names` named like a field back to that field."""
+        if self.fields_of is not None:
+            return self.fields_of(args)
+        own = set(self.arg_names) & set(self.fields)
+        return (
+            {k: v for k, v in args.items() if k in own},
+            {k: v for k, v in args.items() if k not in own},
+        )
+
+    def role_for(self, target: str) -> str:
+        """The drawing role of this kind's nodes built by ``target``."""
+        return self.draw_targets.get(target, self.draw)
+
     def edge_via(self, arg_path: str) -> EdgeVia | None:
         """The label of edges from references in argument ``arg_path``, if the kind sets it."""
         return self.via.get(arg_path)
 
 
-__all__ = ["NodeKind", "Options"]
+__all__ = ["DEFAULT_LOOK", "Look", "NodeKind", "Options"]

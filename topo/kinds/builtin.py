@@ -1,12 +1,16 @@
-"""The built-in node kinds: courier, py, reverb, cacher."""
+"""The built-in node kinds: courier, py, reverb, cacher.
+
+They are registered like any third-party kind, through the ``topo.kinds`` entry points
+topo's own pyproject.toml declares (see :mod:`topo.kinds.catalog`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from topo.kinds.base import NodeKind, Options
+from topo.kinds.base import Look, NodeKind, Options
 from topo.targets import TARGET_PATTERN
 
 
@@ -65,6 +69,15 @@ def _reverb_args(o: ReverbOptions) -> dict[str, Any]:
     }
 
 
+def _reverb_fields(args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    rest = dict(args)
+    fields: dict[str, Any] = {"tables": rest.pop("tables", None)}
+    ckpt, every = rest.pop("checkpoint_dir", None), rest.pop("checkpoint_every_s", None)
+    if ckpt is not None:
+        fields["checkpoint"] = {"dir": ckpt, **({"every_s": every} if every else {})}
+    return fields, rest
+
+
 def _cacher_args(o: CacherOptions) -> dict[str, Any]:
     return {
         "source": o.source,
@@ -85,6 +98,18 @@ def _cacher_checks(o: CacherOptions) -> list[tuple[str, str]]:
     return []
 
 
+# How the built-in kinds' nodes are drawn.
+COURIER_LOOK = Look("box", "rounded,filled", ("(", ")"), "#e8f0fe", "#1a73e8", "blue")
+PY_LOOK = Look("box", "filled", ("[", "]"), "#f1f3f4", "#5f6368", "white")
+REVERB_LOOK = Look("cylinder", "filled", ("[(", ")]"), "#fce8e6", "#c5221f", "red")
+CACHER_LOOK = Look("tab", "filled", ("[[", "]]"), "#fef7e0", "#b06000", "yellow")
+# The built-in counter and steps limiter, served (courier) or run (py), draw as their own.
+TARGET_ROLES = {"topo.nodes:Counter": "counter", "topo.nodes:StepsLimiter": "limiter"}
+TARGET_LOOKS = {
+    "counter": Look("hexagon", "filled", ("{{", "}}"), "#e6f4ea", "#137333", "green"),
+    "limiter": Look("octagon", "filled", (">", "]"), "#fde7f3", "#a50e5f", "magenta"),
+}
+
 COURIER = NodeKind(
     name="courier",
     help="an object served over RPC (run() called if it has one)",
@@ -93,6 +118,8 @@ COURIER = NodeKind(
     example="package.module:Class",
     import_fields=("target",),
     served=True,
+    draw_targets=TARGET_ROLES,
+    looks={"courier": COURIER_LOOK, **TARGET_LOOKS},
 )
 PY = NodeKind(
     name="py",
@@ -102,6 +129,8 @@ PY = NodeKind(
     example="package.module:Class",
     import_fields=("target",),
     served=False,
+    draw_targets=TARGET_ROLES,
+    looks={"py": PY_LOOK, **TARGET_LOOKS},
 )
 REVERB = NodeKind(
     name="reverb",
@@ -111,9 +140,11 @@ REVERB = NodeKind(
     example="package.module:make_tables",
     builtin_target="topo.nodes.reverb:ReverbServer",
     args=_reverb_args,
+    fields_of=_reverb_fields,
     import_fields=("tables",),
     served=True,
     client="topo.kinds.clients:reverb_client",
+    looks={"reverb": REVERB_LOOK},
 )
 CACHER = NodeKind(
     name="cacher",
@@ -126,6 +157,5 @@ CACHER = NodeKind(
     via={"source": "source"},
     checks=_cacher_checks,
     served=True,
+    looks={"cacher": CACHER_LOOK},
 )
-
-BUILTIN_KINDS: tuple[NodeKind, ...] = (COURIER, PY, REVERB, CACHER)

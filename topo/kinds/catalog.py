@@ -1,18 +1,30 @@
-"""The registry of node kinds: the built-in ones, ones registered from code, and third-party
-ones from the entry-point group ``topo.kinds`` (each entry point loads to a NodeKind),
-loaded once, lazily."""
+"""The registry of node kinds: every kind declared in the entry-point group ``topo.kinds``
+(each entry point loads to a NodeKind) -- topo's own built-in kinds as well as third-party
+ones -- loaded once, lazily, plus kinds registered from code with :func:`register_kind`.
+
+topo's own entry points come first, so the built-in kinds lead every list. An install
+made before topo declared them (its metadata has none) still gets the built-in kinds,
+with a warning to reinstall."""
 
 from __future__ import annotations
 
+import sys
 import warnings
+from collections.abc import Iterable
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from topo.kinds.base import NodeKind
-from topo.kinds.builtin import BUILTIN_KINDS
+from topo.kinds.base import DEFAULT_LOOK, Look, NodeKind
 
 ENTRY_POINT_GROUP = "topo.kinds"
+DEFAULT_KIND = "courier"  # the kind of a YAML group that names none
+REINSTALL = (
+    "topo's built-in node kinds are missing from the installed package metadata (entry "
+    "point group 'topo.kinds'; an install older than this version of topo); using them "
+    "directly. Reinstall topo (pip install topo-launch, or ./dev setup in a checkout) to "
+    "register them"
+)
 
 _kinds: dict[str, NodeKind] | None = None
 _version = 0
@@ -25,29 +37,62 @@ class UnknownKindError(KeyError):
         return str(self.args[0])
 
 
+def _is_topos(ep: EntryPoint) -> bool:
+    return ep.module.split(".")[0] == "topo"
+
+
+def _declared_first(ep: EntryPoint) -> tuple[int, int]:
+    """topo's own entry points first, in the order their module defines the kinds (the
+    metadata lists entry points sorted by name); the others after, as listed."""
+    if not _is_topos(ep):
+        return (1, 0)
+    names = list(vars(sys.modules[ep.module])) if ep.module in sys.modules else []
+    return (0, names.index(ep.attr) if ep.attr in names else len(names))
+
+
+def _load(ep: EntryPoint) -> NodeKind | None:
+    try:
+        kind = ep.load()
+    except Exception as exc:  # a broken plugin must not break topo
+        warnings.warn(
+            f"node kind entry point {ep.name!r} ({ep.value}) failed to load: "
+            f"{type(exc).__name__}: {exc}",
+            stacklevel=4,
+        )
+        return None
+    if not isinstance(kind, NodeKind):
+        warnings.warn(
+            f"node kind entry point {ep.name!r} ({ep.value}) is a "
+            f"{type(kind).__name__}, not a topo.kinds.NodeKind",
+            stacklevel=4,
+        )
+        return None
+    return kind
+
+
+def load_entry_points(eps: Iterable[EntryPoint]) -> dict[str, NodeKind]:
+    """The kinds the entry points ``eps`` declare, topo's own first (the first of a name
+    wins); a broken entry point is skipped with a warning. Without any of topo's own (an
+    old install) the kinds of :mod:`topo.kinds.builtin` come first, with a warning."""
+    loaded = [(ep, _load(ep)) for ep in eps]
+    kinds: dict[str, NodeKind] = {}
+    if not any(_is_topos(ep) for ep, _ in loaded):
+        from topo.kinds import builtin
+
+        warnings.warn(REINSTALL, stacklevel=3)
+        for value in vars(builtin).values():
+            if isinstance(value, NodeKind):
+                kinds.setdefault(value.name, value)
+    for _, kind in sorted(loaded, key=lambda pair: _declared_first(pair[0])):
+        if kind is not None:
+            kinds.setdefault(kind.name, kind)
+    return kinds
+
+
 def _loaded() -> dict[str, NodeKind]:
     global _kinds
     if _kinds is None:
-        kinds = {k.name: k for k in BUILTIN_KINDS}
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                kind = ep.load()
-            except Exception as exc:  # a broken plugin must not break topo
-                warnings.warn(
-                    f"node kind entry point {ep.name!r} ({ep.value}) failed to load: "
-                    f"{type(exc).__name__}: {exc}",
-                    stacklevel=2,
-                )
-                continue
-            if not isinstance(kind, NodeKind):
-                warnings.warn(
-                    f"node kind entry point {ep.name!r} ({ep.value}) is a "
-                    f"{type(kind).__name__}, not a topo.kinds.NodeKind",
-                    stacklevel=2,
-                )
-                continue
-            kinds.setdefault(kind.name, kind)
-        _kinds = kinds
+        _kinds = load_entry_points(entry_points(group=ENTRY_POINT_GROUP))
     return _kinds
 
 
@@ -102,6 +147,31 @@ def option_owners() -> dict[str, list[str]]:
         for name in kind.fields:
             owners.setdefault(name, []).append(kind.name)
     return owners
+
+
+_looks: tuple[int, dict[str, Look]] | None = None
+
+
+def look_of(role: str) -> Look:
+    """How nodes of drawing role ``role`` are drawn: as the first kind declaring the role
+    says, else a neutral look."""
+    global _looks
+    if _looks is None or _looks[0] != version():
+        merged: dict[str, Look] = {}
+        for kind in all_kinds():
+            for name, look in kind.looks.items():
+                merged.setdefault(name, look)
+        _looks = (version(), merged)
+    return _looks[1].get(role, DEFAULT_LOOK)
+
+
+def role_of(kind_name: str, target: str, draw: str = "") -> str:
+    """The drawing role of a node of kind ``kind_name`` built by ``target``, as its kind
+    declares; for a kind not registered here, ``draw`` (the role the IR recorded)."""
+    kind = _loaded().get(kind_name)
+    if kind is None:
+        return draw or kind_name
+    return kind.role_for(target)
 
 
 @cache

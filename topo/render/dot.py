@@ -1,9 +1,10 @@
 """Graphviz DOT text from a :class:`~topo.render.model.View`.
 
 Groups are clusters; a process holding several nodes as threads is a filled, rounded
-box; a host placement is a dashed, unfilled box around processes. Node shapes follow
-the role: reverb a cylinder, cacher a folded tab, counter a hexagon, steps limiter an
-octagon, courier a rounded box, py a plain box; a collapsed group has a double border.
+box; a host placement is a dashed, unfilled box around processes. Node shapes and fills
+follow the role, as the node's kind declares it (reverb a cylinder, cacher a folded tab,
+counter a hexagon, steps limiter an octagon, courier a rounded box, py a plain box); a
+collapsed group has a double border.
 Round-robin edges are dashed blue, fallback edges dotted, primary edges bold.
 The output depends only on the view, so it is byte-identical across runs.
 """
@@ -11,19 +12,7 @@ The output depends only on the view, so it is byte-identical across runs.
 from __future__ import annotations
 
 from topo.render.model import Box, View, ViewEdge, ViewNode
-from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, ROLE, role_colour
-
-SHAPES: dict[str, tuple[str, str]] = {
-    # role: (shape, extra style)
-    "courier": ("box", "rounded,filled"),
-    "py": ("box", "filled"),
-    "reverb": ("cylinder", "filled"),
-    "cacher": ("tab", "filled"),
-    "counter": ("hexagon", "filled"),
-    "limiter": ("octagon", "filled"),
-}
-FILL: dict[str, str] = {role: c.fill for role, c in ROLE.items()}
-
+from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, look
 
 _LINE = {"round_robin": "style=dashed, ", "fallback": "style=dotted, ", "primary": "style=bold, "}
 
@@ -52,14 +41,15 @@ def quote(text: str) -> str:
 
 
 def _node_line(n: ViewNode, indent: str) -> str:
-    shape, style = SHAPES.get(n.role, ("box", "filled"))
+    role = look(n.role)
+    shape, style = role.shape, role.style
     label = n.label if not n.detail else f"{n.label}\n{n.detail}"
     attrs = [f"label={quote(label)}", f"shape={shape}", f'style="{style}"']
     if n.disabled:
         attrs += [f'fillcolor="{DISABLED.fill}"', GREY, 'style="dashed,filled"']
         attrs.remove(f'style="{style}"')
     else:
-        attrs.append(f'fillcolor="{role_colour(n.role).fill}"')
+        attrs.append(f'fillcolor="{role.fill}"')
     if n.collapsed:
         attrs.append("peripheries=2")
     if n.neighbour:

@@ -1,9 +1,10 @@
 """A Mermaid flowchart from a :class:`~topo.render.model.View` (renders in GitHub Markdown).
 
 Same picture as the DOT one, in Mermaid's vocabulary: subgraphs for groups, thread
-sets, packed processes and host placements; node shapes by role (reverb a cylinder,
-cacher a subroutine box, counter a hexagon, steps limiter a flag, courier a rounded
-box, py a plain box); round-robin and fallback edges dotted, primary edges thick.
+sets, packed processes and host placements; node shapes and colours by role, as the
+node's kind declares it (reverb a cylinder, cacher a subroutine box, counter a hexagon,
+steps limiter a flag, courier a rounded box, py a plain box), one ``classDef`` per role
+drawn; round-robin and fallback edges dotted, primary edges thick.
 Ids are derived from node ids, so the text is stable and diffs read well.
 """
 
@@ -13,16 +14,8 @@ import json
 import re
 
 from topo.render.model import Box, View, ViewNode
-from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, ROLE
+from topo.render.style import BOX, DISABLED, DISABLED_TEXT, EDGE, look
 
-SHAPES: dict[str, tuple[str, str]] = {
-    "courier": ("(", ")"),
-    "py": ("[", "]"),
-    "reverb": ("[(", ")]"),
-    "cacher": ("[[", "]]"),
-    "counter": ("{{", "}}"),
-    "limiter": (">", "]"),
-}
 ARROWS: dict[str, str] = {
     "ref": "-->",
     "round_robin": "-.->",
@@ -37,7 +30,6 @@ EDGE_COLOUR: dict[str, str] = {
     "primary": f"stroke:{EDGE['primary'].stroke}",
 }
 CLASSES: dict[str, str] = {
-    **{role: f"fill:{c.fill},stroke:{c.stroke}" for role, c in ROLE.items()},
     "many": "stroke-width:3px",
     "disabled": f"fill:{DISABLED.fill},stroke:{DISABLED.stroke},color:{DISABLED_TEXT},"
     "stroke-dasharray:4 3",
@@ -84,8 +76,20 @@ class _Ids:
         return made
 
 
+_KEYWORDS = {"end", "graph", "flowchart", "subgraph", "style", "class", "classDef", "default"}
+
+
+def _role_class(role: str) -> str:
+    """The Mermaid class of a drawing role: its name, made an identifier that is neither a
+    keyword nor one of :data:`CLASSES`."""
+    name = _UNSAFE.sub("_", role)
+    if not name[:1].isalpha():
+        name = "role_" + name
+    return f"{name}_role" if name in CLASSES or name in _KEYWORDS else name
+
+
 def _node(n: ViewNode, ident: str) -> str:
-    left, right = SHAPES.get(n.role, ("[", "]"))
+    left, right = look(n.role).mermaid
     label = n.label if not n.detail else f"{n.label}\n{n.detail}"
     return f"{ident}{left}{text(label)}{right}"
 
@@ -121,13 +125,14 @@ def to_mermaid(view: View) -> str:
         out.append(f"  {ids.get(e.src, 'n_')} {arrow}|{text(e.label)}| {ids.get(e.dst, 'n_')}")
         if e.via in EDGE_COLOUR:
             links.append(f"  linkStyle {i} {EDGE_COLOUR[e.via]}")
-    out.extend(f"  classDef {name} {css}" for name, css in CLASSES.items())
-    members: dict[str, list[str]] = {name: [] for name in CLASSES}
+    roles = {n.role: look(n.role) for n in view.nodes.values() if not n.disabled}
+    classes = {_role_class(r): f"fill:{c.fill},stroke:{c.stroke}" for r, c in roles.items()}
+    classes.update(CLASSES)
+    out.extend(f"  classDef {name} {css}" for name, css in classes.items())
+    members: dict[str, list[str]] = {name: [] for name in classes}
     for key, n in view.nodes.items():
         ident = ids.get(key, "n_")
-        role = "disabled" if n.disabled else n.role
-        if role in members:  # a role without a palette entry keeps Mermaid's default look
-            members[role].append(ident)
+        members["disabled" if n.disabled else _role_class(n.role)].append(ident)
         if n.collapsed:
             members["many"].append(ident)
     out.extend(f"  class {','.join(m)} {name}" for name, m in members.items() if m)

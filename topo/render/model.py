@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from topo.ir.program import Executable, Group, Program
+from topo.kinds import role_of as kind_role
 
 TIMES = "\u00d7"  # multiplication sign, as in "actor x64"
 
-Role = str  # a kind's drawing role (Group.draw), or counter / limiter
+Role = str  # a drawing role, as the node's kind declares it (topo.kinds)
 BoxKind = Literal["root", "host", "threads", "group", "process"]
 
-COUNTER_TARGET = "topo.nodes:Counter"
-LIMITER_TARGET = "topo.nodes:StepsLimiter"
 DEFAULT_COLLAPSE_ABOVE = 8
 
 VIA_LABEL = {
@@ -138,13 +137,10 @@ class View:
 
 
 def role_of(group: Group) -> Role:
-    """The shape family of a group: built-in counter/limiter by target, else the drawing
-    role its kind declares (written into the IR by the compiler)."""
-    if group.target == COUNTER_TARGET:
-        return "counter"
-    if group.target == LIMITER_TARGET:
-        return "limiter"
-    return group.draw or group.kind
+    """The drawing role of a group's nodes, as its kind declares it for the group's target
+    (a courier serving the built-in counter draws as ``counter``); for a kind not
+    registered here, the role the IR recorded."""
+    return kind_role(group.kind, group.target, group.draw)
 
 
 def short_target(target: str) -> str:

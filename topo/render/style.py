@@ -1,14 +1,16 @@
 """The one colour palette of every picture (DOT, Mermaid, terminal tree).
 
-Colours are keyed by a node's drawing role (the kind's ``draw`` in the IR, or
-counter / limiter for those built-in targets), by edge wiring, and by box kind.
-Each entry has an SVG-style fill and stroke for DOT and Mermaid, and a rich
-style name for the terminal.
+Colours of nodes come from their drawing role, as the node kinds declare it
+(:func:`look`, read from :mod:`topo.kinds`); the palette here is keyed by edge wiring
+and by box kind. Each entry has an SVG-style fill and stroke for DOT and Mermaid, and a
+rich style name for the terminal.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from topo.kinds import Look, look_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,15 +22,6 @@ class Colour:
     term: str
 
 
-ROLE: dict[str, Colour] = {
-    "courier": Colour("#e8f0fe", "#1a73e8", "blue"),
-    "py": Colour("#f1f3f4", "#5f6368", "white"),
-    "reverb": Colour("#fce8e6", "#c5221f", "red"),
-    "cacher": Colour("#fef7e0", "#b06000", "yellow"),
-    "counter": Colour("#e6f4ea", "#137333", "green"),
-    "limiter": Colour("#fde7f3", "#a50e5f", "magenta"),
-}
-DEFAULT_ROLE = Colour("#ffffff", "#5f6368", "")
 EDGE: dict[str, Colour] = {
     "round_robin": Colour("none", "#1a73e8", "cyan"),
     "fallback": Colour("none", "#5f6368", "dim"),
@@ -45,6 +38,7 @@ DISABLED = Colour("#f5f5f5", "#bdbdbd", "dim")
 DISABLED_TEXT = "#9e9e9e"
 
 
-def role_colour(role: str) -> Colour:
-    """The colours of a drawing role; a neutral default for roles without their own."""
-    return ROLE.get(role, DEFAULT_ROLE)
+def look(role: str) -> Look:
+    """How nodes of a drawing role look (shape, colours), as the kind declaring the role
+    says; a neutral look for roles no registered kind declares."""
+    return look_of(role)

@@ -8,9 +8,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from topo.render.model import Box, View, ViewEdge, ViewNode
-from topo.render.style import BOX, EDGE, ROLE
+from topo.render.style import BOX, EDGE, look
 
-ROLE_STYLE: dict[str, str] = {role: c.term for role, c in ROLE.items()}
 VIA_STYLE: dict[str, str] = {"ref": "", **{via: c.term for via, c in EDGE.items()}}
 BOX_STYLE: dict[str, str] = {kind: c.term for kind, c in BOX.items()}
 
@@ -18,8 +17,9 @@ BOX_STYLE: dict[str, str] = {kind: c.term for kind, c in BOX.items()}
 def _node_text(n: ViewNode) -> Text:
     if n.disabled:
         return Text(n.label, style="dim strike")
-    t = Text(n.label, style="bold " + ROLE_STYLE.get(n.role, ""))
-    t.append(f"  [{n.role}]", style=ROLE_STYLE.get(n.role, ""))
+    term = look(n.role).term
+    t = Text(n.label, style="bold " + term)
+    t.append(f"  [{n.role}]", style=term)
     if n.detail:
         t.append(f"  {n.detail}", style="dim")
     if n.neighbour:
