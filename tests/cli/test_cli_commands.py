@@ -20,7 +20,7 @@ from topo.loader.schema import schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "topologies").glob("*.yaml"))
-SCHEMA = ROOT / "topo" / "schema" / "topology.schema.json"  # the one schema file
+SCHEMA = ROOT / "schemas" / "topology.schema.json"  # the one schema file
 TOPO = ROOT / ".venv" / "bin" / "topo"
 POSITION = re.compile(r"\S+\.yaml:\d+:\d+: error: ")
 
@@ -152,8 +152,8 @@ def test_schema_prints_and_writes_the_generated_schema(run_topo: Any, tmp_path: 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_carry_the_schema_modeline(example: Path) -> None:
     first = example.read_text(encoding="utf-8").splitlines()[0]
-    assert first == "# yaml-language-server: $schema=../../topo/schema/topology.schema.json"
-    assert (example.parent / "../../topo/schema/topology.schema.json").resolve() == SCHEMA
+    assert first == "# yaml-language-server: $schema=../../schemas/topology.schema.json"
+    assert (example.parent / "../../schemas/topology.schema.json").resolve() == SCHEMA
 
 
 def _check(schema: dict[str, Any], value: Any) -> list[str]:

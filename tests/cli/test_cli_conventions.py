@@ -79,15 +79,17 @@ def test_shell_completion_is_offered_and_completes_commands() -> None:
 
 
 def test_the_schema_file_is_the_generated_schema() -> None:
-    # One file: the package ships it (topo schema --path) and the examples' $schema
-    # lines point at it.
-    assert (ROOT / "topo/schema/topology.schema.json").read_text(encoding="utf-8") == (
+    # One file, schemas/topology.schema.json: the examples' $schema lines point at it and
+    # the package ships it (topo/schema/ holds a link to it, copied into the wheel).
+    assert (ROOT / "schemas/topology.schema.json").read_text(encoding="utf-8") == (
         schema_text()
     ), (
-        "topo/schema/topology.schema.json is stale; regenerate it with "
-        "`.venv/bin/topo schema -o topo/schema/topology.schema.json` and commit it"
+        "schemas/topology.schema.json is stale; regenerate it with "
+        "`.venv/bin/topo schema -o schemas/topology.schema.json` and commit it"
     )
-    assert not (ROOT / "schemas").exists(), "one schema file: topo/schema/topology.schema.json"
+    package_copy = ROOT / "topo/schema/topology.schema.json"
+    assert package_copy.is_symlink(), "one schema file: topo/schema/ links to schemas/"
+    assert package_copy.resolve() == (ROOT / "schemas/topology.schema.json").resolve()
 
 
 def test_schema_path_and_uri_point_at_the_installed_file() -> None:

@@ -20,7 +20,7 @@ def _round_trip(
     lp_program: lp.Program, tmp_path: Path, run_topo: Callable[..., Any], **compile: Any
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
     compiled = lp.compile_program(lp_program, **compile)
-    exported = export_program(compiled.program, schema="../../topo/schema/topology.schema.json")
+    exported = export_program(compiled.program, schema="../../schemas/topology.schema.json")
     path = tmp_path / "exported.yaml"
     path.write_text(exported.text, encoding="utf-8")
     result = run_topo("plan", path, "--json")

@@ -70,7 +70,7 @@ def shape(program: Program) -> dict[str, Any]:
 @pytest.mark.parametrize("name", list(RUNS))
 def test_exports_to_the_example_shape(name: str, compile_path: Any, tmp_path: Path) -> None:
     compiled = lp.compile_program(_builder(name)())
-    exported = export_program(compiled.program, schema="../../topo/schema/topology.schema.json")
+    exported = export_program(compiled.program, schema="../../schemas/topology.schema.json")
     path = tmp_path / f"{name}.yaml"
     path.write_text(exported.text, encoding="utf-8")
     ours = compile_path(path)

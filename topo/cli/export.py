@@ -15,7 +15,7 @@ from topo.cli.app import app
 from topo.cli.common import fail, stderr
 from topo.diagnostics import TopoError
 
-DEFAULT_SCHEMA = "../../topo/schema/topology.schema.json"
+DEFAULT_SCHEMA = "../../schemas/topology.schema.json"
 
 BuilderParams = Annotated[
     list[str] | None,

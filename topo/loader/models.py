@@ -1,7 +1,7 @@
 """Pydantic models of a topology file: what the user wrote, after parameter interpolation.
 
 Every field has a description; :mod:`topo.loader.schema` turns these models into the
-JSON Schema in ``topo/schema/topology.schema.json`` that editors use for completion.
+JSON Schema in ``schemas/topology.schema.json`` that editors use for completion.
 Argument values (``args``) are kept as written: references and per-replica
 expressions are resolved by the compiler, per node.
 """
