@@ -5,9 +5,10 @@ The ``Launcher`` owns one program run: the run directory, the registry
 asks), the backend's executables, their logs (from the backend's
 ``log_source``) and status. Before anything starts it runs the checks of
 ``preflight`` (the backend's own ``check`` included) and raises
-``topo.diagnostics.TopoError`` on a refusal. One supervisor thread (its
-reactions are in ``supervise``) turns what is reported into status events,
-restarts, and the stop; ``status.json`` is kept current while the run goes on.
+``topo.diagnostics.TopoError`` on a refusal. One thread of the launcher drives its
+``Supervisor`` (``reactions``), which turns what is reported into changes of the
+run's ``RunState``, status events, restarts, and the stop; ``status.json`` is kept
+current while the run goes on.
 Metric rows from ``topo.metrics`` loggers go to ``metrics_store`` (files under
 ``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``).
 
@@ -18,28 +19,27 @@ Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, Event, JobContext, LogSource, RunOptions, Sink
+from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource, RunOptions, Sink
 from topo.backends.logs import make_run_dir
 from topo.diagnostics import TopoError
-from topo.ir import Group, Program, RestartPolicy
+from topo.ir import Program
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.preflight import preflight
-from topo.supervisor.reactions import Supervision
+from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder, write_status
-from topo.supervisor.state import ExeStatus, Failure, NodeStatus
+from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
 
 Listener = Callable[[Event], None]
 
 
-class Launcher(Supervision, Sink):
+class Launcher(Sink):
     """Runs ``program`` on ``backend``: start, watch, restart, stop."""
 
     def __init__(
@@ -56,37 +56,60 @@ class Launcher(Supervision, Sink):
             self.options.grace_s if self.options.grace_s is not None else program.stop.grace_s
         )
         self.run_dir: Path = Path()
-        self.nodes = {n.id: NodeStatus(n.id, n.executable) for n in program.nodes}
-        self.exes = {
-            e.id: ExeStatus(e.id, e.nodes, self._policy(e.nodes)) for e in program.executables
-        }
-        self.exit_code: int | None = None
-        self.failure: Failure | None = None
-        self.stop_reason = ""
-        self.warnings: list[str] = [d.headline() for d in found if d.severity != "error"]
-        self.started_at = 0.0
-        self.ready_at: float | None = None
-        self.all_pids: set[int] = set()
         self.registry: RegistryServer | None = None
+        self.metrics: MetricsStore | None = None
+        self._state = RunState.of(program, [d.headline() for d in found if d.severity != "error"])
+        self._supervisor = Supervisor(program, backend, self._state, self._emit, self.grace_s)
         self._listeners: list[Listener] = []
-        self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self._stopping = False
-        self._stop_code = 0
-        self._grace_deadline: float | None = None
-        self._kill_deadline: float | None = None
-        self._killed = False
-        self._ready = threading.Event()
-        self._ever_ready: set[str] = set()
-        self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._done = threading.Event()
         self._tailer: LogSource | None = None
-        self._recorder: StatusRecorder | None = None
-        self.metrics: MetricsStore | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
-    def _policy(self, node_ids: tuple[str, ...]) -> RestartPolicy:
-        groups: list[Group] = [self.program.group_of(n) for n in node_ids]
-        return groups[0].restart if groups else RestartPolicy()
+    # -- the run's state (kept by the supervisor) -------------------------------
+    @property
+    def nodes(self) -> dict[str, NodeStatus]:
+        """Node id -> its status (the live view reads it)."""
+        return self._state.nodes
+
+    @property
+    def exes(self) -> dict[str, ExeStatus]:
+        """Executable id -> its supervision state."""
+        return self._state.exes
+
+    @property
+    def warnings(self) -> list[str]:
+        """What went wrong without failing the run (preflight warnings included)."""
+        return self._state.warnings
+
+    @property
+    def failure(self) -> Failure | None:
+        """Why the run ended with exit code 1 (None otherwise)."""
+        return self._state.failure
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stopped ("" while it runs)."""
+        return self._state.stop_reason
+
+    @property
+    def exit_code(self) -> int | None:
+        """The run's exit code once it ended, else None."""
+        return self._state.exit_code
+
+    @property
+    def started_at(self) -> float:
+        """Wall-clock time the backend was opened (0 before ``start``)."""
+        return self._state.started_at
+
+    @property
+    def ready_at(self) -> float | None:
+        """Wall-clock time every node had been ready once (None until then)."""
+        return self._state.ready_at
+
+    @property
+    def all_pids(self) -> set[int]:
+        """Every local pid the run has had: executables' attempts and backend helpers."""
+        return self._state.all_pids
 
     # -- public ---------------------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
@@ -97,8 +120,8 @@ class Launcher(Supervision, Sink):
         """Create the run directory and registry, start every executable."""
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
-        self._recorder = StatusRecorder(self.run_dir, self.summary)
-        self._recorder.tick(time.monotonic())  # a record exists from the first moment
+        recorder = StatusRecorder(self.run_dir, self.summary)
+        recorder.tick(time.monotonic())  # a record exists from the first moment
         self.metrics = MetricsStore(self.run_dir, self.nodes, self.warnings.append)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
@@ -118,15 +141,15 @@ class Launcher(Supervision, Sink):
         job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
-        self.started_at = time.time()
+        self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
+        self._state.started_at = time.time()
         try:
             self.backend.open(job, self)
         except BaseException:  # nothing may stay up: the backend's helpers, logs, registry
             self._release()
             raise
         self.all_pids.update(self.backend.helper_pids())
-        for status in self.exes.values():
-            self._start_exe(status)
+        self._supervisor.start_all()
         self._thread.start()
 
     def _release(self) -> None:
@@ -145,11 +168,11 @@ class Launcher(Supervision, Sink):
     def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
         """Stop the program: stop event, grace period, then kill. ``code`` is the exit code
         of a clean stop (e.g. 130 for Ctrl-C)."""
-        self._queue.put(("stop", reason, None, code))
+        self._supervisor.request_stop(reason, code)
 
     def kill(self) -> None:
         """Kill every executable now (a second Ctrl-C)."""
-        self._queue.put(("kill",))
+        self._supervisor.kill()
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the run ended; its exit code (None on timeout)."""
@@ -159,12 +182,13 @@ class Launcher(Supervision, Sink):
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until every node reported ready once (False on timeout or end of run)."""
         end = None if timeout is None else time.monotonic() + timeout
-        while not self._ready.is_set() and not self._done.is_set():
+        ready = self._state.all_ready
+        while not ready.is_set() and not self._done.is_set():
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 break
-            self._ready.wait(0.05 if left is None else min(0.05, left))
-        return self._ready.is_set()
+            ready.wait(0.05 if left is None else min(0.05, left))
+        return ready.is_set()
 
     @property
     def done(self) -> bool:
@@ -214,16 +238,32 @@ class Launcher(Supervision, Sink):
     def node_status(
         self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
     ) -> None:
-        self._queue.put(("node", kind, node, exe, attempt, pid, traceback))
+        self._supervisor.node_status(kind, node, exe, attempt, pid, traceback)
 
     def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        self._queue.put(("exited", exe, attempt, pid, code, reason))
+        self._supervisor.exited(exe, attempt, pid, code, reason)
 
     def started(self, exe: str, attempt: int, pid: int) -> None:
         """A backend learned the pid of an attempt (procs: after the fork)."""
-        self._queue.put(("started", exe, attempt, pid))
+        self._supervisor.started(exe, attempt, pid)
 
     # -- internals --------------------------------------------------------------
+    def _emit(
+        self,
+        kind: EventKind,
+        node: str | None = None,
+        exe: str | None = None,
+        pid: int | None = None,
+        message: str = "",
+        **data: Any,
+    ) -> None:
+        """Tell every listener; a broken view must not break supervision."""
+        event = Event(kind, node, exe, pid, message, time.time(), data)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                pass
 
     def _on_metrics(self, rows: list[Any], over: int) -> None:
         """Rows from the registry's ``metrics`` RPC (a registry handler thread): on disk
@@ -235,7 +275,7 @@ class Launcher(Supervision, Sink):
         for node in touched:
             self.nodes[node].metrics = store.latest[node]
         if touched:
-            self._queue.put(("metrics", touched))
+            self._supervisor.metrics_changed(touched)
 
     def _on_line(self, label: str, line: str) -> None:
         status = self.nodes.get(label)
@@ -245,16 +285,16 @@ class Launcher(Supervision, Sink):
 
     def _supervise(self) -> None:
         try:
-            while not self._step():
+            while not self._supervisor.step():
                 pass
         finally:
             self._finish()
 
     def _finish(self) -> None:
-        for exe in self._running():
+        for exe in self._supervisor.running():
             self.warnings.append(f"executable {exe.id} did not report its exit")
         self._release()
-        self.exit_code = self._stop_code
+        self._state.exit_code = self._supervisor.stop_code
         try:
             write_status(self.run_dir, self.summary())
         finally:

@@ -1,77 +1,125 @@
-"""Supervision: how the launcher reacts to what happens in a run.
+"""Supervision: how a run reacts to what happens in it.
 
-One step of the supervisor thread reads one report (a node ready / finished /
-failed, an executable started or exited), applies the groups' restart
-policies, fails nodes stuck starting past their ``ready_timeout_s``, and drives
-a stop: stop event to every node, the grace period, then kill. The state it
-works on (nodes, executables, registry, queue) is the ``Launcher``'s.
+One ``Supervisor.step`` reads one report (a node ready / finished / failed, an
+executable started or exited), applies the groups' restart policies, fails nodes
+stuck starting past their ``ready_timeout_s``, and drives a stop: stop event to
+every node, the grace period, then kill. The ``Supervisor`` is given the run's
+state (``RunState``), the program, the backend and where events go; the ``Launcher``
+owns it and calls ``step`` from its thread until the run is over.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from topo.backends.base import Backend, Event
+from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
 from topo.supervisor.record import StatusRecorder
-from topo.supervisor.state import ExeStatus, Failure, NodeStatus, signal_name
+from topo.supervisor.state import ExeStatus, Failure, RunState, signal_name
 
 
-class Supervision:
-    """The supervisor's reactions; mixed into ``Launcher``, which owns the state."""
+class Emit(Protocol):
+    """Where the supervisor's status events go (the launcher's listeners)."""
 
-    program: Program
-    backend: Backend
-    nodes: dict[str, NodeStatus]
-    exes: dict[str, ExeStatus]
-    registry: RegistryServer | None
-    failure: Failure | None
-    stop_reason: str
-    warnings: list[str]
-    started_at: float
-    ready_at: float | None
-    grace_s: float
-    run_dir: Path
-    _queue: queue.Queue[tuple[Any, ...]]
-    _recorder: StatusRecorder | None
-    _stopping: bool
-    _stop_code: int
-    _grace_deadline: float | None
-    _kill_deadline: float | None
-    _killed: bool
-    _ready: threading.Event
-    _ever_ready: set[str]
-    _marked: set[tuple[str, int]]
-    _listeners: list[Any]
-    all_pids: set[int]
-    _tailer: Any
-
-    def _emit(
+    def __call__(
         self,
-        kind: Any,
+        kind: EventKind,
         node: str | None = None,
         exe: str | None = None,
         pid: int | None = None,
         message: str = "",
         **data: Any,
+    ) -> None: ...
+
+
+class Supervisor(Sink):
+    """Turns reports into state changes, restarts and the stop of one run.
+
+    Reports (the ``Sink`` methods, ``request_stop``, ``kill``, ``metrics_changed``) may
+    come from any thread: they are queued. Everything else runs on the thread that
+    calls ``start_all`` and then ``step``."""
+
+    def __init__(
+        self, program: Program, backend: Backend, state: RunState, emit: Emit, grace_s: float
     ) -> None:
-        event = Event(kind, node, exe, pid, message, time.time(), data)
-        for listener in list(self._listeners):
-            try:
-                listener(event)
-            except Exception:  # a broken view must not break supervision
-                pass
+        self.program = program
+        self.backend = backend
+        self.state = state
+        self.grace_s = grace_s
+        self._emit = emit
+        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._run_dir = Path()
+        self._registry: RegistryServer | None = None
+        self._logs: LogSource | None = None
+        self._recorder: StatusRecorder | None = None
+        self._stopping = False
+        self._stop_code = 0
+        self._grace_deadline: float | None = None
+        self._kill_deadline: float | None = None
+        self._killed = False
+        self._ever_ready: set[str] = set()
+        self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
+
+    def attach(
+        self,
+        run_dir: Path,
+        registry: RegistryServer | None,
+        logs: LogSource | None,
+        recorder: StatusRecorder | None,
+    ) -> None:
+        """What the launcher opened for the run: the run directory (log markers), the
+        registry (stop channel, address book), the log source (tracebacks) and the
+        ``status.json`` recorder (told when something changed)."""
+        self._run_dir = run_dir
+        self._registry = registry
+        self._logs = logs
+        self._recorder = recorder
+
+    # -- reports (any thread) ----------------------------------------------------
+    def node_status(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
+        self._inbox.put(("node", kind, node, exe, attempt, pid, traceback))
+
+    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+        self._inbox.put(("exited", exe, attempt, pid, code, reason))
+
+    def started(self, exe: str, attempt: int, pid: int) -> None:
+        self._inbox.put(("started", exe, attempt, pid))
+
+    def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
+        """Stop the run (``code``: the exit code of a clean stop)."""
+        self._inbox.put(("stop", reason, None, code))
+
+    def kill(self) -> None:
+        """Kill every executable now."""
+        self._inbox.put(("kill",))
+
+    def metrics_changed(self, nodes: list[str]) -> None:
+        """``nodes`` have new figures (already stored): tell the view."""
+        self._inbox.put(("metrics", nodes))
+
+    # -- the supervisor's thread --------------------------------------------------
+    @property
+    def stop_code(self) -> int:
+        """The exit code the run ends with: 0 clean stop, 1 a node failed, or the code
+        the stop was asked with."""
+        return self._stop_code
+
+    def start_all(self) -> None:
+        """Start the first attempt of every executable."""
+        for exe in self.state.exes.values():
+            self._start_exe(exe)
 
     def _set_nodes(self, exe: ExeStatus, state: str, pid: int | None = None) -> None:
         for n in exe.nodes:
-            st = self.nodes[n]
+            st = self.state.nodes[n]
             st.state = state
             st.restarts = exe.restarts
             if pid is not None:
@@ -86,52 +134,52 @@ class Supervision:
         self._set_nodes(exe, "starting")
         now = time.time()
         for n in exe.nodes:
-            self.nodes[n].started = now
+            self.state.nodes[n].started = now
         exe.runner = self.backend.start(exe.id, exe.attempt)
         if exe.runner.pid:
             self._on_started(exe.id, exe.attempt, exe.runner.pid)
         self._emit("starting", exe=exe.id, message=f"attempt {exe.attempt}")
 
     def _on_started(self, exe_id: str, attempt: int, pid: int) -> None:
-        exe = self.exes[exe_id]
+        exe = self.state.exes[exe_id]
         if attempt != exe.attempt:
             return
         if pid != os.getpid() and self.backend.local_pids:  # threads: the launcher itself
-            self.all_pids.add(pid)
+            self.state.all_pids.add(pid)
         if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
             self._marked.add((exe_id, attempt))
             self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         exe.pids.append(pid)
-        self._set_nodes(exe, self.nodes[exe.nodes[0]].state, pid)
+        self._set_nodes(exe, self.state.nodes[exe.nodes[0]].state, pid)
         self._emit("started", exe=exe_id, pid=pid)
 
     def _mark(self, exe: ExeStatus, text: str) -> None:
         """A marker line in the log file of each node of ``exe``."""
         for n in exe.nodes:
             try:
-                write_marker(log_path(self.run_dir, n), text)
+                write_marker(log_path(self._run_dir, n), text)
             except OSError as exc:
-                self.warnings.append(f"could not write to the log of {n}: {exc}")
+                self.state.warnings.append(f"could not write to the log of {n}: {exc}")
 
-    def _step(self) -> bool:
+    def step(self) -> bool:
         """One round of supervision; True when the run is over."""
         try:
-            msg = self._queue.get(timeout=0.05)
+            msg = self._inbox.get(timeout=0.05)
         except queue.Empty:
             msg = None
         if msg is not None:
             self._handle(msg)
             if self._recorder is not None:
                 self._recorder.dirty = True
-        registry = self.registry
+        registry = self._registry
         if registry is not None and registry.stop_event.is_set() and not self._stopping:
             reason, node = registry.stop_reason() or ("stop requested", None)
             self._begin_stop(reason, node)
         now = time.monotonic()
         timeout = self.program.stop.timeout_s
-        if not self._stopping and timeout and time.time() - self.started_at > timeout:
+        if not self._stopping and timeout and time.time() - self.state.started_at > timeout:
             self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
-        for exe in self.exes.values():
+        for exe in self.state.exes.values():
             if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
                 self._start_exe(exe)
         if not self._stopping:
@@ -140,29 +188,30 @@ class Supervision:
             self._recorder.tick(now)
         if self._grace_deadline is not None and now >= self._grace_deadline:
             self._grace_deadline = None
-            if self._running():
-                self.warnings.append(
-                    f"killed {len(self._running())} executable(s) still "
+            if self.running():
+                self.state.warnings.append(
+                    f"killed {len(self.running())} executable(s) still "
                     f"running after the {self.grace_s:g}s grace period"
                 )
             self._kill_all()
-        if self._stopping and not self._running():
+        if self._stopping and not self.running():
             return True
         return self._kill_deadline is not None and now >= self._kill_deadline
 
-    def _running(self) -> list[ExeStatus]:
-        return [e for e in self.exes.values() if e.runner is not None]
+    def running(self) -> list[ExeStatus]:
+        """The executables whose current attempt has not reported its exit."""
+        return [e for e in self.state.exes.values() if e.runner is not None]
 
     def _check_starting(self) -> None:
         """Fail an executable whose node is still starting after its group's
         ``ready_timeout_s``: its stacks are shown (or dumped to its log), then it is killed
         and its restart policy applies."""
         now = time.time()
-        for exe in self.exes.values():
+        for exe in self.state.exes.values():
             if exe.runner is None or exe.stuck:
                 continue
             for n in exe.nodes:
-                st = self.nodes[n]
+                st = self.state.nodes[n]
                 limit = self.program.group_of(n).ready_timeout_s
                 if st.state != "starting" or st.started is None or now - st.started < limit:
                     continue
@@ -176,7 +225,7 @@ class Supervision:
                 try:
                     exe.runner.kill()
                 except Exception as exc:
-                    self.warnings.append(f"could not kill {exe.id}: {exc!r}")
+                    self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
                 break
 
     def _handle(self, msg: tuple[Any, ...]) -> None:
@@ -199,52 +248,52 @@ class Supervision:
     def _on_node(
         self, kind: str, node: str, exe_id: str, attempt: int, pid: int, text: str
     ) -> None:
-        exe = self.exes.get(exe_id)
-        if exe is None or attempt != exe.attempt or node not in self.nodes:
+        exe = self.state.exes.get(exe_id)
+        if exe is None or attempt != exe.attempt or node not in self.state.nodes:
             return
-        st = self.nodes[node]
+        st = self.state.nodes[node]
         if kind == "ready":
             st.state = "running"
             exe.state = "running"
             self._emit("ready", node, exe_id, pid)
             self._ever_ready.add(node)
-            if not self._ready.is_set() and len(self._ever_ready) == len(self.nodes):
-                self.ready_at = time.time()
-                self._ready.set()
+            run = self.state
+            if not run.all_ready.is_set() and len(self._ever_ready) == len(run.nodes):
+                run.ready_at = ready_at = time.time()
+                run.all_ready.set()
                 self._emit(
                     "ready",
-                    message=f"all {len(self.nodes)} nodes up in "
-                    f"{self.ready_at - self.started_at:.2f}s",
+                    message=f"all {len(run.nodes)} nodes up in {ready_at - run.started_at:.2f}s",
                 )
         elif kind == "finished":
             st.state = "finished"
             self._emit("finished", node, exe_id, pid)
         elif kind == "failed":
             st.state = "failed"
-            if self._tailer is not None:
-                self._tailer.append(node, text)
+            if self._logs is not None:
+                self._logs.append(node, text)
             if self._stopping:
                 last = text.strip().splitlines()[-1] if text.strip() else "error"
-                self.warnings.append(f"{node} raised while the program was stopping: {last}")
+                self.state.warnings.append(f"{node} raised while the program was stopping: {last}")
                 self._emit("failed", node, exe_id, pid, "raised while stopping", traceback=text)
             elif exe.failure is None:
                 exe.failure = (node, text)
 
     def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        exe = self.exes.get(exe_id)
+        exe = self.state.exes.get(exe_id)
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
         exe.runner = None
-        if self.registry is not None:
-            self.registry.forget(exe.nodes)  # nobody may keep calling a dead address
+        if self._registry is not None:
+            self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
         ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
         ended += f" ({reason})" if reason else ""
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:
-                if self.nodes[n].state not in ("failed", "finished"):
-                    self.nodes[n].state = exe.state
+                if self.state.nodes[n].state not in ("failed", "finished"):
+                    self.state.nodes[n].state = exe.state
             self._emit("exited", exe=exe_id, pid=pid, message=exe.state, code=code)
             return
         policy = exe.policy
@@ -256,7 +305,7 @@ class Supervision:
             if policy.policy == "always" and exe.restarts < policy.max_restarts:
                 self._schedule_restart(exe, "its run() returned")
             elif not any(
-                e.runner is not None or e.restart_at is not None for e in self.exes.values()
+                e.runner is not None or e.restart_at is not None for e in self.state.exes.values()
             ):
                 self._begin_stop("every node finished")
             return
@@ -284,7 +333,7 @@ class Supervision:
                 f"node {node} failed {exe.restarts + 1} times, giving up "
                 f"(max_restarts: {policy.max_restarts}); last failure: {how}"
             )
-        self.failure = Failure(node, exe_id, pid, message, text)
+        self.state.failure = Failure(node, exe_id, pid, message, text)
         self._begin_stop(message, node, failed=True)
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
@@ -308,26 +357,26 @@ class Supervision:
         if self._stopping:
             return
         self._stopping = True
-        self.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
+        self.state.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
         self._stop_code = 1 if failed else code
-        for exe in self.exes.values():
+        for exe in self.state.exes.values():
             if exe.restart_at is not None:
                 exe.restart_at = None
                 exe.state = "stopped"
-        if self.registry is not None:
-            self.registry.request_stop(reason, node)
+        if self._registry is not None:
+            self._registry.request_stop(reason, node)
         self._grace_deadline = time.monotonic() + self.grace_s
-        self._emit("stopping", node, message=self.stop_reason)
+        self._emit("stopping", node, message=self.state.stop_reason)
 
     def _kill_all(self) -> None:
         self._killed = True
         self._grace_deadline = None
         if self._kill_deadline is None:
             self._kill_deadline = time.monotonic() + 10.0
-        for exe in self._running():
+        for exe in self.running():
             assert exe.runner is not None
             try:
                 exe.runner.kill()
             except Exception as exc:
-                self.warnings.append(f"could not kill {exe.id}: {exc!r}")
+                self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
             self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)

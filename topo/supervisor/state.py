@@ -1,13 +1,14 @@
-"""Supervision state the launcher keeps and the live view reads."""
+"""Supervision state: what the supervisor changes, the launcher shows and the live view reads."""
 
 from __future__ import annotations
 
 import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from topo.backends.base import ExecutableRunner
-from topo.ir import RestartPolicy
+from topo.ir import Program, RestartPolicy
 
 
 @dataclass
@@ -52,7 +53,37 @@ class Failure:
     traceback: str = ""
 
 
+@dataclass
+class RunState:
+    """The mutable state of one run. The ``Supervisor`` changes it from the launcher's
+    thread; the ``Launcher`` fills in the start time and exit code and shows the rest."""
+
+    nodes: dict[str, NodeStatus]
+    exes: dict[str, ExeStatus]
+    warnings: list[str] = field(default_factory=list)
+    failure: Failure | None = None
+    stop_reason: str = ""
+    exit_code: int | None = None
+    started_at: float = 0.0  # wall clock, when the backend was opened
+    ready_at: float | None = None  # wall clock, when every node had been ready once
+    all_ready: threading.Event = field(default_factory=threading.Event)
+    all_pids: set[int] = field(default_factory=set)  # every pid the run ever had here
+
+    @classmethod
+    def of(cls, program: Program, warnings: list[str] | None = None) -> RunState:
+        """Every node and executable of ``program`` pending; each executable restarts by
+        the policy of its (first node's) group."""
+        exes = {}
+        for e in program.executables:
+            groups = [program.group_of(n) for n in e.nodes]
+            policy = groups[0].restart if groups else RestartPolicy()
+            exes[e.id] = ExeStatus(e.id, e.nodes, policy)
+        nodes = {n.id: NodeStatus(n.id, n.executable) for n in program.nodes}
+        return cls(nodes, exes, list(warnings or []))
+
+
 def signal_name(code: int) -> str:
+    """``-9`` -> ``SIGKILL`` (an exit status of an executable killed by a signal)."""
     try:
         return signal.Signals(-code).name
     except ValueError:
