@@ -1,12 +1,14 @@
-"""Whole-graph checks after expansion: primaries, colocation rules, and optional imports."""
+"""Whole-graph checks placed in the YAML: the IR's own checks (:mod:`topo.ir.checks`) at
+file:line:col, and the optional imports and signatures that need the Spec."""
 
 from __future__ import annotations
 
 import inspect
 
-from topo.compile.refs import GroupTable
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Executable, Group, Program
+from topo.ir.checks import Problem
+from topo.ir.checks import check_graph as ir_check_graph
 from topo.kinds import get_kind
 from topo.loader.models import GroupSpec
 from topo.loader.read import LoadedSpec
@@ -14,77 +16,29 @@ from topo.syntax.source import PathKey, SourceMap
 from topo.targets import TargetError, import_target
 
 
-def check_graph(
-    groups: list[Group], executables: list[Executable], table: GroupTable, sources: SourceMap
-) -> list[Diagnostic]:
-    """Checks that need every group and executable at once."""
-    errors: list[Diagnostic] = []
-    by_name = {g.name: g for g in groups}
-    secondaries: dict[str, list[Group]] = {}
-    for g in groups:
-        if g.primary is None or not g.enabled:
-            continue
-        where = sources.pos(("nodes", g.name, "primary"))
-        p = by_name.get(g.primary)
-        if p is None:
-            errors.append(
-                Diagnostic(f"group '{g.name}': primary '@{g.primary}' does not exist", where)
-            )
-        elif p.name == g.name:
-            errors.append(Diagnostic(f"group '{g.name}' cannot be its own primary", where))
-        elif not p.enabled:
-            errors.append(
-                Diagnostic(f"group '{g.name}': its primary '{p.name}' is disabled", where)
-            )
-        elif not p.singleton:
-            errors.append(
-                Diagnostic(
-                    f"group '{g.name}': primary '{p.name}' must be a single node (no count)",
-                    where,
-                    "secondaries follow exactly one primary, as Acme's secondary learners do",
-                )
-            )
-        elif p.primary is not None:
-            errors.append(
-                Diagnostic(
-                    f"group '{g.name}': primary '{p.name}' is itself a secondary of '{p.primary}'",
-                    where,
-                    f"point '{g.name}' at '{p.primary}' directly",
-                )
-            )
-        else:
-            secondaries.setdefault(p.name, []).append(g)
+def problem_path(problem: Problem) -> PathKey:
+    """Where the YAML says what a graph problem is about: the colocation entry, the
+    ``colocation:`` list for an executable, else the group's setting."""
+    if problem.colocation is not None:
+        return ("colocation", problem.colocation, *problem.setting)
+    if problem.executable:
+        return ("colocation",)
+    if problem.group:
+        return ("nodes", problem.group, *problem.setting)
+    return ()
 
-    for exe in executables:
-        if exe.mode != "set":
-            continue
-        members = {n.split("/")[0] for n in exe.nodes}
-        for name in sorted(members):
-            followers = [s for s in secondaries.get(name, []) if s.count > 0]
-            if followers and len(members) > 1:
-                others = ", ".join(sorted(members - {name}))
-                n = sum(s.count for s in followers)
-                errors.append(
-                    Diagnostic(
-                        f"'{name}' is thread-colocated with {others} in '{exe.id}', but it has "
-                        f"{n} secondary node(s) in {', '.join(s.name for s in followers)}; "
-                        "colocating the learner with replay is only possible with a single learner",
-                        sources.pos(("colocation",)),
-                        "set the secondary count to 0 (e.g. -p num_learners=1) "
-                        "or remove the colocation",
-                    )
-                )
-        policies = {by_name[m].restart for m in members}
-        if len(policies) > 1:
-            errors.append(
-                Diagnostic(
-                    f"the groups in '{exe.id}' ({', '.join(sorted(members))}) have different "
-                    "restart policies, but they share one process and restart together",
-                    sources.pos(("colocation",)),
-                    "give them the same restart: settings",
-                )
-            )
-    return errors
+
+def problem_diagnostic(problem: Problem, sources: SourceMap) -> Diagnostic:
+    """A graph problem found on the IR as a diagnostic at file:line:col."""
+    return Diagnostic(problem.message, sources.pos(problem_path(problem)), problem.hint)
+
+
+def check_graph(
+    groups: list[Group], executables: list[Executable], sources: SourceMap
+) -> list[Diagnostic]:
+    """Checks that need every group and executable at once (:func:`topo.ir.checks.check_graph`),
+    placed in the YAML."""
+    return [problem_diagnostic(p, sources) for p in ir_check_graph(groups, executables)]
 
 
 def _replica_arg_names(

@@ -176,7 +176,7 @@ def compile_spec(
             _compile_group(g, build)
         else:
             errors.extend(_check_disabled(g, spec.nodes[g.name], lenient, sources))
-    errors.extend(check_graph(groups, packing.executables, table, sources))
+    errors.extend(check_graph(groups, packing.executables, sources))
     if errors:
         raise TopoError(_dedupe(errors))
     program = Program(

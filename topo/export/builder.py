@@ -3,6 +3,7 @@ returns, with every failure a :class:`TopoError` for the user (no traceback)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import traceback
 from collections.abc import Mapping
@@ -67,8 +68,10 @@ def build_program(path: str, params: Mapping[str, Any], *, seed: int = 0) -> Com
         )
     try:
         return compile_program(program, seed=seed)
-    except ProgramError as exc:
-        raise TopoError.one(f"{path}: {exc}") from None
+    except ProgramError as exc:  # at the builder's add_node calls, shown with the line
+        raise TopoError(
+            [dataclasses.replace(d, message=f"{path}: {d.message}") for d in exc.diagnostics]
+        ) from None
 
 
 def _call(params: Mapping[str, Any]) -> str:

@@ -4,17 +4,48 @@ arguments are bound to their parameter names."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from topo.diagnostics import Diagnostic, SourcePos, TopoError
 from topo.ir import FrozenMap, Opaque, Ref, Value
 from topo.ir.values import import_path_of
 from topo.launchpad.nodes.base import NodeHandle
 
 
-class ProgramError(ValueError):
-    """A Launchpad program topo cannot build; the message names the node and argument."""
+class ProgramError(TopoError, ValueError):
+    """A Launchpad program topo cannot build: diagnostics at the ``add_node`` calls that
+    added the nodes at fault (the message names the node and argument). A ValueError, as
+    Launchpad's own errors are, and a TopoError, so the CLI shows it as it shows YAML's."""
+
+    def __init__(
+        self,
+        problem: str | Sequence[Diagnostic],
+        pos: SourcePos | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__([Diagnostic(problem, pos, hint)] if isinstance(problem, str) else problem)
+
+    def __str__(self) -> str:
+        lines = []
+        for d in self.diagnostics:
+            lines.append(f"{d.pos}: {d.message}" if d.pos else d.message)
+            if d.hint:
+                lines.append(f"  hint: {d.hint}")
+        return "\n".join(lines)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (list(self.diagnostics),)
+
+    def at(self, pos: SourcePos | None) -> ProgramError:
+        """The same error, placed at ``pos`` where it had no position."""
+        if pos is None:
+            return self
+        return ProgramError(
+            [d if d.pos else dataclasses.replace(d, pos=pos) for d in self.diagnostics]
+        )
 
 
 class Values:

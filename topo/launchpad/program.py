@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
+import os
+import sys
 from collections.abc import Iterator
+from types import CodeType, FrameType
 
+from topo.diagnostics import SourcePos
 from topo.launchpad.nodes.base import Node, NodeHandle
+
+# Frames in files under this directory are topo's own: a node's position is the first
+# frame outside it (the user's add_node call, or their call of make_program).
+_TOPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class Program:
@@ -18,6 +28,7 @@ class Program:
         self._name = name
         self._groups: dict[str, list[Node]] = {}
         self._current: str | None = None
+        self._sites: dict[int, SourcePos] = {}  # node uid -> where it was added
 
     @property
     def name(self) -> str:
@@ -55,6 +66,9 @@ class Program:
                 if inner is other or inner in other.inner_nodes():
                     raise ValueError(f"{inner.describe()} was added to the program twice")
         self._groups.setdefault(label, []).append(node)
+        site = _caller(sys._getframe(1))
+        if site is not None:
+            self._sites[node.uid] = site
         if len(node.inner_nodes()) == 1 and node.inner_nodes()[0] is node:
             return node.create_handle()
         return None
@@ -72,6 +86,11 @@ class Program:
         finally:
             self._current = None
 
+    def added_at(self, node: Node) -> SourcePos | None:
+        """The file, line and column of the ``add_node`` call that added ``node`` (a node
+        or colocation given to add_node), for errors that point at the user's code."""
+        return self._sites.get(node.uid)
+
     def get_all_nodes(self) -> list[Node]:
         """Every node added, group by group."""
         return [n for nodes in self._groups.values() for n in nodes]
@@ -79,6 +98,23 @@ class Program:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}×{len(v)}" for k, v in self._groups.items())
         return f"<lp.Program {self._name!r}: {counts}>"
+
+
+def _caller(frame: FrameType | None) -> SourcePos | None:
+    """The position of the first call outside topo on the stack from ``frame`` outwards."""
+    while frame is not None and frame.f_code.co_filename.startswith(_TOPO_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return SourcePos(frame.f_code.co_filename, frame.f_lineno, _column(frame.f_code, frame.f_lasti))
+
+
+@functools.lru_cache(maxsize=256)
+def _column(code: CodeType, lasti: int) -> int:
+    """The 1-based column of the instruction at byte offset ``lasti`` (a loop of add_node
+    calls asks for the same one again)."""
+    here = next(itertools.islice(code.co_positions(), max(lasti, 0) // 2, None), None)
+    return (here[2] if here is not None and here[2] is not None else 0) + 1
 
 
 def make_program(*nodes: Node, name: str = "launchpad") -> Program:

@@ -4,18 +4,22 @@ Groups keep their labels (``program.groups['counter']`` may hold a counter and a
 limiter: each node then carries its own kind and target). Positional arguments are bound
 to parameter names where the constructor's signature allows, so edges are named as in
 YAML; handles become references; any other object becomes an opaque value (imported by
-name, or cloudpickled once however many nodes share it). Colocations become
-executables: a group's thread colocations of equal size as ``per_process``, others as
-named thread sets, ``MultiProcessingColocation`` as a host placement.
+name, or cloudpickled once however many nodes share it). Colocations are packed by the
+same rules as YAML's (:mod:`topo.ir.packing`): a thread colocation of alike consecutive
+replicas as ``group/a-b`` (a group's of equal size as ``per_process``), others as named
+thread sets, ``MultiProcessingColocation`` as a host placement. Errors, and what the IR's
+graph checks find, are :class:`ProgramError` diagnostics at the ``add_node`` call that
+added the node at fault.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from topo.diagnostics import Diagnostic, SourcePos
 from topo.ir import (
     Edge,
     Executable,
@@ -29,6 +33,15 @@ from topo.ir import (
     Value,
     iter_refs,
 )
+from topo.ir.checks import Problem, check_graph
+from topo.ir.packing import (
+    Colocation,
+    consecutive_replicas,
+    group_of,
+    pack,
+    replicas_id,
+    set_name,
+)
 from topo.ir.seeds import derive_seeds
 from topo.ir.values import import_path_of
 from topo.kinds import get_kind
@@ -41,18 +54,43 @@ from topo.launchpad.nodes.kinds import (
 )
 from topo.launchpad.program import Program as LpProgram
 
-__all__ = ["Compiled", "ProgramError", "bind", "compile_program", "group_name"]
+__all__ = ["Compiled", "ProgramError", "Sites", "bind", "compile_program", "group_name"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
 @dataclass
+class Sites:
+    """Where the user's code added each part of a Launchpad program: what a YAML source
+    map is to a YAML program."""
+
+    nodes: dict[str, SourcePos | None] = field(default_factory=dict)  # IR node id -> add_node
+    colocations: list[SourcePos | None] = field(default_factory=list)  # request -> add_node
+
+    def diagnostic(self, problem: Problem, executables: Sequence[Executable]) -> Diagnostic:
+        """A graph problem at the add_node call of what it is about: the node, the
+        colocation, the executable's first node, or the group's first node."""
+        site = None
+        if problem.node:
+            site = self.nodes.get(problem.node)
+        elif problem.colocation is not None:
+            site = self.colocations[problem.colocation]
+        elif problem.executable:
+            exe = next((e for e in executables if e.id == problem.executable), None)
+            site = self.nodes.get(exe.nodes[0]) if exe is not None else None
+        elif problem.group:
+            site = next((s for n, s in self.nodes.items() if group_of(n) == problem.group), None)
+        return Diagnostic(problem.message, site, problem.hint)
+
+
+@dataclass
 class Compiled:
-    """The IR of a Launchpad program and where each Launchpad node went."""
+    """The IR of a Launchpad program, where each Launchpad node went, and where it came from."""
 
     program: Program
     node_ids: dict[int, str]  # Launchpad node uid -> IR node id
     nodes: dict[str, LpNode] = field(default_factory=dict)  # IR node id -> Launchpad node
+    sites: Sites = field(default_factory=Sites)
 
 
 def group_name(label: str, taken: set[str]) -> str:
@@ -72,9 +110,16 @@ class _Entry:
 
     node: LpNode
     group: str
-    exe: str = ""
-    mode: str = "single"
-    placement: str | None = None
+    site: SourcePos | None  # the add_node call that added it (or its colocation)
+
+
+@dataclass
+class _Placed:
+    """A colocation given to add_node: its nodes, and where it was added."""
+
+    item: MultiThreadingColocation
+    members: list[_Entry]
+    site: SourcePos | None
 
 
 def compile_program(
@@ -88,6 +133,7 @@ def compile_program(
     (their ``env``); ``live`` keeps objects unpickled for thread nodes (it returns their
     import path). :class:`ProgramError` for a program that cannot run."""
     entries: list[_Entry] = []
+    placed: list[_Placed] = []
     groups: dict[str, str] = {}  # label -> group name
     taken: set[str] = set()
     for label, added in program.groups.items():
@@ -97,20 +143,27 @@ def compile_program(
         taken.add(name)
         groups[label] = name
         for item in added:
-            entries.extend(_entries(item, name))
+            found = _entries(item, name, program.added_at(item))
+            if isinstance(item, MultiThreadingColocation):
+                placed.append(_Placed(item, found, program.added_at(item)))
+            entries.extend(found)
     if not entries:
         raise ProgramError(f"program {program.name!r} has no nodes")
     seen: dict[int, _Entry] = {}
     for e in entries:
         if e.node.uid in seen:
-            raise ProgramError(f"{e.node.describe()} is in the program twice")
+            raise ProgramError(f"{e.node.describe()} is in the program twice", e.site)
         seen[e.node.uid] = e
     node_ids = _ids(entries)
-    _name_executables(entries, node_ids)
-    values = Values(node_ids, live)
     by_group: dict[str, list[_Entry]] = {}
     for e in entries:
         by_group.setdefault(e.group, []).append(e)
+    packing = pack(
+        {g: [node_ids[e.node.uid] for e in members] for g, members in by_group.items()},
+        _colocations(placed, node_ids),
+    )
+    exe_mode = {e.id: e.mode for e in packing.executables}
+    values = Values(node_ids, live)
     seeds = derive_seeds(seed, [node_ids[e.node.uid] for e in entries])
     ir_groups: list[Group] = []
     nodes: list[Node] = []
@@ -118,14 +171,15 @@ def compile_program(
     labels = {v: k for k, v in groups.items()}
     env = _env(resources or {}, groups)
     for name, members in by_group.items():
-        first = _made(members[0].node, values, node_ids[members[0].node.uid])
+        exes = [packing.node_exe[node_ids[m.node.uid]] for m in members]
+        first = _made(members[0], values, node_ids[members[0].node.uid])
         group = Group(
             name=name,
             kind=first.kind,
             target=first.target,
             count=len(members),
             singleton=len(members) == 1,
-            per_process=_per_process(members),
+            per_process=_per_process([exe_mode[x] for x in exes], exes),
             resources=Resources(env=FrozenMap(env.get(name, {}))),
             rpc=first.rpc,
             label=labels[name] if labels[name] != name else "",
@@ -134,7 +188,7 @@ def compile_program(
         ir_groups.append(group)
         for replica, e in enumerate(members):
             node_id = node_ids[e.node.uid]
-            made = first if replica == 0 else _made(e.node, values, node_id)
+            made = first if replica == 0 else _made(e, values, node_id)
             nodes.append(
                 Node(
                     id=node_id,
@@ -142,7 +196,7 @@ def compile_program(
                     replica=replica,
                     args=made.args,
                     seed=seeds[node_id],
-                    executable=e.exe,
+                    executable=packing.node_exe[node_id],
                     posargs=made.posargs,
                     kind="" if made.kind == group.kind else made.kind,
                     target="" if made.target == group.target or made.factory else made.target,
@@ -152,14 +206,10 @@ def compile_program(
                 )
             )
             edges.extend(_edges(node_id, made))
-    executables: dict[str, Executable] = {}
-    for e in entries:
-        exe = executables.get(e.exe)
-        node_id = node_ids[e.node.uid]
-        if exe is None:
-            executables[e.exe] = Executable(e.exe, (node_id,), e.mode, e.placement)  # type: ignore[arg-type]
-        else:
-            executables[e.exe] = Executable(exe.id, (*exe.nodes, node_id), exe.mode, exe.placement)
+    sites = Sites({node_ids[e.node.uid]: e.site for e in entries}, [p.site for p in placed])
+    problems = packing.problems + check_graph(ir_groups, packing.executables)
+    if problems:
+        raise ProgramError([sites.diagnostic(p, packing.executables) for p in problems])
     ir = Program(
         name=program.name if _NAME.match(program.name) else group_name(program.name, set()),
         seed=seed,
@@ -167,22 +217,16 @@ def compile_program(
         groups=tuple(ir_groups),
         nodes=tuple(nodes),
         edges=tuple(edges),
-        executables=tuple(executables.values()),
+        executables=tuple(packing.executables),
     )
     lp_nodes = {node_ids[e.node.uid]: e.node for e in entries}
-    return Compiled(ir, node_ids, lp_nodes)
+    return Compiled(ir, node_ids, lp_nodes, sites)
 
 
-def _entries(item: LpNode, group: str) -> list[_Entry]:
-    if isinstance(item, MultiProcessingColocation):
-        tag = f"host-{item.uid}"
-        return [_Entry(n, group, placement=tag) for n in item.nodes]
-    if isinstance(item, MultiThreadingColocation):
-        if not item.nodes:
-            raise ProgramError(f"a MultiThreadingColocation in group {group!r} holds no node")
-        tag = f"threads-{item.uid}"
-        return [_Entry(n, group, exe=tag, mode="replicas") for n in item.nodes]
-    return [_Entry(item, group)]
+def _entries(item: LpNode, group: str, site: SourcePos | None) -> list[_Entry]:
+    if type(item) is MultiThreadingColocation and not item.nodes:
+        raise ProgramError(f"a MultiThreadingColocation in group {group!r} holds no node", site)
+    return [_Entry(n, group, site) for n in item.inner_nodes()]
 
 
 def _ids(entries: list[_Entry]) -> dict[int, str]:
@@ -198,33 +242,26 @@ def _ids(entries: list[_Entry]) -> dict[int, str]:
     return out
 
 
-def _name_executables(entries: list[_Entry], node_ids: dict[int, str]) -> None:
-    """Executable ids as the YAML compiler names them: a node's own id, ``group/a-b`` for
-    replicas packed together, and the joined group names for a thread set."""
-    tags: dict[str, list[_Entry]] = {}
-    for e in entries:
-        if not e.exe:
-            e.exe = node_ids[e.node.uid]
-        else:
-            tags.setdefault(e.exe, []).append(e)
+def _colocations(placed: list[_Placed], node_ids: dict[int, str]) -> list[Colocation]:
+    """The colocation requests of the program's colocations, in the order they were added:
+    a ``MultiProcessingColocation`` a host set; a thread colocation of one node, or of alike
+    consecutive replicas, packed replicas (``group/a-b``); any other a thread set named
+    after its group (``group_2``, ... for the next ones)."""
     taken = set(node_ids.values())
-    for members in tags.values():
-        ids = [node_ids[m.node.uid] for m in members]
-        if len(members) == 1:
-            name = ids[0]
-        elif len({(m.group, _builder(m.node)) for m in members}) == 1 and all(
-            node_ids[m.node.uid] == f"{m.group}/{i}"
-            for m, i in zip(members, _consecutive(ids), strict=False)
-        ):
-            first, last = ids[0].rsplit("/", 1)[1], ids[-1].rsplit("/", 1)[1]
-            name = f"{members[0].group}/{first}-{last}"
+    out = []
+    for p in placed:
+        ids = tuple(node_ids[m.node.uid] for m in p.members)
+        if isinstance(p.item, MultiProcessingColocation):
+            out.append(Colocation(ids, "host", f"host-{p.item.uid}"))
+            continue
+        alike = len({_builder(m.node) for m in p.members}) == 1
+        if alike and consecutive_replicas(ids):
+            request = Colocation(ids, "replicas", replicas_id(ids))
         else:
-            for m in members:
-                m.mode = "set"
-            name = group_name("_".join(dict.fromkeys(m.group for m in members)), taken)
-        taken.add(name)
-        for m in members:
-            m.exe = name
+            request = Colocation(ids, "threads", group_name(set_name(ids), taken))
+        taken.add(request.name)
+        out.append(request)
+    return out
 
 
 def _builder(node: LpNode) -> tuple[str, int]:
@@ -232,21 +269,14 @@ def _builder(node: LpNode) -> tuple[str, int]:
     return type(node).__name__, id(node.constructor)
 
 
-def _consecutive(ids: list[str]) -> list[int]:
-    try:
-        start = int(ids[0].rsplit("/", 1)[1])
-    except (IndexError, ValueError):
-        return []
-    return list(range(start, start + len(ids)))
-
-
-def _per_process(members: list[_Entry]) -> int | None:
-    """k when the group's nodes are packed k to a process (the last pack may be smaller)."""
+def _per_process(modes: list[str], exes: list[str]) -> int | None:
+    """k when the group's nodes (their executables' ``modes`` and ids, in replica order) are
+    packed k to a process (the last pack may be smaller)."""
+    if any(mode != "replicas" for mode in modes):
+        return None
     sizes: dict[str, int] = {}
-    for m in members:
-        if m.mode != "replicas":
-            return None
-        sizes[m.exe] = sizes.get(m.exe, 0) + 1
+    for exe in exes:
+        sizes[exe] = sizes.get(exe, 0) + 1
     counts = list(sizes.values())
     if not counts or any(c != counts[0] for c in counts[:-1]) or counts[-1] > counts[0]:
         return None
@@ -278,7 +308,15 @@ class _Made:
     rpc: RpcSettings
 
 
-def _made(node: LpNode, values: Values, node_id: str) -> _Made:
+def _made(entry: _Entry, values: Values, node_id: str) -> _Made:
+    """The IR pieces of one node; an error in its arguments is placed at its add_node call."""
+    try:
+        return _pieces(entry.node, values, node_id)
+    except ProgramError as exc:
+        raise exc.at(entry.site) from None
+
+
+def _pieces(node: LpNode, values: Values, node_id: str) -> _Made:
     who = f"node {node_id} ({node.describe()})"
     fields = node.kind_fields()
     if fields is not None:  # reverb, cacher: the kind makes the arguments, as from YAML
