@@ -112,3 +112,28 @@ def test_another_backend_refuses_the_plugins_option(tmp_path: Path, hello: Path)
         done = _topo(tmp_path, command, hello, "-b", "threads", "--greeting", "hi")
         assert done.returncode == 1
         assert "error: --greeting only applies to --backend optplug (not threads)" in done.stderr
+
+
+def test_topos_own_backends_are_entry_points_a_plugin_cannot_replace(tmp_path: Path) -> None:
+    """One table: threads, procs, ssh and ray are entry points of topo-launch, beside the
+    plug-ins; a plug-in registering ``procs`` too does not replace topo's."""
+    code = (
+        "from importlib.metadata import entry_points\n"
+        "from topo.backends.base import available_backends, get_backend\n"
+        "own = {e.name for e in entry_points(group='topo.backends') "
+        "if e.dist.name == 'topo-launch'}\n"
+        "print(sorted(own), available_backends(), type(get_backend('procs')).__module__)\n"
+    )
+    install(tmp_path / "site")
+    paths = os.pathsep.join([str(ROOT), str(HERE), str(tmp_path / "site")])
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=paths),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("] ")[0] == "['procs', 'ray', 'ssh', 'threads'"
+    assert "'journal', 'optplug', 'procs', 'ray', 'ssh', 'ssh-stand-in', 'threads'" in done.stdout
+    assert done.stdout.rstrip().endswith("topo.backends.procs")

@@ -255,7 +255,8 @@ OWN_DISTRIBUTION = "topo-launch"  # its backends (threads, procs, ssh, ray) win 
 
 
 class BackendNotFound(ValueError):
-    """``get_backend`` was given a name that no backend answers to (yet)."""
+    """``get_backend`` was given a name that no backend answers to, or whose entry point
+    does not load."""
 
 
 class BackendOptionError(TypeError):
@@ -290,7 +291,12 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     if entry is None:
         choices = ", ".join(available_backends()) or "none (is topo-launch installed?)"
         raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
-    factory: Callable[..., Backend] = entry.load()
+    try:
+        factory: Callable[..., Backend] = entry.load()
+    except Exception as exc:  # a broken plug-in: said in one line, like an unknown name
+        raise BackendNotFound(
+            f"backend {name!r} ({entry.value}) does not load: {type(exc).__name__}: {exc}"
+        ) from exc
     return factory
 
 

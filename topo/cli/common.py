@@ -71,6 +71,10 @@ def error(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+class Refused(Exception):
+    """A command line ``BackendCommand`` refuses: printed as ``error: ...``, exit 1."""
+
+
 class BackendCommand(TyperCommand):
     """A command with ``--backend NAME`` that also takes the options the backend declares
     (``Backend.options``) as flags: ``topo run FILE -b ssh --hosts H``. The backend is read
@@ -82,6 +86,14 @@ class BackendCommand(TyperCommand):
     default_backend: str | None = None
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: click's Context
+        try:
+            return self._parse(ctx, args)
+        except Refused as refused:
+            if ctx.resilient_parsing:  # shell completion: as much as parses, nothing said
+                return []
+            raise error(str(refused)) from None
+
+    def _parse(self, ctx: Any, args: list[str]) -> list[str]:
         from topo.api import named_backend
         from topo.backends.base import BackendNotFound, backend_options
 
@@ -91,25 +103,29 @@ class BackendCommand(TyperCommand):
             try:
                 declared = backend_options(name)
             except BackendNotFound as exc:
-                raise error(str(exc)) from None
+                raise Refused(str(exc)) from None
         mine = {opt for param in self.get_params(ctx) for opt in param.opts}
         for option in declared:
             if option.flag in mine:
-                raise error(f"--backend {name} declares {option.flag}, which topo already has")
+                raise Refused(f"--backend {name} declares {option.flag}, which topo already has")
         values, rest = _take_options(args, declared, f"--backend {name}")
         ctx.meta.update({_NAME: name, _DECLARED: declared, _VALUES: values})
         try:
             parsed = super().parse_args(ctx, rest)
         except Exception as exc:  # click's NoSuchOption (typer has its own copy of click)
-            flag = getattr(exc, "option_name", None)
-            if not isinstance(flag, str):
+            if type(exc).__name__ != "NoSuchOption":
                 raise
+            flag = str(getattr(exc, "option_name", ""))
             raise self._no_such_option(flag, name, declared, exc) from None
-        if ctx.params.get("backend") != name:  # e.g. -qb NAME: give it apart
-            raise error(f"write --backend apart: -b {ctx.params.get('backend')}")
+        parsed_name = ctx.params.get("backend")
+        if parsed_name != name:  # e.g. -qb NAME, a -b among other short flags
+            raise Refused(
+                f"--backend {parsed_name}: give the backend on its own, as -b NAME or "
+                "--backend NAME"
+            )
         for option in declared:
             if option.required and option.name not in values:
-                raise error(
+                raise Refused(
                     f"--backend {name} needs {option.flag} {_metavar(option)} ({option.help})"
                 )
         return parsed
@@ -121,15 +137,15 @@ class BackendCommand(TyperCommand):
 
         owners = " or ".join(backends_taking(flag))
         if owners and name is None:
-            return error(f"{flag} only applies to --backend {owners}; name it with --backend")
+            return Refused(f"{flag} only applies to --backend {owners}; name it with --backend")
         if owners:
-            return error(f"{flag} only applies to --backend {owners} (not {name})")
+            return Refused(f"{flag} only applies to --backend {owners} (not {name})")
         if name is None:
             return exc
         takes = ", ".join(o.flag for o in declared) or "none"
         possible = getattr(exc, "possibilities", None)
         guess = f"; did you mean {' or '.join(possible)}?" if possible else ""
-        return error(
+        return Refused(
             f"no such option {flag}: neither topo {self.name} nor --backend {name} takes it "
             f"(the backend's options: {takes}){guess}"
         )
@@ -186,13 +202,13 @@ def _take_options(
             rest.append(word)
         elif option.type is bool:
             if eq:
-                raise error(f"{flag} of {backend} is a flag: it takes no value")
+                raise Refused(f"{flag} of {backend} is a flag: it takes no value")
             values[option.name] = True
         else:
             if not eq:
                 following = next(words, None)
                 if following is None:
-                    raise error(f"{flag} of {backend} needs a value ({_metavar(option)})")
+                    raise Refused(f"{flag} of {backend} needs a value ({_metavar(option)})")
                 text = following
             values[option.name] = _convert(option, text, backend)
     return values, rest
@@ -204,4 +220,6 @@ def _convert(option: BackendOption, text: str, backend: str) -> Any:
     try:
         return option.type(text)
     except ValueError:
-        raise error(f"{option.flag} of {backend} takes {_metavar(option)}, not {text!r}") from None
+        raise Refused(
+            f"{option.flag} of {backend} takes {_metavar(option)}, not {text!r}"
+        ) from None
