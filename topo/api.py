@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from topo.supervisor.state import Failure, NodeStatus
 
 
+ProgramSource = Program | str | Path | Callable[[], Program]
+
+
 def _overrides(params: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
     if params is None:
         return []
@@ -172,7 +175,7 @@ class RunningProgram:
 
 
 def launch(
-    program_or_path: Program | str | Path,
+    program_or_path: ProgramSource,
     backend: str | Backend = "threads",
     params: Mapping[str, Any] | Sequence[str] | None = None,
     *,
@@ -184,7 +187,8 @@ def launch(
     backend_options: Mapping[str, Any] | None = None,
     listeners: Sequence[Callable[[Event], None]] = (),
 ) -> RunningProgram:
-    """Start a program (a compiled ``Program`` or a topology file) and return at once.
+    """Start a program (a compiled ``Program``, a topology file, or a function making the
+    ``Program``) and return at once.
 
     ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object.
     ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
@@ -192,22 +196,73 @@ def launch(
     to be up (``TimeoutError`` otherwise). ``listeners`` get every event from the start
     (status changes, node log lines). A program the backend cannot run raises
     ``topo.diagnostics.TopoError`` before anything starts."""
-    from topo.backends.base import get_backend
+    launcher = prepare(
+        program_or_path,
+        backend,
+        params,
+        grace_s=grace_s,
+        log_dir=log_dir,
+        run_dir=run_dir,
+        disable_run=disable_run,
+        backend_options=backend_options,
+    )
+    return start(launcher, listeners, ready_timeout)
 
-    if isinstance(backend, str):
-        backend = get_backend(backend, **dict(backend_options or {}))
-    elif backend_options:
-        raise ValueError("backend_options apply to a backend given by name")
-    # procs: the fork server starts importing now, while the file is compiled.
-    warm = not isinstance(program_or_path, Program) and backend.warm_up()
+
+def prepare(
+    source: ProgramSource,
+    backend: str | Backend = "threads",
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    grace_s: float | None = None,
+    log_dir: str | Path = "runs",
+    run_dir: str | Path | None = None,
+    disable_run: bool = False,
+    backend_options: Mapping[str, Any] | None = None,
+) -> Launcher:
+    """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
+    ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
+    the program is loaded from the file or made by ``source()``; the launcher is checked
+    (a program the backend cannot run raises ``TopoError``) and not started. If any step
+    fails, what the warm-up started is closed."""
+    from topo.backends.base import RunOptions
+    from topo.supervisor.launcher import Launcher
+
+    if params and not isinstance(source, str | Path):
+        raise ValueError("params apply to a topology file, not to a Program")
+    chosen = _backend(backend, backend_options)
+    # procs: the fork server starts importing now, while the program is compiled.
+    warm = not isinstance(source, Program) and chosen.warm_up()
     try:
-        launcher = _launcher(
-            program_or_path, backend, params, grace_s, log_dir, run_dir, disable_run
+        yaml_text = None
+        if isinstance(source, Program):
+            program = source
+        elif isinstance(source, str | Path):
+            loaded = load(source, params)
+            program, yaml_text = loaded.program, loaded.yaml_text
+        else:
+            program = source()
+        options = RunOptions(
+            grace_s=grace_s,
+            log_dir=Path(log_dir),
+            run_dir=None if run_dir is None else Path(run_dir),
+            disable_run=disable_run,
+            topology_yaml=yaml_text,
         )
-    except BaseException:  # a bad file: what the warm-up started ends here
+        return Launcher(program, chosen, options)
+    except BaseException:  # a bad program: what the warm-up started ends here
         if warm:
-            backend.close()
+            chosen.close()
         raise
+
+
+def start(
+    launcher: Launcher,
+    listeners: Sequence[Callable[[Event], None]] = (),
+    ready_timeout: float | None = None,
+) -> RunningProgram:
+    """Start a prepared launcher, ``listeners`` getting every event from the start; with
+    ``ready_timeout`` wait that long for every node to be up (``TimeoutError``)."""
     for listener in listeners:
         launcher.add_listener(listener)
     launcher.start()
@@ -221,32 +276,63 @@ def launch(
     return running
 
 
-def _launcher(
-    program_or_path: Program | str | Path,
-    backend: Backend,
-    params: Mapping[str, Any] | Sequence[str] | None,
-    grace_s: float | None,
-    log_dir: str | Path,
-    run_dir: str | Path | None,
-    disable_run: bool,
-) -> Launcher:
-    """The program (compiled from the file if given one) and its checked launcher."""
-    from topo.backends.base import RunOptions
-    from topo.supervisor.launcher import Launcher
+# -- the backend a run is prepared with ---------------------------------------------
 
-    yaml_text = None
-    if isinstance(program_or_path, Program):
-        if params:
-            raise ValueError("params apply to a topology file, not to a compiled Program")
-        program = program_or_path
-    else:
-        loaded = load(program_or_path, params)
-        program, yaml_text = loaded.program, loaded.yaml_text
-    options = RunOptions(
-        grace_s=grace_s,
-        log_dir=Path(log_dir),
-        run_dir=None if run_dir is None else Path(run_dir),
-        disable_run=disable_run,
-        topology_yaml=yaml_text,
-    )
-    return Launcher(program, backend, options)
+RUN_BACKEND = "procs"  # what `topo run` runs on when no --backend is given
+BACKEND_FLAGS = ("-b", "--backend")
+
+_early: Backend | None = None  # warmed up before the command line was read (topo.command)
+
+
+def named_backend(args: Sequence[str], default: str | None = RUN_BACKEND) -> str | None:
+    """The backend a command line names with ``-b NAME``, ``-bNAME``, ``--backend NAME``
+    or ``--backend=NAME`` (the last one given; ``default`` when none is): the one reading
+    of ``--backend`` for ``topo.command``'s early warm-up and ``topo run``/``topo plan``.
+    ``args`` are the words after the command's name."""
+    name = default
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            break
+        if arg in BACKEND_FLAGS:
+            name = next(rest, name)
+        elif arg.startswith("--backend="):
+            name = arg.partition("=")[2]
+        elif arg.startswith("-b") and not arg.startswith("--"):
+            name = arg[2:]
+    return name
+
+
+def warm_early(backend: Backend) -> None:
+    """Warm ``backend`` up before the program is known (``topo run`` on procs starts its
+    fork server before the command line interface is imported). ``prepare`` with the
+    same backend name and no options takes it; ``close_early`` ends it otherwise."""
+    global _early
+    close_early()
+    backend.warm_up()
+    _early = backend
+
+
+def close_early() -> None:
+    """End the backend ``warm_early`` started if no run took it."""
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.close()
+
+
+def _backend(backend: str | Backend, options: Mapping[str, Any] | None) -> Backend:
+    """The backend to run on: the one given, the early one of that name, or a new one."""
+    global _early
+    from topo.backends.base import get_backend
+
+    if not isinstance(backend, str):
+        if options:
+            raise ValueError("backend_options apply to a backend given by name")
+        return backend
+    early, _early = _early, None
+    if early is not None:
+        if early.name == backend and not options:
+            return early
+        early.close()  # warmed for another backend: it ends now, not at exit
+    return get_backend(backend, **dict(options or {}))

@@ -16,10 +16,17 @@ from typing import Any
 import psutil
 import pytest
 
-from topo.api import RunningProgram, launch
+from topo.api import (
+    RUN_BACKEND,
+    RunningProgram,
+    close_early,
+    launch,
+    named_backend,
+    prepare,
+    warm_early,
+)
 from topo.backends.forkserver import child_pids
 from topo.backends.procs import ProcsBackend
-from topo.command import backend_of_run
 from topo.testing import wait_gone
 
 HERE = Path(__file__).resolve().parent
@@ -134,18 +141,42 @@ def test_command_that_does_not_run_on_procs_leaves_no_fork_server_behind(
 @pytest.mark.parametrize(
     ("args", "backend"),
     [
-        (["run", "f.yaml"], "procs"),
-        (["run", "f.yaml", "-b", "threads"], "threads"),
-        (["run", "--backend=ssh", "f.yaml"], "ssh"),
-        (["run", "-bray", "f.yaml"], "ray"),
-        (["run", "f.yaml", "-b", "threads", "--backend", "procs"], "procs"),
-        (["run", "f.yaml", "--help"], None),
-        (["validate", "f.yaml"], None),
-        ([], None),
+        (["f.yaml"], "procs"),
+        (["f.yaml", "-b", "threads"], "threads"),
+        (["--backend=ssh", "f.yaml"], "ssh"),
+        (["-bray", "f.yaml"], "ray"),
+        (["f.yaml", "-b", "threads", "--backend", "procs"], "procs"),
+        (["f.yaml", "--", "-b", "threads"], "procs"),
     ],
 )
-def test_backend_of_run_reads_the_command_line(args: list[str], backend: str | None) -> None:
-    assert backend_of_run(args) == backend
+def test_named_backend_reads_the_command_line(args: list[str], backend: str) -> None:
+    """The one reading of ``--backend``: the early warm-up and ``topo run``/``plan``."""
+    assert named_backend(args) == backend == named_backend(args, RUN_BACKEND)
+    assert named_backend(["f.yaml"], None) is None
+
+
+def test_a_run_takes_the_backend_warmed_early_and_ends_one_of_another_name(
+    tmp_path: Path,
+) -> None:
+    """``topo run`` on procs starts the fork server before its command line is parsed
+    (``warm_early``); ``prepare`` takes that backend, or ends it at once if the run is on
+    another backend."""
+    path = tmp_path / "warm.yaml"
+    path.write_text(ECHO)
+    early = ProcsBackend()
+    warm_early(early)
+    pid = early.server_pid
+    launcher = prepare(path, "procs", log_dir=tmp_path / "runs")
+    assert launcher.backend is early and early.server_pid == pid
+    early.close()  # the run never starts
+    assert pid is not None and not wait_gone([pid], 10)
+    other = ProcsBackend()
+    warm_early(other)
+    pid = other.server_pid
+    launcher = prepare(path, "threads", log_dir=tmp_path / "runs")
+    assert launcher.backend is not other and launcher.backend.name == "threads"
+    assert pid is not None and not wait_gone([pid], 10)
+    close_early()  # nothing left to close: no error
 
 
 def test_topo_run_imports_only_what_it_needs(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """Backends: a compiled ``Program`` in, a running program out.
 
-``get_backend(name, **options)`` returns a backend from one table (the built-in
-ones, and third-party ones from the ``topo.backends`` entry-point group);
-``Launcher`` (the supervision loop shared by every backend) starts, watches,
-restarts and stops it; ``topo.api`` (``topo.launch``) is the Python API on top.
-A new backend subclasses ``Backend``; see ``base`` for the seams it fills in.
+``get_backend(name, **options)`` returns a backend from one table, the
+``topo.backends`` entry-point group (topo's own threads, procs, ssh and ray are
+registered there as plug-ins are); ``Launcher`` (the supervision loop shared by
+every backend) starts, watches, restarts and stops it; ``topo.api`` (``prepare``,
+``topo.launch``) is the Python API on top. A new backend subclasses ``Backend``
+(declaring its command-line options with ``BackendOption``); see ``base`` for the
+seams it fills in.
 
 The names below are imported on first use: processes that only need a submodule
 (the ssh backend's remote agent, the fork server) do not pay for the runtime's
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from topo.backends.base import (
         Backend,
         BackendNotFound,
+        BackendOption,
+        BackendOptionError,
         Event,
         ExecutableRunner,
         Network,
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "BackendNotFound",
+    "BackendOption",
+    "BackendOptionError",
     "Event",
     "ExecutableRunner",
     "Network",

@@ -8,7 +8,13 @@ a backend fills in besides starting executables:
 * ``network()``: where the program's registry binds, the address peers dial and
   the auth mechanism (PLAIN on loopback, CURVE across hosts);
 * ``check(program)``: what it cannot honour, as diagnostics, before anything starts;
-* ``log_source(job, emit)``: where the launcher gets node log lines from.
+* ``log_source(job, emit)``: where the launcher gets node log lines from;
+* ``options()``: the options it takes (``topo run -b NAME --hosts H``, or
+  ``get_backend(name, hosts=H)``), and ``placement_text(program, **options)``: what
+  ``topo plan --backend NAME`` prints about where executables would run.
+
+Backends are found by name in one table, the ``topo.backends`` entry-point group:
+topo's own (threads, procs, ssh, ray) are registered there as plug-ins are.
 
 Node status (ready / finished / failed) reaches the launcher over the registry's
 ``report`` RPC, the same way for every backend; process-level facts (an
@@ -18,6 +24,7 @@ owns the process.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +35,8 @@ from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
 if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
+    from importlib.metadata import EntryPoint
+
     from topo.runtime import RegistryInfo
     from topo.runtime.auth import Mechanism
 
@@ -151,11 +160,46 @@ class ExecutableRunner(ABC):
         return ""
 
 
+OptionType = type[str] | type[int] | type[float] | type[bool] | type[Path]
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """One option a backend takes: a keyword of its constructor (and of its
+    ``placement_text``), and on the command line the flag ``--name`` (``_`` as ``-``)
+    of ``topo run`` and ``topo plan`` with ``--backend`` naming it. A ``bool`` option
+    is a flag without a value."""
+
+    name: str
+    help: str  # a noun phrase: "the inventory of hosts to run on"
+    type: OptionType = str
+    required: bool = False
+    metavar: str | None = None  # None: from the type (TEXT, INTEGER, NUMBER, PATH)
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--hosts``."""
+        return "--" + self.name.replace("_", "-")
+
+
 class Backend(ABC):
     """Starts executables of a program; the ``Launcher`` does the rest."""
 
     name: str = ""
     local_pids: bool = True  # False: pids are on other hosts (not this machine's processes)
+
+    @classmethod
+    def options(cls) -> tuple[BackendOption, ...]:
+        """The options this backend takes from the command line (``topo run -b NAME
+        --OPTION``): each a keyword of the constructor. Default: none."""
+        return ()
+
+    @classmethod
+    def placement_text(cls, program: Program, **options: Any) -> str | None:
+        """Where the executables of ``program`` would run, as text for ``topo plan
+        --backend NAME`` (given the declared ``options``); None: nothing to add. Raises
+        ``TopoError`` for a placement that cannot be made. Nothing is started."""
+        return None
 
     def network(self) -> Network:
         """The registry this backend's executables can reach (default: loopback, PLAIN)."""
@@ -207,64 +251,111 @@ class Backend(ABC):
 # -- the table of backends ------------------------------------------------------------
 
 ENTRY_POINT_GROUP = "topo.backends"
-BUILTIN_BACKENDS: dict[str, str] = {
-    "threads": "topo.backends.threads:ThreadsBackend",
-    "procs": "topo.backends.procs:ProcsBackend",
-    "ssh": "topo.backends.ssh.backend:SshBackend",
-    "ray": "topo.backends.ray.backend:RayBackend",
-}
+OWN_DISTRIBUTION = "topo-launch"  # its backends (threads, procs, ssh, ray) win a name clash
 
 
 class BackendNotFound(ValueError):
-    """``get_backend`` was given a name that no backend answers to (yet)."""
+    """``get_backend`` was given a name that no backend answers to, or whose entry point
+    does not load."""
 
 
-def _plugins() -> dict[str, Any]:
-    """Third-party backends: entry points of group ``topo.backends`` (name -> EntryPoint),
-    read only when asked (``topo validate`` never pays for the scan)."""
+class BackendOptionError(TypeError):
+    """A backend was given an option it does not take, or not one it needs."""
+
+
+@functools.cache
+def _table() -> dict[str, EntryPoint]:
+    """Every backend, name -> entry point of group ``topo.backends``: topo's own (declared
+    in its pyproject.toml) and the installed plug-ins, one table. Read once, when first
+    asked for (``topo validate`` never asks). A plug-in cannot take a name topo's own
+    backends have."""
     from importlib.metadata import entry_points
 
-    return {
-        ep.name: ep
-        for ep in entry_points(group=ENTRY_POINT_GROUP)
-        if ep.name not in BUILTIN_BACKENDS
-    }
+    found = list(entry_points(group=ENTRY_POINT_GROUP))
+    own = [ep for ep in found if ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION]
+    table: dict[str, EntryPoint] = {}
+    for ep in [*own, *found]:
+        table.setdefault(ep.name, ep)
+    return table
 
 
 def available_backends() -> list[str]:
-    """Names accepted by ``get_backend``: the built-in ones and the installed plugins."""
-    return sorted({*BUILTIN_BACKENDS, *_plugins()})
+    """Names accepted by ``get_backend``: topo's own backends and the installed plug-ins."""
+    return sorted(_table())
 
 
-def _factory(name: str) -> Callable[..., Backend]:
-    target = BUILTIN_BACKENDS.get(name)
-    if target is not None:
-        import importlib
+def backend_factory(name: str) -> Callable[..., Backend]:
+    """What the entry point ``name`` names: a ``Backend`` subclass (or a function making
+    one). Raises ``BackendNotFound`` for a name no backend answers to."""
+    entry = _table().get(name)
+    if entry is None:
+        choices = ", ".join(available_backends()) or "none (is topo-launch installed?)"
+        raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
+    try:
+        factory: Callable[..., Backend] = entry.load()
+    except Exception as exc:  # a broken plug-in: said in one line, like an unknown name
+        raise BackendNotFound(
+            f"backend {name!r} ({entry.value}) does not load: {type(exc).__name__}: {exc}"
+        ) from exc
+    return factory
 
-        module, attr = target.split(":")
-        factory: Callable[..., Backend] = getattr(importlib.import_module(module), attr)
-        return factory
-    plugin = _plugins().get(name)
-    if plugin is not None:
-        loaded: Callable[..., Backend] = plugin.load()
-        return loaded
-    choices = ", ".join(available_backends())
-    raise BackendNotFound(f"unknown backend {name!r}; available: {choices}")
+
+def backend_options(name: str) -> tuple[BackendOption, ...]:
+    """The options backend ``name`` declares (``Backend.options``); none for a plug-in
+    registered as a plain function."""
+    factory = backend_factory(name)
+    declare = getattr(factory, "options", None)
+    return tuple(declare()) if callable(declare) else ()
+
+
+def backends_taking(flag: str) -> list[str]:
+    """The backends that declare the command-line option ``flag`` (``--hosts``), topo's
+    own first: what an error about a misplaced option names. A plug-in that does not
+    load is left out."""
+    out = []
+    for name in _table():
+        try:
+            declared = backend_options(name)
+        except Exception:  # a broken plug-in must not hide the message being made
+            continue
+        if any(option.flag == flag for option in declared):
+            out.append(name)
+    return out
+
+
+def placement_text(name: str, program: Program, **options: Any) -> str | None:
+    """What ``topo plan --backend NAME`` adds to the plan (``Backend.placement_text``)."""
+    factory = backend_factory(name)
+    place = getattr(factory, "placement_text", None)
+    return place(program, **options) if callable(place) else None
 
 
 def get_backend(name: str, **options: Any) -> Backend:
     """A fresh backend object by name, given its ``options`` (e.g. an SSH inventory).
 
-    Raises ``BackendNotFound`` for a name no backend answers to, ``TypeError`` for an
-    option the backend does not take."""
+    Raises ``BackendNotFound`` for a name no backend answers to, ``BackendOptionError``
+    (a ``TypeError``) for an option the backend does not take or one it needs."""
     import inspect
 
-    factory = _factory(name)
+    factory = backend_factory(name)
     try:
         inspect.signature(factory).bind(**options)
     except TypeError:
-        raise TypeError(
-            f"backend {name!r} does not take the option(s) {', '.join(sorted(options))}"
+        accepted = inspect.signature(factory).parameters
+        wrong = sorted(set(options) - set(accepted))
+        if wrong:
+            raise BackendOptionError(
+                f"backend {name!r} does not take the option(s) {', '.join(wrong)}"
+            ) from None
+        needed = [
+            p.name
+            for p in accepted.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            and p.name not in options
+        ]
+        raise BackendOptionError(
+            f"backend {name!r} needs the option(s) {', '.join(needed)}"
         ) from None
     backend = factory(**options)
     if not backend.name:

@@ -1,19 +1,23 @@
-"""What every command shares: the ``-p`` option, loading a topology, printing diagnostics."""
+"""What every command shares: the ``-p`` option, loading a topology, printing diagnostics,
+and the options of the backend ``--backend`` names (``topo run``, ``topo plan``)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperCommand
 
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
 
 if TYPE_CHECKING:
     from topo.api import Loaded
+    from topo.backends.base import BackendOption
 
 ParamsOption = Annotated[
     list[str] | None,
@@ -54,3 +58,168 @@ def load_topology(file: Path, params: list[str] | None, *, check_imports: bool =
         return load(file, params or [], check_imports=check_imports)
     except TopoError as error:
         raise fail(error) from None
+
+
+# -- the options of the backend named by --backend ------------------------------------
+
+_NAME, _DECLARED, _VALUES = "topo.backend", "topo.backend.declared", "topo.backend.values"
+
+
+def error(message: str) -> typer.Exit:
+    """Print ``error: message`` and return the exit to raise (code 1)."""
+    stderr.print(f"[red]error:[/] {escape(message)}")
+    return typer.Exit(1)
+
+
+class Refused(Exception):
+    """A command line ``BackendCommand`` refuses: printed as ``error: ...``, exit 1."""
+
+
+class BackendCommand(TyperCommand):
+    """A command with ``--backend NAME`` that also takes the options the backend declares
+    (``Backend.options``) as flags: ``topo run FILE -b ssh --hosts H``. The backend is read
+    from the command line (``topo.api.named_backend``, as ``--backend`` is everywhere)
+    and its flags are taken out before typer parses the rest. An option of another
+    backend, one no backend has, a bad value or a missing option the backend needs exits
+    1 naming the option and the backend."""
+
+    default_backend: str | None = None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: click's Context
+        try:
+            return self._parse(ctx, args)
+        except Refused as refused:
+            if ctx.resilient_parsing:  # shell completion: as much as parses, nothing said
+                return []
+            raise error(str(refused)) from None
+
+    def _parse(self, ctx: Any, args: list[str]) -> list[str]:
+        from topo.api import named_backend
+        from topo.backends.base import BackendNotFound, backend_options
+
+        name = named_backend(args, self.default_backend)
+        declared: tuple[BackendOption, ...] = ()
+        if name is not None:
+            try:
+                declared = backend_options(name)
+            except BackendNotFound as exc:
+                raise Refused(str(exc)) from None
+        mine = {opt for param in self.get_params(ctx) for opt in param.opts}
+        for option in declared:
+            if option.flag in mine:
+                raise Refused(f"--backend {name} declares {option.flag}, which topo already has")
+        values, rest = _take_options(args, declared, f"--backend {name}")
+        ctx.meta.update({_NAME: name, _DECLARED: declared, _VALUES: values})
+        try:
+            parsed = super().parse_args(ctx, rest)
+        except Exception as exc:  # click's NoSuchOption (typer has its own copy of click)
+            if type(exc).__name__ != "NoSuchOption":
+                raise
+            flag = str(getattr(exc, "option_name", ""))
+            raise self._no_such_option(flag, name, declared, exc) from None
+        parsed_name = ctx.params.get("backend")
+        if parsed_name != name:  # e.g. -qb NAME, a -b among other short flags
+            raise Refused(
+                f"--backend {parsed_name}: give the backend on its own, as -b NAME or "
+                "--backend NAME"
+            )
+        for option in declared:
+            if option.required and option.name not in values:
+                raise Refused(
+                    f"--backend {name} needs {option.flag} {_metavar(option)} ({option.help})"
+                )
+        return parsed
+
+    def _no_such_option(
+        self, flag: str, name: str | None, declared: tuple[BackendOption, ...], exc: Exception
+    ) -> Exception:
+        from topo.backends.base import backends_taking
+
+        owners = " or ".join(backends_taking(flag))
+        if owners and name is None:
+            return Refused(f"{flag} only applies to --backend {owners}; name it with --backend")
+        if owners:
+            return Refused(f"{flag} only applies to --backend {owners} (not {name})")
+        if name is None:
+            return exc
+        takes = ", ".join(o.flag for o in declared) or "none"
+        possible = getattr(exc, "possibilities", None)
+        guess = f"; did you mean {' or '.join(possible)}?" if possible else ""
+        return Refused(
+            f"no such option {flag}: neither topo {self.name} nor --backend {name} takes it "
+            f"(the backend's options: {takes}){guess}"
+        )
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """Typer's help, then a panel of the backend's own options."""
+        super().format_help(ctx, formatter)
+        declared: tuple[BackendOption, ...] = ctx.meta.get(_DECLARED, ())
+        if not declared:
+            return
+        from rich.panel import Panel
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        for option in declared:
+            needed = " [red](required)[/]" if option.required else ""
+            table.add_row(
+                f"[bold cyan]{option.flag}[/] {_metavar(option)}", escape(option.help) + needed
+            )
+        title = f"Options of --backend {ctx.meta[_NAME]}"
+        Console(highlight=False).print(
+            Panel(table, title=title, title_align="left", border_style="dim")
+        )
+
+
+def chosen_backend(ctx: typer.Context) -> tuple[str | None, dict[str, Any]]:
+    """The backend ``BackendCommand`` read and the options given for it (by keyword)."""
+    return ctx.meta.get(_NAME), dict(ctx.meta.get(_VALUES, {}))
+
+
+_METAVARS = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH", bool: ""}
+
+
+def _metavar(option: BackendOption) -> str:
+    return option.metavar or _METAVARS.get(option.type, "VALUE")
+
+
+def _take_options(
+    args: list[str], declared: tuple[BackendOption, ...], backend: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The values of the ``declared`` flags in ``args`` (``--hosts H``, ``--hosts=H``,
+    ``--ship``) and the other words, in order; everything after ``--`` is left alone."""
+    by_flag = {o.flag: o for o in declared}
+    values: dict[str, Any] = {}
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            rest += [word, *words]
+            break
+        flag, eq, text = word.partition("=")
+        option = by_flag.get(flag)
+        if option is None:
+            rest.append(word)
+        elif option.type is bool:
+            if eq:
+                raise Refused(f"{flag} of {backend} is a flag: it takes no value")
+            values[option.name] = True
+        else:
+            if not eq:
+                following = next(words, None)
+                if following is None:
+                    raise Refused(f"{flag} of {backend} needs a value ({_metavar(option)})")
+                text = following
+            values[option.name] = _convert(option, text, backend)
+    return values, rest
+
+
+def _convert(option: BackendOption, text: str, backend: str) -> Any:
+    if option.type is Path:
+        return Path(text)
+    try:
+        return option.type(text)
+    except ValueError:
+        raise Refused(
+            f"{option.flag} of {backend} takes {_metavar(option)}, not {text!r}"
+        ) from None

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,17 +19,29 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from topo.api import RUN_BACKEND
 from topo.cli.app import app
-from topo.cli.common import FileArgument, ParamsOption, fail, load_topology, stderr
+from topo.cli.common import (
+    BackendCommand,
+    FileArgument,
+    ParamsOption,
+    chosen_backend,
+    error,
+    fail,
+    stderr,
+)
 from topo.diagnostics import TopoError
 
-if TYPE_CHECKING:
-    from topo.backends.base import Backend
-    from topo.supervisor.launcher import Launcher
+
+class RunCommand(BackendCommand):
+    """``topo run``: its options and those of the backend ``--backend`` names."""
+
+    default_backend = RUN_BACKEND
 
 
-@app.command("run")
+@app.command("run", cls=RunCommand)
 def run(
+    ctx: typer.Context,
     file: FileArgument,
     params: ParamsOption = None,
     backend: Annotated[
@@ -37,10 +49,10 @@ def run(
         typer.Option(
             "--backend",
             "-b",
-            help="procs (one process per executable), threads, ssh (with --hosts), ray (with "
-            "--address), or an installed plugin backend.",
+            help="procs (one process per executable), threads, ssh (with --hosts), ray, or an "
+            "installed plugin backend; `topo run -b NAME --help` lists the backend's options.",
         ),
-    ] = "procs",
+    ] = RUN_BACKEND,
     grace: Annotated[
         float | None,
         typer.Option(
@@ -77,46 +89,27 @@ def run(
             "(as topo plot does; needs the plot extra).",
         ),
     ] = False,
-    hosts: Annotated[
-        Path | None,
-        typer.Option("--hosts", help="Inventory file of --backend ssh: the hosts to run on."),
-    ] = None,
-    ship: Annotated[
-        bool,
-        typer.Option(
-            "--ship",
-            help="With --backend ssh: copy the working tree to each host's workdir over SFTP "
-            "before starting; with --backend ray: send it as the job's working_dir.",
-        ),
-    ] = False,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            "--address",
-            help="With --backend ray: the Ray cluster to join (auto, HOST:PORT or ray://...); "
-            "default: a local Ray started for the run and stopped at its end.",
-        ),
-    ] = None,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
-    from topo.backends.base import BackendNotFound, get_backend
-    from topo.command import take_warm
+    from topo.api import prepare
+    from topo.backends.base import BackendNotFound, BackendOptionError
 
-    try:
-        options = _backend_options(backend, hosts, ship, address)
-        chosen = take_warm(backend) or get_backend(backend, **options)
-    except BackendNotFound as exc:
-        stderr.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    except TopoError as error:  # e.g. a bad inventory: nothing has started yet
-        raise fail(error) from None
-    warm = chosen.warm_up()  # procs: the fork server imports while the file is compiled
-    try:
-        launcher = _prepare(chosen, file, params, grace, log_dir, run_dir)
-    except BaseException:  # a bad file: what the warm-up started ends here
-        if warm:
-            chosen.close()
-        raise
+    name, options = chosen_backend(ctx)
+    assert name is not None
+    try:  # procs: the fork server imports while the file is compiled
+        launcher = prepare(
+            file,
+            name,
+            params or [],
+            grace_s=grace,
+            log_dir=log_dir,
+            run_dir=run_dir,
+            backend_options=options,
+        )
+    except (BackendNotFound, BackendOptionError) as exc:
+        raise error(str(exc)) from None
+    except TopoError as exc:  # a bad file or inventory, or a program the backend refuses
+        raise fail(exc) from None
     from topo.backends.base import Event
     from topo.cli.view import LinesView, TableView
 
@@ -167,63 +160,6 @@ def run(
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
-
-
-def _prepare(
-    backend: Backend,
-    file: Path,
-    params: list[str] | None,
-    grace: float | None,
-    log_dir: Path,
-    run_dir: Path | None,
-) -> Launcher:
-    """Load and compile FILE and make its launcher (checked, nothing started); on bad
-    input print the errors and exit 1."""
-    from topo.backends.base import RunOptions
-    from topo.supervisor.launcher import Launcher
-
-    loaded = load_topology(file, params)
-    options = RunOptions(
-        grace_s=grace, log_dir=log_dir, run_dir=run_dir, topology_yaml=loaded.yaml_text
-    )
-    try:
-        return Launcher(loaded.program, backend, options)
-    except TopoError as error:
-        raise fail(error) from None
-
-
-def _backend_options(
-    backend: str, hosts: Path | None, ship: bool, address: str | None = None
-) -> dict[str, object]:
-    """The options ``get_backend`` passes to the backend's constructor: ``--hosts`` is
-    for the ssh backend only, ``--address`` for ray, ``--ship`` for both; a wrong
-    combination exits 1."""
-    if address is not None and backend != "ray":
-        stderr.print(
-            f"[red]error:[/] --address only applies to --backend ray (not {escape(backend)})"
-        )
-        raise typer.Exit(1)
-    if backend == "ray":
-        if hosts is not None:
-            stderr.print("[red]error:[/] --hosts only applies to --backend ssh (not ray)")
-            raise typer.Exit(1)
-        return {"address": address, "ship": ship}
-    if backend != "ssh":
-        for flag, on, where in (
-            ("--hosts", hosts is not None, "ssh"),
-            ("--ship", ship, "ssh or ray"),
-        ):
-            if on:
-                stderr.print(
-                    f"[red]error:[/] {flag} only applies to --backend {where} "
-                    f"(not {escape(backend)})"
-                )
-                raise typer.Exit(1)
-        return {}
-    if hosts is None:
-        stderr.print("[red]error:[/] --backend ssh needs --hosts FILE (the inventory of hosts)")
-        raise typer.Exit(1)
-    return {"hosts": hosts, "ship": ship}
 
 
 def _plot(run_dir: Path) -> None:

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from topo.api import launch as topo_launch
+from topo.api import prepare, start
+from topo.ir import Program as IrProgram
 from topo.launchpad import live
 from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, wait_at_exit
@@ -81,15 +82,14 @@ def launch(
     ``serialize_py_nodes=False``: there they get the very objects given (an Event the
     test waits on), as in Launchpad. ``terminal`` and ``xm_resources`` are ignored."""
     kind = _launch_type(launch_type)
-    if not isinstance(programs, Program):
-        if not programs:
-            raise ValueError("lp.launch needs a program")
-        programs = programs[0]
+    if not isinstance(programs, Program) and not programs:
+        raise ValueError("lp.launch needs a program")
+    program = programs if isinstance(programs, Program) else programs[0]
     backend = backend or kind.backend
     kept: list[str] = []
     keep = None
     if backend == "threads":
-        _check_thread_resources(programs, local_resources, kind)
+        _check_thread_resources(program, local_resources, kind)
         local_resources = None
         if serialize_py_nodes is False:
 
@@ -97,23 +97,20 @@ def launch(
                 kept.append(live.keep(obj))
                 return kept[-1]
 
-    from topo.backends.base import get_backend
+    made: list[Compiled] = []
 
-    runner = get_backend(backend, **dict(backend_options or {}))
-    warm = runner.warm_up()  # procs: the fork server imports while the program compiles
+    def build() -> IrProgram:  # called by prepare while the backend warms up
+        made.append(_compile(program, local_resources, seed, keep, kind, backend))
+        return made[0].program
+
     try:
-        compiled = _compile(programs, local_resources, seed, keep, kind, backend)
-        run = topo_launch(
-            compiled.program,
-            runner,
-            log_dir=log_dir,
-            listeners=() if kind.is_test else [Printer(compiled.program)],
-        )
+        launcher = prepare(build, backend, backend_options=backend_options, log_dir=log_dir)
+        listeners = () if kind.is_test else [Printer(launcher.program)]
+        run = start(launcher, listeners)
     except BaseException:
         live.release(kept)
-        if warm:  # a program that cannot run: the warmed-up fork server ends here
-            runner.close()
         raise
+    compiled = made[0]
     launched = Launched(compiled, run)
     launched.live_objects = kept
     remember(launched)

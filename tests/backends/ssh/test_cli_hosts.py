@@ -12,13 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from topo.backends.base import BUILTIN_BACKENDS
-from topo.backends.ssh.inventory import load_inventory
-from topo.backends.threads import ThreadsBackend
-from topo.diagnostics import TopoError
+from bk_plugins import install
 
 ROOT = Path(__file__).resolve().parents[3]
+BACKENDS = ROOT / "tests" / "backends"
 TOPOLOGY = """
 name: spread
 nodes:
@@ -94,9 +91,14 @@ def test_plan_json_checks_the_placement(run_topo: Any, files: tuple[Path, Path])
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--hosts", "{hosts}"], "--hosts is the inventory of --backend ssh"),
-        (["-b", "procs", "--hosts", "{hosts}"], "--hosts is the inventory of --backend ssh"),
-        (["-b", "ssh"], "--backend ssh needs --hosts FILE"),
+        (["--hosts", "{hosts}"], "--hosts only applies to --backend ssh; name it with --backend"),
+        (
+            ["-b", "procs", "--hosts", "{hosts}"],
+            "--hosts only applies to --backend ssh (not procs)",
+        ),
+        (["-b", "ssh"], "--backend ssh needs --hosts FILE (the inventory of hosts to run on)"),
+        (["-b", "ssh", "--hosts"], "--hosts of --backend ssh needs a value (FILE)"),
+        (["-b", "nope"], "unknown backend 'nope'; available: procs, ray, ssh, threads"),
     ],
 )
 def test_plan_refuses_wrong_combinations(
@@ -121,7 +123,7 @@ def test_plan_with_another_backend_is_the_usual_plan(
     ("argv", "message"),
     [
         (["--hosts", "{hosts}"], "--hosts only applies to --backend ssh (not procs)"),
-        (["-b", "threads", "--ship"], "--ship only applies to --backend ssh or ray (not threads)"),
+        (["-b", "threads", "--ship"], "--ship only applies to --backend ray or ssh (not threads)"),
         (["-b", "ray", "--hosts", "{hosts}"], "--hosts only applies to --backend ssh (not ray)"),
         (["-b", "ssh", "--ship"], "--backend ssh needs --hosts FILE"),
     ],
@@ -137,29 +139,22 @@ def test_run_refuses_wrong_combinations(
     assert not runs.exists()
 
 
-class StandIn(ThreadsBackend):
-    """Stands for the ssh backend where the CLI meets it: the constructor takes the
-    options and reads the inventory, as the real one does."""
-
-    seen: list[tuple[Path, bool]] = []
-
-    def __init__(self, hosts: Path, ship: bool = False) -> None:
-        super().__init__()
-        inventory = load_inventory(hosts)
-        StandIn.seen.append((hosts, ship))
-        raise TopoError.one(f"stand-in: {len(inventory.hosts)} hosts read, stopping here")
-
-
 def test_run_passes_the_options_and_reports_a_bad_inventory(
-    run_topo: Any, files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_topo: Any, files: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(BUILTIN_BACKENDS, "ssh", f"{__name__}:StandIn")
+    """``--hosts`` and ``--ship`` reach the constructor of a backend declaring them (a
+    stand-in for ssh, registered as a plug-in, that stops after reading the inventory);
+    the real ssh backend reports a bad inventory before anything starts."""
     topology, hosts = files
     runs = tmp_path / "runs"
-    result = run_topo("run", topology, "-b", "ssh", "--hosts", hosts, "--ship", "--log-dir", runs)
-    assert result.exit_code == 1
-    assert "error: stand-in: 2 hosts read, stopping here" in result.stderr
-    assert StandIn.seen[-1] == (hosts, True)
+    site = install(tmp_path / "site")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(BACKENDS), str(site)]))
+    for extra, ship in ([["--ship"], True], [[], False]):
+        argv = [sys.executable, "-m", "topo", "run", str(topology), "-b", "ssh-stand-in"]
+        argv += ["--hosts", str(hosts), *extra, "--log-dir", str(runs)]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert f"error: stand-in: 2 hosts read from hosts.yaml (ship={ship})" in done.stderr
     hosts.write_text(hosts.read_text().replace("known_hosts, ", "missing_kh, "))
     result = run_topo("run", topology, "-b", "ssh", "--hosts", hosts, "--log-dir", runs)
     assert result.exit_code == 1

@@ -30,7 +30,14 @@ import threading
 import time
 from typing import Any
 
-from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.base import (
+    Backend,
+    BackendOption,
+    ExecutableRunner,
+    JobContext,
+    Network,
+    Sink,
+)
 from topo.backends.logs import append_output
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
@@ -48,6 +55,25 @@ class RayBackend(Backend):
     """Executables as Ray actors on a Ray cluster (or a local Ray started for the run)."""
 
     name = "ray"
+
+    @classmethod
+    def options(cls) -> tuple[BackendOption, ...]:
+        return (
+            BackendOption(
+                "address",
+                "the Ray cluster to join (auto, HOST:PORT or ray://...); default: a local "
+                "Ray started for the run and stopped at its end",
+                metavar="ADDRESS",
+            ),
+            BackendOption("ship", "send the working tree as the job's working_dir", bool),
+        )
+
+    @classmethod
+    def placement_text(cls, program: Program, **options: Any) -> str | None:
+        """The placement groups and resources each executable asks of Ray."""
+        from topo.backends.ray.placement import format_ray_placement
+
+        return format_ray_placement(program)
 
     def __init__(self, address: str | None = None, ship: bool = False) -> None:
         # ship: the working tree goes to every node as the job's working_dir

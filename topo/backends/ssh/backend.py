@@ -26,11 +26,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.base import (
+    Backend,
+    BackendOption,
+    ExecutableRunner,
+    JobContext,
+    Network,
+    Sink,
+)
 from topo.backends.logs import append_output, safe_name
 from topo.backends.ssh.hostcheck import CHECK_TIMEOUT_S, check_script, host_diagnostics, judge
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
-from topo.backends.ssh.placement import Placement, place
+from topo.backends.ssh.placement import Placement, format_placement, place
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
@@ -88,6 +95,28 @@ class SshBackend(Backend):
 
     name = "ssh"
     local_pids = False  # the tests check the hosts themselves (ip netns pids)
+
+    @classmethod
+    def options(cls) -> tuple[BackendOption, ...]:
+        return (
+            BackendOption(
+                "hosts", "the inventory of hosts to run on", Path, required=True, metavar="FILE"
+            ),
+            BackendOption(
+                "ship",
+                "copy the working tree to each host's workdir over SFTP before starting",
+                bool,
+            ),
+        )
+
+    @classmethod
+    def placement_text(cls, program: Program, **options: Any) -> str | None:
+        """The executables placed on the hosts of the inventory ``hosts``, host by host."""
+        hosts = options.get("hosts")
+        if hosts is None:
+            raise TopoError.one("the ssh backend places executables on hosts: give hosts")
+        inventory = hosts if isinstance(hosts, Inventory) else load_inventory(hosts)
+        return format_placement(place(program, inventory), program, inventory)
 
     def __init__(
         self, hosts: str | Path | Inventory, ship: bool = False, lease_s: float = LEASE_S
