@@ -65,5 +65,6 @@ def topology_schema() -> dict[str, Any]:
 
 
 def schema_text() -> str:
-    """The schema as the text of schemas/topology.schema.json (shipped in the package through the link topo/schema/topology.schema.json)."""
+    """The schema as the text of schemas/topology.schema.json (the package ships it through
+    the link topo/schema/topology.schema.json)."""
     return json.dumps(topology_schema(), indent=2, sort_keys=True) + "\n"
