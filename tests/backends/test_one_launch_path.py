@@ -31,7 +31,7 @@ import json, sys, threading
 from pathlib import Path
 import psutil
 
-mode, journal, path, runs = sys.argv[1:]
+mode, journal, path, runs, good = sys.argv[1:]
 failure = None
 try:
     if mode == "topo run":
@@ -46,7 +46,8 @@ try:
         import topo.launchpad as lp
         from bk_nodes import Echo
         program = lp.Program("locked")
-        program.add_node(lp.CourierNode(Echo, threading.Lock()), label="locked")
+        args = () if good == "good" else (threading.Lock(),)
+        program.add_node(lp.CourierNode(Echo, *args), label="locked")
         lp.launch(program, launch_type="test_mp", backend="journal",
                   backend_options={"journal": journal}, log_dir=runs)
 except SystemExit as exc:
@@ -65,7 +66,7 @@ print(json.dumps({"failure": failure, "journal": lines, "alive": alive}))
     [
         ("topo run", "exit 1"),
         ("topo.launch", "TopoError: "),
-        ("lp.launch", "ProgramError: node locked (CourierNode(Echo))"),
+        ("lp.launch", "ProgramError: "),
     ],
 )
 def test_a_bad_program_closes_the_warmed_backend_on_every_front_end(
@@ -76,7 +77,7 @@ def test_a_bad_program_closes_the_warmed_backend_on_every_front_end(
     site = install(tmp_path / "site")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), str(site)]))
     done = subprocess.run(
-        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs)],
+        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs), "bad"],
         capture_output=True,
         text=True,
         env=env,
@@ -89,6 +90,49 @@ def test_a_bad_program_closes_the_warmed_backend_on_every_front_end(
     pid = result["journal"][1]
     assert not result["alive"], f"{front_end} left the fork server {pid} running"
     assert result["journal"] == ["warm", pid, "closed"]  # warmed (a server), then closed
+    if front_end == "lp.launch":  # named at the add_node call of the script
+        assert "<string>:" in result["failure"], result
+        assert "node locked (CourierNode(Echo))" in result["failure"], result
     assert not runs.exists()
     if front_end == "topo run":
         assert "no_such_module_here" in done.stderr and "Traceback" not in done.stderr
+
+
+GOOD = "name: good\nnodes:\n  a: {target: 'bk_nodes:Echo'}\n"
+
+
+@pytest.mark.parametrize(
+    ("front_end", "failure"),
+    [
+        ("topo run", "exit 1"),
+        ("topo.launch", "TopoError: error: cannot make the run directory"),
+        ("lp.launch", "TopoError: error: cannot make the run directory"),
+    ],
+)
+def test_a_run_directory_that_cannot_be_made_closes_the_warmed_backend(
+    tmp_path: Path, front_end: str, failure: str
+) -> None:
+    """A good program whose run directory cannot be made (its parent is a file): the
+    error names the place, nothing starts, and the warmed fork server is closed."""
+    path, journal, runs = tmp_path / "good.yaml", tmp_path / "journal", tmp_path / "runs"
+    path.write_text(GOOD)
+    runs.write_text("a file where the runs would go\n")
+    site = install(tmp_path / "site")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), str(site)]))
+    done = subprocess.run(
+        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs), "good"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["failure"].startswith(failure), result
+    pid = result["journal"][1]
+    assert not result["alive"], f"{front_end} left the fork server {pid} running"
+    assert result["journal"] == ["warm", pid, "closed"]
+    if front_end == "topo run":
+        assert "cannot make the run directory" in done.stderr
+        assert "Traceback" not in done.stderr

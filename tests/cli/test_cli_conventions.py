@@ -81,9 +81,7 @@ def test_shell_completion_is_offered_and_completes_commands() -> None:
 def test_the_schema_file_is_the_generated_schema() -> None:
     # One file, schemas/topology.schema.json: the examples' $schema lines point at it and
     # the package ships it (topo/schema/ holds a link to it, copied into the wheel).
-    assert (ROOT / "schemas/topology.schema.json").read_text(encoding="utf-8") == (
-        schema_text()
-    ), (
+    assert (ROOT / "schemas/topology.schema.json").read_text(encoding="utf-8") == (schema_text()), (
         "schemas/topology.schema.json is stale; regenerate it with "
         "`.venv/bin/topo schema -o schemas/topology.schema.json` and commit it"
     )

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from topo.diagnostics import TopoError
 from topo.ir import Program, dumps
 from topo.runtime.context import current_node_info, maybe_current_program
 
@@ -69,15 +70,21 @@ def make_run_dir(
         while run_dir.exists():
             n += 1
             run_dir = log_dir / f"{program.name}-{stamp}-{n}"
-    # Private to the user who runs topo: logs and the resolved config may hold secrets.
-    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    run_dir.chmod(0o700)
-    (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
-    (run_dir / "program.json").write_text(dumps(program) + "\n")
-    if topology_yaml is not None:
-        (run_dir / "topology.yaml").write_text(topology_yaml)
-    for node in program.nodes:
-        log_path(run_dir, node.id).touch(mode=0o600)
+    try:
+        # Private to the user who runs topo: logs and the resolved config may hold secrets.
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        run_dir.chmod(0o700)
+        (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
+        (run_dir / "program.json").write_text(dumps(program) + "\n")
+        if topology_yaml is not None:
+            (run_dir / "topology.yaml").write_text(topology_yaml)
+        for node in program.nodes:
+            log_path(run_dir, node.id).touch(mode=0o600)
+    except OSError as exc:
+        raise TopoError.one(
+            f"cannot make the run directory {run_dir}: {exc.strerror or exc}",
+            hint="choose another place with --log-dir or --run-dir",
+        ) from None
     for exe in program.executables:
         if len(exe.nodes) > 1:
             log_path(run_dir, exe.id).touch(mode=0o600)

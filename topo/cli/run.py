@@ -146,7 +146,10 @@ def run(
             view = LinesView(launcher, console)
         if view is not None:
             launcher.add_listener(view)
-        launcher.start()
+        try:
+            launcher.start()
+        except TopoError as refused:  # e.g. no run directory can be made there; nothing runs
+            raise fail(refused) from None
         while launcher.wait(0.2) is None:
             pass
     finally:

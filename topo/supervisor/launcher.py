@@ -118,6 +118,18 @@ class Launcher(Sink):
 
     def start(self) -> None:
         """Create the run directory and registry, start every executable."""
+        try:  # nothing may stay up when a step fails: backend helpers, logs, registry
+            self._open_run()
+        except BaseException:
+            self._release()
+            raise
+        self.all_pids.update(self.backend.helper_pids())
+        self._supervisor.start_all()
+        self._thread.start()
+
+    def _open_run(self) -> None:
+        """The run directory, status record, metrics store, registry and log source, then
+        the backend's ``open``."""
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
         recorder = StatusRecorder(self.run_dir, self.summary)
@@ -143,14 +155,7 @@ class Launcher(Sink):
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
         self._state.started_at = time.time()
-        try:
-            self.backend.open(job, self)
-        except BaseException:  # nothing may stay up: the backend's helpers, logs, registry
-            self._release()
-            raise
-        self.all_pids.update(self.backend.helper_pids())
-        self._supervisor.start_all()
-        self._thread.start()
+        self.backend.open(job, self)
 
     def _release(self) -> None:
         """Close what ``start`` opened: the backend, the log source, registry and metrics."""
