@@ -301,10 +301,9 @@ class _Builder:
                     b.disabled = True
             elif b.kind == "host":
                 b.label = f"host placement: {b.name}"
-            elif b.kind == "threads":
-                b.label = f"process {b.name} · {len(execs[b.name].nodes)} threads"
-            elif b.kind == "process":
-                b.label = f"process {b.name} · {len(execs[b.name].nodes)} threads"
+            elif b.kind in ("threads", "process"):
+                n = len(execs[b.name].nodes)
+                b.label = f"process {b.name} · {n} thread{'' if n == 1 else 's'}"
 
     def edges(self, visible: set[str] | None) -> list[ViewEdge]:
         folded: dict[tuple[str, str, str, str], _Fold] = {}
