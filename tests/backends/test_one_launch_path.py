@@ -61,6 +61,30 @@ print(json.dumps({"failure": failure, "journal": lines, "alive": alive}))
 """
 
 
+def _run_front_end(
+    tmp_path: Path, front_end: str, path: Path, runs: Path, program: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run FRONT_END in a fresh interpreter with the ``journal`` plug-in installed; check
+    that the warmed fork server was closed and is gone, and return what it reported."""
+    journal = tmp_path / "journal"
+    site = install(tmp_path / "site")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), str(site)]))
+    done = subprocess.run(
+        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs), program],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    pid = result["journal"][1]
+    assert not result["alive"], f"{front_end} left the fork server {pid} running"
+    assert result["journal"] == ["warm", pid, "closed"]  # warmed (a server), then closed
+    return done, result
+
+
 @pytest.mark.parametrize(
     ("front_end", "failure"),
     [
@@ -72,24 +96,10 @@ print(json.dumps({"failure": failure, "journal": lines, "alive": alive}))
 def test_a_bad_program_closes_the_warmed_backend_on_every_front_end(
     tmp_path: Path, front_end: str, failure: str
 ) -> None:
-    path, journal, runs = tmp_path / "missing.yaml", tmp_path / "journal", tmp_path / "runs"
+    path, runs = tmp_path / "missing.yaml", tmp_path / "runs"
     path.write_text(MISSING)
-    site = install(tmp_path / "site")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), str(site)]))
-    done = subprocess.run(
-        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs), "bad"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.splitlines()[-1])
+    done, result = _run_front_end(tmp_path, front_end, path, runs, "bad")
     assert result["failure"].startswith(failure), result
-    pid = result["journal"][1]
-    assert not result["alive"], f"{front_end} left the fork server {pid} running"
-    assert result["journal"] == ["warm", pid, "closed"]  # warmed (a server), then closed
     if front_end == "lp.launch":  # named at the add_node call of the script
         assert "<string>:" in result["failure"], result
         assert "node locked (CourierNode(Echo))" in result["failure"], result
@@ -114,25 +124,11 @@ def test_a_run_directory_that_cannot_be_made_closes_the_warmed_backend(
 ) -> None:
     """A good program whose run directory cannot be made (its parent is a file): the
     error names the place, nothing starts, and the warmed fork server is closed."""
-    path, journal, runs = tmp_path / "good.yaml", tmp_path / "journal", tmp_path / "runs"
+    path, runs = tmp_path / "good.yaml", tmp_path / "runs"
     path.write_text(GOOD)
     runs.write_text("a file where the runs would go\n")
-    site = install(tmp_path / "site")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), str(site)]))
-    done = subprocess.run(
-        [sys.executable, "-c", FRONT_END, front_end, str(journal), str(path), str(runs), "good"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.splitlines()[-1])
+    done, result = _run_front_end(tmp_path, front_end, path, runs, "good")
     assert result["failure"].startswith(failure), result
-    pid = result["journal"][1]
-    assert not result["alive"], f"{front_end} left the fork server {pid} running"
-    assert result["journal"] == ["warm", pid, "closed"]
     if front_end == "topo run":
         assert "cannot make the run directory" in done.stderr
         assert "Traceback" not in done.stderr
