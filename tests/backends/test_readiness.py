@@ -19,20 +19,24 @@ from topo.testing import wait_gone
 def test_node_stuck_in_its_constructor_fails_by_name(
     topo_launch: Callable, topology: Callable, backend: str
 ) -> None:
-    path = topology("""
+    # The deadline must leave the node time to reach its constructor on a busy machine:
+    # a Ray actor's process takes seconds to start under load (measured: 3.5 s beside two
+    # busy loops), a forked process far less.
+    timeout = 12 if backend == "ray" else 4
+    path = topology(f"""
         name: stuck
         nodes:
-          echo: {target: "bk_nodes:Echo"}
+          echo: {{target: "bk_nodes:Echo"}}
           stuck:
             target: "bk_nodes:SlowStart"
-            args: {seconds: 20}
-            ready_timeout_s: 4
+            args: {{seconds: 40}}
+            ready_timeout_s: {timeout}
     """)
     run = topo_launch(path, backend)
-    assert run.wait(30) == 1
+    assert run.wait(60) == 1
     failure = run.failure
     assert failure is not None and failure.node == "stuck"
-    assert "did not become ready within 4s" in failure.message
+    assert f"did not become ready within {timeout}s" in failure.message
     # Where it was stuck: shown (threads) or dumped into its log (procs).
     shown = failure.traceback if backend == "threads" else run.log("stuck")
     assert "bk_nodes.py" in shown and "in __init__" in shown, shown

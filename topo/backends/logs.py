@@ -327,3 +327,29 @@ class LogTailer:
         self.poll(final=True)
         for f in self._handles.values():
             f.close()
+
+
+def file_size(path: Path | None) -> int:
+    """The size of ``path`` in bytes (0 if it does not exist yet, -1 for no path)."""
+    try:
+        return -1 if path is None else path.stat().st_size
+    except OSError:
+        return 0
+
+
+def wait_written(path: Path | None, before: int, limit_s: float = 5.0) -> None:
+    """Wait until ``path`` has grown past ``before`` and stopped growing for a moment (a
+    busy machine can take far longer than usual to schedule the signalled process)."""
+    if path is None:
+        time.sleep(0.3)
+        return
+    end = time.monotonic() + limit_s
+    last = before
+    quiet_since = None
+    while time.monotonic() < end:
+        size = file_size(path)
+        if size != last:
+            last, quiet_since = size, time.monotonic()
+        elif size > before and quiet_since is not None and time.monotonic() - quiet_since > 0.1:
+            return
+        time.sleep(0.02)

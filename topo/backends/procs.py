@@ -23,13 +23,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
-from topo.backends.logs import exe_output_path
+from topo.backends.logs import exe_output_path, file_size, wait_written
 from topo.ir import dumps
 
 
@@ -49,40 +48,15 @@ class _ProcRunner(ExecutableRunner):
         # The child set-up registered faulthandler on SIGUSR1: the dump goes to its log.
         if not self.pid:
             return ""
-        before = _size(self.output)
+        before = file_size(self.output)
         try:
             os.kill(self.pid, signal.SIGUSR1)
         except ProcessLookupError:
             return ""
-        _wait_written(self.output, before)  # the dump is in the file before the kill follows
+        wait_written(self.output, before)  # the dump is in the file before the kill follows
         from topo.backends.logs import safe_name
 
         return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
-
-
-def _size(path: Path | None) -> int:
-    try:
-        return -1 if path is None else path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _wait_written(path: Path | None, before: int, limit_s: float = 5.0) -> None:
-    """Wait until ``path`` has grown past ``before`` and stopped growing for a moment (a
-    busy machine can take far longer than usual to schedule the signalled process)."""
-    if path is None:
-        time.sleep(0.3)
-        return
-    end = time.monotonic() + limit_s
-    last = before
-    quiet_since = None
-    while time.monotonic() < end:
-        size = _size(path)
-        if size != last:
-            last, quiet_since = size, time.monotonic()
-        elif size > before and quiet_since is not None and time.monotonic() - quiet_since > 0.1:
-            return
-        time.sleep(0.02)
 
 
 class ProcsBackend(Backend):

@@ -38,7 +38,7 @@ from topo.backends.base import (
     Network,
     Sink,
 )
-from topo.backends.logs import append_output
+from topo.backends.logs import append_output, exe_output_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
@@ -211,7 +211,10 @@ class RayBackend(Backend):
             runner = RayRunner(exe, attempt, None, self._ender)
             self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
             return runner
-        runner = RayRunner(exe, attempt, actor, self._ender)
+        output = None
+        if self._job is not None:  # where the watcher appends the actor's output
+            output = exe_output_path(self._job.run_dir, self._job.program, exe)
+        runner = RayRunner(exe, attempt, actor, self._ender, output)
         with self._lock:
             self._live[(exe, attempt)] = Live(runner, run_ref, actor.where.remote())
         return runner

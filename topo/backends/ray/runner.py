@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from topo.backends.base import ExecutableRunner
-from topo.backends.logs import safe_name
+from topo.backends.logs import file_size, safe_name, wait_written
 
 LOGS_EVERY_S = 0.25  # how often the watcher pulls the actors' new output
 TERMINATE_S = 1.0  # an actor asked to exit gets this long before ray.kill
@@ -73,8 +74,11 @@ class RayRunner(ExecutableRunner):
     """One attempt of one executable as a Ray actor (``kill``: ``__ray_terminate__``, then
     ``ray.kill``; the launcher calls it once the stop channel's grace has passed)."""
 
-    def __init__(self, exe: str, attempt: int, actor: Any, ender: Ender) -> None:
+    def __init__(
+        self, exe: str, attempt: int, actor: Any, ender: Ender, output: Path | None = None
+    ) -> None:
         self.exe = exe
+        self.output = output  # the run directory's log its output is appended to
         self.ender = ender
         self.attempt = attempt
         self.pid = 0
@@ -92,11 +96,13 @@ class RayRunner(ExecutableRunner):
 
         if self.actor is None or not self.pid:
             return ""
-        try:
-            ray.get(self.actor.dump_stacks.remote(), timeout=2)
+        before = file_size(self.output)
+        try:  # a busy machine can take seconds to schedule the actor's answer
+            ray.get(self.actor.dump_stacks.remote(), timeout=10)
         except Exception:
             return ""
-        time.sleep(LOGS_EVERY_S * 2)  # let the watcher pull the dump before the kill
+        # The watcher pulls the dump into the log every LOGS_EVERY_S; wait until it has.
+        wait_written(self.output, before, limit_s=max(5.0, LOGS_EVERY_S * 20))
         return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
