@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import HERE, ROOT
 from rich.console import Console
 
 from topo.testing import wait_gone
+
+HERE = Path(__file__).resolve().parent  # tests/backends (its bk_* helper modules)
+ROOT = HERE.parents[1]
 
 
 def test_node_stuck_in_its_constructor_fails_by_name(
