@@ -179,7 +179,8 @@ def test_wait_returns_on_first_completed(lp_launch: Launch) -> None:
     assert launched.wait(return_on_first_completed=True, timeout=60) is None
     assert launched.run.exit_code is None  # the waiter still runs
     states = {s.id: s.state for s in launched.run.status()}
-    assert states["worker"] == "finished" and states["waiter"] == "running"
+    # On a busy machine the waiter may not have reported `running` yet when the worker ends.
+    assert states["worker"] == "finished" and states["waiter"] in ("starting", "running")
 
 
 def test_stop_handlers_run_before_nodes_see_the_stop(lp_launch: Launch, tmp_path: Path) -> None:
