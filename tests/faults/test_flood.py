@@ -151,6 +151,7 @@ def test_a_second_ctrl_c_ends_a_flooding_run_at_once(
         assert not wait_gone(below, 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["procs", "threads"])
 def test_node_logs_are_capped_and_rotated(
     topology: Callable[..., Path], tmp_path: Path, backend: str

@@ -99,7 +99,10 @@ class RotatingFds:
         """``n`` more bytes were written through Python: check the size now and then."""
         self._since_check += n
         if self._since_check >= check_step(self.limit):
-            self.check()
+            try:
+                self.check()
+            except OSError:  # e.g. the run directory was removed: a print must not fail
+                pass
 
     def check(self) -> None:
         """Rotate if the file is over its cap; follow a rotation made by another writer."""
@@ -154,7 +157,11 @@ class RotatingFile(io.TextIOBase):
             if self.limit is not None:
                 self._since_check += len(s)
                 if self._since_check >= check_step(self.limit):
-                    self._check(self.limit)
+                    try:
+                        self._check(self.limit)
+                    except OSError:  # cannot rotate or reopen: go on in the file we have
+                        if self._file.closed:
+                            self._file = self._open()
         return len(s)
 
     def _check(self, limit: LogLimit) -> None:
