@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
@@ -157,7 +158,8 @@ class RunningProgram:
         return list(self.launcher.nodes.values())
 
     def log(self, node_id: str) -> str:
-        """The log file content of ``node_id`` so far."""
+        """The log file content of ``node_id`` so far (the current file: what a size cap
+        rotated away is in ``<node>.log.1`` and on)."""
         from topo.backends.logs import log_path
 
         return log_path(self.run_dir, node_id).read_text(errors="replace")
@@ -182,6 +184,8 @@ def launch(
     grace_s: float | None = None,
     log_dir: str | Path = "runs",
     run_dir: str | Path | None = None,
+    log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
+    log_keep: int = DEFAULT_LOG_KEEP,
     disable_run: bool = False,
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
@@ -194,8 +198,9 @@ def launch(
     ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
     drive nodes through handles). With ``ready_timeout`` wait that long for every node
     to be up (``TimeoutError`` otherwise). ``listeners`` get every event from the start
-    (status changes, node log lines). A program the backend cannot run raises
-    ``topo.diagnostics.TopoError`` before anything starts."""
+    (status changes, node log lines). Each node log file is rotated past ``log_max_mb``
+    MiB, ``log_keep`` rotated files kept (``log_max_mb`` None or 0: no cap). A program
+    the backend cannot run raises ``topo.diagnostics.TopoError`` before anything starts."""
     launcher = prepare(
         program_or_path,
         backend,
@@ -203,6 +208,8 @@ def launch(
         grace_s=grace_s,
         log_dir=log_dir,
         run_dir=run_dir,
+        log_max_mb=log_max_mb,
+        log_keep=log_keep,
         disable_run=disable_run,
         backend_options=backend_options,
     )
@@ -217,6 +224,8 @@ def prepare(
     grace_s: float | None = None,
     log_dir: str | Path = "runs",
     run_dir: str | Path | None = None,
+    log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
+    log_keep: int = DEFAULT_LOG_KEEP,
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
 ) -> Launcher:
@@ -248,6 +257,8 @@ def prepare(
             run_dir=None if run_dir is None else Path(run_dir),
             disable_run=disable_run,
             topology_yaml=yaml_text,
+            log_max_mb=log_max_mb,
+            log_keep=log_keep,
         )
         return Launcher(program, chosen, options)
     except BaseException:  # a bad program: what the warm-up started ends here

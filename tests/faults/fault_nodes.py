@@ -47,3 +47,29 @@ class Echo:
 
     def ping(self) -> int:
         return os.getpid()
+
+
+class Flood:
+    """run() prints ``mb`` MB of numbered 100-byte lines as fast as it can (stopping early
+    on a stop unless ``stubborn``: then it prints for ever), then ``FLOOD DONE <time>``."""
+
+    def __init__(self, mb: float = 100.0, stubborn: bool = False) -> None:
+        self.lines = int(mb * 1e6 / 100)
+        self.stubborn = stubborn
+
+    def run(self) -> None:
+        import sys
+
+        import topo
+
+        stop = topo.stop_event()
+        pad = "x" * 80
+        i = 0
+        while self.stubborn or i < self.lines:
+            print(f"line {i:012d} {pad}")
+            if i % 4096 == 0 and stop.is_set() and not self.stubborn:
+                break
+            i += 1
+        sys.stdout.flush()
+        print(f"FLOOD DONE {time.time():.3f}", flush=True)
+        topo.wait_for_stop()

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB, LogLimit
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
@@ -79,6 +80,13 @@ class RunOptions:
     disable_run: bool = False  # courier nodes only serve; their run() is not called
     default_deadline: float | None = None  # None: the groups' rpc.deadline_s
     topology_yaml: str | None = None  # resolved YAML text, written to the run directory
+    log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
+    log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
+
+    @property
+    def log_limit(self) -> LogLimit | None:
+        """The cap of node log files (``topo.backends.rotation``); None: no cap."""
+        return LogLimit.of(self.log_max_mb, self.log_keep)
 
 
 @dataclass(frozen=True)
@@ -212,13 +220,14 @@ class Backend(ABC):
 
     def log_source(self, job: JobContext, emit: LineSink) -> LogSource:
         """Where node output comes from: by default the log files in the run directory."""
-        from topo.backends.logs import LogTailer, exe_output_path, log_path
+        from topo.backends.logs import exe_output_path, log_path
+        from topo.backends.tail import LogTailer
 
         files = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         for exe in job.program.executables:
             if len(exe.nodes) > 1:
                 files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
-        return LogTailer(files, emit)
+        return LogTailer(files, emit, limit=job.options.log_limit)
 
     def warm_up(self) -> bool:
         """Start what does not depend on the program (procs: the fork server and its

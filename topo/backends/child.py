@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from topo.backends.logs import Stamped, exe_output_path, log_path, route_node_output
+from topo.backends.rotation import LogLimit, RotatingFds
 from topo.backends.worker import Report, run_executable
 from topo.ir import Program
 from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
@@ -39,17 +40,21 @@ ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone
 @dataclass(frozen=True)
 class ChildOutput:
     """Where an executable's output goes: ``exe_file`` takes fds 1 and 2 (C libraries
-    included); ``node_files`` routes each node's Python-level writes when it has several."""
+    included); ``node_files`` routes each node's Python-level writes when it has several;
+    every file is rotated past ``limit`` (None: no cap)."""
 
     exe_file: Path
     node_files: Mapping[str, Path] = field(default_factory=dict)
+    limit: LogLimit | None = None
 
     @classmethod
-    def in_run_dir(cls, run_dir: Path, program: Program, exe_id: str) -> ChildOutput:
+    def in_run_dir(
+        cls, run_dir: Path, program: Program, exe_id: str, limit: LogLimit | None = None
+    ) -> ChildOutput:
         """The run directory layout of ``topo.backends.logs``."""
         nodes = program.executable_index[exe_id].nodes
         files = {n: log_path(run_dir, n) for n in nodes} if len(nodes) > 1 else {}
-        return cls(exe_output_path(run_dir, program, exe_id), files)
+        return cls(exe_output_path(run_dir, program, exe_id), files, limit)
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: i
 
 
 def redirect_output(output: ChildOutput, program_id: str) -> None:
-    """Send fds 0/1/2 and ``sys.stdout``/``sys.stderr`` where ``output`` says."""
+    """Send fds 0/1/2 and ``sys.stdout``/``sys.stderr`` where ``output`` says (with a
+    cap: rotated by this process, see ``topo.backends.rotation``)."""
     output.exe_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(output.exe_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -96,10 +102,15 @@ def redirect_output(output: ChildOutput, program_id: str) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
-    sys.stdout = Stamped(open(1, "w", buffering=1, closefd=False, errors="replace"))
-    sys.stderr = Stamped(open(2, "w", buffering=1, closefd=False, errors="replace"))
+    written = None
+    if output.limit is not None:
+        rotating = RotatingFds(output.exe_file, output.limit)
+        rotating.watch()
+        written = rotating.written
+    sys.stdout = Stamped(open(1, "w", buffering=1, closefd=False, errors="replace"), written)
+    sys.stderr = Stamped(open(2, "w", buffering=1, closefd=False, errors="replace"), written)
     if output.node_files:
-        route_node_output(program_id, dict(output.node_files))
+        route_node_output(program_id, dict(output.node_files), output.limit)
 
 
 def apply_resources(program: Program, node_ids: tuple[str, ...], *, devices: bool = True) -> None:

@@ -213,7 +213,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         exe_id,
         attempt,
         RegistryInfo(**init["registry"]),
-        child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id),
+        child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id, init.get("log_limit")),
         init["disable_run"],
     )
     child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)

@@ -6,13 +6,14 @@ Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
     topology.yaml       the resolved topology (when run from a file)
     logs/<node>.log     one per node ("/" in ids becomes "_")
     logs/<exe>.log      colocated sets only: output written below Python (C libraries)
+    logs/<id>.log.1 ... what a log's size cap rotated away (``topo.backends.rotation``)
     status.json         final status summary, written when the run ends
 
 Every line a node writes through Python's ``sys.stdout``/``sys.stderr`` starts with a
 local timestamp (``2026-11-30T07:40:01.123 ``); output written below Python (C
 libraries, ``os.write(1, ...)``) is kept as it is. The launcher writes a marker line
 when an attempt starts and when it ends (``MARKER``); the tailer shows neither
-timestamps nor markers in the live view.
+timestamps nor markers in the live view (``topo.backends.tail`` follows the files).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from topo.backends.rotation import LogLimit, RotatingFile, append_capped
 from topo.diagnostics import TopoError
 from topo.ir import Program, dumps
 from topo.runtime.context import current_node_info, maybe_current_program
@@ -48,15 +50,17 @@ def exe_output_path(run_dir: Path, program: Program, exe_id: str) -> Path:
     return log_path(run_dir, nodes[0] if len(nodes) == 1 else exe_id)
 
 
-def append_output(run_dir: Path, program: Program, label: str, text: str) -> None:
+def append_output(
+    run_dir: Path, program: Program, label: str, text: str, limit: LogLimit | None = None
+) -> None:
     """Output gathered from elsewhere (another host, a Ray actor) appended to the run
-    directory's log of ``label``: a node, or an executable of several nodes."""
+    directory's log of ``label``: a node, or an executable of several nodes (rotated
+    past ``limit``)."""
     if label in program.executable_index and label not in program.node_index:
         path = exe_output_path(run_dir, program, label)
     else:
         path = log_path(run_dir, label)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
+    append_capped(path, text.encode("utf-8", "replace"), limit)
 
 
 def make_run_dir(
@@ -118,10 +122,12 @@ def display_line(line: str) -> str | None:
 
 
 class Stamped(io.TextIOBase):
-    """A text stream that starts every line written to ``stream`` with a timestamp."""
+    """A text stream that starts every line written to ``stream`` with a timestamp;
+    ``written(n)`` is told how much went out (a log cap's size check)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, written: Callable[[int], None] | None = None) -> None:
         self.stream = stream
+        self._written = written
         self._at_start = True
         self._lock = threading.Lock()
 
@@ -139,7 +145,10 @@ class Stamped(io.TextIOBase):
                 out.append(part if last else part + "\n")
                 self._at_start = not last
             self._at_start = parts[-1] == ""
-            self.stream.write("".join(out))
+            text = "".join(out)
+            self.stream.write(text)
+            if self._written is not None:
+                self._written(len(text))
         return len(s)
 
     def flush(self) -> None:
@@ -218,8 +227,11 @@ _router_users = 0
 _router_lock = threading.Lock()
 
 
-def route_node_output(program_id: str, files: dict[str, Path]) -> dict[str, TextIO]:
-    """Route writes of these nodes' threads (``node id -> log file``) to their files."""
+def route_node_output(
+    program_id: str, files: dict[str, Path], limit: LogLimit | None = None
+) -> dict[str, TextIO]:
+    """Route writes of these nodes' threads (``node id -> log file``) to their files,
+    each rotated past ``limit`` (None: no cap)."""
     global _routers, _router_users
     import sys
 
@@ -230,7 +242,7 @@ def route_node_output(program_id: str, files: dict[str, Path]) -> dict[str, Text
         _router_users += 1
         opened: dict[str, TextIO] = {}
         for node_id, path in files.items():
-            f: TextIO = Stamped(open(path, "a", buffering=1, encoding="utf-8", errors="replace"))  # type: ignore[assignment]
+            f: TextIO = Stamped(RotatingFile(path, limit))  # type: ignore[arg-type,assignment]
             opened[node_id] = f
             for r in _routers:
                 r.files[(program_id, node_id)] = f
@@ -256,77 +268,6 @@ def unroute_node_output(program_id: str, opened: dict[str, TextIO]) -> None:
             if sys.stderr is _routers[1]:
                 sys.stderr = _routers[1].fallback
             _routers, _router_users = None, 0
-
-
-class LogTailer:
-    """Follows log files and calls ``emit(label, line)`` for every complete new line."""
-
-    def __init__(
-        self, files: dict[str, Path], emit: Callable[[str, str], None], interval: float = 0.1
-    ) -> None:
-        self._files = files
-        self._emit = emit
-        self._interval = interval
-        self._handles: dict[str, Any] = {}
-        self._partial: dict[str, bytes] = {}
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="topo-log-tail", daemon=True)
-
-    def start(self) -> None:
-        """Start following (from the current end of each file)."""
-        for label, path in self._files.items():
-            f = open(path, "rb")
-            f.seek(0, os.SEEK_END)
-            self._handles[label] = f
-            self._partial[label] = b""
-        self._thread.start()
-
-    def _drain(self, label: str, final: bool = False) -> None:
-        data = self._handles[label].read()
-        if not data and not (final and self._partial[label]):
-            return
-        data = self._partial[label] + data
-        *lines, rest = data.split(b"\n")
-        if final and rest:
-            lines.append(rest)
-            rest = b""
-        self._partial[label] = rest
-        for line in lines:
-            shown = display_line(line.decode("utf-8", "replace").rstrip("\r"))
-            if shown is not None:
-                self._emit(label, shown)
-
-    def poll(self, final: bool = False) -> None:
-        """Read what is new in every file now."""
-        with self._lock:
-            for label in self._handles:
-                self._drain(label, final)
-
-    def append(self, label: str, text: str) -> None:
-        """Add ``text`` to ``label``'s file without emitting it (e.g. a traceback shown
-        separately)."""
-        with self._lock:
-            if label not in self._handles:
-                return
-            self._drain(label)
-            with open(self._files[label], "a", encoding="utf-8") as f:
-                f.write(text if text.endswith("\n") else text + "\n")
-            self._handles[label].seek(0, os.SEEK_END)
-            self._partial[label] = b""
-
-    def _loop(self) -> None:
-        while not self._closed.wait(self._interval):
-            self.poll()
-
-    def close(self) -> None:
-        """Emit what is left and stop following."""
-        self._closed.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
-        self.poll(final=True)
-        for f in self._handles.values():
-            f.close()
 
 
 def file_size(path: Path | None) -> int:

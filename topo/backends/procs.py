@@ -153,6 +153,7 @@ class ProcsBackend(Backend):
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
             "run_dir": job.run_dir,
+            "log_limit": job.options.log_limit,
             "launcher_pid": job.launcher_pid,
             "disable_run": job.options.disable_run,
             "modules": target_modules(job.program),

@@ -142,7 +142,7 @@ class ThreadsBackend(Backend):
         self._children_before = _children()
         self._context = connect_program(job.registry)
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
-        self._files = route_node_output(job.registry.program_id, paths)
+        self._files = route_node_output(job.registry.program_id, paths, job.options.log_limit)
         # Nodes share this process: leave a record if one of them ends it.
         self._crash = CrashRecord(job.run_dir, _node_of_thread, job.registry.ipc_dir)
         self._crash.install()

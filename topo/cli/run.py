@@ -20,6 +20,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from topo.api import RUN_BACKEND
+from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
 from topo.cli.app import app
 from topo.cli.common import (
     BackendCommand,
@@ -71,6 +72,19 @@ def run(
             "--run-dir", help="Exact run directory (default: <log-dir>/<name>-<timestamp>)."
         ),
     ] = None,
+    log_max_mb: Annotated[
+        float,
+        typer.Option(
+            "--log-max-mb",
+            min=0.0,
+            help="Cap of each node log file in MiB: a bigger one is rotated to "
+            "<node>.log.1, .2 ... (0: no cap).",
+        ),
+    ] = DEFAULT_LOG_MAX_MB,
+    log_keep: Annotated[
+        int,
+        typer.Option("--log-keep", min=0, help="Rotated files kept per node log."),
+    ] = DEFAULT_LOG_KEEP,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No logs or live table; only the outcome.")
     ] = False,
@@ -104,6 +118,8 @@ def run(
             grace_s=grace,
             log_dir=log_dir,
             run_dir=run_dir,
+            log_max_mb=log_max_mb,
+            log_keep=log_keep,
             backend_options=options,
         )
     except (BackendNotFound, BackendOptionError) as exc:

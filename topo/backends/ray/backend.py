@@ -347,7 +347,9 @@ class RayBackend(Backend):
     def _append(self, label: str, text: str) -> None:
         """Pulled output into the run directory's log file of a node or executable."""
         assert self._job is not None
-        append_output(self._job.run_dir, self._job.program, label, text)
+        append_output(
+            self._job.run_dir, self._job.program, label, text, self._job.options.log_limit
+        )
 
     def close(self) -> None:
         import ray

@@ -274,7 +274,9 @@ class SshBackend(Backend):
     def _append(self, label: str, data: str) -> None:
         """Streamed lines into the run directory's log file of a node or executable."""
         assert self._job is not None
-        append_output(self._job.run_dir, self._job.program, label, data)
+        append_output(
+            self._job.run_dir, self._job.program, label, data, self._job.options.log_limit
+        )
 
     def _host_lost(self, host: str, why: str) -> None:
         """``host``'s agent is gone: its executables count as killed (restart policy)."""
