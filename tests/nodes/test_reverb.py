@@ -6,6 +6,7 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -82,12 +83,29 @@ def test_restarted_replay_restores_its_checkpoint_after_kill9(
         time.sleep(0.05)
     assert run.launcher.nodes["replay"].restarts == 1
     assert not wait_gone([victim], 15)
-    assert user.reconnect() != first_address  # a new server, on a new port
-    assert user.size() == 5  # ... holding the items of the checkpoint
+    assert replay.address() == first_address  # the restarted server took its port again
+    assert user.size() == 5  # ... the peer's client follows it: the checkpoint's items
+    assert user.reconnect() == first_address
     assert set(user.sample(10)) <= set(range(5))
     assert run.exit_code is None
     assert run.stop(timeout=60) == 0
     assert not wait_gone(run.pids(), 15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_a_reverb_node_without_checkpoints_leaves_nothing_in_the_temp_dir(
+    topo_launch: Callable, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the fork server is remade for a new env
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    run = topo_launch(_topology(tmp_path), backend, ready_timeout=120)
+    assert run.handle("user", timeout=60).insert([1, 2]) == 2
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+    assert sorted(p.name for p in temp.iterdir()) == []
 
 
 @pytest.mark.slow
