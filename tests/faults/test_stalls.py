@@ -89,6 +89,7 @@ def _node(run_dir: Path, node: str) -> dict[str, Any]:
     return next(n for n in status["nodes"] if n["id"] == node)
 
 
+@pytest.mark.slow
 def test_a_node_that_stops_progressing_is_flagged_on_the_terminal_and_in_status_json(
     topology: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_node_that_stops_progressing_is_flagged_on_the_terminal_and_in_status_
     assert "stalled" not in "".join(line for line in seen if line.startswith("quiet"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["threads"])
 def test_the_live_table_marks_a_stalled_node(
     topo_launch: Callable, topology: Callable[..., Path], backend: str
