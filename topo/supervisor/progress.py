@@ -68,6 +68,13 @@ class ProgressWatch:
             return None
         return max(base, GAP_FACTOR * seen.usual_gap())
 
+    def describe(self, node: str, seconds: float) -> str:
+        """What a change of :meth:`check` says: a stall begins, or progress is back."""
+        if seconds < 0:
+            return f"making progress again after {-seconds:.0f}s"
+        limit = self.limit(node) or seconds
+        return f"no progress for {seconds:.0f}s (no metrics row; limit {limit:g}s)"
+
     def check(self, nodes: Mapping[str, NodeStatus], now: float) -> list[Change]:
         """Update every node's ``stalled_s``; the stalls that began or ended since the
         last check (checked at most every ``CHECK_EVERY_S``)."""

@@ -236,12 +236,9 @@ class Supervisor(Sink):
         say when it comes back; ``stalled_s`` keeps status.json current meanwhile."""
         nodes = self.state.nodes
         for node, seconds in self._progress.check(nodes, time.time()):
+            message = self._progress.describe(node, seconds)
             if seconds >= 0:
-                limit = self._progress.limit(node) or seconds
-                message = f"no progress for {seconds:.0f}s (no metrics row; limit {limit:g}s)"
                 self.state.warnings.append(f"node {node} stalled: {message}")
-            else:
-                message = f"making progress again after {-seconds:.0f}s"
             self._emit("stalled", node, nodes[node].exe, message=message, stalled_s=seconds)
         if self._recorder is not None and any(st.stalled_s for st in nodes.values()):
             self._recorder.dirty = True  # how long, kept current
