@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from examples.agents.dqn_core import numpy_layers, numpy_q_values, seed_of
 class Evaluator:
     """Runs the greedy policy every ``every_s`` seconds for ``episodes`` episodes; logs and
     prints the mean return with the actor steps at that time, and once more when the
-    program stops (``final evaluation return: X``)."""
+    program stops (``final evaluation return: X``). The stop cuts an evaluation under way
+    short after its current episode; the final one plays what fits in ``final_within_s``
+    (at least one episode), well inside the stop's grace period even on a busy machine."""
 
     def __init__(
         self,
@@ -28,26 +31,40 @@ class Evaluator:
         *,
         episodes: int = 10,
         every_s: float = 10.0,
+        final_within_s: float = 1.0,
     ) -> None:
         self._seed = seed_of(random_key)
         self._source = variable_source
         self._counter = counter
         self._episodes = episodes
         self._every_s = every_s
+        self._final_within_s = final_within_s
+        self._played = 0  # episodes the last evaluation played
         self._env = make_environment(self._seed)
         self._logger = topo.metrics.logger("evaluator")
         self._params: Any = None
         self.returns: list[float] = []
 
-    def evaluate(self, params: Any) -> float:
-        """Mean undiscounted return of the greedy policy of ``params``."""
+    def evaluate(
+        self, params: Any, within_s: float | None = None, stop: threading.Event | None = None
+    ) -> float:
+        """Mean undiscounted return of the greedy policy of ``params`` over ``episodes``
+        episodes, or fewer (at least one) once ``within_s`` passed or ``stop`` is set."""
         layers = numpy_layers(params)
 
         def policy(observation: np.ndarray) -> int:
             return int(np.argmax(numpy_q_values(layers, observation)))
 
+        end = None if within_s is None else time.monotonic() + within_s
         seeds = self._seed + 1000 * len(self.returns)
-        results = [run_episode(self._env, policy, seeds + i) for i in range(self._episodes)]
+        results: list[float] = []
+        for i in range(self._episodes):
+            if results and (
+                (end is not None and time.monotonic() >= end) or (stop and stop.is_set())
+            ):
+                break
+            results.append(run_episode(self._env, policy, seeds + i))
+        self._played = len(results)
         return float(np.mean(results))
 
     def run(self) -> None:
@@ -62,24 +79,25 @@ class Evaluator:
                 if stop.is_set():  # the learner or the counter stopped first
                     break
                 raise
-            self._report(self.evaluate(self._params), counts, time.monotonic() - started)
+            mean = self.evaluate(self._params, stop=stop)
+            if not stop.is_set():
+                self._report(mean, counts, time.monotonic() - started)
         self.final()
 
     def final(self) -> float | None:
         """The last evaluation, at the stop: the newest parameters the learner still gives
-        (within 2 s), else the last ones fetched. Prints ``final evaluation return: X``."""
+        (within 0.5 s), else the last ones fetched, played for ``final_within_s``. Prints
+        ``final evaluation return: X``."""
         try:
-            self._params = self._fetch(timeout=2.0)
+            self._params = self._fetch(timeout=0.5)
         except Exception:  # the learner went away first
             pass
         if self._params is None:
             print("final evaluation return: none (no parameters were fetched)", flush=True)
             return None
-        mean = self.evaluate(self._params)
+        mean = self.evaluate(self._params, within_s=self._final_within_s)
         self.returns.append(mean)
-        print(
-            f"final evaluation return: {mean:.1f} (mean of {self._episodes} episodes)", flush=True
-        )
+        print(f"final evaluation return: {mean:.1f} (mean of {self._played} episodes)", flush=True)
         return mean
 
     def _fetch(self, timeout: float) -> Any:

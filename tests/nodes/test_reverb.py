@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import socket
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -82,12 +84,58 @@ def test_restarted_replay_restores_its_checkpoint_after_kill9(
         time.sleep(0.05)
     assert run.launcher.nodes["replay"].restarts == 1
     assert not wait_gone([victim], 15)
-    assert user.reconnect() != first_address  # a new server, on a new port
-    assert user.size() == 5  # ... holding the items of the checkpoint
+    assert replay.address() == first_address  # the restarted server took its port again
+    assert user.size() == 5  # ... the peer's client follows it: the checkpoint's items
+    assert user.reconnect() == first_address
     assert set(user.sample(10)) <= set(range(5))
     assert run.exit_code is None
     assert run.stop(timeout=60) == 0
     assert not wait_gone(run.pids(), 15)
+
+
+@pytest.mark.slow
+def test_a_replay_whose_port_was_taken_restarts_on_another_and_its_client_follows(
+    topo_launch: Callable, tmp_path: Path
+) -> None:
+    extra = "restart: {policy: on-failure, max_restarts: 1, backoff: {initial_s: 0.5}}"
+    run = topo_launch(_topology(tmp_path, extra), "procs", ready_timeout=120)
+    user = run.handle("user", timeout=60)
+    assert user.insert([1, 2, 3]) == 3
+    first = run.handle("replay", timeout=60).address()
+    victim = run.launcher.pids()["replay"]
+    os.kill(victim, signal.SIGKILL)
+    assert not wait_gone([victim], 15)
+    with socket.socket() as squatter:  # holds the port while the replay restarts
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("", int(first.rpartition(":")[2])))
+        squatter.listen()
+        deadline = time.monotonic() + 60
+        replay = run.launcher.nodes["replay"]
+        while not (replay.restarts == 1 and replay.state == "running"):
+            assert time.monotonic() < deadline, "the replay did not restart"
+            time.sleep(0.05)
+    assert run.handle("replay", timeout=60).address() != first
+    assert user.size() == 0  # the old client's call was refused: it asked again, followed
+    assert user.insert([4]) == 1 and user.size() == 1
+    assert f"port {first.rpartition(':')[2]} of the earlier attempt is taken" in run.log("replay")
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_a_reverb_node_without_checkpoints_leaves_nothing_in_the_temp_dir(
+    topo_launch: Callable, tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the fork server is remade for a new env
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    run = topo_launch(_topology(tmp_path), backend, ready_timeout=120)
+    assert run.handle("user", timeout=60).insert([1, 2]) == 2
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+    assert sorted(p.name for p in temp.iterdir()) == []
 
 
 @pytest.mark.slow

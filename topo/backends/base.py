@@ -54,6 +54,7 @@ EventKind = Literal[
     "killed",
     "stopped",
     "metrics",
+    "stalled",
 ]
 
 

@@ -4,7 +4,8 @@
   lines (like ``docker compose up``), for pipes and CI logs; a node's key metric
   figures at most once every ``METRICS_EVERY_S`` seconds.
 * ``TableView``: a rich live table (node, executable, state, pid, restarts,
-  uptime, key metric figures, last log line) when stdout is a terminal.
+  uptime, key metric figures, last log line) when stdout is a terminal; a node whose
+  progress stopped shows ``running · stalled M:SS``.
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
         return Text(f"✗ {event.message}", style="bold red")
     if k == "restarting":
         return Text(f"↻ {event.node}: {event.message}", style="yellow")
+    if k == "stalled":  # a stall begins (stalled_s >= 0) or ends
+        if event.data.get("stalled_s", 0) >= 0:
+            return Text(f"⚠ {event.node} stalled: {event.message}", style="bold yellow")
+        return Text(f"✓ {event.node} {event.message}", style="green")
     if k == "stopping":
         return Text(
             f"■ stopping: {event.message} (grace {launcher.grace_s:g}s; press Ctrl-C "
@@ -211,10 +216,12 @@ class TableView:
             state = st.state
             if state == "starting" and st.started is not None:
                 state = f"starting {_uptime(st.started)}"  # a node stuck starting shows it
+            if st.stalled_s is not None:
+                state = f"{state} · stalled {_uptime(time.time() - st.stalled_s)}"
             table.add_row(
                 Text(st.id, style=colour(st.id)),
                 Text(st.exe),
-                Text(state, style=STATE_STYLE.get(st.state, "")),
+                Text(state, style="bold yellow" if st.stalled_s else STATE_STYLE.get(st.state, "")),
                 _where(st.pid, la.backend.location(st.exe)),
                 str(st.restarts or ""),
                 _uptime(st.started) if st.state == "running" else "",

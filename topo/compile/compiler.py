@@ -18,6 +18,7 @@ from topo.compile.refs import GroupTable, RefError
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import (
     DEFAULT_READY_TIMEOUT_S,
+    DEFAULT_STALL_AFTER_S,
     Edge,
     FrozenMap,
     Group,
@@ -87,6 +88,7 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
         rpc=_rpc(loaded.spec.rpc, g.rpc),
         stops_program=g.stops_program,
         ready_timeout_s=g.ready_timeout_s or DEFAULT_READY_TIMEOUT_S,
+        stall_after_s=DEFAULT_STALL_AFTER_S if g.stall_after_s is None else g.stall_after_s,
         primary=primary,
         description=g.description,
         origin=loaded.sources.pos(("nodes", name), key=True),

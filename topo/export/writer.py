@@ -18,7 +18,7 @@ from topo.diagnostics import Diagnostic, TopoError
 from topo.export.args import ArgWriter, Problem
 from topo.export.layout import Layout, OutGroup, split_groups
 from topo.ir import Program, Resources, RestartPolicy, RpcSettings, StopSettings
-from topo.ir.program import DEFAULT_READY_TIMEOUT_S
+from topo.ir.program import DEFAULT_READY_TIMEOUT_S, DEFAULT_STALL_AFTER_S
 from topo.kinds import DEFAULT_KIND, NodeKind, UnknownKindError, get_kind
 
 
@@ -161,6 +161,8 @@ def _group(program: Program, og: OutGroup, writer: ArgWriter) -> dict[str, Any]:
         out["description"] = g.description or f"Launchpad label {g.label!r}"
     if g.ready_timeout_s != DEFAULT_READY_TIMEOUT_S:
         out["ready_timeout_s"] = g.ready_timeout_s
+    if g.stall_after_s != DEFAULT_STALL_AFTER_S:
+        out["stall_after_s"] = g.stall_after_s
     for key, value in (
         ("rpc", _changed(program.rpc_of(first.id), RpcSettings())),
         ("resources", _resources(g.resources)),

@@ -14,6 +14,7 @@ from topo.ir.codec import (
 )
 from topo.ir.program import (
     DEFAULT_READY_TIMEOUT_S,
+    DEFAULT_STALL_AFTER_S,
     IR_VERSION,
     Edge,
     Executable,
@@ -30,6 +31,7 @@ from topo.ir.values import FrozenMap, Opaque, Ref, Value, freeze, iter_refs, tha
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
+    "DEFAULT_STALL_AFTER_S",
     "IR_VERSION",
     "Edge",
     "Executable",

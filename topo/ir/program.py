@@ -22,12 +22,14 @@ from topo.vocab import EdgeVia, KindName
 #    pickled payloads kept once in a table (see topo.ir.codec).
 IR_VERSION = 3
 DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds has failed
+DEFAULT_STALL_AFTER_S = 300.0  # a node whose progress has not moved this long is flagged
 
 RestartMode = Literal["never", "on-failure", "always"]
 ColocationMode = Literal["single", "replicas", "set"]
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
+    "DEFAULT_STALL_AFTER_S",
     "IR_VERSION",
     "Edge",
     "Executable",
@@ -91,6 +93,7 @@ class Group:
     rpc: RpcSettings = field(default_factory=RpcSettings)
     stops_program: bool = False
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    stall_after_s: float = DEFAULT_STALL_AFTER_S  # 0: never flagged
     primary: str | None = None
     description: str = ""
     origin: SourcePos | None = None

@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
+
+# What a call on a connection to a server that went away fails with (gRPC's words): the
+# request never reached a server, so it is made once more, on the current address.
+TRANSPORT_ERRORS = (
+    "connection reset",
+    "unavailable",
+    "socket closed",
+    "failed to connect",
+    "connection refused",
+    "broken pipe",
+)
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """True when ``exc`` says the connection to the server broke (not a refused request)."""
+    text = str(exc).lower()
+    return any(words in text for words in TRANSPORT_ERRORS)
 
 
 class ReverbClient:
     """A lazy ``reverb.Client`` for the reverb node ``node_id``: on first use it asks the
     node for its ``address()`` through a topo Handle (waiting for the node to be ready, up
     to the deadline) and forwards every attribute to the ``reverb.Client`` built from it.
-    Pickles as the node id and deadline only, so it can travel like a Handle."""
+    A call that fails because the connection broke (the reverb node restarted) asks the
+    node for its address again and is made once more: on the same address the client's
+    channel reconnects, on a new one a new client is built. Writers and datasets keep
+    their own connections and reconnect by themselves to a replay restarted on its
+    address (it keeps its port). Pickles as the node id and deadline only, so it can
+    travel like a Handle."""
 
     # Attributes of the object itself: never forwarded to the reverb.Client (an unpickled
     # object looks them up before __setstate__ has set them).
@@ -50,10 +73,34 @@ class ReverbClient:
                 self._client = reverb.Client(self.address())
             return self._client
 
+    def follow(self) -> None:
+        """After a broken connection: ask the node for its address (waiting until it
+        serves again) and build a new client if the address changed."""
+        address = self.address()
+        with self._lock:
+            if self._client is not None and self._client.server_address != address:
+                self._client = None
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in self.__slots_like__:
             raise AttributeError(name)
-        return getattr(self.client(), name)
+        attr = getattr(self.client(), name)
+        if not callable(attr) or name in ("writer", "trajectory_writer", "sample"):
+            return attr  # streams: their errors come later, from the objects they return
+        return self._retrying(name)
+
+    def _retrying(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return getattr(self.client(), name)(*args, **kwargs)
+            except Exception as exc:
+                if not is_transport_error(exc):
+                    raise
+            self.follow()
+            return getattr(self.client(), name)(*args, **kwargs)
+
+        call.__name__ = name
+        return call
 
     def __getstate__(self) -> dict[str, Any]:
         return {"node_id": self._node_id, "deadline_s": self._deadline_s}

@@ -158,6 +158,13 @@ class GroupSpec(_Model):
         description="Seconds a node may take to start (build its object, start serving) before "
         "it counts as failed, its stack dumped to its log (default 120).",
     )
+    stall_after_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds without progress (no topo.metrics row) after which a running node "
+        "that reported progress before is flagged stalled in the live view, status.json and "
+        "a warning (default 300; longer for a node that usually reports more rarely; 0: never).",
+    )
     primary: str | None = Field(
         None,
         description="Marks this group as secondaries of a singleton group, e.g. '@learner'.",

@@ -10,14 +10,26 @@ With ``checkpoint_dir`` the server restores the latest checkpoint found there wh
 starts (so a restarted replay keeps its data), checkpoints every ``checkpoint_every_s``
 seconds and once more when the program stops. A relative ``checkpoint_dir`` resolves
 against the node's working directory (the group's ``workdir`` if set, else the
-directory ``topo run`` was started from), so checkpoints outlive a single run.
+directory ``topo run`` was started from), so checkpoints outlive a single run. Without
+``checkpoint_dir`` nothing is written: Reverb's own default checkpointer would leave an
+empty temporary directory behind for every run.
+
+A restarted reverb node listens on the port its first attempt had (remembered in the
+program's address book): the ``reverb.Client``s, writers and datasets of its peers were
+made for that address and reconnect by themselves once the server is back. Only if the
+port was taken in between does the node take a new one (and say so in its log); peers
+then reach it through a new ``reverb.Client`` (restarted peers, or
+:meth:`topo.kinds.clients.ReverbClient.reconnect`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,14 +44,55 @@ import reverb
 from topo.targets import load_target
 
 DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
+ADDRESS_KEY = "{node}@reverb"  # the address book entry remembering a node's reverb address
+log = logging.getLogger("topo.nodes.reverb")
 
 
-def free_port() -> int:
-    """A TCP port free on every interface right now (the OS picks it): Reverb's server
-    listens on all of them."""
+def free_port(port: int = 0) -> int:
+    """A TCP port free on every interface right now (Reverb's server listens on all of
+    them): ``port`` itself if it is free, else one the OS picks."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError:
+            if not port:
+                raise
+            s.bind(("", 0))
         return int(s.getsockname()[1])
+
+
+def remembered_port(host: str) -> tuple[str | None, int]:
+    """(address book key, port) of the calling reverb node's earlier attempt on ``host``:
+    port 0 for a first attempt, outside a program, or after a move to another host."""
+    from topo.runtime.context import current_node_info, maybe_current_program
+
+    program, node = maybe_current_program(), current_node_info()
+    if program is None or node is None:
+        return None, 0
+    key = ADDRESS_KEY.format(node=node.id)
+    try:
+        earlier = program.address_book.lookup(key)
+    except Exception as exc:  # the launcher is busy: a new port, the clients re-resolve
+        log.warning("reverb: could not look up the earlier address (%r)", exc)
+        return key, 0
+    if earlier is None or earlier.rpartition(":")[0] != host:
+        return key, 0
+    return key, int(earlier.rpartition(":")[2])
+
+
+def remember_address(key: str | None, address: str) -> None:
+    """Publish ``address`` under ``key`` in the program's address book (kept across the
+    node's restarts: the registry forgets only node ids when their process ends)."""
+    from topo.runtime.context import maybe_current_program
+
+    program = maybe_current_program()
+    if key is None or program is None:
+        return
+    try:
+        program.address_book.register(key, address)
+    except Exception as exc:
+        log.warning("reverb: could not remember the address %s (%r)", address, exc)
 
 
 def own_address() -> str:
@@ -71,15 +124,25 @@ class ReverbServer:
             raise TypeError(f"{tables} must return a non-empty list of reverb.Table, got {made!r}")
         self._dir = None if checkpoint_dir is None else Path(checkpoint_dir).resolve()
         self._every_s = checkpoint_every_s
-        checkpointer: Any = None
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)
             # The server loads the newest checkpoint in this directory, if any, at start.
-            checkpointer = reverb.checkpointers.DefaultCheckpointer(str(self._dir))
-        self._port = free_port()
+            path = str(self._dir)
+        else:  # never made: nothing loads from it, and checkpoint() refuses
+            path = os.path.join(tempfile.gettempdir(), f"topo-reverb-unused-{uuid.uuid4().hex}")
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(path)
         self._host = own_address()
+        key, earlier = remembered_port(self._host)
+        self._port = free_port(earlier)
+        if earlier and self._port != earlier:
+            print(
+                f"reverb: port {earlier} of the earlier attempt is taken; serving on "
+                f"{self._port} (peers holding the old address do not follow)",
+                flush=True,
+            )
         self._server = reverb.Server(table_list, port=self._port, checkpointer=checkpointer)
         self._client = reverb.Client(self.address())
+        remember_address(key, self.address())
 
     def address(self) -> str:
         """The ``host:port`` reverb clients connect to."""

@@ -234,6 +234,7 @@ class Launcher(Sink):
                     "restarts": n.restarts,
                     "since": n.started,
                     "metrics": n.metrics,
+                    "stalled_s": n.stalled_s,
                 }
                 for n in self.nodes.values()
             ],

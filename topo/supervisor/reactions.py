@@ -20,6 +20,7 @@ from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
+from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
 from topo.supervisor.state import ExeStatus, Failure, RunState, signal_name
 
@@ -65,6 +66,7 @@ class Supervisor(Sink):
         self._killed = False
         self._ever_ready: set[str] = set()
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
+        self._progress = ProgressWatch(lambda n: program.group_of(n).stall_after_s)
 
     def attach(
         self,
@@ -184,6 +186,7 @@ class Supervisor(Sink):
                 self._start_exe(exe)
         if not self._stopping:
             self._check_starting()
+            self._check_progress()
         if self._recorder is not None:
             self._recorder.tick(now)
         if self._grace_deadline is not None and now >= self._grace_deadline:
@@ -228,6 +231,18 @@ class Supervisor(Sink):
                     self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
                 break
 
+    def _check_progress(self) -> None:
+        """Flag running nodes whose progress stopped (a warning line once per stall) and
+        say when it comes back; ``stalled_s`` keeps status.json current meanwhile."""
+        nodes = self.state.nodes
+        for node, seconds in self._progress.check(nodes, time.time()):
+            message = self._progress.describe(node, seconds)
+            if seconds >= 0:
+                self.state.warnings.append(f"node {node} stalled: {message}")
+            self._emit("stalled", node, nodes[node].exe, message=message, stalled_s=seconds)
+        if self._recorder is not None and any(st.stalled_s for st in nodes.values()):
+            self._recorder.dirty = True  # how long, kept current
+
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "node":
@@ -238,8 +253,9 @@ class Supervisor(Sink):
             self._on_started(*msg[1:])
         elif kind == "stop":
             self._begin_stop(msg[1], msg[2], code=msg[3])
-        elif kind == "metrics":  # new figures (already stored): tell the view
+        elif kind == "metrics":  # new figures (already stored): progress; tell the view
             for node in msg[1]:
+                self._progress.progressed(node, time.time())
                 self._emit("metrics", node)
         elif kind == "kill":
             self._begin_stop("killed by the launcher", code=self._stop_code or 130)

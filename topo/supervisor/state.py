@@ -23,6 +23,7 @@ class NodeStatus:
     started: float | None = None
     last_line: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
+    stalled_s: float | None = None  # running without progress this long (supervisor.progress)
 
 
 @dataclass
