@@ -6,7 +6,9 @@ launcher still compiles the program, the server imports topo's runtime, numpy an
 the registry of node kinds. Then it takes the program (``init``) and imports every
 node target's module -- imports only: no zmq context, no threads -- then forks one
 child per executable with ``multiprocess`` (fork context) from its main thread, so
-children start in milliseconds with everything imported.
+children start in milliseconds with everything imported. It watches each child by its
+pid (a pidfd, or ``waitpid`` polling where there is none), not by the ``multiprocess``
+sentinel pipe, which a node's own forked children inherit and keep open.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
 (``init``, ``spawn``, ``shutdown``); the server sends JSON datagrams about the

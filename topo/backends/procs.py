@@ -186,11 +186,11 @@ class ProcsBackend(Backend):
 
         self._sink = sink
         self._job = job
+        env = _server_env()  # the import paths as they are now that the program compiled
         server = self._server
         if server is not None and (
             server.popen.poll() is not None
-            or (server.cwd, _without_path(server.env))
-            != (os.getcwd(), _without_path(_server_env()))
+            or (server.cwd, _without_path(server.env)) != (os.getcwd(), _without_path(env))
         ):
             self._discard()  # warmed up for another directory or environment
         if self._server is None:
@@ -206,7 +206,7 @@ class ProcsBackend(Backend):
             "log": str(self._log),
             # Import roots found since the server started (e.g. beside the topology file).
             "sys_path": [os.getcwd(), *sys.path],
-            "pythonpath": self._server.env["PYTHONPATH"],
+            "pythonpath": env["PYTHONPATH"],
         }
         self._opened = True
         self._begin(self._server)
