@@ -231,12 +231,12 @@ class ProcsBackend(Backend):
             if server is not None:
                 runner.server = server
                 self._runners[(exe, attempt)] = runner
-                sent = server.send(("spawn", exe, attempt))
+                # A server that died meanwhile cannot take it (broken pipe): its reader
+                # finds it dead and reports this attempt lost with its others.
+                server.send(("spawn", exe, attempt))
         if server is None:  # no fork server could be started: the run has failed
             assert self._sink is not None
             self._sink.exited(exe, attempt, 0, -9, "was not started: the fork server is gone")
-        elif not sent:
-            self._lost(server)
         return runner
 
     def _live_server(self) -> _Server | None:
