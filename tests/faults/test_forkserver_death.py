@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from fault_support import descendants, kill_pids, topo_run, wait_gone, wait_up
+from fault_support import descendants, kill_pids, read_pids, topo_run, wait_gone, wait_up
 
 from topo.api import RunningProgram
 from topo.testing import alive
@@ -36,9 +36,19 @@ def _server_pid(run: RunningProgram) -> int:
     return pid
 
 
+def _all_pids(run: RunningProgram, timeout: float = 10) -> dict[str, int]:
+    """Executable -> pid, once the pid of every one is known (ready may come first)."""
+    end = time.monotonic() + timeout
+    while len(pids := run.launcher.pids()) < len(run.program.executables):
+        assert time.monotonic() < end, pids
+        time.sleep(0.01)
+    return pids
+
+
 def _wait_back(run: RunningProgram, old: dict[str, int], timeout: float) -> dict[str, int]:
     """The pids of every executable once each runs again in a new process."""
     end = time.monotonic() + timeout
+    pids: dict[str, int] = {}
     while time.monotonic() < end:
         pids = run.launcher.pids()
         states = {n.state for n in run.status()}
@@ -50,7 +60,7 @@ def _wait_back(run: RunningProgram, old: dict[str, int], timeout: float) -> dict
             return pids
         assert run.exit_code is None, run.failure
         time.sleep(0.05)
-    raise AssertionError(f"the nodes did not come back: {run.status()}")
+    raise AssertionError(f"the nodes did not come back: {run.status()}, {pids} (were {old})")
 
 
 def test_nodes_with_restart_policies_come_back_in_a_new_fork_server(
@@ -58,7 +68,7 @@ def test_nodes_with_restart_policies_come_back_in_a_new_fork_server(
 ) -> None:
     run = topo_launch(_echoes(topology, RESTART), "procs", grace_s=5)
     assert run.wait_ready(60)
-    server, old = _server_pid(run), dict(run.launcher.pids())
+    server, old = _server_pid(run), _all_pids(run)
     os.kill(server, signal.SIGKILL)
     new = _wait_back(run, old, 45)
     assert not wait_gone(old.values(), 10), "nodes of the dead fork server are still alive"
@@ -109,7 +119,7 @@ def test_stop_right_after_the_fork_server_died_is_quick(
 ) -> None:
     run = topo_launch(_echoes(topology, RESTART, count=6), "procs", grace_s=3)
     assert run.wait_ready(60)
-    old = list(run.launcher.pids().values())
+    old = list(_all_pids(run).values())
     os.kill(_server_pid(run), signal.SIGKILL)
     end = time.monotonic() + 20
     while time.monotonic() < end and not all(
@@ -162,3 +172,32 @@ def test_a_fork_server_dying_before_it_is_ready_fails_the_run(
     assert "the fork server" in failure.message and "exited with code 3" in failure.message
     assert "before it was ready" in failure.message and "forkserver.log" in failure.message
     assert not wait_gone(run.pids(), 10)
+
+
+def test_what_the_lost_nodes_started_ends_with_them(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids"
+    path = topology(f"""
+        name: lost_children
+        nodes:
+          parent:
+            target: "fault_nodes:WithChild"
+            args: {{how: fork, pid_file: "{pid_file}"}}
+            {RESTART}
+    """)
+    run = topo_launch(path, "procs")
+    assert run.wait_ready(60)
+    first = read_pids(pid_file)  # the node and its multiprocessing child
+    later: list[int] = []
+    try:
+        os.kill(_server_pid(run), signal.SIGKILL)
+        assert not wait_gone(first, 10), "the processes of a lost node outlived it"
+        end = time.monotonic() + 45
+        while len(later) < 2 and time.monotonic() < end:
+            later = read_pids(pid_file)[2:]  # its second attempt, in a new fork server
+            time.sleep(0.05)
+        assert len(later) == 2 and alive(later) == later
+        assert run.exit_code is None
+    finally:
+        kill_pids([*first, *later])
