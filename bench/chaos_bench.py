@@ -10,8 +10,13 @@ expected around a kill), the longest call, "hung" calls (not settled by their de
 + 1 s: there must be none), restarts and recovery times, and the orphans after the stop
 (every pid the run ever started, checked gone).
 
-Run:  ``.venv/bin/python bench/chaos_bench.py [--quick] [--duration 60] [--interval 2]``.
-Writes bench/results/chaos.json and bench/results/chaos.md.
+With ``--kill-server S`` the bench also SIGKILLs the fork server every S seconds: every
+node dies with it and comes back in a new fork server (reported: those kills and the
+time until every node is ready again).
+
+Run:  ``.venv/bin/python bench/chaos_bench.py [--quick] [--duration 60] [--interval 2]
+[--kill-server 10]``. Writes bench/results/chaos.json and chaos.md (with
+``--kill-server``: chaos_forkserver.json and chaos_forkserver.md).
 """
 
 from __future__ import annotations
@@ -161,6 +166,24 @@ def _killer(
             pass
 
 
+def _server_killer(
+    run: Any,
+    duration: float,
+    interval: float,
+    stop: threading.Event,
+    killed: list[tuple[float, int]],
+) -> None:
+    """SIGKILL the fork server every ``interval`` s (0: never) for ``duration``."""
+    end = time.monotonic() + duration
+    while interval > 0 and not stop.wait(interval) and time.monotonic() < end:
+        for pid in run.launcher.backend.helper_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append((time.monotonic(), pid))
+            except ProcessLookupError:
+                pass
+
+
 def chaos(
     nodes: int = 20,
     duration: float = 60,
@@ -169,6 +192,7 @@ def chaos(
     clients: int = 2,
     log_dir: Path | None = None,
     seed: int = 0,
+    server_interval: float = 0,
 ) -> dict[str, Any]:
     """Run the chaos scenario once; the results (see the module docstring)."""
     from topo.api import launch
@@ -204,12 +228,21 @@ def chaos(
         for target in (_blocking_client, _futures_client)
     ]
     killed: list[tuple[float, str, int]] = []
+    servers_killed: list[tuple[float, int]] = []
+    server_killer = threading.Thread(
+        target=_server_killer,
+        args=(run, duration, server_interval, stop, servers_killed),
+        name="chaos-server-killer",
+        daemon=True,
+    )
     try:
         t0 = time.monotonic()
         for t in threads:
             t.start()
+        server_killer.start()
         _killer(run, ids, duration, interval, rng, killed)
         stop.set()
+        server_killer.join()
         elapsed = time.monotonic() - t0
         for t in threads:
             t.join(deadline + HUNG_SLACK_S + 6)
@@ -225,7 +258,7 @@ def chaos(
         if run.exit_code is None:
             run.kill()
             run.wait(30)
-    pids = run.pids()
+    pids = run.pids() | {pid for _, pid in servers_killed}
     left = wait_gone(pids, 15)
     if tmp is not None:
         tmp.cleanup()
@@ -238,12 +271,15 @@ def chaos(
             "clients": {"blocking": clients, "futures": clients},
             "restart": RESTART,
             "seed": seed,
+            "kill_server_every_s": server_interval or None,
         },
         "elapsed_s": round(elapsed, 1),
         **_outcome(tally, elapsed),
         "kills": len(killed),
         "restarts": restarts,
         "recovery_s": _recovery(killed, ready_at),
+        "server_kills": len(servers_killed),
+        "server_recovery_s": _server_recovery(servers_killed, ready_at),
         "all_nodes_answer_after": recovered and answers == [1] * len(ids),
         "exit_code": code,
         "pids_started": len(pids),
@@ -283,10 +319,35 @@ def _recovery(
     }
 
 
+def _server_recovery(
+    killed: list[tuple[float, int]], ready_at: dict[str, list[float]]
+) -> dict[str, float | None]:
+    """Seconds from each kill of the fork server until every node was ready again."""
+    times = []
+    for t_kill, _pid in killed:
+        after = [min((t for t in ready if t > t_kill), default=None) for ready in ready_at.values()]
+        if after and None not in after:
+            times.append(max(t for t in after if t is not None) - t_kill)
+    return {
+        "median": round(statistics.median(times), 2) if times else None,
+        "max": round(max(times), 2) if times else None,
+    }
+
+
 def _markdown(res: dict[str, Any], argv: str) -> str:
     c = res["config"]
     fails = ", ".join(f"{k} {v}" for k, v in res["failures"].items()) or "none"
     rec = res["recovery_s"]
+    every = c.get("kill_server_every_s")
+    server = srec = ""
+    if every:
+        srec_ = res["server_recovery_s"]
+        server = f" The fork server itself is killed every {every:g} s."
+        srec = (
+            f"| fork server kills | {res['server_kills']} |\n"
+            f"| fork server kill → every node ready again | median {srec_['median']} s, "
+            f"max {srec_['max']} s |\n"
+        )
     return f"""# Chaos benchmark (procs backend)
 
 `{argv}` — Python {platform.python_version()}, {os.cpu_count()} CPUs (shared, noisy).
@@ -294,7 +355,7 @@ def _markdown(res: dict[str, Any], argv: str) -> str:
 {c["nodes"]} courier nodes with `restart: {c["restart"]}`; {c["clients"]["blocking"]} client
 threads making blocking calls and {c["clients"]["futures"]} sending batches of 4 futures, to
 random nodes, each call with a {c["deadline_s"]:g} s deadline; `kill -9` of a random node
-process every {c["interval_s"]:g} s for {c["duration_s"]:g} s.
+process every {c["interval_s"]:g} s for {c["duration_s"]:g} s.{server}
 
 | measure | value |
 | --- | ---: |
@@ -305,7 +366,7 @@ process every {c["interval_s"]:g} s for {c["duration_s"]:g} s.
 | hung calls (past deadline + 1 s) | {res["hung"]} |
 | kills / restarts observed | {res["kills"]} / {res["restarts"]} |
 | kill → node ready again | median {rec["median"]} s, max {rec["max"]} s |
-| every node answers afterwards | {"yes" if res["all_nodes_answer_after"] else "NO"} |
+{srec}| every node answers afterwards | {"yes" if res["all_nodes_answer_after"] else "NO"} |
 | exit code of the stop | {res["exit_code"]} |
 | processes started / left after the stop | {res["pids_started"]} / {len(res["orphans"])} |
 """
@@ -324,16 +385,32 @@ def main() -> None:
         help="blocking client threads (and as many futures threads)",
     )
     ap.add_argument("--quick", action="store_true", help="15 s of chaos")
+    ap.add_argument(
+        "--kill-server",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="also kill -9 the fork server every S seconds (0: never)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     duration = 15.0 if args.quick else args.duration
-    res = chaos(args.nodes, duration, args.interval, args.deadline, args.clients, seed=args.seed)
+    res = chaos(
+        args.nodes,
+        duration,
+        args.interval,
+        args.deadline,
+        args.clients,
+        seed=args.seed,
+        server_interval=args.kill_server,
+    )
     res["load_avg_1min_after"] = round(os.getloadavg()[0], 1)
     argv = " ".join([".venv/bin/python bench/chaos_bench.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "chaos.json").write_text(json.dumps(res, indent=2) + "\n")
-    (args.out / "chaos.md").write_text(_markdown(res, argv))
+    stem = "chaos_forkserver" if args.kill_server else "chaos"
+    (args.out / f"{stem}.json").write_text(json.dumps(res, indent=2) + "\n")
+    (args.out / f"{stem}.md").write_text(_markdown(res, argv))
     print(_markdown(res, argv))
     ok = not res["hung"] and not res["orphans"] and res["all_nodes_answer_after"]
     sys.exit(0 if ok else 1)

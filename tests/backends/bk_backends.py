@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topo.backends.base import JobContext, LineSink, LogSource, Network
+from topo.backends.base import ExecutableRunner, JobContext, LineSink, LogSource, Network
 from topo.backends.procs import ProcsBackend
 from topo.backends.threads import ThreadsBackend
 
@@ -38,3 +38,28 @@ class RemoteLogs(ThreadsBackend):
             emit(label, f"[host-a] {line}")
 
         return super().log_source(job, prefixed)
+
+
+class _Unreported(ExecutableRunner):
+    """A threads runner whose kill is never followed by a report of the exit."""
+
+    def __init__(self, inner: ExecutableRunner) -> None:
+        self.inner = inner
+        self.exe, self.attempt, self.pid = inner.exe, inner.attempt, inner.pid
+
+    def kill(self) -> None:
+        pass  # what was to report the exit is gone with the process
+
+    def dump_stacks(self, node: str) -> str:
+        return self.inner.dump_stacks(node)
+
+
+class LosesKilledExits(ThreadsBackend):
+    """threads that never report the exit of an executable it was told to kill: what a
+    backend that lost the process with whatever watched it (a dead host or fork server)
+    looks like to the supervisor."""
+
+    name = "loses-killed-exits"
+
+    def start(self, exe: str, attempt: int) -> ExecutableRunner:
+        return _Unreported(super().start(exe, attempt))

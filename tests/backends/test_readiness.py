@@ -154,3 +154,26 @@ def test_threads_run_leaves_no_empty_crash_log(topo_launch: Callable, topology: 
     run = topo_launch(path, "threads", ready_timeout=60)
     assert run.stop(timeout=30) == 0
     assert not (run.run_dir / "crash.log").exists()
+
+
+def test_a_stuck_node_whose_exit_is_never_reported_still_fails_the_run(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    from bk_backends import LosesKilledExits
+
+    from topo.supervisor.reactions import EXIT_REPORT_S
+
+    path = topology("""
+        name: unreported
+        nodes:
+          stuck:
+            target: "bk_nodes:SlowStart"
+            args: {seconds: 60}
+            ready_timeout_s: 1
+    """)
+    run = topo_launch(path, LosesKilledExits())
+    assert run.wait(EXIT_REPORT_S + 20) == 1, "the run waited for an exit that never came"
+    failure = run.failure
+    assert failure is not None and failure.node == "stuck"
+    assert "did not become ready within 1s" in failure.message
+    assert "its exit was not reported" in run.log("stuck")

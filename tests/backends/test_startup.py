@@ -259,7 +259,9 @@ def test_a_fork_server_that_dies_while_warming_up_leaves_its_output_in_the_run_d
     run = launch(path, backend="procs", log_dir=tmp_path / "runs")
     try:
         assert run.wait(60) == 1
-        assert run.failure is not None and "the fork server died" in run.failure.message
+        failure = run.failure
+        assert failure is not None and "the fork server (pid" in failure.message
+        assert "before it was ready" in failure.message
         assert "broken for the test" in (run.run_dir / "forkserver.log").read_text()
     finally:
         run.stop(timeout=30)

@@ -73,3 +73,35 @@ class Flood:
         sys.stdout.flush()
         print(f"FLOOD DONE {time.time():.3f}", flush=True)
         topo.wait_for_stop()
+
+
+def _sleep_long() -> None:  # the target of WithChild's multiprocessing children
+    time.sleep(600)
+
+
+class WithChild:
+    """Starts one child process in its constructor -- ``how``: a ``multiprocessing``
+    context (``fork``, ``spawn``, ``forkserver``) or ``popen`` -- and appends
+    ``NODE_PID CHILD_PID`` to ``pid_file``; ``run()`` raises (``crash``) or waits for
+    the stop."""
+
+    def __init__(self, how: str, pid_file: str, crash: bool = False) -> None:
+        import multiprocessing
+
+        self.crash = crash
+        if how == "popen":
+            self.child: object = subprocess.Popen(["sleep", "600"])
+            pid = self.child.pid  # type: ignore[attr-defined]
+        else:
+            proc = multiprocessing.get_context(how).Process(target=_sleep_long, daemon=True)
+            proc.start()
+            self.child, pid = proc, proc.pid
+        with open(pid_file, "a") as f:
+            f.write(f"{os.getpid()} {pid}\n")
+
+    def run(self) -> None:
+        import topo
+
+        if self.crash:
+            raise RuntimeError("crashed beside its child")
+        topo.wait_for_stop()

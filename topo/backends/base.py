@@ -151,6 +151,11 @@ class Sink(ABC):
         """An executable ended: ``code`` is its exit status, ``-N`` when killed by signal N;
         ``reason`` says what happened when the backend knows better (e.g. its host was lost)."""
 
+    @abstractmethod
+    def backend_failed(self, message: str) -> None:
+        """The backend cannot run executables any more (e.g. the procs fork server died
+        before it was ready): the run fails at once with ``message``."""
+
 
 class ExecutableRunner(ABC):
     """One started attempt of one executable."""

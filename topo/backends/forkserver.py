@@ -6,7 +6,9 @@ launcher still compiles the program, the server imports topo's runtime, numpy an
 the registry of node kinds. Then it takes the program (``init``) and imports every
 node target's module -- imports only: no zmq context, no threads -- then forks one
 child per executable with ``multiprocess`` (fork context) from its main thread, so
-children start in milliseconds with everything imported.
+children start in milliseconds with everything imported. It watches each child by its
+pid (a pidfd, or ``waitpid`` polling where there is none), not by the ``multiprocess``
+sentinel pipe, which a node's own forked children inherit and keep open.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
 (``init``, ``spawn``, ``shutdown``); the server sends JSON datagrams about the
@@ -297,31 +299,35 @@ def serve(status_fd: int) -> None:
     gc.freeze()  # keep imported objects out of the children's GC: fewer copy-on-write faults
     send_status(t="server", pid=os.getpid(), import_errors=errors)
     ctx = multiprocess.get_context("fork")
-    children: dict[int, tuple[Any, str, int]] = {}  # sentinel -> (process, exe, attempt)
+    children: dict[int, tuple[Any, str, int]] = {}  # exit fd -> (process, exe, attempt)
     me = os.getpid()
     next_sweep = time.monotonic() + SWEEP_INTERVAL_S
     try:
         while True:
-            ready = wait([0, *children], timeout=0.5)
+            # Exit fds (pidfds) tell when an executable ended whatever its own children
+            # inherited; where there are none (fd < 0), polling waitpid every 0.1 s does.
+            watched = [fd for fd in children if fd >= 0]
+            polled = [fd for fd in children if fd < 0]
+            ready = wait([0, *watched], timeout=0.1 if polled else 0.5)
             if not _pid_alive(launcher_pid):
                 return
-            _end_executables([children.pop(obj) for obj in ready if obj != 0], children)
-            for obj in ready:
-                if obj == 0:
-                    msg = read_msg(0)
-                    if msg is None or msg[0] == "shutdown":
-                        return
-                    if msg[0] == "spawn":
-                        _, exe, attempt = msg
-                        p = ctx.Process(
-                            target=child_main,
-                            args=(init, exe, attempt, me),
-                            name=f"topo-{exe}",
-                            daemon=False,
-                        )
-                        p.start()
-                        children[p.sentinel] = (p, exe, attempt)
-                        send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
+            ended = [fd for fd in [*ready, *polled] if fd != 0 and _has_ended(children[fd][0])]
+            _end_executables([_forget(children, fd) for fd in ended], children)
+            if 0 in ready:
+                msg = read_msg(0)
+                if msg is None or msg[0] == "shutdown":
+                    return
+                if msg[0] == "spawn":
+                    _, exe, attempt = msg
+                    p = ctx.Process(
+                        target=child_main,
+                        args=(init, exe, attempt, me),
+                        name=f"topo-{exe}",
+                        daemon=False,
+                    )
+                    p.start()
+                    children[exit_fd(p.pid, children)] = (p, exe, attempt)
+                    send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
             if time.monotonic() >= next_sweep:  # re-parented processes that ended on their own
                 sweep_orphans(_live_pids(children), kill=False)
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
@@ -329,7 +335,7 @@ def serve(status_fd: int) -> None:
         for p, _exe, _attempt in children.values():
             kill_tree(p.pid)
         for p, exe, attempt in children.values():
-            p.join(5)
+            _join(p, 5.0)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
         sweep_orphans([], kill=True)
         if not _pid_alive(launcher_pid):
@@ -338,6 +344,42 @@ def serve(status_fd: int) -> None:
             ipc_dir = init["registry"].get("ipc_dir")
             if ipc_dir:
                 shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def exit_fd(pid: int, taken: Iterable[int] = ()) -> int:
+    """A file descriptor that becomes readable when child ``pid`` ends (a pidfd, Linux
+    5.3+), or a negative key not in ``taken`` where there is none (then it is polled).
+    Not the child's ``multiprocess`` sentinel: that pipe stays open while any process
+    the child forked (a ``multiprocessing`` fork-context worker) is alive."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return min([-1, *(k - 1 for k in taken if k < 0)])
+
+
+def _has_ended(p: Any) -> bool:
+    """True once child process ``p`` ended; it is left unreaped (a zombie leader keeps
+    its process group's id from being reused until the group is killed)."""
+    try:
+        return os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _join(p: Any, timeout: float) -> None:
+    """Wait up to ``timeout`` for child ``p`` to end and reap it (by pid: ``p.join``
+    would wait on the sentinel, which the child's own children may hold open)."""
+    end = time.monotonic() + timeout
+    while p.exitcode is None and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _forget(children: dict[int, tuple[Any, str, int]], fd: int) -> tuple[Any, str, int]:
+    """Stop watching one executable (its pidfd closed); its entry."""
+    entry = children.pop(fd)
+    if fd >= 0:
+        os.close(fd)
+    return entry
 
 
 def _end_executables(

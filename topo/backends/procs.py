@@ -28,7 +28,7 @@ from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
-from topo.backends.logs import exe_output_path, file_size, wait_written
+from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
 from topo.ir import dumps
 
 
@@ -37,12 +37,26 @@ class _ProcRunner(ExecutableRunner):
         self.exe = exe
         self.attempt = attempt
         self.pid = 0
-        self.known = threading.Event()
         self.output = output  # the file its fds 1 and 2 write to (the stack dump lands there)
+        self.server: _Server | None = None  # the fork server asked to start it
+        self._lock = threading.Lock()
+        self._kill_asked = False
+
+    def forked(self, pid: int) -> None:
+        """The fork server started it as ``pid`` (killed at once if that was asked)."""
+        with self._lock:
+            self.pid = pid
+            kill = self._kill_asked
+        if kill:
+            kill_tree(pid)
 
     def kill(self) -> None:
-        if self.known.wait(5) and self.pid:
-            kill_tree(self.pid)
+        # Never waits: a pid not known yet is killed when it is (a lost one never is).
+        with self._lock:
+            pid = self.pid
+            self._kill_asked = not pid
+        if pid:
+            kill_tree(pid)
 
     def dump_stacks(self, node: str) -> str:
         # The child set-up registered faulthandler on SIGUSR1: the dump goes to its log.
@@ -59,97 +73,130 @@ class _ProcRunner(ExecutableRunner):
         return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
+class _Server:
+    """One fork server process: its stdin (requests), status socket (reports), the
+    temporary file of its output until it has the run directory, and whether it said
+    it is ready (``server``) or was found dead."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.early: Any = tempfile.TemporaryFile()
+        self.env = _server_env()
+        self.cwd = os.getcwd()
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
+                stdin=subprocess.PIPE,
+                stdout=self.early,
+                stderr=self.early,
+                pass_fds=[theirs.fileno()],
+                start_new_session=True,
+                env=self.env,
+                cwd=self.cwd,
+            )
+        except BaseException:
+            mine.close()
+            self.early.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = mine
+        self.pid = self.popen.pid
+        self.ready = False
+        self.dead = False
+        self.reader: threading.Thread | None = None
+
+    def send(self, msg: Any) -> bool:
+        """Write one request; False if the server is gone (its pipe is broken)."""
+        assert self.popen.stdin is not None
+        try:
+            write_msg(self.popen.stdin.fileno(), msg)
+        except (BrokenPipeError, ValueError):
+            return False
+        return True
+
+    def how_it_ended(self) -> str:
+        code = self.popen.poll()
+        if code is None:
+            return "stopped answering"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def close(self) -> None:
+        """End it (if it still runs) and release its pipe, socket and temporary file."""
+        if self.popen.poll() is None:  # never signal a pid that was reaped (and reusable)
+            kill_tree(self.pid)
+        if self.popen.stdin is not None:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
+        self.popen.wait()
+        self.sock.close()
+        self.early.close()
+
+
 class ProcsBackend(Backend):
-    """Executables as processes forked from a per-run fork server."""
+    """Executables as processes forked from a per-run fork server.
+
+    A fork server that dies during the run takes its executables with it: they are
+    reported lost (their restart policies apply) and the next start brings up a new
+    server with the same program. One that dies before it is ready fails the run."""
 
     name = "procs"
 
     def __init__(self) -> None:
         self._sink: Sink | None = None
-        self._server: subprocess.Popen[bytes] | None = None
-        self._sock: socket.socket | None = None
+        self._server: _Server | None = None
+        self._dead: list[_Server] = []  # servers found dead (closed with the backend)
         self._runners: dict[tuple[str, int], _ProcRunner] = {}
         self._lock = threading.Lock()
-        self._reader: threading.Thread | None = None
         self._closed = threading.Event()
-        self.server_pid: int | None = None
         self.import_errors: list[str] = []
         self._opened = False
+        self._failed = False
+        self._closing = False  # close() began: a server ending now is no failure
         self._job: JobContext | None = None
-        self._spawned_as: tuple[str, dict[str, str]] | None = None
-        self._early: Any = None  # the server's output until it has the run directory
+        self._init: dict[str, Any] | None = None
         self._log: Path | None = None
+
+    @property
+    def server_pid(self) -> int | None:
+        """The pid of the current fork server (None before it starts)."""
+        return None if self._server is None else self._server.pid
 
     def warm_up(self) -> bool:
         if self._server is None and not self._opened:
-            self._spawn()
+            self._server = _Server()
         return True
-
-    def _server_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
-        return env
-
-    def _spawn(self) -> None:
-        """Start the fork server; its output goes to a temporary file until ``open`` names
-        the run directory (the server then moves it into ``forkserver.log``)."""
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        out = self._early = tempfile.TemporaryFile()
-        env = self._server_env()
-        try:
-            self._server = subprocess.Popen(
-                [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=out,
-                pass_fds=[theirs.fileno()],
-                start_new_session=True,
-                env=env,
-                cwd=os.getcwd(),
-            )
-        except BaseException:
-            mine.close()
-            out.close()
-            self._early = None
-            raise
-        finally:
-            theirs.close()
-        self._sock = mine
-        self._spawned_as = (os.getcwd(), _without_path(env))
-        self.server_pid = self._server.pid
 
     def _discard(self) -> None:
         """End a fork server that was never sent a program (it has no children)."""
-        server, sock = self._server, self._sock
-        self._server = self._sock = None
-        self.server_pid = None
-        if self._early is not None:
-            self._early.close()
-            self._early = None
+        server, self._server = self._server, None
         if server is not None:
-            if server.poll() is None:  # never signal a pid that was reaped (and reusable)
-                kill_tree(server.pid)
-            if server.stdin is not None:
-                server.stdin.close()
-            server.wait()
-        if sock is not None:
-            sock.close()
+            server.close()
 
     def open(self, job: JobContext, sink: Sink) -> None:
         from topo.backends.worker import target_modules
 
         self._sink = sink
         self._job = job
-        env = self._server_env()
-        if self._server is not None and (
-            self._server.poll() is not None or self._spawned_as != (os.getcwd(), _without_path(env))
+        env = _server_env()  # the import paths as they are now that the program compiled
+        server = self._server
+        if server is not None and (
+            server.popen.poll() is not None
+            or (server.cwd, _without_path(server.env)) != (os.getcwd(), _without_path(env))
         ):
             self._discard()  # warmed up for another directory or environment
         if self._server is None:
-            self._spawn()
+            self._server = _Server()
         self._log = Path(job.run_dir) / "forkserver.log"
-        init = {
+        self._init = {
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
             "run_dir": job.run_dir,
@@ -163,42 +210,65 @@ class ProcsBackend(Backend):
             "pythonpath": env["PYTHONPATH"],
         }
         self._opened = True
-        self._send(init)
-        self._reader = threading.Thread(target=self._read, name="topo-procs-status", daemon=True)
-        self._reader.start()
+        self._begin(self._server)
 
-    def _send(self, msg: Any) -> None:
-        assert self._server is not None and self._server.stdin is not None
-        with self._lock:
-            try:
-                write_msg(self._server.stdin.fileno(), msg)
-            except BrokenPipeError:  # the server died: the status reader reports it
-                pass
+    def _begin(self, server: _Server) -> None:
+        """Send ``server`` the program and start reading its reports."""
+        server.send(self._init)
+        server.reader = threading.Thread(
+            target=self._read, args=(server,), name="topo-procs-status", daemon=True
+        )
+        server.reader.start()
 
     def helper_pids(self) -> list[int]:
-        return [] if self.server_pid is None else [self.server_pid]
+        return [] if self._server is None else [self._server.pid]
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        output = (
-            None
-            if self._job is None
-            else exe_output_path(self._job.run_dir, self._job.program, exe)
-        )
+        job = self._job
+        output = None if job is None else exe_output_path(job.run_dir, job.program, exe)
         runner = _ProcRunner(exe, attempt, output)
-        self._runners[(exe, attempt)] = runner
-        self._send(("spawn", exe, attempt))
+        with self._lock:
+            server = self._live_server()
+            if server is not None:
+                runner.server = server
+                self._runners[(exe, attempt)] = runner
+                # A server that died meanwhile cannot take it (broken pipe): its reader
+                # finds it dead and reports this attempt lost with its others.
+                server.send(("spawn", exe, attempt))
+        if server is None:  # no fork server could be started: the run has failed
+            assert self._sink is not None
+            self._sink.exited(exe, attempt, 0, -9, "was not started: the fork server is gone")
         return runner
 
-    def _read(self) -> None:
-        assert self._sock is not None and self._sink is not None
+    def _live_server(self) -> _Server | None:
+        """The fork server to send spawns to: a new one (sent the program) in place of a
+        server that died; None if the run failed or a new one cannot be started."""
+        server = self._server
+        if server is not None and not server.dead:
+            return server
+        if self._failed or self._closing or self._init is None:
+            return None
+        try:
+            server = self._server = _Server()
+        except OSError as exc:
+            self._fail(f"a new fork server could not be started: {exc}")
+            return None
+        if self._log is not None:
+            write_marker(self._log, f"a new fork server starts (pid {server.pid})")
+        self._begin(server)
+        return server
+
+    def _read(self, server: _Server) -> None:
+        assert self._sink is not None
         sink = self._sink
-        self._sock.settimeout(0.2)
+        sock = server.sock
+        sock.settimeout(0.2)
         while not self._closed.is_set():
             try:
-                data = self._sock.recv(1 << 20)
+                data = sock.recv(1 << 20)
             except TimeoutError:
-                if self._server is not None and self._server.poll() is not None:
-                    self._server_died()
+                if server.popen.poll() is not None:
+                    self._lost(server)
                     return
                 continue
             except OSError:
@@ -207,64 +277,100 @@ class ProcsBackend(Backend):
             t = msg.get("t")
             if t == "started":
                 runner = self._runners.get((msg["exe"], msg["attempt"]))
-                if runner is not None:
-                    runner.pid = msg["pid"]
-                    runner.known.set()
+                if runner is not None and runner.server is server:
+                    runner.forked(msg["pid"])
                 sink.started(msg["exe"], msg["attempt"], msg["pid"])
             elif t == "exited":
-                self._runners.pop((msg["exe"], msg["attempt"]), None)
+                with self._lock:
+                    self._runners.pop((msg["exe"], msg["attempt"]), None)
                 code = msg["code"]
                 sink.exited(msg["exe"], msg["attempt"], msg["pid"], -9 if code is None else code)
             elif t == "server":
+                server.ready = True
                 self.import_errors = msg.get("import_errors", [])
 
-    def _server_died(self) -> None:
-        """The fork server is gone: its children died with it (PDEATHSIG)."""
+    def _lost(self, server: _Server) -> None:
+        """``server`` died: its executables died with it (``PR_SET_PDEATHSIG``). They are
+        reported lost (their restart policies bring them back in a new server); a server
+        that died before it was ready fails the run instead."""
         assert self._sink is not None
-        for (exe, attempt), runner in list(self._runners.items()):
-            if runner.pid:
+        with self._lock:
+            if server.dead:
+                return
+            server.dead = True
+            self._dead.append(server)
+            lost = [r for r in self._runners.values() if r.server is server]
+            for r in lost:
+                del self._runners[(r.exe, r.attempt)]
+        how = f"the fork server (pid {server.pid}) {server.how_it_ended()}"
+        where = f"see {self._log}" if self._log is not None else "see forkserver.log"
+        if self._closing:
+            pass
+        elif not server.ready:
+            self._keep_early_output(server)
+            self._fail(f"{how} before it was ready; {where}")
+        elif self._log is not None:
+            write_marker(self._log, f"{how}; its executables were lost")
+        for runner in lost:
+            if runner.pid:  # what the executable started, in its process group
                 kill_tree(runner.pid)
             self._sink.exited(
-                exe, attempt, runner.pid, -9, "was lost: the fork server died (see forkserver.log)"
+                runner.exe, runner.attempt, runner.pid, -9, f"was lost: {how} ({where})"
             )
-        self._runners.clear()
+
+    def _fail(self, message: str) -> None:
+        """The run cannot go on on this backend: say why (once)."""
+        assert self._sink is not None
+        if not self._failed:
+            self._failed = True
+            self._sink.backend_failed(message)
 
     def close(self) -> None:
         if not self._opened:  # warmed up, but the run never started
             self._discard()
             return
+        self._closing = True
         server = self._server
-        if server is not None:
+        if server is not None and not server.dead:
+            server.send(("shutdown",))
             try:
-                self._send(("shutdown",))
-                assert server.stdin is not None
-                server.stdin.close()
-            except (OSError, ValueError):
+                assert server.popen.stdin is not None
+                server.popen.stdin.close()
+            except OSError:
                 pass
             try:
-                server.wait(10)
+                server.popen.wait(10)
             except subprocess.TimeoutExpired:
                 kill_tree(server.pid)
-                server.wait(5)
+                server.popen.wait(5)
         self._closed.set()
-        if self._reader is not None:
-            self._reader.join(2)
-        if self._sock is not None:
-            self._sock.close()
-        self._keep_early_output()
+        servers = {id(s): s for s in [*self._dead, *([server] if server else [])]}
+        for each in servers.values():
+            if each.reader is not None:
+                each.reader.join(2)
+            self._keep_early_output(each)
+            each.close()
 
-    def _keep_early_output(self) -> None:
+    def _keep_early_output(self, server: _Server) -> None:
         """A server that ended before it took the program wrote only to its temporary
-        file: that goes to ``forkserver.log`` (which the server makes when it starts)."""
-        early, self._early = self._early, None
-        if early is None:
+        file: that goes to ``forkserver.log`` (which the server makes when it takes it)."""
+        if self._log is None:
             return
         try:
-            if self._log is not None and not self._log.exists():
-                early.seek(0)
-                self._log.write_bytes(early.read())
-        finally:
-            early.close()
+            server.early.seek(0)
+            early = server.early.read()
+            known = self._log.read_bytes() if self._log.exists() else b""
+            if early and early not in known:
+                with self._log.open("ab") as out:
+                    out.write(early)
+        except (OSError, ValueError):
+            pass
+
+
+def _server_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+    return env
 
 
 def _without_path(env: dict[str, str]) -> dict[str, str]:

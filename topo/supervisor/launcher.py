@@ -253,6 +253,9 @@ class Launcher(Sink):
         """A backend learned the pid of an attempt (procs: after the fork)."""
         self._supervisor.started(exe, attempt, pid)
 
+    def backend_failed(self, message: str) -> None:
+        self._supervisor.backend_failed(message)
+
     # -- internals --------------------------------------------------------------
     def _emit(
         self,

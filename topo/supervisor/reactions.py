@@ -24,6 +24,8 @@ from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
 from topo.supervisor.state import ExeStatus, Failure, RunState, signal_name
 
+EXIT_REPORT_S = 10.0  # a killed stuck attempt whose exit is not reported by then is gone
+
 
 class Emit(Protocol):
     """Where the supervisor's status events go (the launcher's listeners)."""
@@ -95,6 +97,9 @@ class Supervisor(Sink):
     def started(self, exe: str, attempt: int, pid: int) -> None:
         self._inbox.put(("started", exe, attempt, pid))
 
+    def backend_failed(self, message: str) -> None:
+        self._inbox.put(("backend_failed", message))
+
     def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
         """Stop the run (``code``: the exit code of a clean stop)."""
         self._inbox.put(("stop", reason, None, code))
@@ -131,6 +136,7 @@ class Supervisor(Sink):
         exe.attempt += 1
         exe.failure = None
         exe.stuck = ""
+        exe.killed_at = None
         exe.restart_at = None
         exe.state = "starting"
         self._set_nodes(exe, "starting")
@@ -148,6 +154,7 @@ class Supervisor(Sink):
             return
         if pid != os.getpid() and self.backend.local_pids:  # threads: the launcher itself
             self.state.all_pids.add(pid)
+            self.state.all_pids.update(self.backend.helper_pids())  # e.g. a new fork server
         if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
             self._marked.add((exe_id, attempt))
             self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
@@ -208,9 +215,20 @@ class Supervisor(Sink):
     def _check_starting(self) -> None:
         """Fail an executable whose node is still starting after its group's
         ``ready_timeout_s``: its stacks are shown (or dumped to its log), then it is killed
-        and its restart policy applies."""
+        and its restart policy applies -- also when the backend never reports the killed
+        attempt's exit (its process was already gone with whatever was to report it)."""
         now = time.time()
         for exe in self.state.exes.values():
+            if exe.runner is not None and exe.killed_at is not None:
+                if time.monotonic() - exe.killed_at > EXIT_REPORT_S:
+                    self._on_exited(
+                        exe.id,
+                        exe.attempt,
+                        exe.runner.pid,
+                        -9,
+                        f"its exit was not reported {EXIT_REPORT_S:g}s after it was killed",
+                    )
+                continue
             if exe.runner is None or exe.stuck:
                 continue
             for n in exe.nodes:
@@ -225,6 +243,7 @@ class Supervisor(Sink):
                 stacks = exe.runner.dump_stacks(n)
                 if exe.failure is None:
                     exe.failure = (n, stacks)
+                exe.killed_at = time.monotonic()
                 try:
                     exe.runner.kill()
                 except Exception as exc:
@@ -257,6 +276,8 @@ class Supervisor(Sink):
             for node in msg[1]:
                 self._progress.progressed(node, time.time())
                 self._emit("metrics", node)
+        elif kind == "backend_failed":
+            self._on_backend_failed(msg[1])
         elif kind == "kill":
             self._begin_stop("killed by the launcher", code=self._stop_code or 130)
             self._kill_all()
@@ -351,6 +372,14 @@ class Supervisor(Sink):
             )
         self.state.failure = Failure(node, exe_id, pid, message, text)
         self._begin_stop(message, node, failed=True)
+
+    def _on_backend_failed(self, message: str) -> None:
+        """The backend cannot go on: the run fails with its message (no node to blame)."""
+        if self._stopping:
+            self.state.warnings.append(message)
+            return
+        self.state.failure = Failure("", "", None, message)
+        self._begin_stop(message, failed=True)
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy

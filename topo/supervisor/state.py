@@ -40,6 +40,7 @@ class ExeStatus:
     restart_at: float | None = None
     failure: tuple[str, str] | None = None  # (node id, traceback) of the current attempt
     stuck: str = ""  # why the current attempt is being killed for not becoming ready
+    killed_at: float | None = None  # monotonic time the stuck attempt was killed
     pids: list[int] = field(default_factory=list)
 
 
