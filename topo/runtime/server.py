@@ -30,7 +30,7 @@ from topo.runtime.context import (
     node_scope,
     remove_process_node,
 )
-from topo.runtime.errors import UnknownMethod, encode_exception
+from topo.runtime.errors import MessageTooLarge, UnknownMethod, encode_exception
 from topo.runtime.pool import LeaderPool
 
 log = logging.getLogger("topo.runtime.server")
@@ -130,7 +130,7 @@ class NodeServer:
         if track:
             add_process_node(node)
         if register:
-            program.address_book.register(node.id, self.endpoint)
+            program.address_book.register(node.id, self.endpoint, max_message_bytes)
 
     @property
     def _workers(self) -> list[threading.Thread]:
@@ -172,15 +172,15 @@ class NodeServer:
         if frames is not None and (
             len(frames) > 2 or self.max_message_bytes < wire.MIN_FRAME_LIMIT
         ):
-            # (a one-frame request is under zmq's frame limit already)
-            size = wire.frames_nbytes(frames)
+            # (a one-frame request is under zmq's frame limit already; topo's clients
+            # check the limit before they send, so this is another client's request)
+            size = wire.frames_nbytes(frames) - len(frames[0])  # not the routing id
             if size > self.max_message_bytes:
                 self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")
-                text = (
-                    f"message of {size} bytes exceeds the node's limit "
-                    f"({self.max_message_bytes} bytes)"
+                error = MessageTooLarge(self.node.id, msg.method, size, self.max_message_bytes)
+                return ident, self._reply_frames(
+                    wire.K_ERROR, call_id, encode_exception(error, self.node.id)
                 )
-                return ident, self._reply_frames(wire.K_FAULT, call_id, text)
         method = msg.method
         fn = self.methods.get(method)
         if fn is None:
