@@ -53,6 +53,7 @@ EventKind = Literal[
     "killed",
     "stopped",
     "metrics",
+    "busy",
 ]
 
 

@@ -234,6 +234,7 @@ class Launcher(Sink):
                     "restarts": n.restarts,
                     "since": n.started,
                     "metrics": n.metrics,
+                    "busy": n.busy,
                 }
                 for n in self.nodes.values()
             ],

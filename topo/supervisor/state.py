@@ -23,6 +23,7 @@ class NodeStatus:
     started: float | None = None
     last_line: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
+    busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
 
 
 @dataclass
