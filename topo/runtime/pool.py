@@ -46,7 +46,7 @@ import zmq
 
 from topo.runtime import wire
 from topo.runtime.auth import zmq_context
-from topo.runtime.stuck import Waiting, busy_report, held_by
+from topo.runtime.stuck import BusyFlag, OnBusy, Waiting, held_by
 
 log = logging.getLogger("topo.runtime.pool")
 
@@ -71,8 +71,6 @@ Handler = Callable[[Any, wire.Message, "list[Any] | None"], "tuple[Any, list[Any
 # The reply to a call given up because every thread stayed busy: (call, seconds busy,
 # the methods holding the threads) -> reply frames, or None (not a call).
 Refuse = Callable[[wire.Message, float, str], "list[Any] | None"]
-# Told a busy report (``stuck.busy_report``) when the pool is flagged, None when it is not.
-OnBusy = Callable[["dict[str, Any] | None"], None]
 
 
 class LeaderPool:
@@ -94,14 +92,11 @@ class LeaderPool:
     ) -> None:
         self._sock = sock
         self._refuse = refuse
-        self._on_busy = on_busy
         self._busy_after = busy_after_s
+        self._flag = BusyFlag(name, threads, busy_after_s, on_busy)
         self._running: dict[int, tuple[str, float]] = {}  # thread -> (method, since)
         self._waiting = Waiting()  # calls taken in by the watcher
         self._saturated_since: float | None = None  # every thread busy since then
-        self.flagged: dict[str, Any] | None = None  # the busy report while flagged
-        self._tell_lock = threading.Lock()
-        self._told = 0
         self._handle = handle
         self._max = threads
         self._name = name
@@ -425,54 +420,17 @@ class LeaderPool:
             at = self._waiting.next_at()
             wait = RECEIVE_TICK if at is None else min(RECEIVE_TICK, max(0.0, at - now))
             if sock.poll(int(wait * 1000) + 1, _POLLIN):
-                self._take_in(sock.recv_multipart(copy=False), time.monotonic())
+                frames = sock.recv_multipart(copy=False)
+                self._waiting.take_in(frames, time.monotonic(), self._dropped)
         self._check_busy(time.monotonic())
 
-    def _take_in(self, frames: list[Any], now: float) -> None:
-        """Queue the calls of a message received while every thread is busy."""
-        if len(frames) < 2 or (len(frames) == 2 and not len(frames[1])):
-            return  # a wake-up (a handler's reply is in the outbox), or not a call
-        msg = wire.parse(frames, 1)
-        if msg is None:
-            self._dropped("not a topo request (bad or truncated header)")
-        elif msg.kind == wire.K_BATCH:
-            for call in wire.split_batch(msg) or []:
-                self._waiting.add((frames[0], call, None), now)
-        else:
-            self._waiting.add((frames[0], msg, frames), now)
-
     def _check_busy(self, now: float) -> None:
-        """Flag the pool once every thread has been busy for ``busy_after_s`` (a warning
-        with their stacks, and ``on_busy``); clear the flag once one is free."""
-        since = self._saturated_since
-        if since is not None and now - since >= self._busy_after and self.flagged is None:
-            with self._lock:
-                running = dict(self._running)
-            info = busy_report(self._name, self._max, now - since, running, now)
-            self.flagged = info
-            log.warning("topo %s; their stacks:\n%s", info["message"], info["stacks"])
-            self._tell(info)
-        elif since is None and self.flagged is not None:
-            self.flagged = None
-            log.warning("topo node %s answers calls again", self._name)
-            self._tell(None)
+        with self._lock:
+            since = self._saturated_since
+            running = dict(self._running) if since is not None else {}
+        self._flag.check(now, since, running)
 
-    def _tell(self, info: dict[str, Any] | None) -> None:
-        """Pass the flag to ``on_busy`` on a thread of its own (it may make a call); an
-        older state that has not gone out yet is skipped."""
-        on_busy = self._on_busy
-        if on_busy is None:
-            return
-        self._told += 1
-        seq = self._told
-
-        def send() -> None:
-            with self._tell_lock:
-                if seq != self._told:
-                    return
-                try:
-                    on_busy(info)
-                except Exception as exc:
-                    log.warning("topo node %s: could not report busy: %r", self._name, exc)
-
-        threading.Thread(target=send, name=f"topo-busy-{self._name}", daemon=True).start()
+    @property
+    def flagged(self) -> dict[str, Any] | None:
+        """The busy report while the pool is flagged, else None."""
+        return self._flag.report

@@ -31,7 +31,8 @@ from topo.runtime.context import (
     remove_process_node,
 )
 from topo.runtime.errors import MessageTooLarge, NodeBusy, UnknownMethod, encode_exception
-from topo.runtime.pool import BUSY_AFTER_S, LeaderPool, OnBusy
+from topo.runtime.pool import BUSY_AFTER_S, LeaderPool
+from topo.runtime.stuck import OnBusy
 
 log = logging.getLogger("topo.runtime.server")
 _LINGER_MS = 200  # how long a closing server keeps sending queued replies

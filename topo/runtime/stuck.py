@@ -11,18 +11,24 @@ supervisor.
 from __future__ import annotations
 
 import collections
+import logging
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from topo.runtime import wire
+
+log = logging.getLogger("topo.runtime.pool")
 
 _MARGIN_S = 1.0  # a waiting call is answered this long (at most) before its deadline
 _MARGIN_SHARE = 0.2  # ...or this share of its timeout, for short ones
 
 # (routing id, parsed call, its frames or None for a call of a batch)
 Request = tuple[Any, wire.Message, "list[Any] | None"]
+# Told a busy report (``busy_report``) when the pool is flagged, None when it is not.
+OnBusy = Callable[["dict[str, Any] | None"], None]
 
 
 class Waiting:
@@ -41,6 +47,19 @@ class Waiting:
         give_up = now + timeout - min(_MARGIN_S, timeout * _MARGIN_SHARE)
         with self._lock:
             self._calls.append((give_up, request))
+
+    def take_in(self, frames: list[Any], now: float, dropped: Callable[[str], None]) -> None:
+        """Queue the calls of a received message (``frames``: routing id first)."""
+        if len(frames) < 2 or (len(frames) == 2 and not len(frames[1])):
+            return  # a wake-up (a handler's reply is in the outbox), or not a call
+        msg = wire.parse(frames, 1)
+        if msg is None:
+            dropped("not a topo request (bad or truncated header)")
+        elif msg.kind == wire.K_BATCH:
+            for call in wire.split_batch(msg) or []:
+                self.add((frames[0], call, None), now)
+        else:
+            self.add((frames[0], msg, frames), now)
 
     def take(self) -> Request | None:
         """The oldest waiting call, for a handler thread that came free."""
@@ -98,3 +117,50 @@ def busy_report(
             f"{busy_s:.0f}s (in {held_by(running)})"
         ),
     }
+
+
+class BusyFlag:
+    """Flags a pool once every handler thread has been busy for ``busy_after_s`` (a
+    warning with their stacks, and ``on_busy``), and clears it once one is free."""
+
+    def __init__(self, node: str, threads: int, busy_after_s: float, on_busy: OnBusy | None):
+        self.node = node
+        self.threads = threads
+        self.busy_after = busy_after_s
+        self.on_busy = on_busy
+        self.report: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._told = 0
+
+    def check(self, now: float, since: float | None, running: dict[int, tuple[str, float]]) -> None:
+        """``since``: every thread busy since then (None: one is free); ``running``:
+        thread id -> (method, since) of the busy ones."""
+        if since is not None and now - since >= self.busy_after and self.report is None:
+            info = busy_report(self.node, self.threads, now - since, running, now)
+            self.report = info
+            log.warning("topo %s; their stacks:\n%s", info["message"], info["stacks"])
+            self._tell(info)
+        elif since is None and self.report is not None:
+            self.report = None
+            log.warning("topo node %s answers calls again", self.node)
+            self._tell(None)
+
+    def _tell(self, info: dict[str, Any] | None) -> None:
+        """Pass the flag to ``on_busy`` on a thread of its own (it may make a call); an
+        older state that has not gone out yet is skipped."""
+        on_busy = self.on_busy
+        if on_busy is None:
+            return
+        self._told += 1
+        seq = self._told
+
+        def send() -> None:
+            with self._lock:
+                if seq != self._told:
+                    return
+                try:
+                    on_busy(info)
+                except Exception as exc:
+                    log.warning("topo node %s: could not report busy: %r", self.node, exc)
+
+        threading.Thread(target=send, name=f"topo-busy-{self.node}", daemon=True).start()
