@@ -9,6 +9,13 @@ slope of a least-squares line through each node's samples after the warm-up (the
 native memory grows with calls (sockets, identities or buffers never freed, malloc
 fragmentation) shows a positive slope; a flat run stays near 0.
 
+What grows at first is libzmq's message queue storage: each pipe of a connection keeps
+up to two chunks of 256 message slots, reached during the connection's first ~500
+messages and reused after (about 64-100 KiB per connection, ~4 MiB for a node with 50
+connections). At 20 calls/s spread over 25 peers that takes ~11 minutes, which looks
+like a linear leak in a 10-minute run (``soak-before``); at 50 calls/s it is over in ~5
+minutes and the RSS stays flat after (``soak-plateau``, ``soak-after``).
+
 Run:  ``.venv/bin/python bench/soak_bench.py [--minutes 10] [--nodes 50] [--label NAME]``.
 Writes bench/results/soak[-LABEL].json and bench/results/soak[-LABEL].md.
 """
