@@ -132,6 +132,8 @@ class LeaderPool:
         self.batches = 0  # batch frames received (coalesced calls)
         self._watch_cv = threading.Condition()
         self._watcher_asleep = True
+        # With one thread there is nobody to promote: the watcher only looks for a busy pool.
+        self._tick = TICK if threads > 1 else RECEIVE_AFTER / 5
         self._watcher = threading.Thread(target=self._watch, name=f"topo-w-{name}", daemon=True)
         self._watcher.start()
         with self._lock:
@@ -369,7 +371,7 @@ class LeaderPool:
                     self._watch_cv.wait()
             if self._closed:
                 return
-            time.sleep(TICK)
+            time.sleep(self._tick)
             now = time.monotonic()
             receive = False
             with self._lock:
@@ -425,6 +427,8 @@ class LeaderPool:
         self._check_busy(time.monotonic())
 
     def _check_busy(self, now: float) -> None:
+        if self._saturated_since is None and self._flag.report is None:
+            return  # nothing to flag or to clear
         with self._lock:
             since = self._saturated_since
             running = dict(self._running) if since is not None else {}
