@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from topo.backends.base import Event
+from topo.backends.logs import log_path
 from topo.runtime.errors import NodeBusy
 from topo.testing import wait_gone
 
@@ -69,6 +70,9 @@ def test_eight_stuck_handlers_flagged_and_stop_within_grace(
     assert busy["methods"] == ["hold"] * 8 and busy["threads"] == 8
     assert "time.sleep(self.seconds)" in busy["stacks"]
     assert status["nodes"][0]["state"] == "running"
+    # ...in the node's log, with the stacks...
+    log = log_path(run.run_dir, "sleeper").read_text()
+    assert "sleeper answers no calls" in log and "time.sleep(self.seconds)" in log
     # ...and on the terminal, a warning line naming the node.
     lines = [status_line(e, run.launcher) for e in events if e.kind == "busy"]
     text = [str(line) for line in lines if line is not None]

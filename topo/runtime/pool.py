@@ -365,6 +365,7 @@ class LeaderPool:
     def _watch(self) -> None:
         """Appoints a new leader when the leader is stuck in a slow handler; takes the
         calls in itself when every thread is (see the module doc)."""
+        self._init()  # its warnings go to the node's own log
         while True:
             with self._watch_cv:
                 if self._watcher_asleep and not self._closed:

@@ -138,11 +138,14 @@ class BusyFlag:
         if since is not None and now - since >= self.busy_after and self.report is None:
             info = busy_report(self.node, self.threads, now - since, running, now)
             self.report = info
-            log.warning("topo %s; their stacks:\n%s", info["message"], info["stacks"])
+            # Into the node's log (stderr is routed there on every backend), whatever
+            # logging the program set up.
+            text = f"topo: {info['message']}; their stacks:\n{info['stacks']}"
+            print(text, file=sys.stderr, flush=True)
             self._tell(info)
         elif since is None and self.report is not None:
             self.report = None
-            log.warning("topo node %s answers calls again", self.node)
+            print(f"topo: node {self.node} answers calls again", file=sys.stderr, flush=True)
             self._tell(None)
 
     def _tell(self, info: dict[str, Any] | None) -> None:
