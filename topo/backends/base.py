@@ -55,6 +55,7 @@ EventKind = Literal[
     "stopped",
     "metrics",
     "stalled",
+    "busy",
 ]
 
 

@@ -8,6 +8,7 @@ or at once when one of them fails (exit code 1).
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import traceback
@@ -22,7 +23,8 @@ from topo.targets import load_target
 
 MAX_TRACEBACK = 32_000
 
-# report(kind, node_id, traceback): kind is "ready", "finished" or "failed".
+# report(kind, node_id, text): kind is "ready", "finished" or "failed" (text: the
+# traceback), or "busy" (text: the busy report as JSON, "" once the node answers again).
 Report = Callable[[str, str, str], None]
 
 
@@ -132,6 +134,7 @@ def run_one_node(
                     program=context,
                     threads=rpc.threads,
                     max_message_bytes=int(rpc.max_message_mb * 2**20),
+                    on_busy=lambda info: report("busy", node.id, json.dumps(info) if info else ""),
                 )
                 if servers is not None:
                     servers.append(server)

@@ -120,6 +120,10 @@ def status_line(event: Event, launcher: Launcher) -> Text | None:
         )
     if k == "killed":
         return Text(f"✗ killed {event.executable} (pid {event.pid})", style="red")
+    if k == "busy":  # every handler thread of a node stuck (stacks: its log, status.json)
+        if event.data.get("busy"):
+            return Text(f"⚠ {event.message} (stacks in its log)", style="bold yellow")
+        return Text(f"✓ {event.message}", style="green")
     return None
 
 

@@ -9,7 +9,14 @@ from topo.runtime.addressbook import AddressBook, InProcessAddressBook
 from topo.runtime.auth import new_program_id, new_secret
 from topo.runtime.batching import batched
 from topo.runtime.context import NodeInfo, ProgramContext, node_scope, set_process_program
-from topo.runtime.errors import DeadlineExceeded, PeerUnavailable, RemoteError, UnknownMethod
+from topo.runtime.errors import (
+    DeadlineExceeded,
+    MessageTooLarge,
+    NodeBusy,
+    PeerUnavailable,
+    RemoteError,
+    UnknownMethod,
+)
 from topo.runtime.handle import Handle, handles
 from topo.runtime.lifecycle import current_node, stop, stop_event, wait_for_stop
 from topo.runtime.registry import RegistryClient, RegistryInfo, RegistryServer, connect_program
@@ -20,6 +27,8 @@ __all__ = [
     "DeadlineExceeded",
     "Handle",
     "InProcessAddressBook",
+    "MessageTooLarge",
+    "NodeBusy",
     "NodeInfo",
     "NodeServer",
     "PeerUnavailable",

@@ -17,8 +17,9 @@ class AddressBook(ABC):
     """Where node servers register and clients resolve; also carries program stop."""
 
     @abstractmethod
-    def register(self, node_id: str, endpoint: str) -> None:
-        """Publish (or replace, after a restart) the endpoint of ``node_id``."""
+    def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
+        """Publish (or replace, after a restart) the endpoint of ``node_id`` and the
+        largest request it accepts (callers check it before they send)."""
 
     @abstractmethod
     def unregister(self, node_id: str, endpoint: str) -> None:
@@ -27,6 +28,10 @@ class AddressBook(ABC):
     @abstractmethod
     def lookup(self, node_id: str) -> str | None:
         """Current endpoint of ``node_id``, or None if it is not registered (no wait)."""
+
+    def message_limit(self, node_id: str) -> int | None:
+        """The largest request ``node_id`` accepts, in bytes (None: not known)."""
+        return None
 
     @abstractmethod
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
@@ -65,13 +70,16 @@ class InProcessAddressBook(AddressBook):
     def __init__(self, on_stop: Callable[[str, str | None], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, str] = {}
+        self._limits: dict[str, int] = {}  # a node's limit outlives its registration
         self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
         self._on_stop = on_stop
 
-    def register(self, node_id: str, endpoint: str) -> None:
+    def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
         with self._lock:
             self._entries[node_id] = endpoint
+            if max_message_bytes is not None:
+                self._limits[node_id] = int(max_message_bytes)
 
     def unregister(self, node_id: str, endpoint: str) -> None:
         with self._lock:
@@ -80,6 +88,9 @@ class InProcessAddressBook(AddressBook):
 
     def lookup(self, node_id: str) -> str | None:
         return self._entries.get(node_id)
+
+    def message_limit(self, node_id: str) -> int | None:
+        return self._limits.get(node_id)
 
     def forget(self, node_ids: list[str] | tuple[str, ...]) -> None:
         """Drop these nodes' registrations whatever their endpoint (their process ended)."""

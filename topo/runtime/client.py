@@ -23,6 +23,7 @@ from topo.runtime.auth import secure_client, zmq_context
 from topo.runtime.context import ProgramContext
 from topo.runtime.errors import (
     DeadlineExceeded,
+    MessageTooLarge,
     PeerUnavailable,
     ProtocolError,
     decode_exception,
@@ -30,6 +31,7 @@ from topo.runtime.errors import (
 
 call_ids = itertools.count(1)
 endpoints: dict[tuple[str, str], str] = {}
+limits: dict[tuple[str, str], int] = {}  # a peer's message limit, as it registered it
 _NOBLOCK = wire.NOBLOCK
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 
@@ -53,6 +55,31 @@ def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
     return sock
 
 
+def peer_limit(program: ProgramContext, node_id: str) -> int | None:
+    """The largest request ``node_id`` accepts (from the address book, then cached), or
+    None when it is not known."""
+    key = (program.program_id, node_id)
+    limit = limits.get(key)
+    if limit is None:
+        try:
+            limit = program.address_book.message_limit(node_id)
+        except Exception:  # the registry is unreachable: the call itself will say so
+            return None
+        if limit is not None:
+            limits[key] = limit
+    return limit
+
+
+def check_size(frames: list[Any], limit: int | None, node_id: str, method: str) -> None:
+    """Refuse a request larger than the peer accepts before it is sent: a server drops
+    an oversized frame without a word, and the caller would wait out its deadline."""
+    if limit is None:
+        return
+    size = len(frames[0]) if len(frames) == 1 else wire.frames_nbytes(frames)
+    if size > limit:
+        raise MessageTooLarge(node_id, method, size, limit)
+
+
 class _Conn:
     """One DEALER socket to one peer, used by a single thread."""
 
@@ -61,6 +88,7 @@ class _Conn:
         self.node_id = node_id
         self.endpoint: str | None = endpoint
         self.sock = new_socket(program, endpoint)
+        self.limit = peer_limit(program, node_id)
 
     def refresh(self) -> bool:
         """Re-resolve the peer; reconnect if it moved. True when it moved.
@@ -79,6 +107,8 @@ class _Conn:
             return False
         self.sock.connect(endpoint)
         endpoints[key] = endpoint
+        if self.limit is None:
+            self.limit = peer_limit(self.program, self.node_id)
         return True
 
 
@@ -126,6 +156,7 @@ def call(
     conn = _conn(program, node_id, start, deadline)
     call_id = next(call_ids)
     frames = wire.request_frames(call_id, method, timeout, args, kwargs)
+    check_size(frames, conn.limit, node_id, method)
     sock = conn.sock
     step = 0.02
     while True:

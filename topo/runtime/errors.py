@@ -62,6 +62,45 @@ class UnknownMethod(TopoRuntimeError, AttributeError):
         super().__init__(f"node {node_id!r} has no method {method!r}; it serves: {listing}")
 
 
+class MessageTooLarge(TopoRuntimeError, ValueError):
+    """A request larger than its peer's message limit (``rpc.max_message_mb``): refused
+    before it is sent, or by the peer, never dropped in silence."""
+
+    def __init__(self, node_id: str, method: str, size: int, limit: int) -> None:
+        self.node_id = node_id
+        self.method = method
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"call {node_id}.{method}(): request of {size} bytes exceeds the node's message "
+            f"limit of {limit} bytes ({limit / 2**20:g} MiB, its rpc.max_message_mb)"
+        )
+
+    def init_args(self) -> tuple[Any, ...]:
+        """The arguments that re-create this error (on the caller's side)."""
+        return (self.node_id, self.method, self.size, self.limit)
+
+
+class NodeBusy(TopoRuntimeError):
+    """Every handler thread of the peer stayed busy until the call's deadline came near:
+    the call was never run. Says which methods hold the threads."""
+
+    def __init__(self, node_id: str, method: str, threads: int, busy_s: float, held: str) -> None:
+        self.node_id = node_id
+        self.method = method
+        self.threads = threads
+        self.busy_s = busy_s
+        self.held = held
+        super().__init__(
+            f"call {node_id}.{method}(): not run, node {node_id!r} is busy: all {threads} "
+            f"handler threads have been busy for {busy_s:.1f}s (in {held}); see rpc.threads"
+        )
+
+    def init_args(self) -> tuple[Any, ...]:
+        """The arguments that re-create this error (on the caller's side)."""
+        return (self.node_id, self.method, self.threads, self.busy_s, self.held)
+
+
 class ProtocolError(TopoRuntimeError):
     """A peer sent something that is not a valid topo message."""
 
@@ -71,6 +110,8 @@ def encode_exception(exc: BaseException, node_id: str) -> dict[str, Any]:
     cls = type(exc)
     if isinstance(exc, UnknownMethod):
         args: tuple[Any, ...] = (exc.node_id, exc.method, exc.methods)
+    elif isinstance(exc, MessageTooLarge | NodeBusy):
+        args = exc.init_args()
     else:
         args = exc.args
     try:  # only plain, picklable args are worth sending

@@ -24,9 +24,16 @@ import zmq
 
 from topo.runtime import wire
 from topo.runtime.auth import zmq_context
-from topo.runtime.client import call_ids, decode_reply, endpoints, new_socket
+from topo.runtime.client import (
+    call_ids,
+    check_size,
+    decode_reply,
+    endpoints,
+    new_socket,
+    peer_limit,
+)
 from topo.runtime.context import ProgramContext
-from topo.runtime.errors import DeadlineExceeded, PeerUnavailable
+from topo.runtime.errors import DeadlineExceeded, MessageTooLarge, PeerUnavailable
 
 
 class _Peer:
@@ -45,6 +52,8 @@ class _Peer:
         self.outq: list[_Request] = []  # one-frame calls held back to go as one batch
         self.outq_at = 0.0
         self.outq_bytes = 0
+        self.limit: int | None = None  # the largest request it accepts, once resolved
+        self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
 
 
 # (program, node_id, method, call_id, frames, future, deadline, start)
@@ -142,6 +151,11 @@ class _Engine:
             peer = self._peers.get((program.program_id, node_id))
             if peer is None:
                 peer = self._peers[(program.program_id, node_id)] = _Peer(program, node_id)
+            try:  # (a peer not resolved yet: checked before its pending calls go)
+                check_size(frames, peer.limit, node_id, method)
+            except MessageTooLarge as exc:
+                fut.set_exception(exc)
+                return fut
             sock = peer.sock
             sent = False
             if sock is not None and not peer.pending:
@@ -267,6 +281,8 @@ class _Engine:
                 if peer.sock is None:
                     peer.sock = new_socket(peer.program, endpoint)
                     peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
+                    peer.limit = peer_limit(peer.program, peer.node_id)
+                    self._refuse_oversized(peer)
                 else:
                     if peer.endpoint is not None:
                         peer.sock.disconnect(peer.endpoint)
@@ -294,6 +310,20 @@ class _Engine:
                 peer.waiting += 1
                 self._inflight[req[3]] = req
         self._drain(peer, done)
+
+    def _refuse_oversized(self, peer: _Peer) -> None:
+        """Take the pending calls larger than ``peer`` accepts off its queue; they fail
+        with the size error (calls submitted before the peer was resolved)."""
+        if peer.limit is None:
+            return
+        keep: collections.deque[_Request] = collections.deque()
+        for r in peer.pending:
+            try:
+                check_size(r[4], peer.limit, r[1], r[2])
+                keep.append(r)
+            except MessageTooLarge as exc:
+                peer.refused.append((r[5], exc))
+        peer.pending = keep
 
     def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
         failed: list[tuple[Future, BaseException]] = []
@@ -382,6 +412,10 @@ class _Engine:
                 if now >= next_expire:
                     failed = self._expire(now)
                     next_expire = now + 0.01
+                for peer in self._peers.values():
+                    if peer.refused:
+                        failed.extend(peer.refused)
+                        peer.refused = []
             if done:
                 _resolve(done)
             for fut, exc in failed:

@@ -18,6 +18,13 @@ finishing thread takes the socket over instead. So at most ``threads`` handlers
 run at once, and a slow one delays the others by at most about
 ``PROMOTE_AFTER + TICK``.
 
+When every thread is busy in a handler for ``RECEIVE_AFTER``, the watcher takes the
+socket itself: calls that arrive wait in order (``stuck.Waiting``) for a thread to
+come free, and one still waiting near its deadline is answered ``NodeBusy`` rather
+than left to time out. Busy like that for ``busy_after_s``, the pool is flagged:
+a warning with the handlers' stacks in the node's log, and ``on_busy`` is told (the
+node reports it to the supervisor); told again (None) once a thread is free.
+
 The socket is only ever touched by its owner, the leader; ownership changes
 hands under ``_lock`` (a zmq socket must never be used by two threads at once).
 Idle nodes cost no CPU: the leader blocks in a receive, followers and the
@@ -39,6 +46,7 @@ import zmq
 
 from topo.runtime import wire
 from topo.runtime.auth import zmq_context
+from topo.runtime.stuck import BusyFlag, OnBusy, Waiting, held_by
 
 log = logging.getLogger("topo.runtime.pool")
 
@@ -50,11 +58,19 @@ HOLD_S = 0.0005  # s a reply may be held back for coalescing at most
 _NOBLOCK = wire.NOBLOCK
 _MORE = wire.SNDMORE
 _NEXT = -1  # leadership is vacant: the next thread to look takes it
+_WATCHER = -2  # the watcher holds the socket: every handler thread is busy
+RECEIVE_AFTER = 0.25  # s every thread is busy before the watcher takes calls in
+RECEIVE_TICK = 0.1  # s between the watcher's looks while it holds the socket
+BUSY_AFTER_S = 5.0  # s every thread is busy before the pool is flagged
+_POLLIN = int(zmq.POLLIN)
 
 # A handler gets a call (routing id, parsed request, its frames: None for a call of a
 # batch) and returns (routing id, reply frames), or None when there is nothing to send
 # now (dropped, or a batched call answered later).
 Handler = Callable[[Any, wire.Message, "list[Any] | None"], "tuple[Any, list[Any]] | None"]
+# The reply to a call given up because every thread stayed busy: (call, seconds busy,
+# the methods holding the threads) -> reply frames, or None (not a call).
+Refuse = Callable[[wire.Message, float, str], "list[Any] | None"]
 
 
 class LeaderPool:
@@ -70,8 +86,17 @@ class LeaderPool:
         init: Callable[[], None],
         linger_ms: int,
         dropped: Callable[[str], None],
+        refuse: Refuse | None = None,
+        on_busy: OnBusy | None = None,
+        busy_after_s: float = BUSY_AFTER_S,
     ) -> None:
         self._sock = sock
+        self._refuse = refuse
+        self._busy_after = busy_after_s
+        self._flag = BusyFlag(name, threads, busy_after_s, on_busy)
+        self._running: dict[int, tuple[str, float]] = {}  # thread -> (method, since)
+        self._waiting = Waiting()  # calls taken in by the watcher
+        self._saturated_since: float | None = None  # every thread busy since then
         self._handle = handle
         self._max = threads
         self._name = name
@@ -107,10 +132,10 @@ class LeaderPool:
         self.batches = 0  # batch frames received (coalesced calls)
         self._watch_cv = threading.Condition()
         self._watcher_asleep = True
-        self._watcher: threading.Thread | None = None
-        if threads > 1:
-            self._watcher = threading.Thread(target=self._watch, name=f"topo-w-{name}", daemon=True)
-            self._watcher.start()
+        # With one thread there is nobody to promote: the watcher only looks for a busy pool.
+        self._tick = TICK if threads > 1 else RECEIVE_AFTER / 5
+        self._watcher = threading.Thread(target=self._watch, name=f"topo-w-{name}", daemon=True)
+        self._watcher.start()
         with self._lock:
             self._spawn()
 
@@ -130,13 +155,18 @@ class LeaderPool:
         self._signal()
         with self._watch_cv:
             self._watch_cv.notify()
-        end = time.monotonic() + timeout
+        now = time.monotonic()
+        end = now + timeout
+        with self._lock:  # a handler busy past busy_after_s is not waited for
+            stuck = {i for i, (_, t0) in self._running.items() if now - t0 >= self._busy_after}
         for t in workers:
-            t.join(max(0.0, end - time.monotonic()))
-        if self._watcher is not None:
-            self._watcher.join(max(0.0, end - time.monotonic()))
+            if t.ident not in stuck:
+                t.join(max(0.0, end - time.monotonic()))
+        self._watcher.join(max(0.0, end - time.monotonic()))
         if any(t.is_alive() for t in workers):
-            log.warning("topo node %s: a handler thread did not stop in time", self._name)
+            with self._lock:
+                held = held_by(self._running)
+            log.warning("topo node %s: handler threads did not stop (in %s)", self._name, held)
             return  # a thread may still use the socket: leave it to the process's end
         if self._replied_late:
             # Replies sent just now can be lost when the socket closes at once, despite
@@ -217,7 +247,12 @@ class LeaderPool:
                         return True
                 continue
             request: tuple[Any, wire.Message, list[Any] | None]
-            if inbox:
+            if self._waiting:  # calls that came in while every thread was busy go first
+                taken = self._waiting.take()
+                if taken is None:
+                    continue
+                request = taken
+            elif inbox:
                 try:
                     request = inbox.popleft()
                 except IndexError:  # another leader took it
@@ -250,11 +285,15 @@ class LeaderPool:
                 with self._watch_cv:
                     self._watcher_asleep = False
                     self._watch_cv.notify()
+            running = self._running
+            running[me] = (request[1].method, now)
             try:
                 reply = self._handle(*request)
             except Exception:  # the server answers every call; this is a bug in topo
                 log.exception("topo node %s: a request could not be handled", self._name)
                 reply = None
+            finally:
+                del running[me]
             with self._lock:
                 if self._leader == me:
                     self._busy_since = None
@@ -324,19 +363,79 @@ class LeaderPool:
 
     # -- the watcher ------------------------------------------------------------------
     def _watch(self) -> None:
-        """Appoints a new leader when the leader is stuck in a slow handler."""
+        """Appoints a new leader when the leader is stuck in a slow handler; takes the
+        calls in itself when every thread is (see the module doc)."""
+        self._init()  # its warnings go to the node's own log
         while True:
             with self._watch_cv:
                 if self._watcher_asleep and not self._closed:
                     self._watch_cv.wait()
             if self._closed:
                 return
-            time.sleep(TICK)
+            time.sleep(self._tick)
             now = time.monotonic()
+            receive = False
             with self._lock:
                 since = self._busy_since
+                saturated = len(self._running) >= self._max
                 if since is not None and now - since >= PROMOTE_AFTER:
                     if self._idle or len(self.workers) < self._max:
                         self._appoint()
-                elif since is None and now - self._last_call >= IDLE_AFTER:
+                elif since is None and not saturated and now - self._last_call >= IDLE_AFTER:
                     self._watcher_asleep = True
+                if not saturated:
+                    self._saturated_since = None
+                elif self._saturated_since is None:
+                    self._saturated_since = now
+                elif since is not None and now - self._saturated_since >= RECEIVE_AFTER:
+                    self._leader = _WATCHER  # the busy leader hands its reply over
+                    self._busy_since = None
+                    receive = True
+            self._check_busy(now)
+            if receive:
+                self._receive()
+
+    def _receive(self) -> None:
+        """Hold the socket while every handler thread is busy: take calls in to wait,
+        answer those whose deadline comes near, pass on the replies of handlers that
+        end; hand the socket back as soon as a thread is free."""
+        sock = self._sock
+        while True:
+            while self._outbox:
+                ident, frames = self._outbox.popleft()
+                wire.send(sock, frames, prefix=ident)
+            now = time.monotonic()
+            with self._lock:
+                if self._closed or len(self._running) < self._max:
+                    self._saturated_since = None
+                    self._appoint()  # an idle follower, or the thread that ends, leads
+                    if self._closed:
+                        self._waiting.clear()
+                        self._followers.notify_all()
+                    break
+                busy_s = now - (self._saturated_since or now)
+                held = held_by(self._running)
+            for ident, msg, _ in self._waiting.expired(now):
+                reply = self._refuse(msg, busy_s, held) if self._refuse else None
+                if reply is not None:
+                    wire.send(sock, reply, prefix=ident)
+            self._check_busy(now)
+            at = self._waiting.next_at()
+            wait = RECEIVE_TICK if at is None else min(RECEIVE_TICK, max(0.0, at - now))
+            if sock.poll(int(wait * 1000) + 1, _POLLIN):
+                frames = sock.recv_multipart(copy=False)
+                self._waiting.take_in(frames, time.monotonic(), self._dropped)
+        self._check_busy(time.monotonic())
+
+    def _check_busy(self, now: float) -> None:
+        if self._saturated_since is None and self._flag.report is None:
+            return  # nothing to flag or to clear
+        with self._lock:
+            since = self._saturated_since
+            running = dict(self._running) if since is not None else {}
+        self._flag.check(now, since, running)
+
+    @property
+    def flagged(self) -> dict[str, Any] | None:
+        """The busy report while the pool is flagged, else None."""
+        return self._flag.report

@@ -39,6 +39,7 @@ MetricsHandler = Callable[[list[Any], int], None]
 MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
 STOP_CALL_TIMEOUT_S = 5.0  # a stop request waits this long for the registry at most
 METRICS_TIMEOUT_S = 10.0  # a node's metrics call gives up sooner than its RPC deadline
+REGISTRY_MAX_MESSAGE_BYTES = 1 << 20  # the largest request the registry accepts
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class RegistryServer:
             NodeInfo(REGISTRY_ID, REGISTRY_ID),
             self._program,
             threads=threads,
-            max_message_bytes=1 << 20,
+            max_message_bytes=REGISTRY_MAX_MESSAGE_BYTES,
             register=False,
             advertise_host=advertise_host,
             track=False,
@@ -208,7 +209,7 @@ class RegistryClient(AddressBook):
     def __init__(self, info: RegistryInfo, call_timeout: float = 30.0) -> None:
         self.info = info
         book = InProcessAddressBook()
-        book.register(REGISTRY_ID, info.endpoint)
+        book.register(REGISTRY_ID, info.endpoint, REGISTRY_MAX_MESSAGE_BYTES)
         self._boot = ProgramContext(
             info.program_id,
             info.secret,
@@ -228,14 +229,18 @@ class RegistryClient(AddressBook):
     def _call(self, method: str, *args: Any) -> Any:
         return client.call(self._boot, REGISTRY_ID, method, args, {}, self._boot.default_deadline)
 
-    def register(self, node_id: str, endpoint: str) -> None:
-        self._call("register", node_id, endpoint)
+    def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
+        self._call("register", node_id, endpoint, max_message_bytes)
 
     def unregister(self, node_id: str, endpoint: str) -> None:
         self._call("unregister", node_id, endpoint)
 
     def lookup(self, node_id: str) -> str | None:
         result: str | None = self._call("lookup", node_id)
+        return result
+
+    def message_limit(self, node_id: str) -> int | None:
+        result: int | None = self._call("message_limit", node_id)
         return result
 
     def request_stop(self, reason: str, node_id: str | None = None) -> None:

@@ -30,8 +30,9 @@ from topo.runtime.context import (
     node_scope,
     remove_process_node,
 )
-from topo.runtime.errors import UnknownMethod, encode_exception
-from topo.runtime.pool import LeaderPool
+from topo.runtime.errors import MessageTooLarge, NodeBusy, UnknownMethod, encode_exception
+from topo.runtime.pool import BUSY_AFTER_S, LeaderPool
+from topo.runtime.stuck import OnBusy
 
 log = logging.getLogger("topo.runtime.server")
 _LINGER_MS = 200  # how long a closing server keeps sending queued replies
@@ -96,6 +97,8 @@ class NodeServer:
         bind_host: str | None = None,
         advertise_host: str | None = None,
         track: bool = True,
+        on_busy: OnBusy | None = None,
+        busy_after_s: float = BUSY_AFTER_S,
     ) -> None:
         if threads < 1:
             raise ValueError("threads must be >= 1")
@@ -119,6 +122,9 @@ class NodeServer:
             init=self._enter_scope,
             linger_ms=_LINGER_MS,
             dropped=self.dropped,
+            refuse=self._refuse,
+            on_busy=on_busy,
+            busy_after_s=busy_after_s,
         )
         for name, fn in self.methods.items():
             spec = batch_spec(fn)
@@ -130,7 +136,7 @@ class NodeServer:
         if track:
             add_process_node(node)
         if register:
-            program.address_book.register(node.id, self.endpoint)
+            program.address_book.register(node.id, self.endpoint, max_message_bytes)
 
     @property
     def _workers(self) -> list[threading.Thread]:
@@ -172,15 +178,15 @@ class NodeServer:
         if frames is not None and (
             len(frames) > 2 or self.max_message_bytes < wire.MIN_FRAME_LIMIT
         ):
-            # (a one-frame request is under zmq's frame limit already)
-            size = wire.frames_nbytes(frames)
+            # (a one-frame request is under zmq's frame limit already; topo's clients
+            # check the limit before they send, so this is another client's request)
+            size = wire.frames_nbytes(frames) - len(frames[0])  # not the routing id
             if size > self.max_message_bytes:
                 self.dropped(f"message of {size} bytes exceeds limit {self.max_message_bytes}")
-                text = (
-                    f"message of {size} bytes exceeds the node's limit "
-                    f"({self.max_message_bytes} bytes)"
+                too_large = MessageTooLarge(self.node.id, msg.method, size, self.max_message_bytes)
+                return ident, self._reply_frames(
+                    wire.K_ERROR, call_id, encode_exception(too_large, self.node.id)
                 )
-                return ident, self._reply_frames(wire.K_FAULT, call_id, text)
         method = msg.method
         fn = self.methods.get(method)
         if fn is None:
@@ -206,6 +212,19 @@ class NodeServer:
                 wire.K_ERROR, call_id, encode_exception(exc, self.node.id)
             )
         return ident, self._reply_frames(wire.K_OK, call_id, result)
+
+    def _refuse(self, msg: wire.Message, busy_s: float, held: str) -> list[Any] | None:
+        """The reply to a call that waited near its deadline while every thread was busy."""
+        if msg.kind != wire.K_CALL:
+            return None
+        error = NodeBusy(self.node.id, msg.method, self.threads, busy_s, held)
+        return self._reply_frames(wire.K_ERROR, msg.call_id, encode_exception(error, self.node.id))
+
+    @property
+    def busy(self) -> dict[str, Any] | None:
+        """The busy report while every handler thread has been busy for a while, else
+        None (see ``pool.py``)."""
+        return self._pool.flagged
 
     def _reply_frames(self, kind: int, call_id: int, value: Any) -> list[Any]:
         try:
@@ -266,8 +285,11 @@ def serve_node(
     register: bool = True,
     bind_host: str | None = None,
     advertise_host: str | None = None,
+    on_busy: OnBusy | None = None,
+    busy_after_s: float = BUSY_AFTER_S,
 ) -> NodeServer:
-    """Start serving ``obj`` as node ``node_id`` and register it in the address book."""
+    """Start serving ``obj`` as node ``node_id`` and register it in the address book.
+    ``on_busy`` is told when every handler thread has been busy for ``busy_after_s``."""
     return NodeServer(
         obj,
         NodeInfo(node_id, group or node_id, replica),
@@ -277,6 +299,8 @@ def serve_node(
         register=register,
         bind_host=bind_host,
         advertise_host=advertise_host,
+        on_busy=on_busy,
+        busy_after_s=busy_after_s,
     )
 
 
@@ -291,6 +315,7 @@ def run_node(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     bind_host: str | None = None,
     advertise_host: str | None = None,
+    busy_after_s: float = BUSY_AFTER_S,
 ) -> None:
     """Serve ``obj`` and run it: while ``obj.run()`` runs, or until the program stops.
 
@@ -307,6 +332,7 @@ def run_node(
         max_message_bytes=max_message_bytes,
         bind_host=bind_host,
         advertise_host=advertise_host,
+        busy_after_s=busy_after_s,
     )
     try:
         with node_scope(prog, server.node):

@@ -235,6 +235,7 @@ class Launcher(Sink):
                     "since": n.started,
                     "metrics": n.metrics,
                     "stalled_s": n.stalled_s,
+                    "busy": n.busy,
                 }
                 for n in self.nodes.values()
             ],

@@ -10,6 +10,7 @@ owns it and calls ``step`` from its thread until the run is over.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import time
@@ -143,6 +144,7 @@ class Supervisor(Sink):
         now = time.time()
         for n in exe.nodes:
             self.state.nodes[n].started = now
+            self.state.nodes[n].busy = None
         exe.runner = self.backend.start(exe.id, exe.attempt)
         if exe.runner.pid:
             self._on_started(exe.id, exe.attempt, exe.runner.pid)
@@ -305,6 +307,13 @@ class Supervisor(Sink):
         elif kind == "finished":
             st.state = "finished"
             self._emit("finished", node, exe_id, pid)
+        elif kind == "busy":  # every handler thread stuck (text: the report), or no longer
+            try:
+                st.busy = json.loads(text) if text else None
+            except ValueError:
+                st.busy = {"message": f"node {node} answers no calls", "stacks": text}
+            message = st.busy["message"] if st.busy else f"node {node} answers calls again"
+            self._emit("busy", node, exe_id, pid, str(message), busy=st.busy is not None)
         elif kind == "failed":
             st.state = "failed"
             if self._logs is not None:

@@ -24,6 +24,7 @@ class NodeStatus:
     last_line: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
     stalled_s: float | None = None  # running without progress this long (supervisor.progress)
+    busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
 
 
 @dataclass
