@@ -107,6 +107,10 @@ class JobContext:
     launcher_pid: int
 
 
+# A node's failure text that starts with this is why its process was ended on purpose (a
+# limit of its group), not a traceback: the launcher says it as the reason.
+ENDED_BY_TOPO = "topo ended it: "
+
 LineSink = Callable[[str, str], None]  # emit(label, line): label is a node or executable id
 
 
