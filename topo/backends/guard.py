@@ -41,7 +41,8 @@ Proc = tuple[int, int]  # (pid, start time in clock ticks since boot)
 
 
 def start_time(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot); None if there is none."""
+    """When process ``pid`` started (clock ticks since boot); None if there is none, or
+    only its exit status is left (a zombie: nothing to kill, nothing below it)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -49,6 +50,8 @@ def start_time(pid: int) -> int | None:
         return None
     # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
     fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):  # field 3, the state
+        return None
     return int(fields[19])  # field 22 of the whole line
 
 

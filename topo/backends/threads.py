@@ -42,7 +42,13 @@ from collections.abc import Callable
 from typing import TextIO
 
 from topo.backends import guard
-from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
+from topo.backends.base import (
+    Backend,
+    ExecutableRunner,
+    JobContext,
+    Sink,
+    memory_not_enforced,
+)
 from topo.backends.child import registry_reporter
 from topo.backends.crash import CrashRecord
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
@@ -184,7 +190,10 @@ class ThreadsBackend(Backend):
         self._guard_lock = threading.Lock()  # node threads poke it, close says goodbye
 
     def check(self, program: Program) -> list[Diagnostic]:
-        return process_wide_resources(program, self.name) + memory_not_enforced(program)
+        shared = "its nodes share the launcher process"
+        return process_wide_resources(program, self.name) + memory_not_enforced(
+            program, self.name, shared
+        )
 
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
@@ -251,22 +260,6 @@ class ThreadsBackend(Backend):
         if self._job is not None:
             unroute_node_output(self._job.registry.program_id, self._files)
         self._files = {}
-
-
-def memory_not_enforced(program: Program) -> list[Diagnostic]:
-    """A warning per enabled group with a ``memory`` limit: its nodes share the launcher
-    process, so no limit of its own can be set on them."""
-    return [
-        Diagnostic(
-            f"group {g.name!r} sets resources.memory, which the threads backend cannot "
-            "enforce: its nodes share the launcher process; it runs without the limit",
-            g.origin,
-            severity="warning",
-            hint="run it with --backend procs (or ssh) to have the limit enforced",
-        )
-        for g in program.groups
-        if g.enabled and g.resources.memory is not None
-    ]
 
 
 def _children() -> set[guard.Proc]:
