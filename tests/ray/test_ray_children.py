@@ -1,11 +1,15 @@
 """On the ray backend, a node's own processes end with it: when its actor's process is
-killed (and topo restarts it), and when the run stops; checked by pid."""
+killed (and topo restarts it), and when the run stops; checked by pid.
+
+Known limit: a process the node detached with ``setsid`` outlives a killed actor (Ray
+ends the worker's process group only); a guard process in the actor, as on threads,
+made Ray's workers hang in their exit when the local Ray shut down, so it is not used.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -47,11 +51,11 @@ def test_a_killed_actor_takes_the_processes_its_node_started(
         first = wait_for(lambda: _pids(pid_file), proc, 60)
         actor = wait_for(lambda: status(run_dir).get("spawner", {}).get("pid"), proc, 60)
         assert alive(first) == first
-        time.sleep(1.0)  # the actor's guard notes the processes below it every 0.2 s
         pid_file.unlink()
         os.kill(int(actor), signal.SIGKILL)
         second = wait_for(lambda: _pids(pid_file), proc, 60)  # restarted, new processes
-        assert not wait_gone(first, 10), "a killed actor's node processes outlived it"
+        in_group = first[:1]  # first[1] was detached with setsid: see the module's docstring
+        assert not wait_gone(in_group, 10), "a killed actor's node processes outlived it"
         assert alive(second) == second
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

@@ -16,8 +16,6 @@ child of the launcher. Two things end those processes:
 
 A process is named by (pid, start time in clock ticks since boot): a pid alone can be
 reused. Only the standard library is imported here (the guard starts in milliseconds).
-The ray backend starts a guard in each actor too (a killed actor's worker process
-cannot end what its nodes started).
 """
 
 from __future__ import annotations

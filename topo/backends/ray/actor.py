@@ -7,8 +7,7 @@ executable until it ends; its exit code is the result. Output goes to files in a
 directory local to the Ray node; the launcher pulls their new complete lines with
 ``read_logs`` (the same way on one machine and across nodes). The actor is threaded
 (``max_concurrency`` > 1), so ``read_logs``, ``where`` and ``dump_stacks`` answer while
-``run`` is busy. The processes the nodes start end with the attempt, and a guard
-process (``topo.backends.guard``) ends them if Ray kills the worker (``kill -9``).
+``run`` is busy.
 """
 
 from __future__ import annotations
@@ -73,7 +72,6 @@ class ExecutableActor:
         same for every actor of a run) in this process; its exit code."""
         import ray
 
-        from topo.backends import guard
         from topo.backends.child import ChildOutput, ChildSpec, run_child
         from topo.backends.imports import prepare_imports
         from topo.backends.logs import safe_name
@@ -103,15 +101,7 @@ class ExecutableActor:
         spec = ChildSpec(
             program, exe, attempt, info, output, bool(init["disable_run"]), devices_assigned=True
         )
-        # What the nodes start ends with this attempt, and with this worker if Ray kills it.
-        before = {(pid, guard.start_time(pid)) for pid in guard.children(os.getpid())}
-        watch = guard.start_guard()
-        try:
-            code = run_child(spec, lambda: True, own_process=False)
-        finally:
-            known = {(pid, t) for pid, t in before if t is not None}
-            guard.reap(guard.kill_procs(guard.new_processes(known)))
-            guard.stop_guard(watch)
+        code = run_child(spec, lambda: True, own_process=False)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
