@@ -108,3 +108,19 @@ class Leaker:
         while not topo.stop_event().is_set():
             self.hoard.append(bytearray(self.rate * 2**20 // 10))  # zero-filled: resident
             time.sleep(0.1)
+
+
+class ForkChild:
+    """Runs a short ``multiprocessing`` child (fork context) to its end in its constructor;
+    answers ``ping`` afterwards."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0.1,))
+        child.start()
+        child.join(30)
+        self.code = child.exitcode
+
+    def ping(self) -> int | None:
+        return self.code

@@ -82,3 +82,22 @@ def test_the_launchers_death_takes_the_nodes_processes_and_socket_dir(
             assert not sockets.exists(), "the socket directory outlived the launcher"
         finally:
             kill_pids(family)
+
+
+def test_a_forked_child_that_exits_is_not_the_launcher_ending(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
+    path = topology("""
+        name: forks
+        nodes:
+          forker: {target: "fault_nodes:ForkChild"}
+          echo: {target: "fault_nodes:Echo"}
+    """)
+    run = topo_launch(path, "threads", ready_timeout=60)
+    assert run.handle("forker", timeout=30).ping() == 0  # the child ended with os._exit(0)
+    sockets = _socket_dir(tmp_path / "runs")
+    assert sockets.is_dir(), "the child's exit removed the run's socket directory"
+    assert run.handle("echo", timeout=10).ping() == os.getpid()
+    crash = run.launcher.run_dir / "crash.log"
+    assert not crash.exists() or "os._exit" not in crash.read_text(), crash.read_text()
+    assert run.stop(timeout=60) == 0
