@@ -75,7 +75,7 @@ class Flood:
         topo.wait_for_stop()
 
 
-def _sleep_long() -> None:  # the target of WithChild's multiprocessing children
+def _sleep_long() -> None:  # the target of WithChild's and Family's multiprocessing children
     time.sleep(600)
 
 
@@ -105,3 +105,76 @@ class WithChild:
         if self.crash:
             raise RuntimeError("crashed beside its child")
         topo.wait_for_stop()
+
+
+class Family:
+    """Starts ``sleep 600`` (``Popen``, in its group and detached with ``setsid``) and a
+    ``multiprocessing`` child (fork context), and records their pids in
+    ``{pid_file}.{attempt}``; the first attempt then fails (``fail_first``) or the
+    process ends (``exit_after_s``: ``os._exit(3)``, which on threads ends the launcher)."""
+
+    def __init__(self, pid_file: str, fail_first: bool = False, exit_after_s: float = 0) -> None:
+        import multiprocessing
+
+        self.attempt = 0
+        while Path(f"{pid_file}.{self.attempt}").exists():
+            self.attempt += 1
+        self.procs = [
+            subprocess.Popen(["sleep", "600"]),
+            subprocess.Popen(["sleep", "600"], start_new_session=True),
+        ]
+        self.child = multiprocessing.get_context("fork").Process(target=_sleep_long)
+        self.child.start()
+        tmp = Path(f"{pid_file}.tmp")
+        tmp.write_text(" ".join(str(p) for p in self.pids()))
+        tmp.replace(f"{pid_file}.{self.attempt}")
+        self.fail = fail_first and self.attempt == 0
+        self.exit_after_s = exit_after_s
+
+    def pids(self) -> list[int]:
+        return [*(p.pid for p in self.procs), int(self.child.pid or 0)]
+
+    def run(self) -> None:
+        import topo
+
+        if self.exit_after_s:
+            time.sleep(self.exit_after_s)
+            os._exit(3)
+        if self.fail:
+            time.sleep(0.2)
+            raise RuntimeError("first attempt fails")
+        topo.wait_for_stop()
+
+
+class Leaker:
+    """Allocates (and touches) ``mib_per_s`` MiB a second until it is stopped or killed."""
+
+    def __init__(self, mib_per_s: int = 120, pid_file: str = "") -> None:
+        self.rate = mib_per_s
+        self.hoard: list[bytearray] = []
+        if pid_file:
+            with open(pid_file, "a") as f:
+                f.write(f"{os.getpid()}\n")
+
+    def run(self) -> None:
+        import topo
+
+        while not topo.stop_event().is_set():
+            self.hoard.append(bytearray(self.rate * 2**20 // 10))  # zero-filled: resident
+            time.sleep(0.1)
+
+
+class ForkChild:
+    """Runs a short ``multiprocessing`` child (fork context) to its end in its constructor;
+    answers ``ping`` afterwards."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0.1,))
+        child.start()
+        child.join(30)
+        self.code = child.exitcode
+
+    def ping(self) -> int | None:
+        return self.code

@@ -104,7 +104,9 @@ def test_json_keeps_the_v1_layout(compile_text: Any) -> None:
         "description",
         "origin",
     }
-    assert set(group["resources"]) == {"env", "workdir", "cpus", "gpus", "host_labels", "spread"}
+    assert set(group["resources"]) == {
+        *("env", "workdir", "cpus", "gpus", "host_labels", "spread", "memory"),
+    }
     file, line, col = group["origin"]
     assert file.endswith("topology.yaml") and (line, col) > (0, 0)
     assert data["edges"][0] == ["b/0", "a", "up", "ref"]

@@ -117,6 +117,10 @@ class JobContext:
     launcher_pid: int
 
 
+# A node's failure text that starts with this is why its process was ended on purpose (a
+# limit of its group), not a traceback: the launcher says it as the reason.
+ENDED_BY_TOPO = "topo ended it: "
+
 LineSink = Callable[[str, str], None]  # emit(label, line): label is a node or executable id
 
 
@@ -262,6 +266,22 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release everything ``open`` made; every executable has exited or been killed."""
+
+
+def memory_not_enforced(program: Program, backend: str, why: str) -> list[Diagnostic]:
+    """A warning per enabled group with a ``resources.memory`` limit, for a backend that
+    cannot enforce one (``why``): the program runs without it."""
+    return [
+        Diagnostic(
+            f"group {g.name!r} sets resources.memory, which the {backend} backend cannot "
+            f"enforce ({why}); it runs without the limit",
+            g.origin,
+            severity="warning",
+            hint="run it with --backend procs (or ssh) to have the limit enforced",
+        )
+        for g in program.groups
+        if g.enabled and g.resources.memory is not None
+    ]
 
 
 # -- the table of backends ------------------------------------------------------------

@@ -5,12 +5,21 @@ fork server; later ssh: forked by a per-host agent; ray: inside an actor) makes
 the process, then calls ``child_main``. It owns the process from there on: own
 process group, default signals, stdout/stderr to the executable's log file,
 per-node output routing, the group resources (env, cwd, CPU affinity,
-``CUDA_VISIBLE_DEVICES``), a watchdog on the parent, the connection to the
-program's registry, the nodes themselves, their status (``report`` over the
+``CUDA_VISIBLE_DEVICES``, memory limit), a watchdog on the parent, the connection to
+the program's registry, the nodes themselves, their status (``report`` over the
 registry) and the exit.
 
 Nothing here assumes a fork server: the caller says where output goes
 (``ChildOutput``) and how to tell that its parent is gone (``parent_alive``).
+
+A group's memory limit (``resources.memory``) is a watchdog thread on the process's
+resident size (RSS, read every ``MEMORY_POLL_S``): past it, the process tells the
+launcher why (the failure text starts with ``ENDED_BY_TOPO``) and SIGKILLs its process
+group. Not ``RLIMIT_AS``: that bounds address space, which numpy, zmq and thread arenas
+reserve far beyond what they use (and it fails allocations instead of naming the
+cause); not cgroups: they need a writable cgroup v2 tree, which hosts rarely delegate.
+The processes the nodes start are not counted (forked children share their parent's
+pages); a leak faster than the poll overshoots by what it allocates in that time.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_proc
 from topo.runtime.registry import RegistryClient
 
 ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone
+MEMORY_POLL_S = 0.1  # how often a process with a memory limit reads its resident size
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,56 @@ def watch_parent(parent_alive: Callable[[], bool], interval: float = 0.25) -> No
     threading.Thread(target=loop, name="topo-parent-watch", daemon=True).start()
 
 
+def memory_limit(program: Program, node_ids: tuple[str, ...]) -> int | None:
+    """The memory limit of a process running ``node_ids``: the smallest of their groups'
+    ``resources.memory`` (bytes), None when none has one."""
+    limits = [program.group_of(n).resources.memory for n in node_ids]
+    found = [m for m in limits if m is not None]
+    return min(found) if found else None
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (RSS), bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def watch_memory(limit: int, over: Callable[[int], None], interval: float = MEMORY_POLL_S) -> None:
+    """A daemon thread that calls ``over(rss)`` once this process's resident size passes
+    ``limit`` bytes (then stops watching)."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval)
+            rss = resident_bytes()
+            if rss > limit:
+                over(rss)
+                return
+
+    threading.Thread(target=loop, name="topo-memory-watch", daemon=True).start()
+
+
+def _end_over_limit(spec: ChildSpec, context: ProgramContext, limit: int, rss: int) -> None:
+    """Say why in the log and to the launcher (as the first node's failure), then SIGKILL
+    this process's group: the executable and the processes its nodes started."""
+    from topo.backends.base import ENDED_BY_TOPO
+    from topo.vocab import format_size
+
+    nodes = spec.program.executable_index[spec.exe_id].nodes
+    text = (
+        f"{ENDED_BY_TOPO}exceeded its memory limit {format_size(limit)} "
+        f"(resident {rss / 2**20:.0f} MiB)"
+        + (f"; its process also ran {', '.join(nodes[1:])}" if len(nodes) > 1 else "")
+    )
+    print(f"topo: {nodes[0]} {text[len(ENDED_BY_TOPO) :]}: killed", file=sys.stderr, flush=True)
+    report = registry_reporter(context, spec.exe_id, spec.attempt, os.getpid())
+    sender = threading.Thread(target=report, args=("failed", nodes[0], text), daemon=True)
+    sender.start()
+    sender.join(3.0)  # the kill comes anyway if the launcher does not answer
+    os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _report_setup_failure(spec: ChildSpec, context: ProgramContext | None, text: str) -> None:
     """A failure before the nodes ran (bad workdir, unreachable registry...): tell the
     launcher if the registry can be reached, and leave it in the log in any case."""
@@ -175,6 +235,10 @@ def run_child(
         watch_parent(parent_alive)
         context = connect_program(spec.registry)
         set_process_program(context)
+        limit = memory_limit(spec.program, nodes)
+        if limit is not None and own_process:  # a Ray worker is not ours to kill
+            ctx = context
+            watch_memory(limit, lambda rss: _end_over_limit(spec, ctx, limit, rss))
         report = registry_reporter(context, spec.exe_id, spec.attempt, os.getpid())
         return run_executable(spec.program, spec.exe_id, context, report, spec.disable_run)
     except BaseException:

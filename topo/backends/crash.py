@@ -27,10 +27,12 @@ class CrashRecord:
         run_dir: Path,
         node_of_thread: Callable[[], str | None],
         remove_on_exit: str | None = None,
+        before_exit: Callable[[], None] | None = None,
     ) -> None:
         self.path = run_dir / CRASH_FILE
         self._node_of_thread = node_of_thread
         self._remove_on_exit = remove_on_exit  # the run's socket directory
+        self._before_exit = before_exit  # e.g. end the processes the nodes started
         self._file: IO[str] | None = None
         self._real_exit: Callable[[int], Any] | None = None
         self._faulthandler_was: tuple[bool, Any] | None = None
@@ -42,13 +44,21 @@ class CrashRecord:
         faulthandler.enable(file=self._file, all_threads=True)
         real = self._real_exit = os._exit
         record = self
+        launcher = os.getpid()
 
         def _exit(code: int) -> Any:
+            if os.getpid() != launcher:  # a forked child (multiprocessing) ends: not the run
+                return real(code)
             record.note(
                 f"node {record._node_of_thread() or '(unknown)'} called os._exit({code}) "
                 f"in thread {threading.current_thread().name}; the launcher process "
                 "ends with it (use --backend procs for code that may do this)"
             )
+            if record._before_exit is not None:
+                try:
+                    record._before_exit()
+                except Exception as exc:
+                    record.note(f"could not end the nodes' processes: {exc!r}")
             if record._remove_on_exit:
                 shutil.rmtree(record._remove_on_exit, ignore_errors=True)
             return real(code)

@@ -5,30 +5,50 @@ real registry (node status goes through its ``report`` too); their output is
 routed to their log files. Threads cannot be killed: a node that ignores the
 stop event past the grace period is abandoned (its thread is a daemon) and
 reported as killed. Group ``resources`` that would change the launcher process
-itself (env vars, working dir, CPU or GPU visibility) are refused by ``check``.
+itself (env vars, working dir, CPU or GPU visibility) are refused by
+``check``; a group ``memory`` limit cannot be enforced per node and is a warning.
 
-Processes the nodes start are children of the launcher process, so at close
-the backend ends (SIGTERM, then SIGKILL after ``CHILD_GRACE_S``) the launcher's
-child processes that appeared after it opened, with their descendants (the fork
-server of a procs run launched meanwhile from the same process excepted). It
-cannot tell whose they are: a process the launcher's own code started while
-the program ran (or a node of another threads run in the same process) ends
-too, and a node's processes live until the whole program stops, not until its
-node ends.
+Processes the nodes start are children of the launcher process; none outlives
+what started it (see ``topo.backends.guard``):
+
+* a node attempt's processes end with the attempt (SIGKILL, as on procs): the
+  processes its node threads started are noted each time a node reports (ready,
+  finished, failed), while those threads still live, and when the attempt is killed;
+* at close the backend also ends (SIGTERM, then SIGKILL after ``CHILD_GRACE_S``) the
+  launcher's child processes that appeared after it opened, with their descendants
+  (the fork server of a procs run launched meanwhile from the same process excepted);
+* if the launcher dies (``kill -9``, a node's ``os._exit``) a guard process kills every
+  process that appeared below it during the run and removes the socket directory.
+
+Limits: a process started by a thread other than a node's own (an RPC handler, a
+thread the node made) cannot be told from the launcher's own and ends at close,
+not with its node; one started less than ``guard.SCAN_INTERVAL_S`` before the
+launcher is killed may escape the guard; one a node detached by a double fork
+(its parent exited) is re-parented away from the launcher and escapes all of it.
+Run such code with ``--backend procs``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 import threading
+import time
 import traceback
+from collections.abc import Callable
 from typing import TextIO
 
-import psutil
-
-from topo.backends import forkserver
-from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
+from topo.backends import guard
+from topo.backends.base import (
+    Backend,
+    ExecutableRunner,
+    JobContext,
+    Sink,
+    memory_not_enforced,
+)
 from topo.backends.child import registry_reporter
 from topo.backends.crash import CrashRecord
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
@@ -49,7 +69,9 @@ CHILD_GRACE_S = 1.0  # SIGTERM -> SIGKILL for the processes nodes left behind at
 
 
 class _ThreadRunner(ExecutableRunner):
-    def __init__(self, exe: str, attempt: int, sink: Sink) -> None:
+    def __init__(
+        self, exe: str, attempt: int, sink: Sink, noted: Callable[[], None] = lambda: None
+    ) -> None:
         self.exe = exe
         self.attempt = attempt
         self.pid = os.getpid()
@@ -57,12 +79,42 @@ class _ThreadRunner(ExecutableRunner):
         self._lock = threading.Lock()
         self._ended = False
         self.servers: list[NodeServer] = []
+        self._threads: dict[int, threading.Thread] = {}  # the node threads seen, by native id
+        self.procs: set[guard.Proc] = set()  # processes its node threads started
+        self._noted = noted  # tell the guard to look now
+
+    def note_thread(self) -> None:
+        """The calling thread is one of this attempt's nodes: note what it started."""
+        me = threading.current_thread()
+        with self._lock:
+            if me.native_id is not None:
+                self._threads[me.native_id] = me
+        if self._note():
+            self._noted()
+
+    def _note(self) -> bool:
+        """Note what the live node threads started; whether anything new was found."""
+        with self._lock:
+            threads = [(tid, t) for tid, t in self._threads.items() if t.is_alive()]
+        found = set().union(*(guard.thread_tree(tid) for tid, _t in threads))
+        with self._lock:
+            new = bool(found - self.procs)
+            self.procs |= found
+        return new
+
+    def _end_procs(self) -> None:
+        """The attempt ended: kill the processes its nodes started (and reap them)."""
+        self._note()
+        with self._lock:
+            procs, self.procs = self.procs, set()
+        guard.reap(guard.kill_procs(procs))
 
     def report_exit(self, code: int) -> None:
         with self._lock:
             if self._ended:
                 return
             self._ended = True
+        self._end_procs()
         self._sink.exited(self.exe, self.attempt, self.pid, code)
 
     def dump_stacks(self, node: str) -> str:
@@ -79,7 +131,8 @@ class _ThreadRunner(ExecutableRunner):
 
     def kill(self) -> None:
         # Threads cannot be killed: stop serving (so the node leaves the address book and
-        # its port closes), abandon the threads, and let the launcher go on.
+        # its port closes), abandon the threads (their processes are killed), and let the
+        # launcher go on.
         for server in list(self.servers):
             server.close(timeout=1.0)
         self.report_exit(-9)
@@ -132,26 +185,42 @@ class ThreadsBackend(Backend):
         self._context: ProgramContext | None = None
         self._files: dict[str, TextIO] = {}
         self._crash: CrashRecord | None = None
-        self._children_before: set[tuple[int, float]] = set()
+        self._children_before: set[guard.Proc] = set()
+        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard_lock = threading.Lock()  # node threads poke it, close says goodbye
 
     def check(self, program: Program) -> list[Diagnostic]:
-        return process_wide_resources(program, self.name)
+        shared = "its nodes share the launcher process"
+        return process_wide_resources(program, self.name) + memory_not_enforced(
+            program, self.name, shared
+        )
 
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
         self._children_before = _children()
+        self._guard = guard.start_guard(job.registry.ipc_dir)
         self._context = connect_program(job.registry)
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths, job.options.log_limit)
-        # Nodes share this process: leave a record if one of them ends it.
-        self._crash = CrashRecord(job.run_dir, _node_of_thread, job.registry.ipc_dir)
+        # Nodes share this process: leave a record if one of them ends it, and end the
+        # processes they started (the guard would too, a moment later).
+        self._crash = CrashRecord(
+            job.run_dir, _node_of_thread, job.registry.ipc_dir, self._kill_new_processes
+        )
         self._crash.install()
+
+    def helper_pids(self) -> list[int]:
+        return [] if self._guard is None else [self._guard.pid]
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         job, sink, context = self._job, self._sink, self._context
         assert job is not None and sink is not None and context is not None
-        runner = _ThreadRunner(exe, attempt, sink)
-        report = registry_reporter(context, exe, attempt, runner.pid)
+        runner = _ThreadRunner(exe, attempt, sink, self._poke_guard)
+        to_launcher = registry_reporter(context, exe, attempt, runner.pid)
+
+        def report(kind: str, node: str, text: str) -> None:
+            runner.note_thread()  # called in the node's thread, which is still alive
+            to_launcher(kind, node, text)
 
         def main() -> None:
             code = 1
@@ -165,11 +234,27 @@ class ThreadsBackend(Backend):
         threading.Thread(target=main, name=f"topo-exe-{exe}", daemon=True).start()
         return runner
 
+    def _poke_guard(self) -> None:
+        """Have the guard note the processes below the launcher now, not at its next scan."""
+        if self._guard is not None:
+            with self._guard_lock:
+                guard.poke(self._guard)
+
+    def _new_processes(self) -> set[guard.Proc]:
+        """The processes below this one that appeared since ``open`` (helpers excepted)."""
+        return guard.new_processes(self._children_before)
+
+    def _kill_new_processes(self) -> None:
+        guard.kill_procs(self._new_processes())
+
     def close(self) -> None:
         if self._crash is not None:
             self._crash.uninstall()
             self._crash = None
-        end_processes(_children() - self._children_before, self.helper_pids())
+        end_processes(self._new_processes())
+        if self._guard is not None:
+            with self._guard_lock:
+                guard.stop_guard(self._guard)
         if self._context is not None:
             self._context.address_book.close()
         if self._job is not None:
@@ -177,49 +262,25 @@ class ThreadsBackend(Backend):
         self._files = {}
 
 
-def _children() -> set[tuple[int, float]]:
-    """This process's live children as (pid, create time): a pid alone can be reused.
-    The fork servers of procs runs launched from this process are not counted: they are
-    another run's helpers, not processes a node started."""
-    out = set()
-    for pid in forkserver.child_pids():
-        try:
-            kid = psutil.Process(pid)
-            if forkserver.__name__ not in kid.cmdline():
-                out.add((pid, kid.create_time()))
-        except psutil.Error:
-            pass
-    return out
+def _children() -> set[guard.Proc]:
+    """This process's live children (before a run: the ones its nodes did not start)."""
+    found = ((pid, guard.start_time(pid)) for pid in guard.children(os.getpid()))
+    return {(pid, t) for pid, t in found if t is not None}
 
 
-def end_processes(
-    kids: set[tuple[int, float]], keep: list[int], grace: float = CHILD_GRACE_S
-) -> list[int]:
-    """SIGTERM the child processes ``kids`` (pid, create time) but ``keep`` and their
-    descendants, SIGKILL what is left after ``grace`` seconds, reap them; their pids."""
-    procs: dict[int, psutil.Process] = {}
-    for pid, created in kids:
-        if pid in keep:
-            continue
-        try:
-            kid = psutil.Process(pid)
-            if kid.create_time() != created:
-                continue
-            procs[pid] = kid
-            for below in forkserver.child_pids(pid, recursive=True):
-                procs[below] = psutil.Process(below)
-        except psutil.Error:
-            continue
-    for proc in procs.values():
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _gone, left = psutil.wait_procs(list(procs.values()), timeout=grace)
-    for proc in left:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(left, timeout=grace)
-    return sorted(procs)
+def end_processes(procs: set[guard.Proc], grace: float = CHILD_GRACE_S) -> list[int]:
+    """SIGTERM ``procs`` (those still the same process) and their descendants, SIGKILL
+    what is left after ``grace`` seconds, reap them; their pids."""
+    targets = guard.tree(pid for pid, _t in guard.live(procs))
+    pids = sorted(pid for pid, _t in targets)
+    for pid, t in targets:
+        if guard.start_time(pid) == t:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while guard.live(targets) and time.monotonic() < end:
+        guard.reap(pids, timeout=0)
+        time.sleep(0.02)
+    guard.reap(guard.kill_procs(guard.live(targets)))
+    guard.reap(pids, timeout=0)
+    return pids

@@ -35,6 +35,7 @@ from topo.kinds import UnknownKindError, get_kind
 from topo.loader.models import GroupSpec, RpcSpec
 from topo.loader.read import LoadedSpec
 from topo.syntax.source import SourceMap
+from topo.vocab import parse_size
 
 
 def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:
@@ -70,6 +71,7 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
             gpus=None if r.gpus is None else tuple(r.gpus),
             host_labels=tuple(r.host_labels),
             spread=r.spread,
+            memory=None if r.memory is None else parse_size(r.memory),
         )
     kind = get_kind(g.kind)
     target = kind.builtin_target or getattr(g, "target", None) or ""

@@ -20,6 +20,7 @@ from topo.export.layout import Layout, OutGroup, split_groups
 from topo.ir import Program, Resources, RestartPolicy, RpcSettings, StopSettings
 from topo.ir.program import DEFAULT_READY_TIMEOUT_S, DEFAULT_STALL_AFTER_S
 from topo.kinds import DEFAULT_KIND, NodeKind, UnknownKindError, get_kind
+from topo.vocab import format_size
 
 
 class ExportError(TopoError):
@@ -231,6 +232,8 @@ def _resources(r: Resources) -> dict[str, Any]:
     for key in ("cpus", "gpus", "host_labels"):
         if out.get(key) is not None:
             out[key] = list(out[key])
+    if out.get("memory") is not None:
+        out["memory"] = format_size(out["memory"]).replace(" ", "")
     return out
 
 

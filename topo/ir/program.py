@@ -56,7 +56,8 @@ class RestartPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Resources:
-    """Process environment for a group: env vars, working dir, CPU/GPU visibility, host labels."""
+    """Process environment for a group: env vars, working dir, CPU/GPU visibility, host labels,
+    memory limit."""
 
     env: FrozenMap = field(default_factory=FrozenMap)
     workdir: str | None = None
@@ -64,6 +65,7 @@ class Resources:
     gpus: tuple[int, ...] | None = None
     host_labels: tuple[str, ...] = ()
     spread: bool = False  # each process of the group on a different host
+    memory: int | None = None  # bytes each process of the group may use (procs, ssh)
 
 
 @dataclass(frozen=True, slots=True)

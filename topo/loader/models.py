@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from topo.kinds import catalog
 from topo.kinds.builtin import CheckpointSpec
 from topo.targets import TARGET_PATTERN
+from topo.vocab import parse_size
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 
@@ -89,6 +90,20 @@ class ResourcesSpec(_Model):
         description="Run each process of this group on a different host (ssh, ray): replicas "
         "survive the loss of one host; an error when there are fewer hosts than processes.",
     )
+    memory: str | int | None = Field(
+        None,
+        description="Memory limit of each process of this group, e.g. 4GiB or 512MB (bytes "
+        "when a number): a process that goes over it is killed and reported so (procs, ssh; "
+        "not enforceable on threads).",
+        examples=["4GiB", "512MiB"],
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _size(cls, value: str | int | None) -> str | int | None:
+        if value is not None:
+            parse_size(value)
+        return value
 
 
 class RpcSpec(_Model):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from topo.backends.base import Backend, EventKind, LogSource, Sink
+from topo.backends.base import ENDED_BY_TOPO, Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
@@ -360,6 +360,8 @@ class Supervisor(Sink):
             how = exe.stuck
         elif reason:
             how = reason
+        elif text.startswith(ENDED_BY_TOPO):  # e.g. over its memory limit: no traceback
+            how, text = text[len(ENDED_BY_TOPO) :].strip(), ""
         elif code < 0:
             how = f"was killed by {signal_name(code)}"
         elif text:

@@ -37,6 +37,7 @@ from topo.backends.base import (
     JobContext,
     Network,
     Sink,
+    memory_not_enforced,
 )
 from topo.backends.logs import append_output, exe_output_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
@@ -127,7 +128,7 @@ class RayBackend(Backend):
         # pids are this machine's when every node is this machine (one-node Ray)
         self.local_pids = {n.get("NodeManagerAddress") for n in alive} == {self.node_ip}
         self._checked = True
-        return []
+        return memory_not_enforced(program, self.name, "Ray's memory is a scheduling hint")
 
     # -- running --------------------------------------------------------------------
     def open(self, job: JobContext, sink: Sink) -> None:
