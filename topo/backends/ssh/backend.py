@@ -26,7 +26,6 @@ launcher goes away.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from pathlib import Path
@@ -41,9 +40,17 @@ from topo.backends.base import (
     Sink,
 )
 from topo.backends.logs import append_output, safe_name
-from topo.backends.ssh.hostcheck import CHECK_TIMEOUT_S, check_script, host_diagnostics, judge
+from topo.backends.ssh.hostcheck import (
+    CHECK_TIMEOUT_S,
+    check_script,
+    host_diagnostics,
+    is_local_address,
+    judge,
+    reachable_address,
+)
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
+from topo.backends.ssh.runner import RemoteRunner as _RemoteRunner
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
@@ -51,53 +58,6 @@ from topo.ir import Program, dumps
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
 AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
 AGENT_QUICK_DEATHS = 3  # this many quick deaths in a row: the host is lost
-
-
-def reachable_address(address: str, port: int = 22) -> str:
-    """This machine's address on the route to ``address`` (what that host can reach)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect((address, port))  # no packet is sent: only the route is looked up
-        return str(probe.getsockname()[0])
-    finally:
-        probe.close()
-
-
-def _is_local_address(address: str) -> bool:
-    """Whether this machine can listen on ``address``."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((address, 0))
-    except OSError:
-        return False
-    return True
-
-
-class _RemoteRunner(ExecutableRunner):
-    def __init__(self, backend: SshBackend, exe: str, attempt: int, host: str) -> None:
-        self.exe = exe
-        self.attempt = attempt
-        self.pid = 0
-        self.host = host
-        self.known = threading.Event()
-        self._backend = backend
-
-    def kill(self) -> None:
-        if self._backend.cancel_pending(self):
-            return
-        channel = self._backend.channels.get(self.host)
-        if channel is None or channel.ended:
-            return
-        self.known.wait(5)
-        channel.send(t="kill", exe=self.exe, attempt=self.attempt)
-
-    def dump_stacks(self, node: str) -> str:
-        channel = self._backend.channels.get(self.host)
-        if channel is None or channel.ended or not self.pid:
-            return ""
-        channel.send(t="stacks", exe=self.exe, attempt=self.attempt)
-        time.sleep(0.5)  # let the dump travel back before the kill that follows
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
 class SshBackend(Backend):
@@ -168,7 +128,7 @@ class SshBackend(Backend):
         except TopoError as error:
             return list(error.diagnostics)
         bind = self.network().bind_host
-        if not _is_local_address(bind):
+        if not is_local_address(bind):
             where = self.inventory.path or "the inventory"
             return [
                 Diagnostic(
@@ -325,7 +285,7 @@ class SshBackend(Backend):
                     host,
                     self._command(spec, ["-m", "topo.backends.ssh.agent"]),
                     lambda msg: self._on_message(host, msg),
-                    lambda why: self._host_lost(host, gen, why),
+                    lambda why: self._host_lost(host, why, gen),
                     self._agent_log(host),
                     self.lease_s,
                     on_died=lambda how: self._agent_died(host, gen, how),
@@ -350,6 +310,7 @@ class SshBackend(Backend):
         how += f" ({bye})" if bye else ""
         see = f"see agents/{safe_name(host)}.log"
         quick = time.monotonic() - self._began.get(host, 0.0) < AGENT_QUICK_S
+        gone: list[_RemoteRunner] = []
         with self._lock:
             deaths = self._quick[host] = self._quick.get(host, 0) + 1 if quick else 0
             if deaths < AGENT_QUICK_DEATHS:
@@ -402,9 +363,10 @@ class SshBackend(Backend):
         self._sink.exited(runner.exe, runner.attempt, 0, -9, "was stopped before it started")
         return True
 
-    def _host_lost(self, host: str, gen: int, why: str) -> None:
-        """``host``'s agent went quiet or its channel broke (on the SSH loop's thread)."""
-        if gen != self._gen.get(host):
+    def _host_lost(self, host: str, why: str, gen: int | None = None) -> None:
+        """``host``'s agent (of generation ``gen``) went quiet or its channel broke (on the
+        SSH loop's thread)."""
+        if gen is not None and gen != self._gen.get(host):
             return
         if self._closing or self._sink is None:
             self.alive.discard(host)
