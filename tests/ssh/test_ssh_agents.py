@@ -98,3 +98,51 @@ def test_a_killed_agent_fails_the_run_when_its_node_may_not_restart(
     assert f"the agent on host {host} (pid {agent}) was killed by SIGKILL" in message
     assert f"agents/{host}.log" in message
     assert not wait_gone([agent, int(where["pid"])], 10)
+
+
+def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
+    ssh_hosts: HostSet, topo_launch: Callable, tmp_path: Path
+) -> None:
+    """Three agents of one host killed as soon as each said hello: the host is lost
+    (not replaced forever) and its node restarts on another host."""
+    from topo.backends.ssh.backend import AGENT_QUICK_DEATHS, AGENT_QUICK_S
+
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    restart = "restart: {policy: on-failure, max_restarts: 10, backoff: {initial_s: 0.1}}"
+    path = _topology(tmp_path, "agent_keeps_dying", restart)
+    run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
+    backend = run.launcher.backend
+    where = run.handle("echo/0", timeout=30).where()
+    host = str(where["host"])
+    killed = [_agent_of(run, int(where["pid"]), host)]
+    time.sleep(AGENT_QUICK_S)  # the first agent lived long: its death is not a quick one
+    os.kill(killed[0], signal.SIGKILL)
+    for _ in range(AGENT_QUICK_DEATHS):
+        end = time.monotonic() + AGENT_QUICK_S
+        pid = None
+        while time.monotonic() < end and host not in backend.lost:
+            pid = backend.agent_pids().get(host)
+            if pid is not None and pid not in killed:
+                break
+            time.sleep(0.02)
+        assert pid is not None and pid not in killed, "no new agent said hello"
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+    end = time.monotonic() + 20
+    while time.monotonic() < end and host not in backend.lost:
+        time.sleep(0.1)
+    assert backend.lost[host].startswith(
+        f"its agent died {AGENT_QUICK_DEATHS} times within {AGENT_QUICK_S:g}s of starting"
+    )
+    assert backend.agent_restarts[host] == AGENT_QUICK_DEATHS
+    moved = None
+    end = time.monotonic() + 40
+    while time.monotonic() < end and moved is None:
+        try:
+            moved = run.handle("echo/0", timeout=2).where()
+        except Exception:
+            time.sleep(0.2)
+    assert moved is not None and moved["host"] != host  # it moved to a host that is fine
+    assert run.exit_code is None
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(killed, 10)
