@@ -1,4 +1,4 @@
-"""Chaos benchmark (procs backend): ``kill -9`` a random node every few seconds while a
+"""Chaos benchmark (procs or ssh backend): ``kill -9`` a random node every few seconds while a
 client keeps calling every node, and count what the callers see.
 
 20 courier nodes restart on failure (``max_restarts: 1000``, backoff 0.2 s .. 1 s). Client
@@ -14,9 +14,17 @@ With ``--kill-server S`` the bench also SIGKILLs the fork server every S seconds
 node dies with it and comes back in a new fork server (reported: those kills and the
 time until every node is ready again).
 
+With ``--backend ssh --hosts FILE`` the nodes run on the inventory's hosts, and
+``--kill-agent S`` SIGKILLs the agent of a random host every S seconds (by the pid the
+backend got in its hello, checked to be an agent's; the SSH test hosts share this
+machine's process table): its nodes die with it and come back under a new agent on that
+host. Processes left after the stop are then also counted inside the hosts (``ip netns
+pids``, sshd aside).
+
 Run:  ``.venv/bin/python bench/chaos_bench.py [--quick] [--duration 60] [--interval 2]
-[--kill-server 10]``. Writes bench/results/chaos.json and chaos.md (with
-``--kill-server``: chaos_forkserver.json and chaos_forkserver.md).
+[--kill-server 10] [--backend ssh --hosts examples/hosts/testhosts.yaml --kill-agent 10]``.
+Writes bench/results/chaos.json and chaos.md (with ``--kill-server``:
+chaos_forkserver.*; with ``--kill-agent``: chaos_ssh_agent.*; ssh otherwise: chaos_ssh.*).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import platform
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -78,13 +87,13 @@ class Tally:
                 self.failures[type(error).__name__] += 1
 
 
-def _program(nodes: int) -> Any:
+def _program(nodes: int, target: str = "chaos_bench:Worker") -> Any:
     from topo.api import load
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chaos.yaml"
         path.write_text(
-            f"name: chaos\nnodes:\n  worker:\n    target: 'chaos_bench:Worker'\n"
+            f"name: chaos\nnodes:\n  worker:\n    target: '{target}'\n"
             f"    count: {nodes}\n    restart: {RESTART}\n"
         )
         return load(path).program
@@ -184,6 +193,79 @@ def _server_killer(
                 pass
 
 
+def _is_agent(pid: int) -> bool:
+    """Whether ``pid`` is an ssh agent (not a process that reused an agent's pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"topo.backends.ssh.agent" in f.read()
+    except OSError:
+        return False
+
+
+def _agent_killer(
+    run: Any,
+    ids: list[str],
+    duration: float,
+    interval: float,
+    stop: threading.Event,
+    killed: list[tuple[float, int, list[str]]],
+    seen: set[int],
+    seed: int,
+) -> None:
+    """SIGKILL the agent of a random host every ``interval`` s (0: never) for
+    ``duration`` (noting the nodes on that host); ``seen`` collects every agent pid met
+    (for the orphan check)."""
+    backend = run.launcher.backend
+    rng = random.Random(seed + 1000)
+    end = time.monotonic() + duration
+    while interval > 0 and not stop.wait(interval) and time.monotonic() < end:
+        agents = run.launcher.backend.agent_pids()
+        seen.update(agents.values())
+        up = sorted(h for h, pid in agents.items() if _is_agent(pid))
+        if not up:
+            continue
+        host = rng.choice(up)
+        pid = agents[host]
+        on_it = [n for n in ids if backend.location(n) == host]
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append((time.monotonic(), pid, on_it))
+        except ProcessLookupError:
+            pass
+
+
+def _host_strays(hosts: list[str], timeout: float) -> dict[str, list[int]] | None:
+    """Processes left inside the hosts (network namespaces of the SSH test hosts) but
+    their sshd, after at most ``timeout`` s; None if the hosts are not namespaces here."""
+    import psutil
+
+    def strays() -> dict[str, list[int]] | None:
+        out: dict[str, list[int]] = {}
+        for name in hosts:
+            try:
+                listing = subprocess.run(
+                    ["ip", "netns", "pids", name], capture_output=True, text=True, check=True
+                ).stdout
+            except (OSError, subprocess.CalledProcessError):
+                return None
+            for pid in (int(p) for p in listing.split()):
+                try:
+                    proc = psutil.Process(pid)
+                    if proc.name() == "sshd" or proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                except psutil.NoSuchProcess:
+                    continue
+                out.setdefault(name, []).append(pid)
+        return out
+
+    end = time.monotonic() + timeout
+    left = strays()
+    while left and time.monotonic() < end:
+        time.sleep(0.2)
+        left = strays()
+    return left
+
+
 def chaos(
     nodes: int = 20,
     duration: float = 60,
@@ -193,26 +275,35 @@ def chaos(
     log_dir: Path | None = None,
     seed: int = 0,
     server_interval: float = 0,
+    hosts: Path | None = None,
+    agent_interval: float = 0,
 ) -> dict[str, Any]:
-    """Run the chaos scenario once; the results (see the module docstring)."""
+    """Run the chaos scenario once; the results (see the module docstring). With
+    ``hosts`` (an inventory) on the ssh backend, else on procs."""
     from topo.api import launch
     from topo.testing import wait_gone
 
     rng = random.Random(seed)
-    program = _program(nodes)
+    # the hosts import the project from its root (the launcher's working directory)
+    program = _program(nodes) if hosts is None else _program(nodes, "bench.chaos_bench:Worker")
     ids = [n.id for n in program.nodes]
     tmp = tempfile.TemporaryDirectory() if log_dir is None else None
+    backend = "procs" if hosts is None else "ssh"
     run = launch(
         program,
-        backend="procs",
+        backend=backend,
+        backend_options={} if hosts is None else {"hosts": hosts},
         log_dir=log_dir or Path(tmp.name),  # type: ignore[union-attr]
         ready_timeout=120,
     )
     ready_at: dict[str, list[float]] = {n: [] for n in ids}
+    started: set[int] = set()
 
     def on_event(event: Any) -> None:
         if event.kind == "ready" and event.node in ready_at:
             ready_at[event.node].append(time.monotonic())
+        elif event.kind == "started" and event.pid:
+            started.add(event.pid)
 
     run.launcher.add_listener(on_event)
     tally = Tally(deadline)
@@ -229,10 +320,18 @@ def chaos(
     ]
     killed: list[tuple[float, str, int]] = []
     servers_killed: list[tuple[float, int]] = []
+    agents_killed: list[tuple[float, int, list[str]]] = []
+    agents_seen: set[int] = set()
     server_killer = threading.Thread(
         target=_server_killer,
         args=(run, duration, server_interval, stop, servers_killed),
         name="chaos-server-killer",
+        daemon=True,
+    )
+    agent_killer = threading.Thread(
+        target=_agent_killer,
+        args=(run, ids, duration, agent_interval, stop, agents_killed, agents_seen, seed),
+        name="chaos-agent-killer",
         daemon=True,
     )
     try:
@@ -240,9 +339,11 @@ def chaos(
         for t in threads:
             t.start()
         server_killer.start()
+        agent_killer.start()
         _killer(run, ids, duration, interval, rng, killed)
         stop.set()
         server_killer.join()
+        agent_killer.join()
         elapsed = time.monotonic() - t0
         for t in threads:
             t.join(deadline + HUNG_SLACK_S + 6)
@@ -253,13 +354,21 @@ def chaos(
         recovered = run.wait_ready(30)
         answers = [run.handle(n, timeout=30).ping(0)[0] for n in ids]
         restarts = sum(s.restarts for s in run.status())
+        ssh: Any = run.launcher.backend
+        if hosts is not None:
+            agents_seen.update(ssh.agent_pids().values())
+            agent_restarts = sum(ssh.agent_restarts.values())
+            hosts_lost = dict(ssh.lost)
         code = run.stop(timeout=60)
     finally:
         if run.exit_code is None:
             run.kill()
             run.wait(30)
     pids = run.pids() | {pid for _, pid in servers_killed}
+    if hosts is not None:  # the hosts share this machine's process table
+        pids |= started | agents_seen
     left = wait_gone(pids, 15)
+    on_hosts = None if hosts is None else _host_strays(list(ssh.hosts), 15)
     if tmp is not None:
         tmp.cleanup()
     return {
@@ -272,6 +381,9 @@ def chaos(
             "restart": RESTART,
             "seed": seed,
             "kill_server_every_s": server_interval or None,
+            "backend": backend,
+            "hosts": None if hosts is None else str(hosts),
+            "kill_agent_every_s": agent_interval or None,
         },
         "elapsed_s": round(elapsed, 1),
         **_outcome(tally, elapsed),
@@ -280,6 +392,17 @@ def chaos(
         "recovery_s": _recovery(killed, ready_at),
         "server_kills": len(servers_killed),
         "server_recovery_s": _server_recovery(servers_killed, ready_at),
+        **(
+            {}
+            if hosts is None
+            else {
+                "agent_kills": len(agents_killed),
+                "agent_restarts": agent_restarts,
+                "hosts_lost": hosts_lost,
+                "agent_recovery_s": _agent_recovery(agents_killed, ready_at),
+                "left_on_hosts": on_hosts,
+            }
+        ),
         "all_nodes_answer_after": recovered and answers == [1] * len(ids),
         "exit_code": code,
         "pids_started": len(pids),
@@ -334,6 +457,21 @@ def _server_recovery(
     }
 
 
+def _agent_recovery(
+    killed: list[tuple[float, int, list[str]]], ready_at: dict[str, list[float]]
+) -> dict[str, float | None]:
+    """Seconds from each kill of an agent until every node of its host was ready again."""
+    times = []
+    for t_kill, _pid, nodes in killed:
+        after = [min((t for t in ready_at[n] if t > t_kill), default=None) for n in nodes]
+        if after and None not in after:
+            times.append(max(t for t in after if t is not None) - t_kill)
+    return {
+        "median": round(statistics.median(times), 2) if times else None,
+        "max": round(max(times), 2) if times else None,
+    }
+
+
 def _markdown(res: dict[str, Any], argv: str) -> str:
     c = res["config"]
     fails = ", ".join(f"{k} {v}" for k, v in res["failures"].items()) or "none"
@@ -348,7 +486,22 @@ def _markdown(res: dict[str, Any], argv: str) -> str:
             f"| fork server kill → every node ready again | median {srec_['median']} s, "
             f"max {srec_['max']} s |\n"
         )
-    return f"""# Chaos benchmark (procs backend)
+    if c.get("backend") == "ssh":
+        server += f" On the ssh backend, hosts of `{c['hosts']}`."
+        left = res["left_on_hosts"]
+        srec += f"| processes left inside the hosts after the stop | {_count(left)} |\n"
+    if c.get("kill_agent_every_s"):
+        arec = res["agent_recovery_s"]
+        server += f" The agent of a random host is killed every {c['kill_agent_every_s']:g} s."
+        lost = ", ".join(f"{h}: {w}" for h, w in res["hosts_lost"].items()) or "none"
+        srec = (
+            f"| agent kills / new agents started | {res['agent_kills']} / "
+            f"{res['agent_restarts']} |\n"
+            f"| agent kill → every node of its host ready again | median {arec['median']} s, "
+            f"max {arec['max']} s |\n"
+            f"| hosts lost | {lost} |\n"
+        ) + srec
+    return f"""# Chaos benchmark ({c.get("backend", "procs")} backend)
 
 `{argv}` — Python {platform.python_version()}, {os.cpu_count()} CPUs (shared, noisy).
 
@@ -372,6 +525,13 @@ process every {c["interval_s"]:g} s for {c["duration_s"]:g} s.{server}
 """
 
 
+def _count(left: dict[str, list[int]] | None) -> str:
+    """Processes left inside the hosts, for the table."""
+    if left is None:
+        return "not checked (the hosts are not network namespaces here)"
+    return str(sum(len(pids) for pids in left.values()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=20)
@@ -392,9 +552,24 @@ def main() -> None:
         metavar="S",
         help="also kill -9 the fork server every S seconds (0: never)",
     )
+    ap.add_argument("--backend", choices=("procs", "ssh"), default="procs")
+    ap.add_argument("--hosts", type=Path, metavar="FILE", help="the inventory (ssh backend)")
+    ap.add_argument(
+        "--kill-agent",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="ssh: also kill -9 the agent of a random host every S seconds (0: never)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
+    if (args.backend == "ssh") != (args.hosts is not None):
+        ap.error("--backend ssh needs --hosts FILE, and --hosts is for --backend ssh")
+    if args.kill_agent and args.backend != "ssh":
+        ap.error("--kill-agent needs --backend ssh (only ssh has agents)")
+    if args.kill_server and args.backend != "procs":
+        ap.error("--kill-server needs --backend procs (the ssh agents run the fork servers)")
     duration = 15.0 if args.quick else args.duration
     res = chaos(
         args.nodes,
@@ -404,15 +579,20 @@ def main() -> None:
         args.clients,
         seed=args.seed,
         server_interval=args.kill_server,
+        hosts=args.hosts,
+        agent_interval=args.kill_agent,
     )
     res["load_avg_1min_after"] = round(os.getloadavg()[0], 1)
     argv = " ".join([".venv/bin/python bench/chaos_bench.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "chaos_forkserver" if args.kill_server else "chaos"
+    if args.backend == "ssh":
+        stem = "chaos_ssh_agent" if args.kill_agent else "chaos_ssh"
     (args.out / f"{stem}.json").write_text(json.dumps(res, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(_markdown(res, argv))
     print(_markdown(res, argv))
     ok = not res["hung"] and not res["orphans"] and res["all_nodes_answer_after"]
+    ok = ok and not res.get("left_on_hosts")
     sys.exit(0 if ok else 1)
 
 

@@ -70,13 +70,22 @@ class _Tail:
     def __init__(self, out: _Out) -> None:
         self._out = out
         self._files: dict[str, Path] = {}
+        self._skip: dict[str, int] = {}  # bytes already there when following began
         self._handles: dict[str, Any] = {}
         self._partial: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
     def follow(self, label: str, path: Path) -> None:
+        """Follow ``path`` from its current end (what is there came from an earlier
+        agent of this host, which sent it already)."""
         with self._lock:
-            self._files.setdefault(label, path)
+            if label in self._files:
+                return
+            self._files[label] = path
+            try:
+                self._skip[label] = path.stat().st_size
+            except FileNotFoundError:
+                pass
 
     def poll(self, final: bool = False) -> None:
         with self._lock:
@@ -87,6 +96,7 @@ class _Tail:
                         handle = self._handles[label] = open(path, "rb")
                     except FileNotFoundError:
                         continue
+                    handle.seek(self._skip.pop(label, 0))
                     self._partial[label] = b""
                 while True:
                     data = handle.read(_CHUNK)

@@ -12,15 +12,20 @@ an address the hosts can reach, over CURVE with the run's keys. Agents stream
 process events and log lines back; the log lines land in the run directory's log
 files, where the launcher's usual log source picks them up.
 
-A host whose agent goes quiet (cut off) or whose channel breaks is lost: its
-executables count as exited (killed) so their restart policy applies, on a host
-that fits. The agents end everything they started when the launcher goes away.
+An agent that dies (killed, crashed: sshd reports its exit status or signal) while
+its host's connection works is replaced: its executables are reported lost (naming the
+host, the agent's pid and how it ended) so their restart policy applies, and a new
+agent with the same init starts on that host and takes their restarts. An agent that
+dies within ``AGENT_QUICK_S`` of starting ``AGENT_QUICK_DEATHS`` times in a row, and a
+host whose agent goes quiet (cut off), whose channel breaks or where no new agent can
+start, is lost: its executables count as exited (killed) so their restart policy
+applies, on a host that fits. The agents end everything they started when the
+launcher goes away.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from pathlib import Path
@@ -35,59 +40,24 @@ from topo.backends.base import (
     Sink,
 )
 from topo.backends.logs import append_output, safe_name
-from topo.backends.ssh.hostcheck import CHECK_TIMEOUT_S, check_script, host_diagnostics, judge
+from topo.backends.ssh.hostcheck import (
+    CHECK_TIMEOUT_S,
+    check_script,
+    host_diagnostics,
+    is_local_address,
+    judge,
+    reachable_address,
+)
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
+from topo.backends.ssh.runner import RemoteRunner as _RemoteRunner
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
 
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
-
-
-def reachable_address(address: str, port: int = 22) -> str:
-    """This machine's address on the route to ``address`` (what that host can reach)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect((address, port))  # no packet is sent: only the route is looked up
-        return str(probe.getsockname()[0])
-    finally:
-        probe.close()
-
-
-def _is_local_address(address: str) -> bool:
-    """Whether this machine can listen on ``address``."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((address, 0))
-    except OSError:
-        return False
-    return True
-
-
-class _RemoteRunner(ExecutableRunner):
-    def __init__(self, backend: SshBackend, exe: str, attempt: int, host: str) -> None:
-        self.exe = exe
-        self.attempt = attempt
-        self.pid = 0
-        self.host = host
-        self.known = threading.Event()
-        self._backend = backend
-
-    def kill(self) -> None:
-        channel = self._backend.channels.get(self.host)
-        if channel is None or channel.ended:
-            return
-        self.known.wait(5)
-        channel.send(t="kill", exe=self.exe, attempt=self.attempt)
-
-    def dump_stacks(self, node: str) -> str:
-        channel = self._backend.channels.get(self.host)
-        if channel is None or channel.ended or not self.pid:
-            return ""
-        channel.send(t="stacks", exe=self.exe, attempt=self.attempt)
-        time.sleep(0.5)  # let the dump travel back before the kill that follows
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
+AGENT_QUICK_DEATHS = 3  # this many quick deaths in a row: the host is lost
 
 
 class SshBackend(Backend):
@@ -131,6 +101,15 @@ class SshBackend(Backend):
         self.alive: set[str] = set()
         self.lost: dict[str, str] = {}  # host -> why it was lost
         self.import_errors: dict[str, list[str]] = {}
+        self.agent_restarts: dict[str, int] = {}  # host -> new agents started after deaths
+        self._agent_pid: dict[str, int] = {}  # host -> its current agent's pid (its hello)
+        self._bye: dict[str, str] = {}  # host -> why its agent said it ends
+        self._gen: dict[str, int] = {}  # host -> generation of its current agent
+        self._began: dict[str, float] = {}  # host -> when its current agent started
+        self._quick: dict[str, int] = {}  # host -> quick deaths of its agents in a row
+        self._pending: dict[str, list[_RemoteRunner]] = {}  # host -> spawns awaiting an agent
+        self._init: dict[str, Any] = {}
+        self._opening = {h: threading.Lock() for h in self.hosts}  # one agent start at a time
         self._runners: dict[tuple[str, int], _RemoteRunner] = {}
         self._lock = threading.Lock()
         self._sink: Sink | None = None
@@ -149,7 +128,7 @@ class SshBackend(Backend):
         except TopoError as error:
             return list(error.diagnostics)
         bind = self.network().bind_host
-        if not _is_local_address(bind):
+        if not is_local_address(bind):
             where = self.inventory.path or "the inventory"
             return [
                 Diagnostic(
@@ -200,34 +179,20 @@ class SshBackend(Backend):
         self._job = job
         agents_dir = job.run_dir / "agents"
         agents_dir.mkdir(exist_ok=True, mode=0o700)
-        init = {
+        self._init = {
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
             "disable_run": job.options.disable_run,
             "modules": target_modules(job.program),
             "lease_s": self.lease_s,
         }
-        for name, host in self.hosts.items():
-            try:
-                channel = self.sessions.open_channel(
-                    name,
-                    self._command(host, ["-m", "topo.backends.ssh.agent"]),
-                    lambda msg, name=name: self._on_message(name, msg),
-                    lambda why, name=name: self._host_lost(name, why),
-                    agents_dir / f"{safe_name(name)}.log",
-                    self.lease_s,
-                )
-            except Exception as exc:  # the connection broke since the check: host lost
-                from topo.backends.ssh.session import describe_error
-
-                self.lost[name] = f"its agent could not start: {describe_error(exc)}"
-                with open(agents_dir / f"{safe_name(name)}.log", "a") as log:
-                    log.write(f"topo: host {name} lost before the start: {self.lost[name]}\n")
-                continue
-            run_dir = f"{host.workdir.rstrip('/')}/runs/{job.run_dir.name}/{safe_name(name)}"
-            channel.send(t="init", address=host.address, run_dir=run_dir, **init)
-            self.channels[name] = channel
-            self.alive.add(name)
+        for name in self.hosts:
+            why = self._open_agent(name)
+            if why is None:
+                self.alive.add(name)
+            else:
+                self.lost[name] = f"its agent could not start: {why}"
+                self._note(name, f"host {name} lost before the start: {self.lost[name]}")
         if not self.alive:
             why = "; ".join(f"{h}: {w}" for h, w in self.lost.items())
             raise RuntimeError(f"no host could start an agent ({why})")
@@ -236,14 +201,21 @@ class SshBackend(Backend):
         assert self.placement is not None and self._sink is not None
         with self._lock:
             host = self.placement.relocate(exe, set(self.alive))
-        runner = _RemoteRunner(self, exe, attempt, host or "")
+            runner = _RemoteRunner(self, exe, attempt, host or "")
+            if host is not None:
+                self._runners[(exe, attempt)] = runner
+                if host in self._pending:  # its agent is being replaced: spawn it there
+                    self._pending[host].append(runner)
+                else:
+                    self.channels[host].send(t="spawn", exe=exe, attempt=attempt)
         if host is None:
             self._sink.exited(exe, attempt, 0, -9, "cannot start: no live host fits it")
-            return runner
-        with self._lock:
-            self._runners[(exe, attempt)] = runner
-        self.channels[host].send(t="spawn", exe=exe, attempt=attempt)
         return runner
+
+    def agent_pids(self) -> dict[str, int]:
+        """Host -> pid (on that host) of its current agent, for hosts whose agent is up."""
+        with self._lock:
+            return {h: p for h, p in self._agent_pid.items() if h in self.alive}
 
     def location(self, exe: str) -> str | None:
         if self.placement is None:
@@ -270,6 +242,10 @@ class SshBackend(Backend):
             self._sink.exited(msg["exe"], msg["attempt"], msg["pid"], -9 if code is None else code)
         elif t == "server":
             self.import_errors[host] = list(msg.get("import_errors", []))
+        elif t == "hello":
+            self._agent_pid[host] = int(msg.get("pid", 0))
+        elif t == "bye":
+            self._bye[host] = str(msg.get("reason", ""))
 
     def _append(self, label: str, data: str) -> None:
         """Streamed lines into the run directory's log file of a node or executable."""
@@ -278,13 +254,133 @@ class SshBackend(Backend):
             self._job.run_dir, self._job.program, label, data, self._job.options.log_limit
         )
 
-    def _host_lost(self, host: str, why: str) -> None:
-        """``host``'s agent is gone: its executables count as killed (restart policy)."""
-        self.alive.discard(host)
-        if self._closing or self._sink is None:
+    # -- agents ---------------------------------------------------------------------
+    def _agent_log(self, host: str) -> Path:
+        assert self._job is not None
+        return self._job.run_dir / "agents" / f"{safe_name(host)}.log"
+
+    def _note(self, host: str, text: str) -> None:
+        """A line from the launcher in ``host``'s agent log."""
+        with open(self._agent_log(host), "a") as log:
+            log.write(f"topo: {text}\n")
+
+    def _open_agent(self, host: str) -> str | None:
+        """Start an agent on ``host`` and send it the init; why it could not (None: it
+        started). One at a time per host; each gets a new generation, so that the end
+        of an earlier agent is not taken for the current one's."""
+        from topo.backends.ssh.session import describe_error
+
+        assert self._job is not None
+        spec = self.hosts[host]
+        with self._opening[host]:
+            with self._lock:
+                if self._closing or host in self.lost:
+                    return "the run is stopping" if self._closing else self.lost[host]
+                gen = self._gen[host] = self._gen.get(host, 0) + 1
+                self._agent_pid.pop(host, None)
+                self._bye.pop(host, None)
+                self._began[host] = time.monotonic()
+            try:
+                channel = self.sessions.open_channel(
+                    host,
+                    self._command(spec, ["-m", "topo.backends.ssh.agent"]),
+                    lambda msg: self._on_message(host, msg),
+                    lambda why: self._host_lost(host, why, gen),
+                    self._agent_log(host),
+                    self.lease_s,
+                    on_died=lambda how: self._agent_died(host, gen, how),
+                )
+            except Exception as exc:  # the connection broke: the host is lost
+                return describe_error(exc)
+            workdir = spec.workdir.rstrip("/")
+            run_dir = f"{workdir}/runs/{self._job.run_dir.name}/{safe_name(host)}"
+            channel.send(t="init", address=spec.address, run_dir=run_dir, **self._init)
+            self.channels[host] = channel
+        return None
+
+    def _agent_died(self, host: str, gen: int, how: str) -> None:
+        """``host``'s agent ended by itself (killed, crashed; on the SSH loop's thread):
+        its executables are lost (restart policy) and a new agent starts there, unless
+        its agents keep dying as soon as they start."""
+        if self._closing or self._sink is None or gen != self._gen.get(host):
             return
-        self.lost[host] = why
+        pid = self._agent_pid.get(host)
+        bye = self._bye.get(host)
+        how = f"the agent on host {host}" + (f" (pid {pid})" if pid else "") + f" {how}"
+        how += f" ({bye})" if bye else ""
+        see = f"see agents/{safe_name(host)}.log"
+        quick = time.monotonic() - self._began.get(host, 0.0) < AGENT_QUICK_S
+        gone: list[_RemoteRunner] = []
         with self._lock:
+            deaths = self._quick[host] = self._quick.get(host, 0) + 1 if quick else 0
+            if deaths < AGENT_QUICK_DEATHS:
+                pending = self._pending.setdefault(host, [])
+                gone = [r for r in self._runners.values() if r.host == host and r not in pending]
+                for r in gone:
+                    self._runners.pop((r.exe, r.attempt), None)
+        if deaths >= AGENT_QUICK_DEATHS:
+            self._note(host, f"{how}; host {host} is lost")
+            self._lose(
+                host,
+                f"its agent died {deaths} times within {AGENT_QUICK_S:g}s of starting "
+                f"(the last: {how}; {see})",
+            )
+            return
+        self._note(host, f"{how}; a new agent starts")
+        for r in gone:
+            self._sink.exited(r.exe, r.attempt, r.pid, -9, f"was lost: {how} ({see})")
+        threading.Thread(
+            target=self._replace_agent, args=(host, how), name="topo-ssh-agent", daemon=True
+        ).start()
+
+    def _replace_agent(self, host: str, how: str) -> None:
+        """Start a new agent on ``host`` and send it the spawns that waited for it; the
+        host is lost if none can start (its connection is gone)."""
+        why = self._open_agent(host)
+        with self._lock:
+            if self._closing or host in self.lost:
+                return
+            channel = self.channels.get(host)
+            if why is None and channel is not None:
+                self.agent_restarts[host] = self.agent_restarts.get(host, 0) + 1
+                if channel.ended:  # it died already: the next new agent takes the spawns
+                    return
+                for r in self._pending.pop(host, []):
+                    channel.send(t="spawn", exe=r.exe, attempt=r.attempt)
+                return
+        self._note(host, f"no new agent could start: {why}; host {host} is lost")
+        self._lose(host, f"{how}, and a new agent could not start: {why}")
+
+    def cancel_pending(self, runner: _RemoteRunner) -> bool:
+        """Drop ``runner`` if it still waits for a new agent (reported exited); whether it did."""
+        with self._lock:
+            pending = self._pending.get(runner.host, [])
+            if runner not in pending:
+                return False
+            pending.remove(runner)
+            self._runners.pop((runner.exe, runner.attempt), None)
+        assert self._sink is not None
+        self._sink.exited(runner.exe, runner.attempt, 0, -9, "was stopped before it started")
+        return True
+
+    def _host_lost(self, host: str, why: str, gen: int | None = None) -> None:
+        """``host``'s agent (of generation ``gen``) went quiet or its channel broke (on the
+        SSH loop's thread)."""
+        if gen is not None and gen != self._gen.get(host):
+            return
+        if self._closing or self._sink is None:
+            self.alive.discard(host)
+            return
+        self._lose(host, why)
+
+    def _lose(self, host: str, why: str) -> None:
+        """``host`` is lost for the rest of the run: its executables (and those waiting
+        for a new agent there) count as killed, so their restart policy applies elsewhere."""
+        assert self._sink is not None
+        with self._lock:
+            self.alive.discard(host)
+            self.lost[host] = why
+            self._pending.pop(host, None)
             gone = [r for r in self._runners.values() if r.host == host]
             for r in gone:
                 self._runners.pop((r.exe, r.attempt), None)
@@ -293,9 +389,15 @@ class SshBackend(Backend):
 
     def close(self) -> None:
         self._closing = True
-        for channel in self.channels.values():
+        with self._lock:
+            self._pending.clear()
+        for host in self.hosts:  # no agent starts after this
+            with self._opening[host]:
+                pass
+        channels = list(self.channels.values())
+        for channel in channels:
             channel.send(t="shutdown")
-        for channel in self.channels.values():
+        for channel in channels:
             channel.close()
         self.channels.clear()
         if self.sessions is not None:

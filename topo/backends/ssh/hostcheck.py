@@ -4,12 +4,14 @@ One command per host (run on all hosts at once) answers: is the interpreter
 there, which Python it is, does topo import at the launcher's version, and does
 every target module of the program import there (with the same ``PYTHONPATH``
 and working directory the agent will have). All failing hosts are reported
-together, one diagnostic each, and nothing is started.
+together, one diagnostic each, and nothing is started. Also: which address of this
+machine the hosts reach, and whether the launcher can listen on an address.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Mapping
 
@@ -93,3 +95,23 @@ def host_diagnostics(
         )
         for name, why in failures.items()
     ]
+
+
+def reachable_address(address: str, port: int = 22) -> str:
+    """This machine's address on the route to ``address`` (what that host can reach)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((address, port))  # no packet is sent: only the route is looked up
+        return str(probe.getsockname()[0])
+    finally:
+        probe.close()
+
+
+def is_local_address(address: str) -> bool:
+    """Whether this machine can listen on ``address``."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:
+        return False
+    return True

@@ -141,9 +141,12 @@ class Sessions:
         on_end: Callable[[str], None],
         stderr_file: Path,
         lease_s: float,
+        on_died: Callable[[str], None] | None = None,
     ) -> Channel:
-        """Start ``command`` (an agent) on ``host`` and talk JSON lines with it."""
-        channel = Channel(self, host, on_message, on_end, stderr_file, lease_s)
+        """Start ``command`` (an agent) on ``host`` and talk JSON lines with it. ``on_end``
+        hears why the channel ended; ``on_died`` (if given) instead hears how the agent
+        ended when it ended by itself (an exit status or signal came back over SSH)."""
+        channel = Channel(self, host, on_message, on_end, stderr_file, lease_s, on_died)
         self.call(channel.start(command), CONNECT_TIMEOUT_S)
         return channel
 
@@ -179,11 +182,13 @@ class Channel:
         on_end: Callable[[str], None],
         stderr_file: Path,
         lease_s: float,
+        on_died: Callable[[str], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.host = host
         self._on_message = on_message
         self._on_end = on_end
+        self._on_died = on_died
         self._stderr_file = stderr_file
         self._lease_s = lease_s
         self._last_heard = time.monotonic()
@@ -231,7 +236,28 @@ class Channel:
         except (asyncssh.Error, OSError) as exc:
             self._end(f"the SSH channel broke: {describe_error(exc)}")
             return
-        self._end("the agent's channel closed")
+        how = await self._how_it_exited()
+        if how is None:
+            self._end("the agent's channel closed")
+        else:
+            self._end(how, died=True)
+
+    async def _how_it_exited(self) -> str | None:
+        """How the remote command ended (its exit status or signal, as sshd reports
+        it); None when the channel closed without saying (e.g. the connection broke)."""
+        assert self._process is not None
+        try:
+            await asyncio.wait_for(self._process.wait_closed(), 2)
+        except (TimeoutError, asyncssh.Error, OSError):
+            pass
+        signal = self._process.exit_signal
+        if signal is not None:
+            name, core_dumped = signal[0], signal[1]
+            return f"was killed by SIG{name}" + (" (core dumped)" if core_dumped else "")
+        status = self._process.exit_status
+        if status is not None and status >= 0:
+            return f"exited with code {status}"
+        return None
 
     async def _read_stderr(self) -> None:
         assert self._process is not None
@@ -256,7 +282,7 @@ class Channel:
             elif not self._heard and silent > START_S:
                 self._end(f"its agent did not start within {START_S:g}s")
 
-    def _end(self, reason: str) -> None:
+    def _end(self, reason: str, died: bool = False) -> None:
         if self.ended:
             return
         self.ended = True
@@ -265,7 +291,10 @@ class Channel:
                 self._process.close()
             except Exception:
                 pass
-        self._on_end(reason)
+        if died and self._on_died is not None:
+            self._on_died(reason)
+        else:
+            self._on_end(reason)
 
     def close(self) -> None:
         """Close stdin (the agent ends everything at EOF) and wait a little for it."""
