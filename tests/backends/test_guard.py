@@ -12,6 +12,8 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from topo.backends import guard
 from topo.testing import alive, wait_gone
 
@@ -50,48 +52,62 @@ def test_a_threads_processes_are_its_own() -> None:
     assert not wait_gone([pid_a, started["b"][1]], 5)
 
 
-# A process that starts a guard, then two sleeps (one detached), prints their pids and
-# the guard's, then waits: killed (-9), or told to leave cleanly ("bye" on stdin).
+# A process that starts a guard and prints its pid; on "go" starts two sleeps (one
+# detached), tells the guard of them and prints their pids, then waits: killed (-9), or
+# told to leave cleanly ("bye" on stdin).
 WATCHED = textwrap.dedent("""
     import subprocess, sys
     from topo.backends import guard
     g = guard.start_guard(sys.argv[1])
+    print(g.pid, flush=True)
+    sys.stdin.readline()
     out = subprocess.DEVNULL  # not our stdout: the test reads it to its end
     kids = [subprocess.Popen(["sleep", "600"], stdout=out),
             subprocess.Popen(["sleep", "600"], stdout=out, start_new_session=True)]
-    guard.poke(g)
-    print(g.pid, *(k.pid for k in kids), flush=True)
+    guard.note(g, guard.tree(k.pid for k in kids))
+    print(*(k.pid for k in kids), flush=True)
     if sys.stdin.readline() == "bye\\n":
         guard.stop_guard(g)
         print("done", flush=True)
 """)
 
 
-def _watched(ipc_dir: Path) -> tuple[subprocess.Popen[str], int, list[int]]:
+def _watched(ipc_dir: Path, frozen: bool = False) -> tuple[subprocess.Popen[str], int, list[int]]:
+    """The watched process, its guard's pid and its two sleeps; ``frozen``: the guard is
+    stopped (SIGSTOP) before the sleeps start, so it can only learn of them from the note."""
     proc = subprocess.Popen(
         [sys.executable, "-c", WATCHED, str(ipc_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
-    guard_pid, *kids = (int(x) for x in proc.stdout.readline().split())
+    assert proc.stdout is not None and proc.stdin is not None
+    guard_pid = int(proc.stdout.readline())
+    if frozen:
+        os.kill(guard_pid, signal.SIGSTOP)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    kids = [int(x) for x in proc.stdout.readline().split()]
     return proc, guard_pid, kids
 
 
-def test_the_guard_ends_what_a_killed_process_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize("frozen", [False, True], ids=["guard-running", "guard-frozen"])
+def test_the_guard_ends_what_a_killed_process_started(tmp_path: Path, frozen: bool) -> None:
+    # Frozen: the guard has not run since the sleeps started and the launcher died, so
+    # their parent is gone before any scan could see them: only the note names them.
     ipc_dir = tmp_path / "sockets"
     ipc_dir.mkdir()
-    proc, guard_pid, kids = _watched(ipc_dir)
+    proc, guard_pid, kids = _watched(ipc_dir, frozen)
     try:
         assert alive(kids) == kids
-        threading.Event().wait(0.3)  # the poke is read
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)  # at once: no time for a scan
         proc.wait(10)
+        if frozen:
+            os.kill(guard_pid, signal.SIGCONT)
         assert not wait_gone([*kids, guard_pid], 10)
         assert not ipc_dir.exists()
     finally:
-        for pid in alive(kids):
+        for pid in alive([*kids, guard_pid]):
             os.kill(pid, signal.SIGKILL)
 
 

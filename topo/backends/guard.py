@@ -10,8 +10,10 @@ child of the launcher. Two things end those processes:
 * the launcher's death (``kill -9``, or a node's ``os._exit``): a small guard
   process (``python -I -S .../guard.py``), tied to the launcher by a pipe and by its
   pid, notes every process below the launcher that was not there when the run opened
-  (every ``SCAN_INTERVAL_S``, and at once when the launcher writes ``SCAN``: a node
-  reported), and when the launcher is gone kills the ones it noted, with their
+  (every ``SCAN_INTERVAL_S``), is told at once which processes a node thread started
+  (``note``: the launcher writes them into the pipe before the node's report goes on, so
+  they are in the pipe even if the guard has not run since), and when the launcher is
+  gone reads what is left in the pipe, kills every process noted, with their
   descendants, and removes the run's socket directory.
 
 A process is named by (pid, start time in clock ticks since boot): a pid alone can be
@@ -32,7 +34,7 @@ from collections.abc import Iterable
 
 SCAN_INTERVAL_S = 0.2  # how often the guard notes the processes below the launcher
 BYE = b"bye\n"  # the launcher closes the run cleanly: the guard leaves everything alone
-SCAN = b"."  # the launcher asks for a scan now (a node reported: it may have started some)
+NOTE = b"+"  # a line ``+pid:start,...``: processes a node thread started (the launcher saw)
 HELPERS = ("topo.backends.forkserver", "topo/backends/guard.py")  # a run's helpers (cmdline)
 
 Proc = tuple[int, int]  # (pid, start time in clock ticks since boot)
@@ -186,12 +188,35 @@ def start_guard(ipc_dir: str | None = None) -> subprocess.Popen[bytes]:
     )
 
 
-def poke(proc: subprocess.Popen[bytes]) -> None:
-    """Have the guard note the processes below this one now, not at its next scan."""
+def note(proc: subprocess.Popen[bytes], procs: Iterable[Proc]) -> None:
+    """Tell the guard of ``procs`` (a node thread started them): once written, they die with
+    this process even if it dies before the guard's next scan."""
     with contextlib.suppress(OSError, ValueError):
         assert proc.stdin is not None
-        proc.stdin.write(SCAN)
+        proc.stdin.write(NOTE + encode(procs).encode() + b"\n")
         proc.stdin.flush()
+
+
+def _told(lines: bytes) -> set[Proc]:
+    """The processes named by the complete ``+pid:start,...`` lines of ``lines``."""
+    out: set[Proc] = set()
+    for line in lines.split(b"\n"):
+        if line.startswith(NOTE):
+            with contextlib.suppress(ValueError):
+                out |= decode(line[len(NOTE) :].decode())
+    return out
+
+
+def _drain(fd: int) -> bytes:
+    """What is in the pipe now, without waiting (its writer may be gone, or a forked
+    child of it may still hold the write end)."""
+    out = b""
+    while select.select([fd], [], [], 0)[0]:
+        data = os.read(fd, 65536)
+        if not data:
+            break
+        out += data
+    return out
 
 
 def stop_guard(proc: subprocess.Popen[bytes]) -> None:
@@ -218,22 +243,26 @@ def guard(launcher: int, launcher_start: int, ipc_dir: str, baseline: set[Proc])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
     me = os.getpid()
     noted: set[Proc] = set()
-    said = b""
+    said = b""  # what the launcher wrote, from the last incomplete line on
     while True:
         readable, _, _ = select.select([0], [], [], SCAN_INTERVAL_S)
         gone = start_time(launcher) != launcher_start or os.getppid() != launcher
         if readable and not gone:
-            data = os.read(0, 4096)
-            said = (said + data)[-len(BYE) :]
-            if said == BYE:
+            data = os.read(0, 65536)
+            said += data
+            if said.endswith(BYE):
                 return 0
             gone = not data  # EOF without a goodbye: the launcher died
         if gone:
-            kill_procs(noted)
+            said += _drain(0)
+            if said.endswith(BYE):  # it said goodbye just before it ended
+                return 0
+            kill_procs(noted | _told(said))
             if ipc_dir:
                 shutil.rmtree(ipc_dir, ignore_errors=True)
             return 0
-        noted = live(noted) | new_below(launcher, baseline, me)
+        lines, _, said = said.rpartition(b"\n")
+        noted = live(noted | _told(lines)) | new_below(launcher, baseline, me)
 
 
 def main(argv: list[str]) -> int:
@@ -241,7 +270,12 @@ def main(argv: list[str]) -> int:
     launcher = int(argv[0])
     started = start_time(launcher)
     if started is None or os.getppid() != launcher:
-        return 0  # the launcher is already gone: nothing of this run can be told apart
+        # The launcher died before this guard ran: no scan can tell its processes apart
+        # any more, but what it wrote into the pipe names the ones its nodes started.
+        kill_procs(_told(_drain(0)))
+        if argv[1]:
+            shutil.rmtree(argv[1], ignore_errors=True)
+        return 0
     return guard(launcher, started, argv[1], decode(argv[2]))
 
 

@@ -22,8 +22,10 @@ what started it (see ``topo.backends.guard``):
 
 Limits: a process started by a thread other than a node's own (an RPC handler, a
 thread the node made) cannot be told from the launcher's own and ends at close,
-not with its node; one started less than ``guard.SCAN_INTERVAL_S`` before the
-launcher is killed may escape the guard; one a node detached by a double fork
+not with its node; one that no node thread reported after starting it and that was
+started less than ``guard.SCAN_INTERVAL_S`` before the launcher is killed may escape
+the guard (the processes a node thread started are told to the guard before its report
+goes on); one a node detached by a double fork
 (its parent exited) is re-parented away from the launcher and escapes all of it.
 Run such code with ``--backend procs``.
 """
@@ -70,7 +72,11 @@ CHILD_GRACE_S = 1.0  # SIGTERM -> SIGKILL for the processes nodes left behind at
 
 class _ThreadRunner(ExecutableRunner):
     def __init__(
-        self, exe: str, attempt: int, sink: Sink, noted: Callable[[], None] = lambda: None
+        self,
+        exe: str,
+        attempt: int,
+        sink: Sink,
+        noted: Callable[[set[guard.Proc]], None] = lambda procs: None,
     ) -> None:
         self.exe = exe
         self.attempt = attempt
@@ -81,7 +87,7 @@ class _ThreadRunner(ExecutableRunner):
         self.servers: list[NodeServer] = []
         self._threads: dict[int, threading.Thread] = {}  # the node threads seen, by native id
         self.procs: set[guard.Proc] = set()  # processes its node threads started
-        self._noted = noted  # tell the guard to look now
+        self._noted = noted  # tell the guard of processes its node threads started
 
     def note_thread(self) -> None:
         """The calling thread is one of this attempt's nodes: note what it started."""
@@ -89,16 +95,17 @@ class _ThreadRunner(ExecutableRunner):
         with self._lock:
             if me.native_id is not None:
                 self._threads[me.native_id] = me
-        if self._note():
-            self._noted()
+        new = self._note()
+        if new:
+            self._noted(new)
 
-    def _note(self) -> bool:
-        """Note what the live node threads started; whether anything new was found."""
+    def _note(self) -> set[guard.Proc]:
+        """Note what the live node threads started; the processes not noted before."""
         with self._lock:
             threads = [(tid, t) for tid, t in self._threads.items() if t.is_alive()]
         found = set().union(*(guard.thread_tree(tid) for tid, _t in threads))
         with self._lock:
-            new = bool(found - self.procs)
+            new = found - self.procs
             self.procs |= found
         return new
 
@@ -234,11 +241,11 @@ class ThreadsBackend(Backend):
         threading.Thread(target=main, name=f"topo-exe-{exe}", daemon=True).start()
         return runner
 
-    def _poke_guard(self) -> None:
-        """Have the guard note the processes below the launcher now, not at its next scan."""
+    def _poke_guard(self, procs: set[guard.Proc]) -> None:
+        """Tell the guard of processes a node thread started (before its report goes on)."""
         if self._guard is not None:
             with self._guard_lock:
-                guard.poke(self._guard)
+                guard.note(self._guard, procs)
 
     def _new_processes(self) -> set[guard.Proc]:
         """The processes below this one that appeared since ``open`` (helpers excepted)."""
