@@ -103,11 +103,28 @@ def test_a_replay_whose_port_was_taken_restarts_on_another_and_its_client_follow
     assert user.insert([1, 2, 3]) == 3
     first = run.handle("replay", timeout=60).address()
     victim = run.launcher.pids()["replay"]
-    os.kill(victim, signal.SIGKILL)
-    assert not wait_gone([victim], 15)
-    with socket.socket() as squatter:  # holds the port while the replay restarts
+    # The fork server is frozen while the replay dies and the squatter takes its port: the
+    # restart cannot begin (and bind the port first) until the squatter holds it.
+    (server,) = run.launcher.backend.helper_pids()
+    os.kill(server, signal.SIGSTOP)
+    try:
+        os.kill(victim, signal.SIGKILL)
+        assert not wait_gone([victim], 15)
+        squatter = socket.socket()
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        squatter.bind(("", int(first.rpartition(":")[2])))
+        # Its threads may still be ending (and holding its sockets) after the main one
+        # shows as a zombie: wait for the port, which nothing else can take meanwhile.
+        end = time.monotonic() + 30
+        while True:
+            try:
+                squatter.bind(("", int(first.rpartition(":")[2])))
+                break
+            except OSError:
+                assert time.monotonic() < end, "the killed replay's port was never freed"
+                time.sleep(0.05)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    with squatter:  # holds the port while the replay restarts
         squatter.listen()
         deadline = time.monotonic() + 60
         replay = run.launcher.nodes["replay"]
