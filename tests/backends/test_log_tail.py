@@ -113,6 +113,31 @@ def test_rotation_is_followed_and_append_is_not_relayed(tmp_path: Path) -> None:
     assert "ValueError: hidden" in (tmp_path / "n.log.1").read_text()
 
 
+def test_close_shows_the_end_of_the_output_after_a_rotation_with_a_slow_listener(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "n.log"
+    log.touch()
+    got = Collect(delay=0.001)  # ~1000 lines/s: the relay is far behind the writer
+    tailer = LogTailer({"n": log}, got, interval=0.02)
+    tailer.start()
+    with open(log, "ab") as f:
+        f.write(_lines(0, 50_000))  # 3.6 MB, unread when the file rotates
+    _wait(lambda: len(got.lines) >= 10)
+    rotate(log, 2)
+    with open(log, "ab") as f:
+        f.write(_lines(50_000, 5))
+    t0 = time.monotonic()
+    tailer.close()
+    took = time.monotonic() - t0
+    text = got.text()
+    assert text[-5:] == _lines(50_000, 5).decode().splitlines()  # the end of the output
+    assert took < tail.CLOSE_S + 1.5
+    assert len(text) < 50_000  # the rotated file's unread rest was skipped, said in a line
+    assert any("skipped" in t for t in text)
+    assert all(LINE.match(t) or "skipped" in t for t in text)  # no torn line
+
+
 def test_append_and_close_do_not_wait_for_a_stuck_emit(tmp_path: Path) -> None:
     log = tmp_path / "n.log"
     log.touch()

@@ -109,7 +109,7 @@ class LogTailer:
         return more
 
     def _round(self, f: _Followed, budget: int, final: bool) -> bool:
-        self._follow_rotation(f)
+        self._follow_rotation(f, final)
         handle = f.handle
         size = os.fstat(handle.fileno()).st_size
         pos = handle.tell()
@@ -121,13 +121,15 @@ class LogTailer:
         if size - pos > (budget if final else MAX_BEHIND) or (lagging and size - pos > ROUND):
             self._skip(f, size)
         done = 0
-        while done < budget:
+        # A closing tailer's relay stops between chunks, so close() comes to its final
+        # round (the end of each file) soon even when the listeners are slow.
+        while done < budget and (final or not self._closed.is_set()):
             at = handle.tell()
             data = handle.read(min(CHUNK, budget - done))
             if not data:
                 break
             done += len(data)
-            self._feed(f, self._unhidden(f, data, at))
+            self._feed(f, self._unhidden(f, data, at), final)
         if final:
             self._flush_partial(f)
         if f.skipped and not f.resync:
@@ -149,8 +151,10 @@ class LogTailer:
             f.resync = handle.read(1) != b"\n"
         handle.seek(target)
 
-    def _feed(self, f: _Followed, data: bytes) -> None:
-        """Relay the complete lines of ``data`` (what follows ``f.partial``)."""
+    def _feed(self, f: _Followed, data: bytes, final: bool = False) -> None:
+        """Relay the complete lines of ``data`` (what follows ``f.partial``); once the
+        tailer closes, the relay's lines not yet shown count as skipped, so ``close`` can
+        show the end of each file without waiting for slow listeners."""
         if f.resync or f.cutting:
             newline = data.find(b"\n")
             if newline < 0:
@@ -162,7 +166,10 @@ class LogTailer:
         if f.skipped:
             self._say_skipped(f)
         *lines, rest = (f.partial + data).split(b"\n")
-        for line in lines:
+        for i, line in enumerate(lines):
+            if not final and self._closed.is_set():
+                f.skipped += sum(len(left) + 1 for left in lines[i:])
+                break
             self._line(f.label, line)
         if len(rest) > MAX_LINE:
             self._line(f.label, rest[:MAX_LINE], f" [… line cut at {size_text(MAX_LINE)}]")
@@ -188,15 +195,22 @@ class LogTailer:
             self._line(f.label, f.partial)
         f.partial, f.resync, f.cutting = b"", False, False
 
-    def _follow_rotation(self, f: _Followed) -> None:
-        """Once a rotated file is read to its end, go on with the new file of its name."""
+    def _follow_rotation(self, f: _Followed, final: bool = False) -> None:
+        """Once a rotated file is read to its end, go on with the new file of its name
+        (at close at once: what is shown last is the end of the output)."""
         try:
             now = os.stat(f.path)
         except FileNotFoundError:  # between the rename and the new file
             return
         mine = os.fstat(f.handle.fileno())
-        if _inode(now) == _inode(mine) or f.handle.tell() < mine.st_size:
+        if _inode(now) == _inode(mine):
             return
+        rest = mine.st_size - f.handle.tell()
+        if rest > 0 and not final:
+            return
+        if rest > 0:  # the old file's unread end, and the line begun before it: skipped
+            f.skipped += rest + len(f.partial)
+            f.partial, f.resync, f.cutting = b"", False, False
         self._flush_partial(f)
         new = open(f.path, "rb")  # closed by LogTailer.close
         f.handle.close()
