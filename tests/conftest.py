@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 import textwrap
 import types
 from collections.abc import Callable, Iterator
@@ -19,6 +23,11 @@ from topo.ir import Program
 # The topo_launch fixture (starts programs, checks by pid that nothing is left behind).
 pytest_plugins = ["topo.testing"]
 
+
+# Runs the tests start are listed in a state directory of their own, not the user's
+# (`topo ps`); every subprocess inherits it.
+os.environ["TOPO_HOME"] = tempfile.mkdtemp(prefix="topo-home-")
+atexit.register(shutil.rmtree, os.environ["TOPO_HOME"], True)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "topologies"

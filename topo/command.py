@@ -17,7 +17,8 @@ def main() -> None:
     from topo.api import close_early, named_backend, warm_early
 
     args = sys.argv[1:]
-    if args[:1] == ["run"] and not {"-h", "--help"} & set(args):
+    # `topo run -d` only starts the launcher, which warms its own backend.
+    if args[:1] == ["run"] and not {"-h", "--help", "-d", "--detach"} & set(args):
         if named_backend(args[1:]) == "procs":
             from topo.backends.procs import ProcsBackend
 

@@ -114,11 +114,13 @@ def write_marker(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def display_line(line: str) -> str | None:
-    """A log file line as the live view shows it: without its timestamp; None for a
-    marker line."""
-    line = _STAMP.sub("", line, count=1)
-    return None if line.startswith(MARKER) else line
+def display_line(line: str, stamp: bool = False) -> str | None:
+    """A log file line as the live view shows it: without its timestamp (unless
+    ``stamp``); None for a marker line."""
+    bare = _STAMP.sub("", line, count=1)
+    if bare.startswith(MARKER):
+        return None
+    return line if stamp else bare
 
 
 class Stamped(io.TextIOBase):

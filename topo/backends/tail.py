@@ -79,8 +79,10 @@ class LogTailer:
         emit: Callable[[str, str], None],
         interval: float = 0.1,
         limit: LogLimit | None = None,
+        stamps: bool = False,
     ) -> None:
         self._files = files
+        self._stamps = stamps  # keep each line's timestamp (``topo logs -f -t``)
         self._emit = emit
         self._interval = interval
         self._limit = limit
@@ -177,7 +179,7 @@ class LogTailer:
         f.partial = rest
 
     def _line(self, label: str, line: bytes, tail: str = "") -> None:
-        shown = display_line(line.decode("utf-8", "replace").rstrip("\r"))
+        shown = display_line(line.decode("utf-8", "replace").rstrip("\r"), self._stamps)
         if shown is not None:
             self._emit(label, shown + tail)
 

@@ -7,7 +7,18 @@ import importlib
 from topo.cli.app import app
 
 # Each command module registers itself on ``app`` when imported.
-for _module in ("validate", "plan", "schema", "graph", "run", "plot", "export"):
+for _module in (
+    "validate",
+    "plan",
+    "schema",
+    "graph",
+    "run",
+    "plot",
+    "export",
+    "operate",
+    "logs",
+    "attach",
+):
     importlib.import_module(f"topo.cli.{_module}")
 
 

@@ -95,6 +95,15 @@ def run(
             help="Live table (default: when stdout is a terminal) or prefixed log lines.",
         ),
     ] = None,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            "-d",
+            help="Return once every node is up and leave the run going on in the background "
+            "(prints its id: then topo ps / status / logs / attach / stop).",
+        ),
+    ] = False,
     plot: Annotated[
         bool,
         typer.Option(
@@ -105,7 +114,14 @@ def run(
     ] = False,
 ) -> None:
     """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
+    if detach:
+        _detach(log_dir)
     from topo.api import prepare
+    from topo.runs.detach import Detached
+
+    detached = Detached.take()
+    if detached is not None:  # the launcher of `topo run -d`: its output goes to a file
+        live, quiet = False, False
     from topo.backends.base import BackendNotFound, BackendOptionError
 
     name, options = chosen_backend(ctx)
@@ -158,17 +174,22 @@ def run(
     try:
         if use_table:
             view = TableView(launcher, console)
-        elif not quiet:
-            view = LinesView(launcher, console)
+        elif not quiet:  # detached: node output is in the node logs already
+            view = LinesView(launcher, console, logs=detached is None)
         if view is not None:
             launcher.add_listener(view)
         try:
             launcher.start()
         except TopoError as refused:  # e.g. no run directory can be made there; nothing runs
             raise fail(refused) from None
+        if detached is not None:
+            detached.settle(launcher.run_dir)
         while launcher.wait(0.2) is None:
-            pass
+            if detached is not None and launcher.ready_at is not None:
+                detached.say_ready(launcher.run_id, launcher.run_dir)
     finally:
+        if detached is not None:
+            detached.close()
         if view is not None:
             view.close()
         for s, handler in previous.items():
@@ -179,6 +200,25 @@ def run(
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _detach(log_dir: Path) -> None:
+    """``topo run -d``: start the launcher in the background, return once it is up."""
+    from topo.runs.detach import launch
+
+    code, answer = launch(sys.argv[1:], log_dir)
+    if answer is None:
+        raise typer.Exit(code)
+    run_id, run_dir = answer["id"], answer["run_dir"]
+    stderr.print(
+        Text(
+            f"✓ run {run_id} goes on in the background — topo attach {run_id} · "
+            f"topo logs -f {run_id} · topo stop {run_id}",
+            style="green",
+        )
+    )
+    typer.echo(f"{run_id} {run_dir}")
+    raise typer.Exit(0)
 
 
 def _plot(run_dir: Path) -> None:

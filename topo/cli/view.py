@@ -188,13 +188,14 @@ class LinesView:
 class TableView:
     """A rich live table of every node, refreshed a few times a second."""
 
-    def __init__(self, launcher: Launcher, console: Console) -> None:
+    def __init__(self, launcher: Launcher, console: Console, start: bool = True) -> None:
         self.launcher = launcher
         self.console = console
         self.live = Live(
             console=console, refresh_per_second=4, transient=False, get_renderable=self.render
         )
-        self.live.start()
+        if start:  # else only ``render`` is used (``topo status``)
+            self.live.start()
 
     def render(self) -> Table:
         """The table as of now."""

@@ -29,6 +29,9 @@ from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource,
 from topo.backends.logs import make_run_dir
 from topo.diagnostics import TopoError
 from topo.ir import Program
+from topo.runs import index
+from topo.runs.control import ControlServer
+from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.preflight import preflight
@@ -58,6 +61,9 @@ class Launcher(Sink):
         self.run_dir: Path = Path()
         self.registry: RegistryServer | None = None
         self.metrics: MetricsStore | None = None
+        self.run_id = ""
+        self.control: ControlServer | None = None
+        self._launcher = launcher_record()
         self._state = RunState.of(program, [d.headline() for d in found if d.severity != "error"])
         self._supervisor = Supervisor(program, backend, self._state, self._emit, self.grace_s)
         self._listeners: list[Listener] = []
@@ -132,6 +138,9 @@ class Launcher(Sink):
         the backend's ``open``."""
         opts = self.options
         self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
+        self.run_id = index.new_run_id()
+        self.control = ControlServer(self.run_dir, self._on_control)
+        index.register(self.run_id, self.run_dir, opts.log_dir)
         recorder = StatusRecorder(self.run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
         self.metrics = MetricsStore(self.run_dir, self.nodes, self.warnings.append)
@@ -167,12 +176,18 @@ class Launcher(Sink):
             self._tailer.close()
         if self.registry is not None:
             self.registry.close()
+        if self.control is not None:
+            self.control.close()
         if self.metrics is not None:
             self.metrics.close()
 
-    def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
-        """Stop the program: stop event, grace period, then kill. ``code`` is the exit code
-        of a clean stop (e.g. 130 for Ctrl-C)."""
+    def request_stop(
+        self, reason: str = "stop requested", code: int = 0, grace_s: float | None = None
+    ) -> None:
+        """Stop the program: stop event, grace period (``grace_s``, else the run's), then
+        kill. ``code`` is the exit code of a clean stop (e.g. 130 for Ctrl-C)."""
+        if grace_s is not None and not self._supervisor.stopping:
+            self.grace_s = self._supervisor.grace_s = grace_s
         self._supervisor.request_stop(reason, code)
 
     def kill(self) -> None:
@@ -200,6 +215,29 @@ class Launcher(Sink):
         """True once the run ended."""
         return self._done.is_set()
 
+    @property
+    def phase(self) -> str:
+        """starting (until every node was up once), running, stopping, or ended."""
+        if self.exit_code is not None:
+            return "ended"
+        if self._supervisor.stopping:
+            return "stopping"
+        return "running" if self.ready_at is not None else "starting"
+
+    def _on_control(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A request from ``topo stop`` (or another client) on the control channel."""
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "state": self.phase}
+        if op == "stop":
+            grace = request.get("grace")
+            by = request.get("by") or "topo stop"
+            self.request_stop(by, 0, None if grace is None else float(grace))
+            if request.get("kill"):
+                self.kill()
+            return {"ok": True, "state": self.phase, "grace_s": self.grace_s}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
     def pids(self) -> dict[str, int]:
         """Executable id -> pid of its current attempt (running ones)."""
         return {
@@ -210,10 +248,14 @@ class Launcher(Sink):
         """The final status summary (``status.json``)."""
         now = time.time()
         return {
+            "id": self.run_id,
             "program": self.program.name,
             "backend": self.backend.name,
-            "state": "ended" if self.exit_code is not None else "running",
+            "state": self.phase,
             "updated": now,
+            "launcher": self._launcher,
+            "control": None if self.control is None else self.control.path,
+            "grace_s": self.grace_s,
             "exit_code": self.exit_code,
             "stop_reason": self.stop_reason,
             "failure": None if self.failure is None else vars(self.failure),
@@ -228,6 +270,7 @@ class Launcher(Sink):
                 {
                     "id": n.id,
                     "executable": n.exe,
+                    "group": self.program.node_index[n.id].group,
                     "state": n.state,
                     "pid": n.pid,
                     "host": self.backend.location(n.exe),
@@ -236,6 +279,7 @@ class Launcher(Sink):
                     "metrics": n.metrics,
                     "stalled_s": n.stalled_s,
                     "busy": n.busy,
+                    "last_line": n.last_line[-500:],
                 }
                 for n in self.nodes.values()
             ],

@@ -115,6 +115,11 @@ class Supervisor(Sink):
 
     # -- the supervisor's thread --------------------------------------------------
     @property
+    def stopping(self) -> bool:
+        """True once the run is being stopped (its grace, then the kill)."""
+        return self._stopping
+
+    @property
     def stop_code(self) -> int:
         """The exit code the run ends with: 0 clean stop, 1 a node failed, or the code
         the stop was asked with."""

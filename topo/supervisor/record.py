@@ -3,6 +3,8 @@
 * ``status.json`` is rewritten (atomically, at most twice a second) whenever the
   status changes, not only at the end: if the launcher dies, the file still says
   which nodes were running and in what state.
+* It is also rewritten every ``HEARTBEAT_S`` seconds when nothing changed: with the
+  launcher's pid and start time in it, a reader tells a live run from a lost one.
 * ``crash.log`` (threads backend) is written by ``topo.backends.crash``.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 STATUS_FILE = "status.json"
+HEARTBEAT_S = 2.0
 
 
 def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -35,14 +38,17 @@ class StatusRecorder:
         self._summary = summary
         self._interval = interval
         self._next = 0.0
+        self._beat = 0.0
         self.dirty = True
 
     def tick(self, now: float) -> None:
-        """Write if the status changed and the last write is ``interval`` old."""
-        if not self.dirty or now < self._next:
+        """Write if the status changed and the last write is ``interval`` old, or if the
+        last write is ``HEARTBEAT_S`` old."""
+        if (not self.dirty or now < self._next) and now < self._beat:
             return
         self.dirty = False
         self._next = now + self._interval
+        self._beat = now + HEARTBEAT_S
         try:
             write_status(self._run_dir, self._summary())
         except OSError:
