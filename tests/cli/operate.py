@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 
+from topo import testing
+
 ROOT = Path(__file__).resolve().parents[2]
 TICKER = "tests.cli.ticker:Ticker"
 
@@ -79,20 +81,9 @@ def run_pids(run_dir: Path) -> set[int]:
     return pids
 
 
-def wait_gone(pids: set[int], timeout: float = 20) -> set[int]:
+def wait_gone(pids: set[int], timeout: float = 20) -> list[int]:
     """Wait until none of ``pids`` runs (zombies count as gone); those left."""
-    end = time.monotonic() + timeout
-    while True:
-        left = set()
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    left.add(pid)
-            except psutil.NoSuchProcess:
-                pass
-        if not left or time.monotonic() > end:
-            return left
-        time.sleep(0.1)
+    return testing.wait_gone(pids, timeout)
 
 
 def wait_for(predicate: Any, timeout: float = 30, every: float = 0.1) -> bool:
