@@ -6,8 +6,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.cli.operate import run_detached, run_pids, status, ticker_topology, topo, wait_for
-from tests.cli.operate import wait_gone
+from tests.cli.operate import (
+    ROOT,
+    run_detached,
+    run_pids,
+    status,
+    ticker_topology,
+    topo,
+    wait_for,
+    wait_gone,
+)
 from tests.ssh.conftest import wait_no_strays
 from tests.ssh.testhosts import HostSet
 
@@ -15,7 +23,7 @@ from tests.ssh.testhosts import HostSet
 def test_a_detached_run_across_hosts_is_operated_and_stopped(
     ssh_hosts: HostSet, tmp_path: Path
 ) -> None:
-    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=str(ROOT))  # tests.* imports
     file = ticker_topology(tmp_path / "tickers.yaml", count=3)
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "ssh", "--hosts", str(hosts))
     pids = run_pids(run_dir)
