@@ -27,6 +27,7 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource, RunOptions, Sink
 from topo.backends.logs import make_run_dir
+from topo.backends.rerun import holds_run, reused_warning
 from topo.diagnostics import TopoError
 from topo.ir import Program
 from topo.runtime import RegistryServer, new_program_id, new_secret
@@ -131,7 +132,11 @@ class Launcher(Sink):
         """The run directory, status record, metrics store, registry and log source, then
         the backend's ``open``."""
         opts = self.options
-        self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
+        if opts.run_dir is not None and holds_run(opts.run_dir):
+            self.warnings.append(reused_warning(opts.run_dir))
+        self.run_dir = make_run_dir(
+            self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, opts.record
+        )
         recorder = StatusRecorder(self.run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
         self.metrics = MetricsStore(self.run_dir, self.nodes, self.warnings.append)
