@@ -121,7 +121,8 @@ class BackendCommand(TyperCommand):
             flag = str(getattr(exc, "option_name", ""))
             raise self._no_such_option(flag, name, declared, exc) from None
         parsed_name = ctx.params.get("backend")
-        if parsed_name != name:  # e.g. -qb NAME, a -b among other short flags
+        preset_taken = named_backend(args, None) is None and parsed_name == self.default_backend
+        if parsed_name != name and not preset_taken:  # e.g. -qb NAME among short flags
             raise Refused(
                 f"--backend {parsed_name}: give the backend on its own, as -b NAME or "
                 "--backend NAME"
