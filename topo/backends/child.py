@@ -223,7 +223,8 @@ def run_child(
     signal handlers (a Ray worker, where this runs in one of the actor's threads)."""
     context: ProgramContext | None = None
     nodes = spec.program.executable_index[spec.exe_id].nodes
-    set_title(node_title(spec.program.name, nodes))
+    if own_process:  # a Ray worker keeps Ray's title: Ray resets it per call, ray stop reads it
+        set_title(node_title(spec.program.name, nodes))
     try:
         if own_process:
             os.setpgid(0, 0)

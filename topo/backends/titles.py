@@ -4,6 +4,10 @@ A node's process reads ``topo: <program>/<node>`` (``topo: acme/actor/3``), one 
 colocated nodes names them compactly (``topo: acme/actor/0-3+learner``); the fork server
 ``topo: <program> fork server``, an ssh host's agent ``topo: agent <host>``, the launcher
 ``topo: run <program> (<backend>)``. Without ``setproctitle`` nothing changes.
+
+A Ray worker keeps the title Ray gives it (``ray::ExecutableActor.run``): Ray sets it
+again at every call of the actor, and ``ray stop`` finds its workers by it; the actor's
+name is the executable's id (``ray list actors``, the dashboard).
 """
 
 from __future__ import annotations
