@@ -233,7 +233,7 @@ def prepare(
     how the run was started: ``argv`` (default: ``sys.argv``) and, for ``topo run
     --from``, the run directory ``from_run`` it reruns."""
     from topo.backends.base import RunOptions
-    from topo.backends.rerun import make_record
+    from topo.backends.rerun import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
 
     if params and not isinstance(source, str | Path):
@@ -241,6 +241,7 @@ def prepare(
     chosen = _backend(backend, backend_options)
     # procs: the fork server starts importing now, while the program is compiled.
     warm = not isinstance(source, Program) and chosen.warm_up()
+    git = git_lookup(source if isinstance(source, str | Path) else None)  # while it compiles
     try:
         yaml_text, file, resolved = None, None, {}
         if isinstance(source, Program):
@@ -264,6 +265,7 @@ def prepare(
             disable_run=disable_run,
             argv=argv,
             from_run=from_run,
+            git=git,
         )
         options = RunOptions(
             grace_s=grace_s,

@@ -16,6 +16,7 @@ import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -97,6 +98,30 @@ def git_state(where: Path) -> GitState | None:
     return GitState(root=lines[1], commit=lines[0], dirty=dirty)
 
 
+class GitLookup:
+    """``git_state(where)`` asked in a thread from now on (the program compiles meanwhile);
+    ``result()`` waits for it."""
+
+    def __init__(self, where: Path) -> None:
+        self._found: GitState | None = None
+        self._thread = threading.Thread(target=self._look, args=(where,), daemon=True)
+        self._thread.start()
+
+    def _look(self, where: Path) -> None:
+        self._found = git_state(where)
+
+    def result(self) -> GitState | None:
+        """The state found (None: no work tree, no git, or no answer in time)."""
+        self._thread.join(2 * GIT_TIMEOUT_S + 1)
+        return self._found
+
+
+def git_lookup(file: str | Path | None) -> GitLookup:
+    """Start looking up the commit of the project ``file`` is in (the current directory's
+    for a program made in Python)."""
+    return GitLookup(Path(file).absolute().parent if file is not None else Path.cwd())
+
+
 def _plain(value: Any) -> Any:
     """A backend option as JSON holds it: paths absolute, so a rerun elsewhere finds them."""
     if isinstance(value, PurePath):
@@ -118,8 +143,10 @@ def make_record(
     disable_run: bool,
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
+    git: GitLookup | None = None,
 ) -> RunRecord:
-    """The record of a run about to start in this process (``argv`` None: ``sys.argv``)."""
+    """The record of a run about to start in this process (``argv`` None: ``sys.argv``;
+    ``git``: the lookup started for ``file``, else one is made now)."""
     import topo
 
     path = None if file is None else Path(file).absolute()
@@ -139,7 +166,7 @@ def make_record(
         topo_version=topo.__version__,
         python=platform.python_version(),
         host=socket.gethostname(),
-        git=git_state(path.parent if path is not None else Path.cwd()),
+        git=(git or git_lookup(path)).result(),
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         from_run=None if from_run is None else str(Path(from_run).absolute()),
     )
