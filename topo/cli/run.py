@@ -50,7 +50,9 @@ def run(
     ctx: typer.Context,
     file: Annotated[
         Path | None,
-        typer.Argument(metavar="[FILE]", help="Topology YAML file.", show_default=False),
+        typer.Argument(
+            metavar="FILE", help="Topology YAML file (not with --from).", show_default=False
+        ),
     ] = None,
     params: ParamsOption = None,
     backend: Annotated[
