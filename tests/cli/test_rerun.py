@@ -139,6 +139,9 @@ def test_saved_topology_has_the_values_given_as_defaults(tmp_path: Path) -> None
     more = load(saved, ["n=3"])  # -p on the saved file still works
     assert [n.id for n in more.program.nodes] == ["w/0", "w/1", "w/2"]
     assert more.spec.param_values["label"] == "run-3"
+    assert more.yaml_text.count("# as run:") == 1  # saved again: one header, not two
+    assert "# as run: the defaults of n are the values given with -p" in more.yaml_text
+    assert "n: 3          # how many" in more.yaml_text
 
 
 def test_saved_topology_of_a_file_that_extends_another(tmp_path: Path) -> None:

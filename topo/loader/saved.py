@@ -17,6 +17,7 @@ from topo.loader.params import Param
 from topo.loader.read import LoadedSpec
 
 _LONG_FORM_KEYS = {"default", "type", "help"}
+_HEADER = "# as run: "
 
 
 def _escaped(value: Any) -> Any:
@@ -56,10 +57,6 @@ def saved_yaml(loaded: LoadedSpec) -> str:
     from ruamel.yaml import YAML
 
     out = io.StringIO()
-    given = [p for p in loaded.params.values() if p.overridden]
-    if given:
-        shown = ", ".join(f"{p.name}" for p in given)
-        out.write(f"# as run: the defaults of {shown} are the values given with -p\n")
     if loaded.tree is not None and isinstance(loaded.tree, dict):
         yaml = YAML(typ="rt")
         yaml.preserve_quotes = True
@@ -72,4 +69,10 @@ def saved_yaml(loaded: LoadedSpec) -> str:
         yaml.default_flow_style = False
         yaml.width = 4096
         yaml.dump(_with_defaults(copy.deepcopy(source), loaded), out)
-    return out.getvalue()
+    body = out.getvalue()
+    while body.startswith(_HEADER):  # the file is itself a saved one (topo run --from)
+        body = body.partition("\n")[2]
+    given = [p.name for p in loaded.params.values() if p.overridden]
+    if not given:
+        return body
+    return f"{_HEADER}the defaults of {', '.join(given)} are the values given with -p\n{body}"
