@@ -27,13 +27,15 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from topo.backends.rerun import TOPOLOGY_FILE, RunRecord, write_record
 from topo.backends.rotation import LogLimit, RotatingFile, append_capped
 from topo.diagnostics import TopoError
 from topo.ir import Program, dumps
 from topo.runtime.context import current_node_info, maybe_current_program
+
+if TYPE_CHECKING:  # a node's process does not import it
+    from topo.backends.rerun import RunRecord
 
 
 def safe_name(node_or_exe_id: str) -> str:
@@ -74,6 +76,8 @@ def make_run_dir(
 ) -> Path:
     """Create the run directory with program.json, topology.yaml, run.json and empty log
     files."""
+    from topo.backends.rerun import TOPOLOGY_FILE, write_record
+
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = log_dir / f"{program.name}-{stamp}"

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import socket
 import subprocess
 import sys
 import threading
@@ -147,6 +145,9 @@ def make_record(
 ) -> RunRecord:
     """The record of a run about to start in this process (``argv`` None: ``sys.argv``;
     ``git``: the lookup started for ``file``, else one is made now)."""
+    import platform
+    import socket
+
     import topo
 
     path = None if file is None else Path(file).absolute()
