@@ -223,3 +223,31 @@ def test_reusing_a_run_dir_warns(tmp_path: Path) -> None:
     assert f"warning: run directory {run_dir} already holds a run" in second.stderr
     status = json.loads((run_dir / "status.json").read_text())
     assert any("already holds a run" in w for w in status["warnings"])
+
+
+def test_from_takes_the_recorded_backend_options(tmp_path: Path) -> None:
+    """A run recorded on ssh reruns there with its inventory (no --hosts needed): here
+    one that is gone, so the rerun stops at it, naming it, before anything starts."""
+    run_dir = tmp_path / "recorded"
+    run_dir.mkdir()
+    (run_dir / "topology.yaml").write_text(EXAMPLE.read_text())
+    record = json.loads(_record_of(tmp_path).read_text())
+    gone = tmp_path / "gone-inventory.yaml"
+    record.update(backend="ssh", backend_options={"hosts": str(gone)})
+    (run_dir / "run.json").write_text(json.dumps(record))
+    logs = tmp_path / "runs"
+    result = _topo("run", "--from", str(run_dir), "-q", "--log-dir", str(logs))
+    assert result.returncode == 1
+    assert f"no such file: {gone}" in result.stderr, result.stderr
+    assert not logs.exists()
+
+
+def _record_of(tmp_path: Path) -> Path:
+    """A real run.json, made by the Python API without running anything."""
+    from topo.api import prepare
+    from topo.backends.logs import make_run_dir
+
+    launcher = prepare(EXAMPLE, "threads", run_dir=tmp_path / "made")  # threads: nothing warms
+    opts = launcher.options
+    made = make_run_dir(launcher.program, opts.log_dir, opts.run_dir, None, opts.record)
+    return made / "run.json"
