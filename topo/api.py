@@ -42,7 +42,7 @@ def _overrides(params: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
 
 class Loaded:
     """A loaded topology: the compiled ``program`` and, made when first asked for, the
-    resolved YAML text (what the run directory keeps as ``topology.yaml``)."""
+    YAML text the run directory keeps as ``topology.yaml``."""
 
     def __init__(
         self, program: Program, spec: LoadedSpec, warnings: list[Diagnostic] | None = None
@@ -50,20 +50,14 @@ class Loaded:
         self.program = program
         self.spec = spec  # what the file said: parameters with their help and overrides
         self.warnings = warnings or []  # e.g. a node nothing reaches (--check-imports)
-        self._data = spec.data
 
     @functools.cached_property
     def yaml_text(self) -> str:
-        """The topology with parameters and includes resolved, as YAML."""
-        import io
+        """The topology as it runs, as YAML: the file (its bases merged in), each ``-p``
+        value written as its parameter's default (``topo.loader.saved``)."""
+        from topo.loader.saved import saved_yaml
 
-        from ruamel.yaml import YAML
-
-        out = io.StringIO()
-        yaml = YAML()
-        yaml.default_flow_style = False
-        yaml.dump(self._data, out)
-        return out.getvalue()
+        return saved_yaml(self.spec)
 
 
 def load(
@@ -228,13 +222,18 @@ def prepare(
     log_keep: int = DEFAULT_LOG_KEEP,
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
+    argv: Sequence[str] | None = None,
+    from_run: str | Path | None = None,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
     ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
     the program is loaded from the file or made by ``source()``; the launcher is checked
     (a program the backend cannot run raises ``TopoError``) and not started. If any step
-    fails, what the warm-up started is closed."""
+    fails, what the warm-up started is closed. The run directory's ``run.json`` records
+    how the run was started: ``argv`` (default: ``sys.argv``) and, for ``topo run
+    --from``, the run directory ``from_run`` it reruns."""
     from topo.backends.base import RunOptions
+    from topo.backends.rerun import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
 
     if params and not isinstance(source, str | Path):
@@ -242,15 +241,32 @@ def prepare(
     chosen = _backend(backend, backend_options)
     # procs: the fork server starts importing now, while the program is compiled.
     warm = not isinstance(source, Program) and chosen.warm_up()
+    git = git_lookup(source if isinstance(source, str | Path) else None)  # while it compiles
     try:
-        yaml_text = None
+        yaml_text, file, resolved = None, None, {}
         if isinstance(source, Program):
             program = source
         elif isinstance(source, str | Path):
             loaded = load(source, params)
             program, yaml_text = loaded.program, loaded.yaml_text
+            file, resolved = source, loaded.spec.param_values
         else:
             program = source()
+        record = make_record(
+            backend=chosen.name,
+            backend_options=backend_options,
+            file=file,
+            params_given=_overrides(params),
+            params=resolved,
+            grace_s=grace_s,
+            log_dir=Path(log_dir),
+            log_max_mb=log_max_mb,
+            log_keep=log_keep,
+            disable_run=disable_run,
+            argv=argv,
+            from_run=from_run,
+            git=git,
+        )
         options = RunOptions(
             grace_s=grace_s,
             log_dir=Path(log_dir),
@@ -259,6 +275,7 @@ def prepare(
             topology_yaml=yaml_text,
             log_max_mb=log_max_mb,
             log_keep=log_keep,
+            record=record,
         )
         return Launcher(program, chosen, options)
     except BaseException:  # a bad program: what the warm-up started ends here

@@ -14,12 +14,16 @@ import sys
 
 def main() -> None:
     """Console-script entry point: ``topo.cli.main`` after the early start."""
-    from topo.api import close_early, named_backend, warm_early
+    from topo.api import RUN_BACKEND, close_early, named_backend, warm_early
 
     args = sys.argv[1:]
     # `topo run -d` only starts the launcher, which warms its own backend.
     if args[:1] == ["run"] and not {"-h", "--help", "-d", "--detach"} & set(args):
-        if named_backend(args[1:]) == "procs":
+        from topo.backends.rerun import named_run_dir, recorded_backend
+
+        run_dir = named_run_dir(args[1:])  # --from RUN_DIR: the backend it recorded
+        recorded = None if run_dir is None else recorded_backend(run_dir)
+        if named_backend(args[1:], recorded[0] if recorded else RUN_BACKEND) == "procs":
             from topo.backends.procs import ProcsBackend
 
             warm_early(ProcsBackend())

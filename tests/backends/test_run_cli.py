@@ -87,7 +87,7 @@ def test_run_consumer_producers_prints_prefixed_lines(tmp_path: Path, backend: s
         result.stdout
     )
     assert "exit 0" in result.stderr
-    (run_dir,) = tmp_path.iterdir()
+    (run_dir,) = [p for p in tmp_path.iterdir() if not p.is_symlink()]
     assert {p.name for p in (run_dir / "logs").iterdir()} == {
         "producer_0.log",
         "producer_1.log",

@@ -109,7 +109,10 @@ def _is_fork_server(pid: int, launcher: int) -> bool:
     """``pid`` is the fork server of ``topo run`` (pid ``launcher``), not one of its forks."""
     try:
         proc = psutil.Process(pid)
-        return proc.ppid() == launcher and "topo.backends.forkserver" in proc.cmdline()
+        title = " ".join(proc.cmdline()).strip()  # its process title, or its command before that
+        return proc.ppid() == launcher and (
+            "topo.backends.forkserver" in title or title.endswith(" fork server")
+        )
     except psutil.Error:
         return False
 

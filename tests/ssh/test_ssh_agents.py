@@ -42,7 +42,7 @@ def _agent_of(run: object, node_pid: int, host: str) -> int:
     """The pid of the agent that runs ``node_pid`` on ``host`` (the node's fork server's
     parent, the hosts share this machine's pid space), checked against the backend's."""
     agent = psutil.Process(node_pid).parent().parent()  # type: ignore[union-attr]
-    assert "topo.backends.ssh.agent" in agent.cmdline()
+    assert " ".join(agent.cmdline()).strip() == f"topo: agent {host}"  # its process title
     assert run.launcher.backend.agent_pids()[host] == agent.pid  # type: ignore[attr-defined]
     return agent.pid
 

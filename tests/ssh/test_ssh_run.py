@@ -65,7 +65,7 @@ def test_consumer_producers_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path
     # Log lines come back prefixed host/node, and land in the run directory.
     prefixed = [line for line in done.stdout.splitlines() if "/consumer " in line]
     assert prefixed and prefixed[0].split("/")[0] in ssh_hosts.names, done.stdout
-    [run_dir] = (tmp_path / "runs").iterdir()
+    [run_dir] = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]
     assert "32 results from 5 producers" in (run_dir / "logs" / "consumer.log").read_text()
     status = json.loads((run_dir / "status.json").read_text())
     assert {n["host"] for n in status["nodes"]} == set(ssh_hosts.names)  # 6 nodes, 3 hosts
@@ -404,7 +404,7 @@ def test_distributed_dqn_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "final evaluation return:" in done.stdout
-    [run_dir] = (tmp_path / "runs").iterdir()
+    [run_dir] = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]
     status = json.loads((run_dir / "status.json").read_text())
     host_of = {n["id"]: n["host"] for n in status["nodes"]}
     assert len(set(host_of.values())) == 3, host_of

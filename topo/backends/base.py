@@ -38,6 +38,7 @@ from topo.ir import Program
 if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
     from importlib.metadata import EntryPoint
 
+    from topo.backends.rerun import RunRecord
     from topo.runtime import RegistryInfo
     from topo.runtime.auth import Mechanism
 
@@ -81,9 +82,10 @@ class RunOptions:
     log_dir: Path = Path("runs")
     disable_run: bool = False  # courier nodes only serve; their run() is not called
     default_deadline: float | None = None  # None: the groups' rpc.deadline_s
-    topology_yaml: str | None = None  # resolved YAML text, written to the run directory
+    topology_yaml: str | None = None  # the topology as it runs (topology.yaml)
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
     log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
+    record: RunRecord | None = None  # how the run was started: run.json in the run directory
 
     @property
     def log_limit(self) -> LogLimit | None:

@@ -38,6 +38,7 @@ from typing import NoReturn
 
 from topo.backends.logs import Stamped, exe_output_path, log_path, route_node_output
 from topo.backends.rotation import LogLimit, RotatingFds
+from topo.backends.titles import node_title, set_title
 from topo.backends.worker import Report, run_executable
 from topo.ir import Program
 from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
@@ -221,6 +222,9 @@ def run_child(
     ``own_process`` False: the process belongs to a host that keeps its process group and
     signal handlers (a Ray worker, where this runs in one of the actor's threads)."""
     context: ProgramContext | None = None
+    nodes = spec.program.executable_index[spec.exe_id].nodes
+    if own_process:  # a Ray worker keeps Ray's title: Ray resets it per call, ray stop reads it
+        set_title(node_title(spec.program.name, nodes))
     try:
         if own_process:
             os.setpgid(0, 0)
@@ -230,7 +234,6 @@ def run_child(
         # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
         # thread's stack into the node's log.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        nodes = spec.program.executable_index[spec.exe_id].nodes
         apply_resources(spec.program, nodes, devices=not spec.devices_assigned)
         watch_parent(parent_alive)
         context = connect_program(spec.registry)

@@ -276,6 +276,9 @@ def serve(status_fd: int) -> None:
     import multiprocess
     from multiprocess.connection import wait
 
+    from topo.backends.titles import set_title
+
+    set_title("topo: fork server")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C
     become_subreaper()  # orphans of the executables' processes come back to this server
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
@@ -287,6 +290,7 @@ def serve(status_fd: int) -> None:
     from topo.ir import loads
 
     init["program"] = loads(init.pop("program_json"))
+    set_title(f"topo: {init['program'].name} fork server")
     for module in init["modules"]:
         try:
             __import__(module)

@@ -36,6 +36,7 @@ SCAN_INTERVAL_S = 0.2  # how often the guard notes the processes below the launc
 BYE = b"bye\n"  # the launcher closes the run cleanly: the guard leaves everything alone
 NOTE = b"+"  # a line ``+pid:start,...``: processes a node thread started (the launcher saw)
 HELPERS = ("topo.backends.forkserver", "topo/backends/guard.py")  # a run's helpers (cmdline)
+HELPER_TITLE = ("topo: ", " fork server")  # a fork server's title (topo.backends.titles)
 
 Proc = tuple[int, int]  # (pid, start time in clock ticks since boot)
 
@@ -138,6 +139,9 @@ def is_helper(pid: int) -> bool:
             cmd = f.read().decode(errors="replace")
     except OSError:
         return False
+    titled = cmd.replace("\0", " ").strip()
+    if titled.startswith(HELPER_TITLE[0]) and titled.endswith(HELPER_TITLE[1]):
+        return True
     return any(h in cmd for h in HELPERS)
 
 

@@ -3,7 +3,8 @@
 Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
 
     program.json        the IR (topo.ir JSON)
-    topology.yaml       the resolved topology (when run from a file)
+    topology.yaml       the topology as it ran, -p values as its defaults (from a file)
+    run.json            how the run was started (``topo.backends.rerun``)
     logs/<node>.log     one per node ("/" in ids becomes "_")
     logs/<exe>.log      colocated sets only: output written below Python (C libraries)
     logs/<id>.log.1 ... what a log's size cap rotated away (``topo.backends.rotation``)
@@ -26,12 +27,15 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from topo.backends.rotation import LogLimit, RotatingFile, append_capped
 from topo.diagnostics import TopoError
 from topo.ir import Program, dumps
 from topo.runtime.context import current_node_info, maybe_current_program
+
+if TYPE_CHECKING:  # a node's process does not import it
+    from topo.backends.rerun import RunRecord
 
 
 def safe_name(node_or_exe_id: str) -> str:
@@ -64,9 +68,16 @@ def append_output(
 
 
 def make_run_dir(
-    program: Program, log_dir: Path, run_dir: Path | None, topology_yaml: str | None
+    program: Program,
+    log_dir: Path,
+    run_dir: Path | None,
+    topology_yaml: str | None,
+    record: RunRecord | None = None,
 ) -> Path:
-    """Create the run directory with program.json, topology.yaml and empty log files."""
+    """Create the run directory with program.json, topology.yaml, run.json and empty log
+    files."""
+    from topo.backends.rerun import TOPOLOGY_FILE, write_record
+
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = log_dir / f"{program.name}-{stamp}"
@@ -79,9 +90,11 @@ def make_run_dir(
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         run_dir.chmod(0o700)
         (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
-        (run_dir / "program.json").write_text(dumps(program) + "\n")
+        _write_private(run_dir / "program.json", dumps(program) + "\n")
         if topology_yaml is not None:
-            (run_dir / "topology.yaml").write_text(topology_yaml)
+            _write_private(run_dir / TOPOLOGY_FILE, topology_yaml)
+        if record is not None:
+            write_record(run_dir, record)
         for node in program.nodes:
             log_path(run_dir, node.id).touch(mode=0o600)
     except OSError as exc:
@@ -93,6 +106,13 @@ def make_run_dir(
         if len(exe.nodes) > 1:
             log_path(run_dir, exe.id).touch(mode=0o600)
     return run_dir.resolve()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by the user only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 MARKER = "── topo: "

@@ -97,7 +97,8 @@ class BackendCommand(TyperCommand):
         from topo.api import named_backend
         from topo.backends.base import BackendNotFound, backend_options
 
-        name = named_backend(args, self.default_backend)
+        default, preset = self.preset(args)
+        name = named_backend(args, default)
         declared: tuple[BackendOption, ...] = ()
         if name is not None:
             try:
@@ -109,6 +110,8 @@ class BackendCommand(TyperCommand):
             if option.flag in mine:
                 raise Refused(f"--backend {name} declares {option.flag}, which topo already has")
         values, rest = _take_options(args, declared, f"--backend {name}")
+        if preset and name == default:
+            values = {**_typed(preset, declared), **values}
         ctx.meta.update({_NAME: name, _DECLARED: declared, _VALUES: values})
         try:
             parsed = super().parse_args(ctx, rest)
@@ -118,7 +121,8 @@ class BackendCommand(TyperCommand):
             flag = str(getattr(exc, "option_name", ""))
             raise self._no_such_option(flag, name, declared, exc) from None
         parsed_name = ctx.params.get("backend")
-        if parsed_name != name:  # e.g. -qb NAME, a -b among other short flags
+        preset_taken = named_backend(args, None) is None and parsed_name == self.default_backend
+        if parsed_name != name and not preset_taken:  # e.g. -qb NAME among short flags
             raise Refused(
                 f"--backend {parsed_name}: give the backend on its own, as -b NAME or "
                 "--backend NAME"
@@ -129,6 +133,11 @@ class BackendCommand(TyperCommand):
                     f"--backend {name} needs {option.flag} {_metavar(option)} ({option.help})"
                 )
         return parsed
+
+    def preset(self, args: list[str]) -> tuple[str | None, dict[str, Any]]:
+        """The backend used when the command line names none, and values of its options
+        taken unless given (``topo run --from`` takes the recorded ones)."""
+        return self.default_backend, {}
 
     def _no_such_option(
         self, flag: str, name: str | None, declared: tuple[BackendOption, ...], exc: Exception
@@ -212,6 +221,16 @@ def _take_options(
                 text = following
             values[option.name] = _convert(option, text, backend)
     return values, rest
+
+
+def _typed(values: dict[str, Any], declared: tuple[BackendOption, ...]) -> dict[str, Any]:
+    """Option values read back from JSON as the backend takes them (paths as ``Path``);
+    values of options the backend does not declare are left out."""
+    return {
+        o.name: Path(values[o.name]) if o.type is Path else values[o.name]
+        for o in declared
+        if o.name in values
+    }
 
 
 def _convert(option: BackendOption, text: str, backend: str) -> Any:

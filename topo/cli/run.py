@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,7 +24,6 @@ from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
 from topo.cli.app import app
 from topo.cli.common import (
     BackendCommand,
-    FileArgument,
     ParamsOption,
     chosen_backend,
     error,
@@ -39,11 +38,22 @@ class RunCommand(BackendCommand):
 
     default_backend = RUN_BACKEND
 
+    def preset(self, args: list[str]) -> tuple[str | None, dict[str, Any]]:
+        """With ``--from RUN_DIR``: the backend and options the run directory recorded."""
+        from topo.cli.rerun import recorded_preset
+
+        return recorded_preset(args, self.default_backend)
+
 
 @app.command("run", cls=RunCommand)
 def run(
     ctx: typer.Context,
-    file: FileArgument,
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="FILE", help="Topology YAML file (not with --from).", show_default=False
+        ),
+    ] = None,
     params: ParamsOption = None,
     backend: Annotated[
         str,
@@ -104,6 +114,15 @@ def run(
             "(prints its id: then topo ps / status / logs / attach / stop).",
         ),
     ] = False,
+    from_run: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            metavar="RUN_DIR",
+            help="Rerun the program of RUN_DIR (its topology.yaml with the parameters it ran "
+            "with, its backend and run options; options given here override them).",
+        ),
+    ] = None,
     plot: Annotated[
         bool,
         typer.Option(
@@ -113,7 +132,8 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run FILE: start every node, show their status and logs, stop on Ctrl-C."""
+    """Run FILE (or, with --from, a run directory's program again): start every node,
+    show their status and logs, stop on Ctrl-C."""
     if detach:
         _detach(log_dir)
     from topo.api import prepare
@@ -123,25 +143,34 @@ def run(
     if detached is not None:  # the launcher of `topo run -d`: its output goes to a file
         live, quiet = False, False
     from topo.backends.base import BackendNotFound, BackendOptionError
+    from topo.backends.titles import set_title
+    from topo.cli.rerun import rerun_of, warn_reused
 
     name, options = chosen_backend(ctx)
     assert name is not None
+    settings: dict[str, Any] = dict(
+        grace_s=grace, log_dir=log_dir, log_max_mb=log_max_mb, log_keep=log_keep
+    )
+    rerun = rerun_of(file, from_run)  # --from RUN_DIR: its file and recorded options
+    if rerun is not None:
+        file, settings = rerun.file, rerun.settings(ctx, settings)
+    assert file is not None
     try:  # procs: the fork server imports while the file is compiled
         launcher = prepare(
             file,
             name,
             params or [],
-            grace_s=grace,
-            log_dir=log_dir,
             run_dir=run_dir,
-            log_max_mb=log_max_mb,
-            log_keep=log_keep,
             backend_options=options,
+            from_run=from_run,
+            **settings,
         )
     except (BackendNotFound, BackendOptionError) as exc:
         raise error(str(exc)) from None
     except TopoError as exc:  # a bad file or inventory, or a program the backend refuses
         raise fail(exc) from None
+    set_title(f"topo: run {launcher.program.name} ({name})")
+    warn_reused(run_dir)
     from topo.backends.base import Event
     from topo.cli.view import LinesView, TableView
 

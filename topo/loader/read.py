@@ -31,6 +31,8 @@ class LoadedSpec:
     params: dict[str, Param]
     sources: SourceMap
     data: dict[str, Any]
+    raw: dict[str, Any] | None = None  # the file with its bases merged, not interpolated
+    tree: Any = None  # the file's round-trip tree (comments kept) when it extends nothing
 
     @property
     def param_values(self) -> dict[str, Any]:
@@ -250,7 +252,7 @@ def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpe
     errors = _kind_checks(spec, doc.sources) or check_node_counts(spec, doc.sources)
     if errors:
         raise TopoError(errors)
-    return LoadedSpec(doc.file, spec, params, doc.sources, interpolated)
+    return LoadedSpec(doc.file, spec, params, doc.sources, interpolated, data, doc.tree)
 
 
 __all__ = ["GroupSpec", "LoadedSpec", "TopologySpec", "load_spec"]

@@ -27,6 +27,7 @@ from typing import Any
 
 from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource, RunOptions, Sink
 from topo.backends.logs import make_run_dir
+from topo.backends.rerun import holds_run, reused_warning
 from topo.diagnostics import TopoError
 from topo.ir import Program
 from topo.runs import index
@@ -137,7 +138,11 @@ class Launcher(Sink):
         """The run directory, status record, metrics store, registry and log source, then
         the backend's ``open``."""
         opts = self.options
-        self.run_dir = make_run_dir(self.program, opts.log_dir, opts.run_dir, opts.topology_yaml)
+        if opts.run_dir is not None and holds_run(opts.run_dir):
+            self.warnings.append(reused_warning(opts.run_dir))
+        self.run_dir = make_run_dir(
+            self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, opts.record
+        )
         self.run_id = index.new_run_id()
         self.control = ControlServer(self.run_dir, self._on_control)
         index.register(self.run_id, self.run_dir, opts.log_dir)

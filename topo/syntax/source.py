@@ -55,6 +55,7 @@ class Document:
     file: str
     data: Any
     sources: SourceMap
+    tree: Any = None  # ruamel's round-trip tree (comments kept), for writing the file again
 
 
 def _yaml() -> YAML:
@@ -309,7 +310,7 @@ def parse_text(text: str, file: str) -> Document:
     except Exception as exc:  # ruamel raises a few unmarked errors (e.g. bad encodings)
         raise TopoError.one(f"invalid YAML: {exc}", SourcePos(file, 1, 1)) from None
     sm.values[()] = SourcePos(file, 1, 1)
-    return Document(file, _Plainer(file, sm).plain(raw, ()), sm)
+    return Document(file, _Plainer(file, sm).plain(raw, ()), sm, raw)
 
 
 def _read_bounded(path: Path, file: str, *, regular_only: bool) -> bytes:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.titles import set_title
 
 HEARTBEAT_S = 0.5  # the agent says it is alive this often
 DEFAULT_LEASE_S = 5.0  # no ping from the launcher for this long: end everything
@@ -268,6 +269,7 @@ def main() -> None:
         os.setsid()  # our own process group, so ending it ends everything left in it
     except OSError:
         pass  # already a session leader (sshd's child)
+    set_title("topo: agent")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # EOF on stdin is what ends us
     out = _Out(sys.stdout.buffer)
@@ -280,6 +282,7 @@ def main() -> None:
         init = json.loads(first)
         if init.get("t") == "init":
             break
+    set_title(f"topo: agent {init.get('host') or init.get('address', '')}".rstrip())
     agent = Agent(init, out)
     threading.Thread(target=agent.relay_status, name="topo-agent-status", daemon=True).start()
     threading.Thread(target=agent.beat, name="topo-agent-beat", daemon=True).start()

@@ -294,7 +294,7 @@ class SshBackend(Backend):
                 return describe_error(exc)
             workdir = spec.workdir.rstrip("/")
             run_dir = f"{workdir}/runs/{self._job.run_dir.name}/{safe_name(host)}"
-            channel.send(t="init", address=spec.address, run_dir=run_dir, **self._init)
+            channel.send(t="init", host=host, address=spec.address, run_dir=run_dir, **self._init)
             self.channels[host] = channel
         return None
 
