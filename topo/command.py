@@ -4,7 +4,9 @@ For ``topo run`` on the procs backend (the default) the fork server is started f
 before the command line interface imports typer, rich and pydantic: the server's own
 imports then overlap with everything the launcher does before it needs the server.
 The run takes that backend over (``topo.api.prepare``); one no run took (a usage error,
-``--help``) is closed at exit. Any other command goes straight to ``topo.cli``.
+``--help``) is closed at exit. ``topo --version`` answers without importing the command
+line interface at all. Any other command goes straight to ``topo.cli``, which imports
+only the module of the command given (``topo.cli.lazy``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,32 @@ import sys
 
 
 def main() -> None:
-    """Console-script entry point: ``topo.cli.main`` after the early start."""
+    """Console-script entry point: ``topo.cli.main`` after the early start. Ctrl-C before
+    a command handles it exits 130 without a traceback."""
+    args = sys.argv[1:]
+    if args in (["--version"], ["-V"]):
+        import topo
+
+        print(f"topo {topo.__version__}")
+        return
+    try:
+        _main(args)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _main(args: list[str]) -> None:
+    if args[:1] != ["run"] or {"-h", "--help"} & set(args):
+        from topo.cli import main as cli_main
+
+        cli_main()  # topo.api (the IR, the backends) only if the command needs it
+        return
     from topo.api import close_early, named_backend, warm_early
 
-    args = sys.argv[1:]
-    if args[:1] == ["run"] and not {"-h", "--help"} & set(args):
-        if named_backend(args[1:]) == "procs":
-            from topo.backends.procs import ProcsBackend
+    if named_backend(args[1:]) == "procs":
+        from topo.backends.procs import ProcsBackend
 
-            warm_early(ProcsBackend())
+        warm_early(ProcsBackend())
     try:
         from topo.cli import main as cli_main
 

@@ -1,8 +1,10 @@
 """``topo run``: run a topology on a backend (procs, threads, or a plugin) with a live view.
 
-Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts), or the
-file is invalid, or there is no such backend, or the backend refused it; 130
-stopped by Ctrl-C; 143 stopped by SIGTERM.
+Exit codes (``EXIT_CODES``, also in ``topo run --help``): 0 clean stop; 1 a node failed
+(or ran out of restarts), or the file is invalid (imports and node arguments included,
+checked before anything starts), or the backend refused it; 2 a mistake in the command
+line (an unknown option or backend, a bad option value, no FILE); 130 stopped by Ctrl-C;
+143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from topo.cli.common import (
     fail,
     stderr,
 )
+from topo.cli.complete import complete_backend
 from topo.diagnostics import TopoError
 
 
@@ -40,7 +43,13 @@ class RunCommand(BackendCommand):
     default_backend = RUN_BACKEND
 
 
-@app.command("run", cls=RunCommand)
+EXIT_CODES = (
+    "Exit codes: 0 clean stop · 1 bad file, bad -p, failed check or failed run · "
+    "2 command-line mistake · 130 Ctrl-C · 143 SIGTERM."
+)
+
+
+@app.command("run", cls=RunCommand, epilog=EXIT_CODES)
 def run(
     ctx: typer.Context,
     file: FileArgument,
@@ -52,6 +61,7 @@ def run(
             "-b",
             help="procs (one process per executable), threads, ssh (with --hosts), ray, or an "
             "installed plugin backend; `topo run -b NAME --help` lists the backend's options.",
+            autocompletion=complete_backend,
         ),
     ] = RUN_BACKEND,
     grace: Annotated[
