@@ -228,12 +228,16 @@ def prepare(
     log_keep: int = DEFAULT_LOG_KEEP,
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
+    check_imports: bool = False,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
     ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
     the program is loaded from the file or made by ``source()``; the launcher is checked
-    (a program the backend cannot run raises ``TopoError``) and not started. If any step
-    fails, what the warm-up started is closed."""
+    (a program the backend cannot run raises ``TopoError``) and not started. With
+    ``check_imports`` (``topo run``) a topology file's targets are imported here and each
+    node's arguments bound to its target's signature first, as ``topo validate
+    --check-imports`` does: a wrong argument name is a ``TopoError`` at its line, not a
+    node failing after the start. If any step fails, what the warm-up started is closed."""
     from topo.backends.base import RunOptions
     from topo.supervisor.launcher import Launcher
 
@@ -248,7 +252,12 @@ def prepare(
             program = source
         elif isinstance(source, str | Path):
             loaded = load(source, params)
-            program, yaml_text = loaded.program, loaded.yaml_text
+            program = loaded.program
+            if check_imports:
+                from topo.compile.checks import check_imports as check
+
+                check(program, loaded.spec, imports_here=chosen.imports_here)
+            yaml_text = loaded.yaml_text
         else:
             program = source()
         options = RunOptions(

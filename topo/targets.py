@@ -123,13 +123,30 @@ def import_target(target: str, source: str | None = None) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # importing user code may raise anything
-        raise TargetError(f"importing {target!r} raised {type(exc).__name__}: {exc}") from exc
+        raise TargetError(
+            f"importing {target!r} raised {type(exc).__name__}: {exc}{_raised_at(exc)}"
+        ) from exc
     for part in attr_path.split(".") if attr_path else ():
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise TargetError(f"module {module_name!r} has no attribute {attr_path!r}") from None
     return obj
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (at file:line)``: where user code raised ``exc`` (its innermost frame outside
+    the import machinery), or "" when there is none."""
+    import traceback
+
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and f.filename != __file__
+    ]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def load_target(target: str) -> Any:

@@ -206,6 +206,10 @@ class Backend(ABC):
 
     name: str = ""
     local_pids: bool = True  # False: pids are on other hosts (not this machine's processes)
+    # False: node code runs in another Python environment (other hosts), so a target whose
+    # import fails here is left to the backend's own check there (``topo run`` checks
+    # imports and node arguments here before it starts anything).
+    imports_here: bool = True
 
     @classmethod
     def options(cls) -> tuple[BackendOption, ...]:

@@ -131,6 +131,7 @@ def run(
             log_max_mb=log_max_mb,
             log_keep=log_keep,
             backend_options=options,
+            check_imports=True,  # imports and node arguments, before anything starts
         )
     except (BackendNotFound, BackendOptionError) as exc:
         raise error(str(exc)) from None
