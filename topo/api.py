@@ -253,10 +253,13 @@ def prepare(
         elif isinstance(source, str | Path):
             loaded = load(source, params)
             program = loaded.program
-            if check_imports:
+            if check_imports:  # procs: the fork server imports the targets, not the launcher
                 from topo.compile.checks import check_imports as check
+                from topo.compile.checks import checked_targets
 
-                check(program, loaded.spec, imports_here=chosen.imports_here)
+                targets = checked_targets(program, loaded.spec)
+                described = chosen.describe_targets(targets, program.source) if warm else None
+                check(program, loaded.spec, imports_here=chosen.imports_here, described=described)
             yaml_text = loaded.yaml_text
         else:
             program = source()

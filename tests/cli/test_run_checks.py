@@ -1,7 +1,8 @@
 """``topo run`` imports the targets and binds every node's arguments before it starts
 anything: a misspelled argument is a ``file:line:col`` error (exit 1), every one at once,
 with no traceback and no process left behind (the procs fork server, started before the
-command line was read, included)."""
+command line was read, included). On procs the fork server does the importing (it needs
+the targets anyway), so the launcher does not pay for it."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ for pid in child_pids(recursive=True):
     except ChildProcessError:
         pass
 gone = [not os.path.exists(f"/proc/{{pid}}") for pid in servers]
-print(json.dumps({{"code": code, "left": alive, "servers": servers, "gone": gone}}))
+imported = "rc_nodes" in sys.modules  # by the launcher itself
+print(json.dumps({{"code": code, "left": alive, "servers": servers, "gone": gone,
+                  "imported": imported}}))
 """
 
 
@@ -119,6 +122,9 @@ def test_a_misspelled_argument_stops_the_run_before_it_starts(
     assert report["left"] == [], report
     if backend == "procs":  # the fork server was started early, and is gone
         assert len(report["servers"]) == 1 and report["gone"] == [True], report
+    # procs: the fork server imported the targets (it does anyway), not the launcher;
+    # threads: the nodes run in the launcher, which imports them anyway
+    assert report["imported"] is (backend == "threads"), report
     assert not (tmp_path / "runs").exists()  # not even a run directory
 
 
@@ -161,3 +167,17 @@ def test_targets_that_only_import_elsewhere_are_left_to_that_backend(
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("rc_nodes", None)
+
+
+@pytest.mark.parametrize("backend", ["procs", "threads"])
+def test_a_target_that_raises_on_import_is_named_with_where_it_raised(
+    tmp_path: Path, topology: Path, backend: str
+) -> None:
+    (tmp_path / "rc_boom.py").write_text("x = 1\nraise RuntimeError('boom')\n", encoding="utf-8")
+    topology.write_text(TOPOLOGY.replace("rc_nodes:Worker\n    args:\n      cuont: 1", "rc_boom:X"))
+    report, err = _run(tmp_path, str(topology), "-b", backend, "--no-live")
+    assert report["code"] == 1 and report["left"] == [], (report, err)
+    raised = f"raised RuntimeError: boom (at {tmp_path}/rc_boom.py:2)"
+    said = f"group 'other': importing 'rc_boom:X' {raised}"
+    assert f"{topology}:10:13: error: {said}" in err, err
+    assert "takes no argument 'nmae'" in err and "Traceback" not in err

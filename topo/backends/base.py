@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
 
     from topo.runtime import RegistryInfo
     from topo.runtime.auth import Mechanism
+    from topo.targets import TargetInfo
 
 EventKind = Literal[
     "starting",
@@ -243,6 +244,14 @@ class Backend(ABC):
             if len(exe.nodes) > 1:
                 files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
         return LogTailer(files, emit, limit=job.options.log_limit)
+
+    def describe_targets(
+        self, targets: list[str], source: str | None
+    ) -> Mapping[str, TargetInfo | str] | None:
+        """Import ``targets`` where the nodes will run and describe them for the checks
+        before the run (``topo.targets.describe_targets``), or None: the launcher imports
+        them itself. procs asks its warmed-up fork server, which imports them anyway."""
+        return None
 
     def warm_up(self) -> bool:
         """Start what does not depend on the program (procs: the fork server and its
