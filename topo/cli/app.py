@@ -23,6 +23,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+LazyGroup.typer_app = app  # the command modules register on it; the root group builds from it
 
 
 def _print_version(value: bool) -> None:

@@ -14,6 +14,7 @@ import importlib.util
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+import typer
 from typer import _click
 from typer.core import TyperCommand, TyperGroup
 
@@ -69,16 +70,15 @@ def offered() -> list[str]:
     ]
 
 
-def build_command(name: str) -> _click.Command | None:
-    """Import the module of command ``name`` and build its click command (None if the
-    module is not installed or does not register ``name``)."""
+def build_command(name: str, app: typer.Typer) -> _click.Command | None:
+    """Import the module of command ``name`` (it registers the command on ``app``) and
+    build its click command; None if the module is not installed or does not register
+    ``name``."""
     module = COMMANDS.get(name)
     if module is None or not module_exists(module):
         return None
     importlib.import_module(module)
     import typer.main
-
-    from topo.cli.app import app
 
     for info in app.registered_commands:
         assert info.callback is not None
@@ -95,8 +95,9 @@ def build_command(name: str) -> _click.Command | None:
 class LazyCommands(MutableMapping[str, _click.Command]):
     """The root group's commands: every offered name, each built on first access."""
 
-    def __init__(self, built: MutableMapping[str, _click.Command]) -> None:
+    def __init__(self, built: MutableMapping[str, _click.Command], app: typer.Typer) -> None:
         self._built = dict(built)
+        self._app = app
         self._names: list[str] | None = None
 
     def names(self) -> list[str]:
@@ -112,7 +113,7 @@ class LazyCommands(MutableMapping[str, _click.Command]):
     def __getitem__(self, name: str) -> _click.Command:
         command = self._built.get(name)
         if command is None:
-            command = build_command(name)
+            command = build_command(name, self._app)
             if command is None:
                 raise KeyError(name)
             self._built[name] = command
@@ -141,9 +142,12 @@ class LazyGroup(TyperGroup):
     (or is completed); listing commands (``topo --help``, completing a command name)
     uses ``HELP`` instead."""
 
+    typer_app: typer.Typer | None = None  # where the command modules register (set once)
+
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        self.commands = LazyCommands(self.commands)
+        assert self.typer_app is not None, "LazyGroup.typer_app is the app to build from"
+        self.commands = LazyCommands(self.commands, self.typer_app)
         self._listing = False
 
     def list_commands(self, ctx: _click.Context) -> list[str]:
