@@ -83,12 +83,11 @@ def build_command(name: str, app: typer.Typer) -> _click.Command | None:
     for info in app.registered_commands:
         assert info.callback is not None
         if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
-            command = typer.main.get_command_from_info(
+            return typer.main.get_command_from_info(
                 info,
                 pretty_exceptions_short=app.pretty_exceptions_short,
                 rich_markup_mode=app.rich_markup_mode,
             )
-            return command
     return None
 
 
