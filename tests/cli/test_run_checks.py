@@ -107,7 +107,7 @@ def topology(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("backend", ["procs", "threads"])
+@pytest.mark.parametrize("backend", ["procs", "threads", "ray"])
 def test_a_misspelled_argument_stops_the_run_before_it_starts(
     tmp_path: Path, topology: Path, backend: str
 ) -> None:
@@ -123,8 +123,9 @@ def test_a_misspelled_argument_stops_the_run_before_it_starts(
     if backend == "procs":  # the fork server was started early, and is gone
         assert len(report["servers"]) == 1 and report["gone"] == [True], report
     # procs: the fork server imported the targets (it does anyway), not the launcher;
-    # threads: the nodes run in the launcher, which imports them anyway
-    assert report["imported"] is (backend == "threads"), report
+    # threads: the nodes run in the launcher, which imports them anyway; ray: checked
+    # here, before Ray is started or reached
+    assert report["imported"] is (backend != "procs"), report
     assert not (tmp_path / "runs").exists()  # not even a run directory
 
 
