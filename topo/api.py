@@ -224,14 +224,18 @@ def prepare(
     backend_options: Mapping[str, Any] | None = None,
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
+    check_imports: bool = False,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
     ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
     the program is loaded from the file or made by ``source()``; the launcher is checked
-    (a program the backend cannot run raises ``TopoError``) and not started. If any step
-    fails, what the warm-up started is closed. The run directory's ``run.json`` records
-    how the run was started: ``argv`` (default: ``sys.argv``) and, for ``topo run
-    --from``, the run directory ``from_run`` it reruns."""
+    (a program the backend cannot run raises ``TopoError``) and not started. With
+    ``check_imports`` (``topo run``) a topology file's targets are imported here and each
+    node's arguments bound to its target's signature first, as ``topo validate
+    --check-imports`` does: a wrong argument name is a ``TopoError`` at its line, not a
+    node failing after the start. If any step fails, what the warm-up started is closed.
+    The run directory's ``run.json`` records how the run was started: ``argv`` (default:
+    ``sys.argv``) and, for ``topo run --from``, the run directory ``from_run`` it reruns."""
     from topo.backends.base import RunOptions
     from topo.backends.rerun import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
@@ -248,7 +252,15 @@ def prepare(
             program = source
         elif isinstance(source, str | Path):
             loaded = load(source, params)
-            program, yaml_text = loaded.program, loaded.yaml_text
+            program = loaded.program
+            if check_imports:  # procs: the fork server imports the targets, not the launcher
+                from topo.compile.checks import check_imports as check
+                from topo.compile.checks import checked_targets
+
+                targets = checked_targets(program, loaded.spec)
+                described = chosen.describe_targets(targets, program.source) if warm else None
+                check(program, loaded.spec, imports_here=chosen.imports_here, described=described)
+            yaml_text = loaded.yaml_text
             file, resolved = source, loaded.spec.param_values
         else:
             program = source()

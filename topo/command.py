@@ -4,7 +4,9 @@ For ``topo run`` on the procs backend (the default) the fork server is started f
 before the command line interface imports typer, rich and pydantic: the server's own
 imports then overlap with everything the launcher does before it needs the server.
 The run takes that backend over (``topo.api.prepare``); one no run took (a usage error,
-``--help``) is closed at exit. Any other command goes straight to ``topo.cli``.
+``--help``) is closed at exit. ``topo --version`` answers without importing the command
+line interface at all. Any other command goes straight to ``topo.cli``, which imports
+only the module of the command given (``topo.cli.lazy``).
 """
 
 from __future__ import annotations
@@ -13,20 +15,36 @@ import sys
 
 
 def main() -> None:
-    """Console-script entry point: ``topo.cli.main`` after the early start."""
-    from topo.api import RUN_BACKEND, close_early, named_backend, warm_early
-
+    """Console-script entry point: ``topo.cli.main`` after the early start. Ctrl-C before
+    a command handles it exits 130 without a traceback."""
     args = sys.argv[1:]
+    if args in (["--version"], ["-V"]):
+        import topo
+
+        print(f"topo {topo.__version__}")
+        return
+    try:
+        _main(args)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _main(args: list[str]) -> None:
     # `topo run -d` only starts the launcher, which warms its own backend.
-    if args[:1] == ["run"] and not {"-h", "--help", "-d", "--detach"} & set(args):
-        from topo.backends.rerun import named_run_dir, recorded_backend
+    if args[:1] != ["run"] or {"-h", "--help", "-d", "--detach"} & set(args):
+        from topo.cli import main as cli_main
 
-        run_dir = named_run_dir(args[1:])  # --from RUN_DIR: the backend it recorded
-        recorded = None if run_dir is None else recorded_backend(run_dir)
-        if named_backend(args[1:], recorded[0] if recorded else RUN_BACKEND) == "procs":
-            from topo.backends.procs import ProcsBackend
+        cli_main()  # topo.api (the IR, the backends) only if the command needs it
+        return
+    from topo.api import RUN_BACKEND, close_early, named_backend, warm_early
+    from topo.backends.rerun import named_run_dir, recorded_backend
 
-            warm_early(ProcsBackend())
+    run_dir = named_run_dir(args[1:])  # --from RUN_DIR: the backend it recorded
+    recorded = None if run_dir is None else recorded_backend(run_dir)
+    if named_backend(args[1:], recorded[0] if recorded else RUN_BACKEND) == "procs":
+        from topo.backends.procs import ProcsBackend
+
+        warm_early(ProcsBackend())
     try:
         from topo.cli import main as cli_main
 

@@ -10,11 +10,14 @@ so they agree on what imports.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +126,88 @@ def import_target(target: str, source: str | None = None) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # importing user code may raise anything
-        raise TargetError(f"importing {target!r} raised {type(exc).__name__}: {exc}") from exc
+        raise TargetError(
+            f"importing {target!r} raised {type(exc).__name__}: {exc}{_raised_at(exc)}"
+        ) from exc
     for part in attr_path.split(".") if attr_path else ():
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise TargetError(f"module {module_name!r} has no attribute {attr_path!r}") from None
     return obj
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What the checks before a run need to know of an imported target, in plain data (a
+    fork server that imported it sends this to the launcher, which then need not import
+    it): whether it can be called, its type, whether it is a class with a ``run()``, and
+    its parameters as (name, kind, has a default); ``params`` None when it has no
+    signature Python can read (a builtin)."""
+
+    can_call: bool
+    type_name: str
+    is_class: bool
+    has_run: bool
+    params: tuple[tuple[str, str, bool], ...] | None
+
+    @classmethod
+    def of(cls, obj: Any) -> TargetInfo:
+        """Describe ``obj``."""
+        try:
+            signature = inspect.signature(obj)
+            params: tuple[tuple[str, str, bool], ...] | None = tuple(
+                (p.name, p.kind.name, p.default is not p.empty)
+                for p in signature.parameters.values()
+            )
+        except (TypeError, ValueError):  # builtins and C callables without a signature
+            params = None
+        return cls(
+            callable(obj),
+            type(obj).__name__,
+            inspect.isclass(obj),
+            callable(getattr(obj, "run", None)),
+            params,
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TargetInfo:
+        """The inverse of ``dataclasses.asdict`` through JSON."""
+        params = data["params"]
+        return cls(
+            data["can_call"],
+            data["type_name"],
+            data["is_class"],
+            data["has_run"],
+            None if params is None else tuple((n, k, bool(d)) for n, k, d in params),
+        )
+
+
+def describe_targets(targets: list[str], source: str | None) -> dict[str, Any]:
+    """target -> its ``TargetInfo`` as a dict, or the message of its ``TargetError``:
+    what a fork server answers to the launcher's check (plain data, for JSON)."""
+    out: dict[str, Any] = {}
+    for target in targets:
+        try:
+            out[target] = dataclasses.asdict(TargetInfo.of(import_target(target, source)))
+        except TargetError as exc:
+            out[target] = str(exc)
+    return out
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (at file:line)``: where user code raised ``exc`` (its innermost frame outside
+    the import machinery), or "" when there is none."""
+    import traceback
+
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and f.filename != __file__
+    ]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" (at {exc.filename}:{exc.lineno})"
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def load_target(target: str) -> Any:

@@ -101,7 +101,7 @@ def test_a_wrong_option_of_a_plugin_backend_is_refused(
     tmp_path: Path, hello: Path, argv: list[str], message: str
 ) -> None:
     done = _topo(tmp_path, "run", hello, "-b", "optplug", *argv, "--log-dir", tmp_path / "runs")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a command-line mistake
     assert f"error: {message}" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
     assert not (tmp_path / "o.json").exists()
@@ -110,7 +110,7 @@ def test_a_wrong_option_of_a_plugin_backend_is_refused(
 def test_another_backend_refuses_the_plugins_option(tmp_path: Path, hello: Path) -> None:
     for command in ("run", "plan"):
         done = _topo(tmp_path, command, hello, "-b", "threads", "--greeting", "hi")
-        assert done.returncode == 1
+        assert done.returncode == 2
         assert "error: --greeting only applies to --backend optplug (not threads)" in done.stderr
 
 

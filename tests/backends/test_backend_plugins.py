@@ -77,11 +77,11 @@ def test_an_unknown_backend_is_refused_naming_the_available_ones(tmp_path: Path)
     path = tmp_path / "hello.yaml"
     path.write_text(HELLO)
     done = _topo("run", str(path), "-b", "nope", "--log-dir", str(tmp_path / "runs"))
-    assert done.returncode == 1
+    assert done.returncode == 2  # a bad option value
     assert "unknown backend 'nope'; available: procs, ray, ssh, threads" in done.stderr
     assert not (tmp_path / "runs").exists()
     done = _topo("run", str(path), "-b", "procs", "--address", "auto")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "--address only applies to --backend ray (not procs)" in done.stderr
 
 

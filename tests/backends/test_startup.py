@@ -135,7 +135,7 @@ def test_command_that_does_not_run_on_procs_leaves_no_fork_server_behind(
     path.write_text("name: hello\nnodes:\n  hi: {kind: py, target: 'bk_nodes:hello'}\n")
     cmd = [sys.executable, "-m", "topo", "run", str(path), "--no-live", *options]
     result = _run_reaped([*cmd], tmp_path)
-    assert result["code"] == (0 if options[0] in ("-b", "--help") else 1), result
+    assert result["code"] == (0 if options[0] in ("-b", "--help") else 2), result
     assert result["left"] == []
 
 

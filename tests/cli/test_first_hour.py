@@ -123,13 +123,13 @@ def test_ctrl_c_hint_is_on_the_stopping_line_not_in_the_outcome(project: Path) -
     assert "again" not in err
 
 
-# --- bad input exits 1 -----------------------------------------------------------------------
+# --- bad input exits 1, a command-line mistake 2 ----------------------------------------------
 
 
-def test_negative_grace_is_refused_with_exit_1(project: Path) -> None:
+def test_negative_grace_is_refused_as_a_command_line_mistake(project: Path) -> None:
     path = _write(project, 'name: g\nnodes:\n  busy: {target: "fh_nodes:Busy"}\n')
     result = _topo("run", path, "--grace", "-1", "--log-dir", project / "runs", cwd=project)
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert "--grace" in result.stderr
     assert not (project / "runs").exists()
 
@@ -141,8 +141,6 @@ def test_negative_grace_is_refused_with_exit_1(project: Path) -> None:
         ["validate", "examples/topologies/consumer_producers.yaml", "-p", "nope=1"],
         ["plan", "examples/topologies/consumer_producers.yaml", "-p", "num_producers=abc"],
         ["graph", "examples/topologies/consumer_producers.yaml", "-p", "work_items=[1"],
-        ["validate", "examples/topologies/consumer_producers.yaml", "--no-such-option"],
-        ["graph", "examples/topologies/consumer_producers.yaml", "--dot", "--mermaid"],
     ],
 )
 def test_bad_input_exits_1_everywhere(argv: list[str]) -> None:
@@ -151,15 +149,33 @@ def test_bad_input_exits_1_everywhere(argv: list[str]) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_readme_and_docs_state_exit_1_for_bad_input() -> None:
-    """The README says it in short, docs/topology.md ("Errors") in full; no page says 2."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    for page in pages:
-        text = page.read_text(encoding="utf-8")
-        assert "exit 2" not in text and "exits 2" not in text, page
-    assert "exits 1" in (ROOT / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "examples/topologies/consumer_producers.yaml", "--no-such-option"],
+        ["graph", "examples/topologies/consumer_producers.yaml", "--dot", "--mermaid"],
+        ["validate"],
+        ["no-such-command"],
+        ["run", "examples/topologies/consumer_producers.yaml", "--log-keep", "many"],
+        ["run", "examples/topologies/consumer_producers.yaml", "-b", "no-such-backend"],
+    ],
+)
+def test_a_command_line_mistake_exits_2(argv: list[str]) -> None:
+    result = _topo(*argv)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.strip()
+
+
+def test_readme_and_docs_state_the_exit_codes() -> None:
+    """The README says it in short, docs/topology.md ("Errors") and docs/running.md
+    ("Exit codes") in full."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "exits 1" in readme and "exits 2" in readme
     errors = (ROOT / "docs" / "topology.md").read_text(encoding="utf-8").split("## Errors")[1]
-    assert "exits 1" in errors.split("\n## ")[0]
+    assert "exits 1" in errors.split("\n## ")[0] and "exits 2" in errors.split("\n## ")[0]
+    codes = (ROOT / "docs" / "running.md").read_text(encoding="utf-8").split("## Exit codes")[1]
+    for code in ("| 0 |", "| 1 |", "| 2 |", "| 130 |", "| 143 |"):
+        assert code in codes.split("\n## ")[0], code
 
 
 # --- failures, restarts and log files --------------------------------------------------------

@@ -107,6 +107,30 @@ def test_placement_honours_labels_and_colocation(
     assert run.stop(timeout=60) == 0
 
 
+def test_a_misspelled_argument_is_refused_before_anything_starts(
+    ssh_hosts: HostSet, tmp_path: Path
+) -> None:
+    """``topo run`` binds the nodes' arguments on this machine before it reaches a host."""
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    path = write(
+        tmp_path / "typo.yaml",
+        """
+        name: typo
+        nodes:
+          producer:
+            target: examples.agents.producers:Producer
+            args: {producer_idd: 1}
+        """,
+    )
+    done = subprocess.run(
+        topo_run_ssh(path, hosts, tmp_path / "runs"), cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = "group 'producer': examples.agents.producers:Producer takes no argument 'producer_idd'"
+    assert f"{path}:6:12: error: {said}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
 def test_an_impossible_placement_is_refused_before_anything_starts(
     ssh_hosts: HostSet, tmp_path: Path
 ) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
     from topo.backends.rerun import RunRecord
     from topo.runtime import RegistryInfo
     from topo.runtime.auth import Mechanism
+    from topo.targets import TargetInfo
 
 EventKind = Literal[
     "starting",
@@ -208,6 +209,10 @@ class Backend(ABC):
 
     name: str = ""
     local_pids: bool = True  # False: pids are on other hosts (not this machine's processes)
+    # False: node code runs in another Python environment (other hosts), so a target whose
+    # import fails here is left to the backend's own check there (``topo run`` checks
+    # imports and node arguments here before it starts anything).
+    imports_here: bool = True
 
     @classmethod
     def options(cls) -> tuple[BackendOption, ...]:
@@ -241,6 +246,14 @@ class Backend(ABC):
             if len(exe.nodes) > 1:
                 files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
         return LogTailer(files, emit, limit=job.options.log_limit)
+
+    def describe_targets(
+        self, targets: list[str], source: str | None
+    ) -> Mapping[str, TargetInfo | str] | None:
+        """Import ``targets`` where the nodes will run and describe them for the checks
+        before the run (``topo.targets.describe_targets``), or None: the launcher imports
+        them itself. procs asks its warmed-up fork server, which imports them anyway."""
+        return None
 
     def warm_up(self) -> bool:
         """Start what does not depend on the program (procs: the fork server and its

@@ -11,9 +11,11 @@ pid (a pidfd, or ``waitpid`` polling where there is none), not by the ``multipro
 sentinel pipe, which a node's own forked children inherit and keep open.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
-(``init``, ``spawn``, ``shutdown``); the server sends JSON datagrams about the
-processes it owns to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM``
-socket (``server``, ``started``, ``exited``). Children set themselves up with
+(``check`` before the run, ``init``, ``spawn``, ``shutdown``); the server sends JSON
+datagrams to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM`` socket: what it
+found importing the targets (``checked``: ``topo run`` checks the nodes' arguments with
+it before anything starts, without importing the targets itself), and about the
+processes it owns (``server``, ``started``, ``exited``). Children set themselves up with
 ``topo.backends.child`` and report node status over the registry's RPC.
 
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
@@ -245,6 +247,24 @@ def warm_up() -> list[str]:
     return errors
 
 
+def _answer_check(targets: list[str], source: str | None) -> None:
+    """Import ``targets`` (as the children will) and tell the launcher what it needs to
+    check the nodes' arguments (``topo.targets.describe_targets``): the imports the run
+    needs anyway, done once, here. ``targets: null`` if that cannot be said (the launcher
+    then imports them itself)."""
+    from topo.targets import describe_targets
+
+    try:
+        answer: dict[str, Any] | None = describe_targets(targets, source)
+    except BaseException:  # a module that exits while imported, say: the launcher tries
+        answer = None
+    try:
+        assert _status is not None
+        _status.send(json.dumps({"t": "checked", "targets": answer}).encode())
+    except OSError:  # e.g. too big for one datagram
+        send_status(t="checked", targets=None)
+
+
 def take_init(init: dict[str, Any]) -> None:
     """Apply what the launcher knew only after this server started: its output goes to
     ``init["log"]`` from now on (what it wrote before is moved there), and the import
@@ -284,6 +304,9 @@ def serve(status_fd: int) -> None:
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
     errors = warm_up()  # meanwhile the launcher compiles the program
     init = read_msg(0)
+    while isinstance(init, tuple) and init[0] == "check":  # before the run: imports + args
+        _answer_check(init[1], init[2])
+        init = read_msg(0)
     if init is None:
         return
     take_init(init)

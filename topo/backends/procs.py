@@ -30,6 +30,7 @@ from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
 from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
 from topo.ir import dumps
+from topo.targets import TargetInfo
 
 
 class _ProcRunner(ExecutableRunner):
@@ -174,6 +175,33 @@ class ProcsBackend(Backend):
         if self._server is None and not self._opened:
             self._server = _Server()
         return True
+
+    def describe_targets(
+        self, targets: list[str], source: str | None
+    ) -> dict[str, TargetInfo | str] | None:
+        """The warmed-up fork server imports the targets (it needs them anyway) and
+        describes them; None without a warmed-up server or if it could not say."""
+        server = self._server
+        if server is None or self._opened or not server.send(("check", targets, source)):
+            return None
+        sock = server.sock
+        sock.settimeout(0.2)
+        try:
+            while True:
+                try:
+                    msg = json.loads(sock.recv(1 << 20))
+                except TimeoutError:
+                    if server.popen.poll() is not None:
+                        return None  # it died: open() starts another one
+                    continue
+                if msg.get("t") == "checked":
+                    break
+        finally:
+            sock.settimeout(None)
+        found = msg.get("targets")
+        if found is None:
+            return None
+        return {t: v if isinstance(v, str) else TargetInfo.from_json(v) for t, v in found.items()}
 
     def _discard(self) -> None:
         """End a fork server that was never sent a program (it has no children)."""

@@ -1,36 +1,19 @@
-"""The ``topo`` command line: one module per command, all registered on one typer app."""
+"""The ``topo`` command line: one module per command, registered on one typer app and
+imported only when its command is used (the table is ``topo.cli.lazy.COMMANDS``).
+
+Exit codes: 0 success; 1 a bad file or a failed run; 2 a command-line mistake (an unknown
+option or command, a bad option value, a missing argument: click's convention); 130 and
+143 a run stopped by Ctrl-C (SIGINT) and SIGTERM.
+"""
 
 from __future__ import annotations
 
-import importlib
-
 from topo.cli.app import app
-
-# Each command module registers itself on ``app`` when imported.
-for _module in (
-    "validate",
-    "plan",
-    "schema",
-    "graph",
-    "run",
-    "plot",
-    "export",
-    "operate",
-    "logs",
-    "attach",
-):
-    importlib.import_module(f"topo.cli.{_module}")
 
 
 def main() -> None:
-    """Console-script entry point. Bad input exits 1 everywhere, so click's usage errors
-    (unknown option, bad option value), which exit 2, exit 1 here too."""
-    try:
-        app(prog_name="topo")
-    except SystemExit as exc:
-        if exc.code == 2:
-            raise SystemExit(1) from None
-        raise
+    """Console-script entry point (``topo.command`` calls it)."""
+    app(prog_name="topo")
 
 
 __all__ = ["app", "main"]

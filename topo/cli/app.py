@@ -1,4 +1,5 @@
-"""The typer application object shared by every command module."""
+"""The typer application object shared by every command module; its root group imports a
+command's module only when that command is used (``topo.cli.lazy``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from typing import Annotated
 import typer
 
 import topo
+from topo.cli import coerce
+from topo.cli.lazy import LazyGroup
+
+coerce.install()  # plain values without pydantic
 
 app = typer.Typer(
     name="topo",
+    cls=LazyGroup,
     help="Check, draw and run distributed Python programs described in YAML.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion
@@ -17,6 +23,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+LazyGroup.typer_app = app  # the command modules register on it; the root group builds from it
 
 
 def _print_version(value: bool) -> None:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
+from topo.cli.complete import complete_param
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
 
@@ -26,6 +27,7 @@ ParamsOption = Annotated[
         "-p",
         metavar="NAME=VALUE",
         help="Override a parameter declared under params: (repeatable), e.g. -p num_actors=64.",
+        autocompletion=complete_param,
     ),
 ]
 FileArgument = Annotated[
@@ -65,14 +67,18 @@ def load_topology(file: Path, params: list[str] | None, *, check_imports: bool =
 _NAME, _DECLARED, _VALUES = "topo.backend", "topo.backend.declared", "topo.backend.values"
 
 
-def error(message: str) -> typer.Exit:
-    """Print ``error: message`` and return the exit to raise (code 1)."""
+USAGE_EXIT = 2  # a command-line mistake, as click exits for an unknown option
+
+
+def error(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` and return the exit to raise (code 1, or ``code``)."""
     stderr.print(f"[red]error:[/] {escape(message)}")
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 class Refused(Exception):
-    """A command line ``BackendCommand`` refuses: printed as ``error: ...``, exit 1."""
+    """A command line ``BackendCommand`` refuses (an unknown backend, an option it does not
+    take, a bad value): printed as ``error: ...``, exit 2 like click's usage errors."""
 
 
 class BackendCommand(TyperCommand):
@@ -81,7 +87,7 @@ class BackendCommand(TyperCommand):
     from the command line (``topo.api.named_backend``, as ``--backend`` is everywhere)
     and its flags are taken out before typer parses the rest. An option of another
     backend, one no backend has, a bad value or a missing option the backend needs exits
-    1 naming the option and the backend."""
+    2 (a usage error) naming the option and the backend."""
 
     default_backend: str | None = None
 
@@ -91,21 +97,24 @@ class BackendCommand(TyperCommand):
         except Refused as refused:
             if ctx.resilient_parsing:  # shell completion: as much as parses, nothing said
                 return []
-            raise error(str(refused)) from None
+            raise error(str(refused), USAGE_EXIT) from None
 
     def _parse(self, ctx: Any, args: list[str]) -> list[str]:
         from topo.api import named_backend
-        from topo.backends.base import BackendNotFound, backend_options
 
         default, preset = self.preset(args)
         name = named_backend(args, default)
         declared: tuple[BackendOption, ...] = ()
-        if name is not None:
+        mine = {opt for param in self.get_params(ctx) for opt in param.opts}
+        # Completing a line without flags of the backend: its module is not imported.
+        quick = ctx.resilient_parsing and not _foreign_flags(args, mine)
+        if name is not None and not quick:
+            from topo.backends.base import BackendNotFound, backend_options
+
             try:
                 declared = backend_options(name)
             except BackendNotFound as exc:
                 raise Refused(str(exc)) from None
-        mine = {opt for param in self.get_params(ctx) for opt in param.opts}
         for option in declared:
             if option.flag in mine:
                 raise Refused(f"--backend {name} declares {option.flag}, which topo already has")
@@ -183,6 +192,17 @@ class BackendCommand(TyperCommand):
 def chosen_backend(ctx: typer.Context) -> tuple[str | None, dict[str, Any]]:
     """The backend ``BackendCommand`` read and the options given for it (by keyword)."""
     return ctx.meta.get(_NAME), dict(ctx.meta.get(_VALUES, {}))
+
+
+def _foreign_flags(args: list[str], mine: set[str]) -> bool:
+    """Whether ``args`` hold a long flag the command itself does not have (one of the
+    backend's, or a mistake)."""
+    for word in args:
+        if word == "--":
+            break
+        if word.startswith("--") and word.partition("=")[0] not in mine:
+            return True
+    return False
 
 
 _METAVARS = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH", bool: ""}

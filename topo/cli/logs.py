@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
+from topo.cli.complete import complete_run
 from topo.cli.operate import LogDirOption, pick_run, say
 from topo.runs.probe import RunInfo
 
@@ -24,6 +25,7 @@ def logs(
         typer.Argument(
             help="Run id, id prefix or run directory (default: the latest run started here).",
             show_default=False,
+            autocompletion=complete_run,
         ),
     ] = None,
     nodes: Annotated[

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
+from topo.cli.complete import complete_run
 from topo.runs.probe import RunInfo
 
 RunArgument = Annotated[
@@ -25,6 +26,7 @@ RunArgument = Annotated[
     typer.Argument(
         help="Run id, unique id prefix or run directory (default: the latest run started here).",
         show_default=False,
+        autocompletion=complete_run,
     ),
 ]
 LogDirOption = Annotated[

@@ -16,6 +16,7 @@ from topo.cli.common import (
     load_program,
     stdout,
 )
+from topo.cli.complete import complete_backend
 from topo.diagnostics import TopoError
 
 
@@ -42,6 +43,7 @@ def plan(
             "of --hosts; ray: the placement groups and resources asked of Ray); with --json "
             "the placement is checked, not printed. `topo plan -b NAME --help` lists the "
             "backend's options.",
+            autocompletion=complete_backend,
         ),
     ] = None,
 ) -> None:

@@ -1,8 +1,10 @@
 """``topo run``: run a topology on a backend (procs, threads, or a plugin) with a live view.
 
-Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts), or the
-file is invalid, or there is no such backend, or the backend refused it; 130
-stopped by Ctrl-C; 143 stopped by SIGTERM.
+Exit codes (``EXIT_CODES``, also in ``topo run --help``): 0 clean stop; 1 a node failed
+(or ran out of restarts), or the file is invalid (imports and node arguments included,
+checked before anything starts), or the backend refused it; 2 a mistake in the command
+line (an unknown option or backend, a bad option value, no FILE); 130 stopped by Ctrl-C;
+143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from topo.cli.common import (
     fail,
     stderr,
 )
+from topo.cli.complete import complete_backend
 from topo.diagnostics import TopoError
 
 
@@ -45,7 +48,13 @@ class RunCommand(BackendCommand):
         return recorded_preset(args, self.default_backend)
 
 
-@app.command("run", cls=RunCommand)
+EXIT_CODES = (
+    "Exit codes: 0 clean stop · 1 bad file, bad -p, failed check or failed run · "
+    "2 command-line mistake · 130 Ctrl-C · 143 SIGTERM."
+)
+
+
+@app.command("run", cls=RunCommand, epilog=EXIT_CODES)
 def run(
     ctx: typer.Context,
     file: Annotated[
@@ -62,6 +71,7 @@ def run(
             "-b",
             help="procs (one process per executable), threads, ssh (with --hosts), ray, or an "
             "installed plugin backend; `topo run -b NAME --help` lists the backend's options.",
+            autocompletion=complete_backend,
         ),
     ] = RUN_BACKEND,
     grace: Annotated[
@@ -164,6 +174,7 @@ def run(
             backend_options=options,
             from_run=from_run,
             **settings,
+            check_imports=True,  # imports and node arguments, before anything starts
         )
     except (BackendNotFound, BackendOptionError) as exc:
         raise error(str(exc)) from None
@@ -214,7 +225,8 @@ def run(
         if detached is not None:
             detached.settle(launcher.run_dir)
         while launcher.wait(0.2) is None:
-            if detached is not None and launcher.ready_at is not None:
+            if detached is not None and detached.fd is not None and launcher.ready_at is not None:
+                launcher.record_now()  # `topo ps` right after `run -d` sees it running
                 detached.say_ready(launcher.run_id, launcher.run_dir)
     finally:
         if detached is not None:

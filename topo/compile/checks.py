@@ -3,7 +3,7 @@ file:line:col, and the optional imports and signatures that need the Spec."""
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
 
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Executable, Group, Program
@@ -13,7 +13,7 @@ from topo.kinds import get_kind
 from topo.loader.models import GroupSpec
 from topo.loader.read import LoadedSpec
 from topo.syntax.source import PathKey, SourceMap
-from topo.targets import TargetError, import_target
+from topo.targets import TargetError, TargetInfo, import_target
 
 
 def problem_path(problem: Problem) -> PathKey:
@@ -66,21 +66,19 @@ def _written_at(g: Group, gspec: GroupSpec, name: str, override: str | None) -> 
 
 
 def _signature_problems(
-    g: Group, target: str, obj: object, loaded: LoadedSpec, builtin: set[str]
+    g: Group, target: str, info: TargetInfo, loaded: LoadedSpec, builtin: set[str]
 ) -> list[Diagnostic]:
-    """Bind each replica's argument names (references count as given) to ``obj``'s
+    """Bind each replica's argument names (references count as given) to the target's
     signature: an unexpected argument is reported where it is written, a missing one at
     the group."""
-    try:
-        params = inspect.signature(obj).parameters  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # builtins and C callables without a signature
+    if info.params is None:  # builtins and C callables without a signature
         return []
     gspec = loaded.spec.nodes[g.name]
-    accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    known = [k for k, p in params.items() if p.kind in by_name]
-    positional = (*by_name, inspect.Parameter.POSITIONAL_ONLY)
-    required = [k for k, p in params.items() if p.default is p.empty and p.kind in positional]
+    accepts_any = any(kind == "VAR_KEYWORD" for _, kind, _ in info.params)
+    by_name = ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY")
+    known = [name for name, kind, _ in info.params if kind in by_name]
+    positional = (*by_name, "POSITIONAL_ONLY")
+    required = [n for n, kind, default in info.params if not default and kind in positional]
     errors: list[Diagnostic] = []
     seen: set[str] = set()
     for names, override in _replica_arg_names(g, gspec, builtin).items():
@@ -124,10 +122,27 @@ def _imports_of(g: Group, loaded: LoadedSpec) -> list[tuple[str, str, bool]]:
     return out
 
 
-def check_imports(program: Program, loaded: LoadedSpec) -> list[Diagnostic]:
-    """Import every target the way ``topo run`` does (``--check-imports``) and check each
-    node's arguments against its target's signature; returns warnings about nodes nothing
-    reaches."""
+def checked_targets(program: Program, loaded: LoadedSpec) -> list[str]:
+    """Every target ``check_imports`` imports (of the enabled groups), once each."""
+    found = [t for g in program.groups if g.enabled for _, t, _ in _imports_of(g, loaded)]
+    return list(dict.fromkeys(found))
+
+
+def check_imports(
+    program: Program,
+    loaded: LoadedSpec,
+    *,
+    imports_here: bool = True,
+    described: Mapping[str, TargetInfo | str] | None = None,
+) -> list[Diagnostic]:
+    """Import every target the way ``topo run`` does (``--check-imports``, and ``topo run``
+    before it starts anything) and check each node's arguments against its target's
+    signature; raises ``TopoError`` with every error, returns warnings about nodes nothing
+    reaches. ``described`` holds targets imported elsewhere (by the procs fork server):
+    their ``TargetInfo``, or why they do not import; they are not imported here. Without
+    ``imports_here`` (the nodes run in another environment) a target whose import fails
+    here is skipped: only the targets that import are checked."""
+    infos: dict[str, TargetInfo | str] = dict(described or {})
     errors: list[Diagnostic] = []
     incoming = {e.dst for e in program.edges}
     for g in program.groups:
@@ -136,15 +151,21 @@ def check_imports(program: Program, loaded: LoadedSpec) -> list[Diagnostic]:
         kind = get_kind(g.kind)
         for field, target, builds in _imports_of(g, loaded):
             where = loaded.sources.pos(("nodes", g.name, field))
-            try:
-                obj = import_target(target, program.source)
-            except TargetError as exc:
-                errors.append(Diagnostic(f"group '{g.name}': {exc}", where))
+            info = infos.get(target)
+            if info is None:
+                try:
+                    info = TargetInfo.of(import_target(target, program.source))
+                except TargetError as exc:
+                    info = str(exc)
+                infos[target] = info
+            if isinstance(info, str):  # why it does not import
+                if imports_here:
+                    errors.append(Diagnostic(f"group '{g.name}': {info}", where))
                 continue
-            if not callable(obj):
+            if not info.can_call:
                 errors.append(
                     Diagnostic(
-                        f"group '{g.name}': '{target}' is a {type(obj).__name__}, "
+                        f"group '{g.name}': '{target}' is a {info.type_name}, "
                         "not something that can be called",
                         where,
                     )
@@ -153,9 +174,9 @@ def check_imports(program: Program, loaded: LoadedSpec) -> list[Diagnostic]:
             if not builds:
                 continue
             builtin = set(kind.args(loaded.spec.nodes[g.name].options()))
-            errors.extend(_signature_problems(g, target, obj, loaded, builtin))
-            if kind.served and kind.builtin_target is None and inspect.isclass(obj):
-                has_run = callable(getattr(obj, "run", None))
+            errors.extend(_signature_problems(g, target, info, loaded, builtin))
+            if kind.served and kind.builtin_target is None and info.is_class:
+                has_run = info.has_run
                 reachable = any(n.id in incoming for n in program.nodes_of(g.name))
                 if not has_run and not reachable and not g.stops_program:
                     errors.append(

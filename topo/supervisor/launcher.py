@@ -220,6 +220,10 @@ class Launcher(Sink):
         """True once the run ended."""
         return self._done.is_set()
 
+    def record_now(self) -> None:
+        """Write ``status.json`` now (not at the recorder's next turn)."""
+        write_status(self.run_dir, self.summary())
+
     @property
     def phase(self) -> str:
         """starting (until every node was up once), running, stopping, or ended."""

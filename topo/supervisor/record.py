@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ HEARTBEAT_S = 2.0
 def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
     """Write ``status.json`` atomically (a reader never sees half a file)."""
     path = run_dir / STATUS_FILE
-    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     os.replace(tmp, path)
 

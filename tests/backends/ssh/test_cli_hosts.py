@@ -106,7 +106,7 @@ def test_plan_refuses_wrong_combinations(
 ) -> None:
     topology, hosts = files
     result = run_topo("plan", topology, *[a.format(hosts=hosts) for a in argv])
-    assert result.exit_code == 1 and message in result.stderr
+    assert result.exit_code == 2 and message in result.stderr  # a command-line mistake
     assert result.stdout == ""
 
 
@@ -135,7 +135,7 @@ def test_run_refuses_wrong_combinations(
     runs = tmp_path / "runs"
     argv = [a.format(hosts=hosts) for a in argv]
     result = run_topo("run", topology, "--log-dir", runs, *argv)
-    assert result.exit_code == 1 and message in result.stderr
+    assert result.exit_code == 2 and message in result.stderr  # a command-line mistake
     assert not runs.exists()
 
 

@@ -56,6 +56,7 @@ class RayBackend(Backend):
     """Executables as Ray actors on a Ray cluster (or a local Ray started for the run)."""
 
     name = "ray"
+    imports_here = False  # the cluster's workers may have other packages than this machine
 
     @classmethod
     def options(cls) -> tuple[BackendOption, ...]:

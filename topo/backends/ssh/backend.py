@@ -65,6 +65,7 @@ class SshBackend(Backend):
 
     name = "ssh"
     local_pids = False  # the tests check the hosts themselves (ip netns pids)
+    imports_here = False  # the host check imports the targets on each host
 
     @classmethod
     def options(cls) -> tuple[BackendOption, ...]:
