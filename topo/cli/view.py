@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +29,7 @@ from topo.backends.base import Event
 from topo.cli.view_layout import COLUMNS, LAST, layout
 from topo.cli.view_rows import (
     STATE_STYLE,
+    STILL_UP,
     clock,
     format_number,
     key_figures,
@@ -196,15 +197,19 @@ class TableView:
         """``program — backend``, then the stop's progress and a limiter's."""
         src = self.source
         parts = [f"{src.program.name} — {src.backend_name}"]
-        if src.stopping_since is not None:
+        still_up = any(st.state in STILL_UP for st in src.nodes.values())
+        if src.stopping_since is not None and still_up:
             parts.append(f"stopping {clock(now - src.stopping_since)}/{clock(src.grace_s)}")
         limiter = src.limiter
         if limiter is not None:
             parts.append(limiter_text(limiter))
         return Text(" · ".join(parts), no_wrap=True, overflow="ellipsis")
 
-    def render(self) -> Table:
-        """The table as of now, fitted to the terminal."""
+    def render(self) -> Group:
+        """The table as of now, fitted to the terminal, and the run directory under it.
+
+        No line reaches the last column: the terminal's ``^C`` echo would wrap it and the
+        next redraw would leave a stale line behind."""
         src = self.source
         now = time.time()
         width, height = self.console.size
@@ -216,12 +221,10 @@ class TableView:
         for row in rows:
             for column in wants:
                 wants[column] = max(wants[column], len(row.cell(column)))
-        widths = layout(wants, width)
+        widths = layout(wants, width - 1)
         table = Table(
             title=self.title(now),
-            caption=Text(str(src.run_dir), no_wrap=True, overflow="ellipsis"),
             title_justify="left",
-            caption_justify="left",
             box=box.SIMPLE_HEAD,
             show_edge=False,
             pad_edge=False,
@@ -243,14 +246,17 @@ class TableView:
                 else:
                     cells.append(Text(text))
             table.add_row(*cells)
-        return table
+        where = Text(str(src.run_dir), no_wrap=True, overflow="ellipsis")
+        where.truncate(max(width - 4, 8), overflow="ellipsis")
+        return Group(table, where)
 
     def __call__(self, event: Event) -> None:
         if event.kind == "log":
             return
         line = status_line(event, self.source)
         if line is not None:
-            self.live.console.print(line, highlight=False)
+            # wrapped by rich, not the terminal: the live table's redraw counts its lines
+            self.live.console.print(line, highlight=False, soft_wrap=False)
 
     def close(self) -> None:
         """Print the final table and stop refreshing."""

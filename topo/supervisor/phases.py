@@ -16,7 +16,7 @@ from typing import Any
 from topo.ir import Program
 from topo.supervisor.state import NodeStatus
 
-CHECK_EVERY_S = 0.5
+CHECK_EVERY_S = 0.25
 NO_PROCESS = "waiting for its process"
 BUILDING = "building"
 LIMIT_KEYS = ("limit_key", "limit", "eta_s")  # the limiter's figures besides the count

@@ -1,0 +1,206 @@
+"""The live table of ``topo run`` in a real terminal (tmux): every node's id and state at
+80 and 120 columns, the last log line as wide as the terminal allows, 300 nodes collapsed
+by group, ``stopping M:SS/M:SS`` during the grace, what a starting node waits for, and no
+"all N nodes up" once Ctrl-C was pressed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from topo.testing import wait_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent  # view_nodes.py, the test nodes
+LONG = "sum = 12978 " + " ".join(f"word{i}" for i in range(12)) + " END-OF-LINE"  # ~95 characters
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (./dev installs it)"),
+]
+
+
+class Tmux:
+    """``topo run ...`` in a tmux session of its own server (socket ``-L name``)."""
+
+    def __init__(self, tmp: Path, width: int, height: int, *args: str) -> None:
+        self.socket = f"topo-view-{uuid.uuid4().hex[:10]}"
+        conf = tmp / "tmux.conf"
+        conf.write_text("set -g remain-on-exit on\nset -g history-limit 5000\n")
+        env = f"PYTHONPATH={ROOT}:{HERE} TERM=xterm-256color"
+        command = f"exec env -u COLUMNS -u LINES {env} {sys.executable} -m topo run " + " ".join(
+            args
+        )
+        self.tmux(
+            "-f", str(conf), "new-session", "-d", "-s", "v", "-x", str(width), "-y", str(height)
+        )
+        self.tmux("respawn-pane", "-k", "-t", "v", command)
+        self.server = int(self.tmux("display", "-p", "-t", "v", "#{pid}"))
+        self.launcher = int(self.tmux("display", "-p", "-t", "v", "#{pane_pid}"))
+        self.seen: set[int] = {self.launcher}
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def screen(self) -> str:
+        """What the terminal shows now (wrapped lines joined)."""
+        self.note_pids()
+        return self.tmux("capture-pane", "-p", "-J", "-t", "v")
+
+    def history(self) -> str:
+        """Everything the run printed, scrolled-off lines included."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "v")
+
+    def wait_for(self, check: Callable[[str], bool], timeout: float) -> str:
+        end = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if check(text) or time.monotonic() > end:
+                return text
+            time.sleep(0.2)
+
+    def note_pids(self) -> None:
+        """Remember the launcher's processes (to check that none is left)."""
+        try:
+            self.seen.update(p.pid for p in psutil.Process(self.launcher).children(True))
+        except psutil.NoSuchProcess:
+            pass
+
+    def exited(self, timeout: float) -> str:
+        """Wait for the run to end: the pane's exit status ("" on timeout)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.tmux("display", "-p", "-t", "v", "#{pane_dead}") == "1":
+                return self.tmux("display", "-p", "-t", "v", "#{pane_dead_status}")
+            time.sleep(0.2)
+        return ""
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+        for pid in self.seen:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        assert not wait_gone([*self.seen, self.server], 15)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Callable[..., Tmux]]:
+    """``terminal(width, height, *run_args)``: a ``topo run`` in tmux, closed after."""
+    made: list[Tmux] = []
+
+    def start(width: int, height: int, *args: str) -> Tmux:
+        made.append(Tmux(tmp_path, width, height, *args, "--log-dir", str(tmp_path / "runs")))
+        return made[-1]
+
+    yield start
+    for t in made:
+        t.close()
+
+
+def topology(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "topology.yaml"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return str(path)
+
+
+def row(screen: str, node: str) -> str:
+    """The table row of ``node`` (its id first on the line)."""
+    rows = [line for line in screen.splitlines() if line.split()[:1] == [node]]
+    assert rows, f"no row for {node}:\n{screen}"
+    return rows[-1]
+
+
+SMALL = f"""
+    name: view_small
+    nodes:
+      replay: {{target: "view_nodes:Idle", args: {{line: "{LONG}"}}}}
+      learner: {{target: "view_nodes:Idle"}}
+      actor: {{target: "view_nodes:Idle", count: 4}}
+      slow_to_stop: {{target: "view_nodes:SlowToStop", args: {{seconds: 3}}}}
+"""
+NODES = ["replay", "learner", "actor/0", "actor/1", "actor/2", "actor/3", "slow_to_stop"]
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_every_node_and_its_state_shows_at_any_width_and_the_grace_counts(
+    tmp_path: Path, terminal: Callable[..., Tmux], width: int
+) -> None:
+    path = topology(tmp_path, SMALL)
+    run = terminal(width, 40, path, "-b", "threads", "--grace", "6")
+    screen = run.wait_for(lambda s: all(f"{n} " in s for n in NODES) and LONG[:12] in s, 60)
+    screen = run.wait_for(lambda s: s.count(" running ") >= len(NODES), 30)
+    header = next(line for line in screen.splitlines() if line.startswith("node "))
+    assert "state" in header and "restarts" in header, screen
+    for node in NODES:
+        assert " running " in row(screen, node), screen
+    assert all(len(line) <= width for line in screen.splitlines())
+    if width >= 200:  # the last line is not cut at some fixed width
+        assert LONG in row(screen, "replay"), screen
+    if width >= 120:
+        assert "pid" in header and "uptime" in header, screen
+    run.tmux("send-keys", "-t", "v", "C-c")
+    grace = re.compile(r"stopping 0:0\d/0:06")
+    screen = run.wait_for(lambda s: grace.search(s) is not None, 20)
+    assert grace.search(row(screen, "slow_to_stop")), screen
+    assert run.exited(40) == "130", run.history()
+    history = run.history()
+    assert history.count("nodes up") == 1, history  # before Ctrl-C
+    assert history.count("view_small — threads") == 1, history  # no stale line of a redraw
+
+
+def test_300_nodes_collapse_by_group(tmp_path: Path, terminal: Callable[..., Tmux]) -> None:
+    path = topology(
+        tmp_path,
+        """
+        name: view_big
+        nodes:
+          learner: {target: "view_nodes:Idle"}
+          actor: {target: "view_nodes:Idle", count: 300}
+        """,
+    )
+    run = terminal(80, 40, path, "-b", "threads", "--grace", "5")
+    screen = run.wait_for(lambda s: "300 running" in s, 90)
+    assert "300 running" in row(screen, "actor"), screen
+    assert "actor ×300" in screen, screen
+    assert " running " in row(screen, "learner"), screen
+    assert "actor/1" not in screen and "more" not in screen, screen
+    run.tmux("send-keys", "-t", "v", "C-c")
+    assert run.exited(60) == "130", run.history()
+
+
+def test_starting_nodes_say_what_they_wait_for_and_ctrl_c_hides_all_up(
+    tmp_path: Path, terminal: Callable[..., Tmux]
+) -> None:
+    path = topology(
+        tmp_path,
+        """
+        name: view_phases
+        nodes:
+          replay: {target: "view_nodes:SlowBuild", args: {seconds: 8}}
+          actor: {target: "view_nodes:NeedsPeer", count: 2, args: {peer: "@replay"}}
+        """,
+    )
+    run = terminal(120, 30, path, "-b", "procs", "--grace", "20")
+    screen = run.wait_for(lambda s: "waiting for replay" in s, 60)
+    assert re.search(r"starting \d:\d\d · waiting for replay", row(screen, "actor/0")), screen
+    assert "· building" in row(screen, "replay"), screen
+    run.tmux("send-keys", "-t", "v", "C-c")  # replay becomes ready during the grace
+    assert run.exited(60) == "130", run.history()
+    assert "nodes up" not in run.history()
