@@ -204,3 +204,23 @@ def test_starting_nodes_say_what_they_wait_for_and_ctrl_c_hides_all_up(
     run.tmux("send-keys", "-t", "v", "C-c")  # replay becomes ready during the grace
     assert run.exited(60) == "130", run.history()
     assert "nodes up" not in run.history()
+
+
+def test_nodes_ready_after_ctrl_c_do_not_print_all_up(
+    tmp_path: Path, terminal: Callable[..., Tmux]
+) -> None:
+    path = topology(
+        tmp_path,
+        """
+        name: view_interrupted
+        nodes:
+          slow: {target: "view_nodes:SlowBuild", args: {seconds: 4}}
+          idle: {target: "view_nodes:Idle"}
+        """,
+    )
+    run = terminal(100, 30, path, "-b", "threads", "--grace", "30")
+    screen = run.wait_for(lambda s: "· building" in s, 60)
+    assert "· building" in row(screen, "slow"), screen
+    run.tmux("send-keys", "-t", "v", "C-c")  # slow becomes ready during the grace
+    assert run.exited(60) == "130", run.history()
+    assert "nodes up" not in run.history()

@@ -31,7 +31,8 @@ class SlowToStop:
 
 
 class SlowBuild:
-    """Takes ``seconds`` to construct (as a replay that loads a checkpoint would)."""
+    """Takes ``seconds`` to construct (as a replay that loads a checkpoint would), also
+    when the program is stopping meanwhile."""
 
     def __init__(self, seconds: float = 6.0) -> None:
         time.sleep(seconds)

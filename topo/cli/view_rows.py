@@ -199,7 +199,7 @@ def table_rows(
 def limiter_text(limiter: LimiterProgress) -> str:
     """``actor_steps 47.1k/50k · ~20 s``."""
     text = f"{limiter.key} {format_number(limiter.steps)}/{format_number(limiter.limit)}"
-    if limiter.eta_s is not None:
+    if limiter.eta_s is not None and limiter.steps <= limiter.limit:
         eta = limiter.eta_s
         text += f" · ~{eta:.0f} s" if eta < 90 else f" · ~{clock(eta)}"
     return text
