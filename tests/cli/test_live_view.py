@@ -5,6 +5,7 @@ by group, ``stopping M:SS/M:SS`` during the grace, what a starting node waits fo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -163,6 +164,13 @@ def test_every_node_and_its_state_shows_at_any_width_and_the_grace_counts(
     history = run.history()
     assert history.count("nodes up") == 1, history  # before Ctrl-C
     assert history.count("view_small — threads") == 1, history  # no stale line of a redraw
+    # What the view showed is in status.json too, for `topo attach`.
+    (status_file,) = (tmp_path / "runs").glob("*/status.json")
+    status = json.loads(status_file.read_text())
+    assert status["grace_s"] == 6 and status["stopping_since"] > status["started"]
+    assert status["limiter"] is None
+    nodes = {n["id"]: n for n in status["nodes"]}
+    assert nodes["replay"]["last_line"] == LONG and nodes["replay"]["phase"] == ""
 
 
 def test_300_nodes_collapse_by_group(tmp_path: Path, terminal: Callable[..., Tmux]) -> None:
@@ -224,3 +232,31 @@ def test_nodes_ready_after_ctrl_c_do_not_print_all_up(
     run.tmux("send-keys", "-t", "v", "C-c")  # slow becomes ready during the grace
     assert run.exited(60) == "130", run.history()
     assert "nodes up" not in run.history()
+
+
+def test_a_steps_limiters_progress_is_in_the_title(
+    tmp_path: Path, terminal: Callable[..., Tmux]
+) -> None:
+    path = topology(
+        tmp_path,
+        """
+        name: view_limit
+        nodes:
+          counter: {target: "topo.nodes:Counter"}
+          coordinator:
+            target: "topo.nodes:StepsLimiter"
+            stops_program: true
+            args: {counter: "@counter", max_steps: 2000, steps_key: actor_steps}
+          actor: {target: "view_nodes:Stepper", count: 2, args: {counter: "@counter"}}
+        """,
+    )
+    run = terminal(100, 30, path, "-b", "threads", "--grace", "5")
+    progress = re.compile(r"view_limit — threads · actor_steps \d+(\.\d+k)?/2k · ~\d+ s")
+    screen = run.wait_for(lambda s: progress.search(s) is not None, 60)
+    assert progress.search(screen), screen
+    assert run.exited(60) == "0", run.history()  # the limiter stopped it
+    assert "actor_steps reached" in run.history()
+    (status_file,) = (tmp_path / "runs").glob("*/status.json")
+    limiter = json.loads(status_file.read_text())["limiter"]
+    assert limiter["node"] == "coordinator" and limiter["limit"] == 2000
+    assert limiter["steps"] > 2000
