@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import time
 import zlib
-from pathlib import Path
-from typing import Protocol
 
 from rich import box
 from rich.console import Console, Group
@@ -26,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from topo.backends.base import Event
-from topo.cli.view_layout import COLUMNS, LAST, layout
+from topo.cli.view_layout import COLUMNS, layout
 from topo.cli.view_rows import (
     STATE_STYLE,
     STILL_UP,
@@ -36,9 +34,7 @@ from topo.cli.view_rows import (
     limiter_text,
     table_rows,
 )
-from topo.ir import Program
-from topo.supervisor.phases import LimiterProgress
-from topo.supervisor.state import NodeStatus
+from topo.cli.view_source import RunSource
 
 __all__ = ["STATE_STYLE", "LinesView", "RunSource", "TableView", "format_number", "key_figures"]
 
@@ -56,42 +52,6 @@ PALETTE = (
 )
 METRICS_EVERY_S = 10.0  # LinesView: one metrics line per node at most this often
 CHROME_LINES = 7  # the table's title, header, rule and caption, and a little room
-
-
-class RunSource(Protocol):
-    """What the views read of a run (the ``Launcher`` has all of it; ``topo attach``
-    fills it from ``status.json``). Every value is read, never changed."""
-
-    @property
-    def program(self) -> Program:
-        """The run's program (the IR): groups, nodes, executables."""
-
-    @property
-    def backend_name(self) -> str:
-        """``procs``, ``threads``, ``ssh``..."""
-
-    @property
-    def run_dir(self) -> Path:
-        """The run directory (logs, status.json)."""
-
-    @property
-    def grace_s(self) -> float:
-        """Seconds nodes get to stop before they are killed."""
-
-    @property
-    def nodes(self) -> dict[str, NodeStatus]:
-        """Node id -> its status (state, pid, phase, last line, metrics...)."""
-
-    @property
-    def stopping_since(self) -> float | None:
-        """Wall-clock time the stop began (None while the run goes on)."""
-
-    @property
-    def limiter(self) -> LimiterProgress | None:
-        """How far a steps limiter got (None: no limiter, or none reported yet)."""
-
-    def location(self, exe_id: str) -> str | None:
-        """The host of an executable for a backend that spans hosts, else None."""
 
 
 def colour(label: str) -> str:
@@ -234,18 +194,12 @@ class TableView:
         for column, w in widths.items():
             table.add_column(column, width=w, no_wrap=True, overflow="ellipsis")
         for row in rows:
-            cells = []
-            for column in widths:
-                text = row.cell(column)
-                if column == "node":
-                    cells.append(Text(text, style=colour(row.key) if row.key else "dim"))
-                elif column == "state":
-                    cells.append(Text(text, style=row.state_style))
-                elif column in ("metrics", LAST):
-                    cells.append(Text(text, style="dim" if column == "metrics" else ""))
-                else:
-                    cells.append(Text(text))
-            table.add_row(*cells)
+            styles = {
+                "node": colour(row.key) if row.key else "dim",
+                "state": row.state_style,
+                "metrics": "dim",
+            }
+            table.add_row(*(Text(row.cell(c), style=styles.get(c, "")) for c in widths))
         where = Text(str(src.run_dir), no_wrap=True, overflow="ellipsis")
         where.truncate(max(width - 4, 8), overflow="ellipsis")
         return Group(table, where)

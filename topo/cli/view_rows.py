@@ -12,14 +12,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from topo.cli.view_source import RunSource
 from topo.supervisor.metrics_store import STAMPS, rank_keys
 from topo.supervisor.phases import LIMIT_KEYS, LimiterProgress
 from topo.supervisor.state import NodeStatus
-
-if TYPE_CHECKING:
-    from topo.cli.view import RunSource
 
 STATE_STYLE = {
     "running": "green",
