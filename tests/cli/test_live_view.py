@@ -83,13 +83,26 @@ class Tmux:
             pass
 
     def exited(self, timeout: float) -> str:
-        """Wait for the run to end: the pane's exit status ("" on timeout)."""
+        """Wait for the run to end: the pane's exit status (on timeout: which of the run's
+        processes are still there)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
+            self.note_pids()
             if self.tmux("display", "-p", "-t", "v", "#{pane_dead}") == "1":
                 return self.tmux("display", "-p", "-t", "v", "#{pane_dead_status}")
             time.sleep(0.2)
-        return ""
+        return f"still running: {self.processes()}"
+
+    def processes(self) -> list[str]:
+        """The run's processes still there, as ``pid status command``."""
+        found = []
+        for pid in sorted(self.seen):
+            try:
+                p = psutil.Process(pid)
+                found.append(f"{pid} {p.status()} {' '.join(p.cmdline())[:120]}")
+            except psutil.NoSuchProcess:
+                pass
+        return found
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)

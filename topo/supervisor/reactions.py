@@ -201,8 +201,8 @@ class Supervisor(Sink):
         if not self._stopping:
             self._check_starting()
             self._check_progress()
-            if self._phases.update(self.state.nodes, now) and self._recorder is not None:
-                self._recorder.dirty = True
+        if self._phases.update(self.state.nodes, now) and self._recorder is not None:
+            self._recorder.dirty = True  # also while stopping: a node up since has no phase
         if self._recorder is not None:
             self._recorder.tick(now)
         if self._grace_deadline is not None and now >= self._grace_deadline:
@@ -310,6 +310,7 @@ class Supervisor(Sink):
         st = self.state.nodes[node]
         if kind == "ready":
             st.state = "running"
+            st.phase = ""
             exe.state = "running"
             self._emit("ready", node, exe_id, pid)
             self._ever_ready.add(node)
