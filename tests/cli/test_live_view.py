@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,16 +41,23 @@ class Tmux:
         conf = tmp / "tmux.conf"
         conf.write_text("set -g remain-on-exit on\nset -g history-limit 5000\n")
         env = f"PYTHONPATH={ROOT}:{HERE} TERM=xterm-256color"
-        command = f"exec env -u COLUMNS -u LINES {env} {sys.executable} -m topo run " + " ".join(
-            args
+        # A small parent prints topo's exit code into the terminal (tmux does not always
+        # have the pane's status); it lets the terminal's SIGINT through to topo only.
+        parent = (
+            "import signal, subprocess, sys; signal.signal(signal.SIGINT, lambda *a: None); "
+            "code = subprocess.call(sys.argv[1:]); print(f'[topo exited {code}]', flush=True)"
+        )
+        command = (
+            f"exec env -u COLUMNS -u LINES {env} {sys.executable} -c {shlex.quote(parent)} "
+            f"{sys.executable} -m topo run " + " ".join(shlex.quote(a) for a in args)
         )
         self.tmux(
             "-f", str(conf), "new-session", "-d", "-s", "v", "-x", str(width), "-y", str(height)
         )
         self.tmux("respawn-pane", "-k", "-t", "v", command)
         self.server = int(self.tmux("display", "-p", "-t", "v", "#{pid}"))
-        self.launcher = int(self.tmux("display", "-p", "-t", "v", "#{pane_pid}"))
-        self.seen: set[int] = {self.launcher}
+        self.parent = int(self.tmux("display", "-p", "-t", "v", "#{pane_pid}"))
+        self.seen: set[int] = {self.parent}
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(
@@ -76,20 +84,20 @@ class Tmux:
             time.sleep(0.2)
 
     def note_pids(self) -> None:
-        """Remember the launcher's processes (to check that none is left)."""
+        """Remember the run's processes (to check that none is left)."""
         try:
-            self.seen.update(p.pid for p in psutil.Process(self.launcher).children(True))
+            self.seen.update(p.pid for p in psutil.Process(self.parent).children(True))
         except psutil.NoSuchProcess:
             pass
 
     def exited(self, timeout: float) -> str:
-        """Wait for the run to end: the pane's exit status (on timeout: which of the run's
+        """Wait for the run to end: topo's exit code (on timeout: which of the run's
         processes are still there)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self.note_pids()
-            if self.tmux("display", "-p", "-t", "v", "#{pane_dead}") == "1":
-                return self.tmux("display", "-p", "-t", "v", "#{pane_dead_status}")
+            found = re.search(r"\[topo exited (-?\d+)\]", self.screen())
+            if found:
+                return found.group(1)
             time.sleep(0.2)
         return f"still running: {self.processes()}"
 
