@@ -51,7 +51,8 @@ def key_figures(values: dict[str, Any], limit: int = 3) -> str:
     """A node's latest figures in a few words, key figures first (return, reward, loss,
     steps per second, steps): ``return 187.3 · steps/s 2.1k``. A limiter's bookkeeping
     (``limit_key``, ``limit``, ``eta_s``) is left out: the table's title shows it."""
-    keys = rank_keys([k for k in values if k not in STAMPS and k not in LIMIT_KEYS])
+    hidden = (*STAMPS, *LIMIT_KEYS) if "limit_key" in values else STAMPS
+    keys = rank_keys([k for k in values if k not in hidden])
     numbers = [k for k in keys if _is_number(values[k])]
     shown = [*numbers, *(k for k in keys if k not in numbers)][:limit]
     parts = []
