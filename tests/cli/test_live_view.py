@@ -56,6 +56,7 @@ class Tmux:
         )
         self.tmux("respawn-pane", "-k", "-t", "v", command)
         self.server = int(self.tmux("display", "-p", "-t", "v", "#{pid}"))
+        self.socket_path = Path(self.tmux("display", "-p", "-t", "v", "#{socket_path}"))
         self.parent = int(self.tmux("display", "-p", "-t", "v", "#{pane_pid}"))
         self.seen: set[int] = {self.parent}
 
@@ -120,6 +121,7 @@ class Tmux:
             except OSError:
                 pass
         assert not wait_gone([*self.seen, self.server], 15)
+        self.socket_path.unlink(missing_ok=True)  # kill-server may leave it behind
 
 
 @pytest.fixture
