@@ -56,7 +56,7 @@ def run_on_threads(path: Path, params: dict, tmp_path: Path) -> dict[str, str]:
         argv += ["-p", f"{key}={'null' if value is None else value}"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    [logs] = (tmp_path / "runs").glob("*/logs")
+    [logs] = (tmp_path / "runs").glob("*-*/logs")
     return {re.sub(r"_(\d+)$", r"/\1", f.stem): f.read_text() for f in logs.glob("*.log")}
 
 

@@ -67,7 +67,7 @@ def _printed_all(runs: Path, timeout: float) -> bool:
     """Wait until the node's log file ends with its ``FLOOD DONE`` line."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for log in runs.glob("*/logs/learner.log"):
+        for log in runs.glob("*-*/logs/learner.log"):
             with open(log, "rb") as f:
                 f.seek(max(f.seek(0, 2) - 4096, 0))
                 if b"FLOOD DONE" in f.read():
@@ -174,7 +174,7 @@ def test_node_logs_are_capped_and_rotated(
             kill_pids(below)
         out.join(10)
     assert proc.returncode == 130, out.other[-20:]
-    (logs,) = runs.glob("*/logs")
+    (logs,) = runs.glob("*-*/logs")
     names = sorted(p.name for p in logs.iterdir())
     assert names == ["learner.log", "learner.log.1", "learner.log.2"], names
     cap = 1 << 20

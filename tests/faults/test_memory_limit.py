@@ -39,10 +39,10 @@ def test_a_leaking_node_is_killed_for_its_memory_limit_and_restarted(
     said = re.findall(r"node leaker \(pid (\d+)\) exceeded its memory limit 300 MiB", out)
     assert said, out
     assert "restart 1/1" in out and "failed 2 times, giving up" in out, out
-    (status,) = runs.glob("*/status.json")
+    (status,) = runs.glob("*-*/status.json")
     failure = json.loads(status.read_text())["failure"]
     assert "exceeded its memory limit 300 MiB" in failure["message"]
-    (log,) = runs.glob("*/logs/leaker.log")
+    (log,) = runs.glob("*-*/logs/leaker.log")
     assert "exceeded its memory limit 300 MiB" in log.read_text()
 
 

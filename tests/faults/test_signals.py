@@ -38,7 +38,7 @@ def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable, tmp_pat
     with topo_run(str(path), "--no-live", "--log-dir", str(tmp_path / "runs")) as proc:
         below, sleeps = _started(proc, tmp_path)
         try:
-            (status_file,) = (tmp_path / "runs").glob("*/status.json")
+            (status_file,) = (tmp_path / "runs").glob("*-*/status.json")
             socket_dir = json.loads(status_file.read_text())["socket_dir"]
             assert socket_dir and Path(socket_dir).is_dir()
             proc.kill()

@@ -35,7 +35,7 @@ def _family(topology: Callable[..., Path], pid_file: Path, **args: object) -> Pa
 
 
 def _socket_dir(runs: Path) -> Path:
-    (status,) = runs.glob("*/status.json")
+    (status,) = runs.glob("*-*/status.json")
     return Path(json.loads(status.read_text())["socket_dir"])
 
 

@@ -60,6 +60,9 @@ class _Launcher:
         self.nodes = {"actor/0": NodeStatus("actor/0", "actor/0"), "learner": NodeStatus("l", "l")}
         self.backend = ThreadsBackend()  # one host: no host/ prefix
 
+    def location(self, exe_id: str) -> str | None:
+        return self.backend.location(exe_id)
+
 
 def test_lines_view_prints_a_nodes_figures_at_most_every_ten_seconds(
     monkeypatch: pytest.MonkeyPatch,

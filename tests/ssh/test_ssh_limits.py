@@ -53,7 +53,7 @@ def test_a_node_over_its_memory_limit_is_killed_on_its_host(
     killed = re.findall(r"node (leaker/\d) \(pid \d+\) exceeded its memory limit 300 MiB", out)
     assert killed, out[-3000:]
     assert "failed 2 times, giving up" in out, out[-3000:]
-    (status,) = (tmp_path / "runs").glob("*/status.json")
+    (status,) = (tmp_path / "runs").glob("*-*/status.json")
     record = json.loads(status.read_text())
     assert "exceeded its memory limit 300 MiB" in record["failure"]["message"]
     hosts_of = {n["id"]: n["host"] for n in record["nodes"]}

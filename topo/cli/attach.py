@@ -19,21 +19,21 @@ def attach(run: RunArgument = None, log_dir: LogDirOption = Path("runs")) -> Non
     from rich.console import Console
     from rich.text import Text
 
+    from topo.cli.recorded import StatusSource
     from topo.cli.view import TableView
     from topo.runs.detach import LAUNCHER_LOG
-    from topo.runs.source import StatusSource
 
     info = pick_run(run, log_dir)
     source = StatusSource(info)
     console = Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     if not info.live:
-        console.print(TableView(source, console, start=False).render())  # type: ignore[arg-type]
+        console.print(TableView(source, console, live=False).render())
         _outcome(info)
         sys.exit(_code(info))
     detach = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda s, f: detach.set())
     log = _Tail(info.run_dir / LAUNCHER_LOG)
-    view = TableView(source, console)  # type: ignore[arg-type]
+    view = TableView(source, console)
     try:
         while not detach.wait(0.25):
             for line in log.new_lines():

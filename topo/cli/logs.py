@@ -103,7 +103,7 @@ def _files(info: RunInfo, chosen: list[str]) -> dict[str, Path]:
 
 
 def _prefixer(files: dict[str, Path]) -> tuple[int, dict[str, str]]:
-    from topo.cli.view import colour
+    from topo.cli.colours import colour
 
     width = min(32, max((len(n) for n in files), default=4))
     return width, {n: colour(n) for n in files}

@@ -133,11 +133,11 @@ def status(
         return
     from rich.console import Console
 
+    from topo.cli.recorded import StatusSource
     from topo.cli.view import TableView
-    from topo.runs.source import StatusSource
 
     console = Console(highlight=False)
-    view = TableView(StatusSource(info), console, start=False)  # type: ignore[arg-type]
+    view = TableView(StatusSource(info), console, live=False)
     console.print(view.render())
     say(f"run {info.id}: {state_text(info)}", _style(info))
 

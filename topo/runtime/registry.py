@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +70,14 @@ class RegistryService(InProcessAddressBook):
         super().__init__(on_stop=on_stop)
         self._on_report = on_report
         self._on_metrics = on_metrics
+        self.missed: dict[str, float] = {}  # node id -> last time a lookup found no address
+
+    def lookup(self, node_id: str) -> str | None:
+        """The endpoint of ``node_id``; a miss is noted: some node is waiting for it."""
+        endpoint = super().lookup(node_id)
+        if endpoint is None:
+            self.missed[str(node_id)] = time.monotonic()
+        return endpoint
 
     def report(
         self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
@@ -196,6 +205,12 @@ class RegistryServer:
         self._publisher.join(5)
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
+
+    def waited_for(self, within_s: float = 2.0) -> set[str]:
+        """Nodes some caller looked up in the last ``within_s`` seconds and did not find
+        (their addresses are awaited: what a starting node may be waiting for)."""
+        since = time.monotonic() - within_s
+        return {n for n, at in list(self.service.missed.items()) if at >= since}
 
     def forget(self, node_ids: list[str] | tuple[str, ...]) -> None:
         """Drop the addresses of nodes whose process ended, at once: callers stop

@@ -35,6 +35,7 @@ from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.supervisor.metrics_store import MetricsStore
+from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder, write_status
@@ -112,6 +113,26 @@ class Launcher(Sink):
     def ready_at(self) -> float | None:
         """Wall-clock time every node had been ready once (None until then)."""
         return self._state.ready_at
+
+    @property
+    def stopping_since(self) -> float | None:
+        """Wall-clock time the stop began (None while the run goes on): the grace runs."""
+        return self._state.stopping_since
+
+    @property
+    def limiter(self) -> LimiterProgress | None:
+        """How far a steps limiter node got (None: the program has none, or it has not
+        reported yet)."""
+        return limiter_progress(self.nodes)
+
+    @property
+    def backend_name(self) -> str:
+        """The backend's name (``procs``, ``threads``...)."""
+        return self.backend.name
+
+    def location(self, exe_id: str) -> str | None:
+        """The host an executable runs on, for a backend that spans hosts (else None)."""
+        return self.backend.location(exe_id)
 
     @property
     def all_pids(self) -> set[int]:
@@ -256,6 +277,7 @@ class Launcher(Sink):
     def summary(self) -> dict[str, Any]:
         """The final status summary (``status.json``)."""
         now = time.time()
+        limiter = self.limiter
         return {
             "id": self.run_id,
             "program": self.program.name,
@@ -275,6 +297,8 @@ class Launcher(Sink):
             "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at, 3),
             "metrics_rows": 0 if self.metrics is None else self.metrics.rows,
             "metrics_dropped": 0 if self.metrics is None else self.metrics.dropped,
+            "stopping_since": self.stopping_since,
+            "limiter": None if limiter is None else vars(limiter),
             "nodes": [
                 {
                     "id": n.id,
@@ -288,6 +312,7 @@ class Launcher(Sink):
                     "metrics": n.metrics,
                     "stalled_s": n.stalled_s,
                     "busy": n.busy,
+                    "phase": n.phase,
                     "last_line": n.last_line[-500:],
                 }
                 for n in self.nodes.values()

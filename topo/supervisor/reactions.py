@@ -21,6 +21,7 @@ from topo.backends.base import ENDED_BY_TOPO, Backend, EventKind, LogSource, Sin
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
+from topo.supervisor.phases import PhaseWatch
 from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
 from topo.supervisor.state import ExeStatus, Failure, RunState, signal_name
@@ -63,6 +64,7 @@ class Supervisor(Sink):
         self._logs: LogSource | None = None
         self._recorder: StatusRecorder | None = None
         self._stopping = False
+        self._stop_asked = False  # set at once by request_stop/kill, before their turn comes
         self._stop_code = 0
         self._grace_deadline: float | None = None
         self._kill_deadline: float | None = None
@@ -70,6 +72,7 @@ class Supervisor(Sink):
         self._ever_ready: set[str] = set()
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._progress = ProgressWatch(lambda n: program.group_of(n).stall_after_s)
+        self._phases = PhaseWatch(program, self._awaited)
 
     def attach(
         self,
@@ -103,10 +106,12 @@ class Supervisor(Sink):
 
     def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
         """Stop the run (``code``: the exit code of a clean stop)."""
+        self._stop_asked = True
         self._inbox.put(("stop", reason, None, code))
 
     def kill(self) -> None:
         """Kill every executable now."""
+        self._stop_asked = True
         self._inbox.put(("kill",))
 
     def metrics_changed(self, nodes: list[str]) -> None:
@@ -201,6 +206,8 @@ class Supervisor(Sink):
         if not self._stopping:
             self._check_starting()
             self._check_progress()
+        if self._phases.update(self.state.nodes, now) and self._recorder is not None:
+            self._recorder.dirty = True  # also while stopping: a node up since has no phase
         if self._recorder is not None:
             self._recorder.tick(now)
         if self._grace_deadline is not None and now >= self._grace_deadline:
@@ -214,6 +221,16 @@ class Supervisor(Sink):
         if self._stopping and not self.running():
             return True
         return self._kill_deadline is not None and now >= self._kill_deadline
+
+    def _stop_wanted(self) -> bool:
+        """True once a stop began or was asked for (still queued, or by a node)."""
+        registry = self._registry
+        asked = registry is not None and registry.stop_event.is_set()
+        return self._stopping or self._stop_asked or asked
+
+    def _awaited(self) -> set[str]:
+        """Nodes whose address some caller looked up lately and did not find."""
+        return set() if self._registry is None else self._registry.waited_for()
 
     def running(self) -> list[ExeStatus]:
         """The executables whose current attempt has not reported its exit."""
@@ -298,11 +315,13 @@ class Supervisor(Sink):
         st = self.state.nodes[node]
         if kind == "ready":
             st.state = "running"
+            st.phase = ""
             exe.state = "running"
             self._emit("ready", node, exe_id, pid)
             self._ever_ready.add(node)
             run = self.state
-            if not run.all_ready.is_set() and len(self._ever_ready) == len(run.nodes):
+            up = len(self._ever_ready) == len(run.nodes)
+            if not run.all_ready.is_set() and up and not self._stop_wanted():  # not after ^C
                 run.ready_at = ready_at = time.time()
                 run.all_ready.set()
                 self._emit(
@@ -427,6 +446,7 @@ class Supervisor(Sink):
         if self._registry is not None:
             self._registry.request_stop(reason, node)
         self._grace_deadline = time.monotonic() + self.grace_s
+        self.state.stopping_since = time.time()
         self._emit("stopping", node, message=self.state.stop_reason)
 
     def _kill_all(self) -> None:

@@ -25,6 +25,7 @@ class NodeStatus:
     metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
     stalled_s: float | None = None  # running without progress this long (supervisor.progress)
     busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
+    phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
 
 
 @dataclass
@@ -69,6 +70,7 @@ class RunState:
     exit_code: int | None = None
     started_at: float = 0.0  # wall clock, when the backend was opened
     ready_at: float | None = None  # wall clock, when every node had been ready once
+    stopping_since: float | None = None  # wall clock, when the stop began (the grace runs)
     all_ready: threading.Event = field(default_factory=threading.Event)
     all_pids: set[int] = field(default_factory=set)  # every pid the run ever had here
 

@@ -1,0 +1,64 @@
+"""A run seen from another shell: what its ``status.json`` says, in the shape the live
+view reads from a launcher (``topo status``, ``topo attach``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from topo.ir import Program, loads
+from topo.runs.probe import RunInfo, probe
+from topo.supervisor.phases import LimiterProgress
+from topo.supervisor.state import NodeStatus
+
+
+class StatusSource:
+    """A run's latest ``status.json``, refreshed by ``refresh`` (a ``RunSource``)."""
+
+    def __init__(self, info: RunInfo) -> None:
+        self.info = info
+        self.run_dir: Path = info.run_dir
+        self.program: Program = loads((info.run_dir / "program.json").read_text())
+        self.nodes: dict[str, NodeStatus] = {}
+        self.backend_name = info.backend
+        self.grace_s = 0.0
+        self.stopping_since: float | None = None
+        self.limiter: LimiterProgress | None = None
+        self._hosts: dict[str, str | None] = {}
+        self._apply(info.status)
+
+    def location(self, exe_id: str) -> str | None:
+        """The host an executable runs on (None on this machine)."""
+        return self._hosts.get(exe_id)
+
+    def refresh(self) -> RunInfo:
+        """Read the record again; the run as it is now."""
+        info = probe(self.run_dir, self.info.id)
+        if info.status:
+            self.info = info
+            self._apply(info.status)
+        else:
+            self.info.state = info.state if info.state != "unknown" else self.info.state
+        return self.info
+
+    def _apply(self, status: dict[str, Any]) -> None:
+        hosts: dict[str, str | None] = {}
+        for row in status.get("nodes") or []:
+            node = self.nodes.get(row["id"]) or NodeStatus(row["id"], row.get("executable", ""))
+            node.state = row.get("state") or node.state
+            node.pid = row.get("pid")
+            node.restarts = int(row.get("restarts") or 0)
+            node.started = row.get("since")
+            node.last_line = row.get("last_line") or ""
+            node.metrics = row.get("metrics") or {}
+            node.stalled_s = row.get("stalled_s")
+            node.busy = row.get("busy")
+            node.phase = row.get("phase") or ""
+            self.nodes[node.id] = node
+            hosts[node.exe] = row.get("host")
+        self._hosts = hosts
+        self.backend_name = str(status.get("backend") or "?")
+        self.grace_s = float(status.get("grace_s") or 0.0)
+        self.stopping_since = status.get("stopping_since")
+        limiter = status.get("limiter")
+        self.limiter = LimiterProgress(**limiter) if isinstance(limiter, dict) else None

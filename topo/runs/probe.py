@@ -1,0 +1,136 @@
+"""What a run directory says about its run, checked against the machine: a run whose
+launcher died without ending it is *lost*, whatever its ``status.json`` last said."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUS_FILE = "status.json"
+LIVE_STATES = ("starting", "running", "stopping")
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (None: no such process,
+    or a zombie); with the pid it names one process for good, even after the pid is
+    reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[:1] in ([b"Z"], [b"X"]):  # ended, not yet reaped
+        return None
+    try:
+        return int(fields[19])  # field 22 of the whole line
+    except (IndexError, ValueError):
+        return None
+
+
+def launcher_record() -> dict[str, Any]:
+    """What identifies this process as a run's launcher, for ``status.json``."""
+    pid = os.getpid()
+    return {"pid": pid, "start": process_start(pid), "host": socket.gethostname()}
+
+
+def launcher_alive(record: dict[str, Any] | None) -> bool | None:
+    """Whether the launcher recorded in ``status.json`` still runs (None: it runs on
+    another host, so this machine cannot tell)."""
+    if not record or not record.get("pid"):
+        return None
+    if record.get("host") not in (None, socket.gethostname()):
+        return None
+    start = process_start(int(record["pid"]))
+    return start is not None and start == record.get("start")
+
+
+def read_status(run_dir: Path) -> dict[str, Any] | None:
+    """``status.json`` of ``run_dir`` (None when there is none or it cannot be read)."""
+    try:
+        data = json.loads((run_dir / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class RunInfo:
+    """One run as ``topo ps`` lists it."""
+
+    id: str
+    run_dir: Path
+    name: str = "?"
+    backend: str = "?"
+    state: str = "unknown"  # starting / running / stopping / ended / lost / unknown
+    exit_code: int | None = None
+    nodes_up: int = 0
+    nodes_total: int = 0
+    restarts: int = 0
+    started: float | None = None
+    updated: float | None = None
+    pid: int | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        """The launcher is (as far as this machine can tell) still running the run."""
+        return self.state in LIVE_STATES
+
+    @property
+    def uptime_s(self) -> float | None:
+        """How long the run ran (until now, or until its last record when it ended)."""
+        if self.started is None:
+            return None
+        end = time.time() if self.live else (self.updated or time.time())
+        return max(0.0, end - self.started)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``topo ps --json`` prints it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "backend": self.backend,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "nodes_up": self.nodes_up,
+            "nodes": self.nodes_total,
+            "restarts": self.restarts,
+            "started": self.started,
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "launcher_pid": self.pid,
+            "run_dir": str(self.run_dir),
+        }
+
+
+def probe(run_dir: Path, run_id: str | None = None) -> RunInfo:
+    """The run in ``run_dir`` as it is now."""
+    status = read_status(run_dir)
+    if status is None:
+        return RunInfo(run_id or run_dir.name, run_dir)
+    nodes = status.get("nodes") or []
+    launcher = status.get("launcher") or {}
+    state = str(status.get("state") or "unknown")
+    if state in LIVE_STATES and launcher_alive(launcher) is False:
+        state = "lost"
+    return RunInfo(
+        id=str(status.get("id") or run_id or run_dir.name),
+        run_dir=run_dir,
+        name=str(status.get("program") or "?"),
+        backend=str(status.get("backend") or "?"),
+        state=state,
+        exit_code=status.get("exit_code"),
+        nodes_up=sum(1 for n in nodes if n.get("state") == "running"),
+        nodes_total=len(nodes),
+        restarts=sum(int(n.get("restarts") or 0) for n in nodes),
+        started=status.get("started") or None,
+        updated=status.get("updated"),
+        pid=launcher.get("pid"),
+        status=status,
+    )
