@@ -67,7 +67,11 @@ def _commands(home: Path) -> dict[str, tuple[list[str], dict[str, str], Path]]:
         "Tab: topo run FILE --backend ": (topo, tab(f"topo run {file} --backend "), home),
     }
     if importlib.util.find_spec("topo.cli.operate") is not None:
-        out["topo ps -a (20 ended runs)"] = ([*topo, "ps", "-a"], {}, home / "ps")
+        state = {"TOPO_HOME": str(home / "state")}
+        out["topo ps -a (20 ended runs)"] = ([*topo, "ps", "-a"], state, home / "ps")
+        out["topo status RUN"] = ([*topo, "status", "run00"], state, home / "ps")
+        out["topo logs RUN -n 20"] = ([*topo, "logs", "run00", "-n", "20"], state, home / "ps")
+        out["topo stop RUN (ended)"] = ([*topo, "stop", "run00"], state, home / "ps")
     out["topo run: 10 nodes, procs"] = ([*topo, "run", file, *TEN, "--no-live"], {}, home)
     return out
 
@@ -107,6 +111,7 @@ def _export(rev: str, into: Path) -> str:
 def _ended_runs(home: Path, count: int = 20) -> None:
     """``count`` ended run directories under ``home/ps/runs``: copies of one real run."""
     runs = home / "ps" / "runs"
+    os.environ["TOPO_HOME"] = str(home / "state")  # the bench's own run index
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run(
         [sys.executable, "-m", "topo", "run", str(EXAMPLE), "-q", "--log-dir", str(home / "one")],
@@ -114,9 +119,14 @@ def _ended_runs(home: Path, count: int = 20) -> None:
         check=True,
         capture_output=True,
     )
-    (real,) = (home / "one").iterdir()
+    (real,) = [p for p in (home / "one").iterdir() if not p.is_symlink()]  # not runs/latest
+    from topo.runs import index
+
     for n in range(count):
-        shutil.copytree(real, runs / f"consumer_producers-20260101-0000{n:02d}")
+        copy = runs / f"consumer_producers-20260101-0000{n:02d}"
+        shutil.copytree(real, copy)
+        index.register(f"run{n:02d}", copy, None)
+    os.environ.pop("TOPO_HOME")
 
 
 def _median(values: list[float]) -> float:
@@ -127,7 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--base", help="also run topo's code at this commit, interleaved")
-    parser.add_argument("--only", help="only the commands whose name contains this")
+    parser.add_argument(
+        "--only", help="only the commands whose name contains this (or any of a,b,c)"
+    )
     parser.add_argument("--name", default="cli", help="results file stem")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="topo-cli-bench-"))
@@ -142,9 +154,11 @@ def main() -> None:
         commands = _commands(home)
         if args.only:
             commands = {
-                k: v for k, v in commands.items() if args.only in k or k == "python -c pass"
+                k: v
+                for k, v in commands.items()
+                if any(part in k for part in args.only.split(",")) or k == "python -c pass"
             }
-        if any(k.startswith("topo ps") for k in commands):
+        if any(" RUN" in k or k.startswith("topo ps") for k in commands):
             _ended_runs(home)
         for tree_env in trees.values():  # warm-up: bytecode caches written, files read once
             for argv, extra, cwd in commands.values():
