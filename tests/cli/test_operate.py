@@ -94,6 +94,8 @@ def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path, backend: s
         assert stopped.returncode == 0, stopped.stderr
         assert "stopped" in stopped.stderr
         assert status(run_dir)["state"] == "ended" and status(run_dir)["exit_code"] == 0
+        launcher_log = (run_dir / "launcher.log").read_text()
+        assert "■ stopping: topo stop (grace 10s; topo stop --kill to kill)" in launcher_log
         assert not wait_gone(pids)
         everything = topo("ps", "-a", cwd=tmp_path).stdout
         assert re.search(rf"{run_id}\s+tickers\s+{backend}\s+ended \(exit 0\)", everything)

@@ -216,6 +216,8 @@ def run(
             view = TableView(launcher, console)
         elif not quiet:  # detached: node output is in the node logs already
             view = LinesView(launcher, console, logs=detached is None)
+            if detached is not None:
+                view.kill_hint = "topo stop --kill to kill"
         if view is not None:
             launcher.add_listener(view)
         try:

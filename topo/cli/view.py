@@ -42,7 +42,10 @@ METRICS_EVERY_S = 10.0  # LinesView: one metrics line per node at most this ofte
 CHROME_LINES = 7  # the table's title, header, rule and caption, and a little room
 
 
-def status_line(event: Event, source: RunSource) -> Text | None:
+KILL_HINT = "press Ctrl-C again to kill"
+
+
+def status_line(event: Event, source: RunSource, kill_hint: str = KILL_HINT) -> Text | None:
     """The status line for an event, or None when it is not shown."""
     k = event.kind
     if k == "ready" and event.node is None:
@@ -60,7 +63,7 @@ def status_line(event: Event, source: RunSource) -> Text | None:
         return Text(f"✓ {event.node} {event.message}", style="green")
     if k == "stopping":
         return Text(
-            f"■ stopping: {event.message} (grace {source.grace_s:g}s; press Ctrl-C again to kill)",
+            f"■ stopping: {event.message} (grace {source.grace_s:g}s; {kill_hint})",
             style="bold",
         )
     if k == "killed":
@@ -75,10 +78,13 @@ def status_line(event: Event, source: RunSource) -> Text | None:
 class LinesView:
     """Prefixed coloured log lines and status lines."""
 
-    def __init__(self, source: RunSource, console: Console, logs: bool = True) -> None:
+    def __init__(
+        self, source: RunSource, console: Console, logs: bool = True, kill_hint: str = KILL_HINT
+    ) -> None:
         self.source = source
         self.console = console
         self.logs = logs
+        self.kill_hint = kill_hint  # how to kill during the grace (detached: topo stop --kill)
         self.width = min(32, max((len(self._label(n)) for n in source.nodes), default=4))
         self._shown: dict[str, float] = {}  # node -> when its figures were last printed
 
@@ -92,7 +98,7 @@ class LinesView:
                 prefix = Text(f"{label:<{self.width}} | ", style=colour(event.node))
                 self.console.print(prefix + Text(event.message), soft_wrap=True, highlight=False)
             return
-        line = status_line(event, self.source)
+        line = status_line(event, self.source, self.kill_hint)
         if line is not None:
             self.console.print(
                 Text(f"{'topo':<{self.width}} | ", style="bold") + line,
