@@ -42,8 +42,9 @@ def test_missing_target_fails_before_anything_starts(tmp_path: Path) -> None:
     path.write_text("name: bad\nnodes:\n  a:\n    target: no_such_pkg_xyz.mod:Thing\n")
     done = _topo_elsewhere(tmp_path, "run", str(path), "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 1
-    assert "cannot import 'no_such_pkg_xyz.mod'" in done.stderr
-    assert f"{path}:3:" in done.stderr  # points at the group, like any other bad input
+    # Checked before anything starts, at the target's own line and column.
+    assert f"{path}:4:13: error: group 'a': cannot import" in done.stderr
+    assert "no module named 'no_such_pkg_xyz.mod'" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started
 
