@@ -21,6 +21,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'topo.launchpad.context' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted([*globals(), "LaunchType"])
+
+
 def _value(launch_type: Any) -> str:
     """The launch type's text, checked against the launch types topo runs."""
     from topo.launchpad.launching import LaunchType
