@@ -366,3 +366,16 @@ class Variables:
 
     def count(self) -> int:
         return self.calls
+
+
+class Typed:
+    """Handles annotated as Launchpad's examples do: ``List[lp.CourierClient]``."""
+
+    def __init__(self, peers: list[lp.CourierClient]) -> None:
+        self.peers = peers
+
+    def are_clients(self) -> list[bool]:
+        return [isinstance(peer, lp.CourierClient) for peer in self.peers]
+
+    def ask(self) -> list[str]:
+        return [peer.ping() for peer in self.peers]

@@ -39,34 +39,55 @@ def test_add_node_returns_a_handle_to_the_node() -> None:
     assert program.groups["pair"] == [colocation]
 
 
+# Launchpad's texts (launchpad/program.py, program_test.py): users' tests match them.
 @pytest.mark.parametrize("label", [None, ""])
 def test_a_node_needs_a_label(label: str | None) -> None:
-    with pytest.raises(ValueError, match="label"):
+    with pytest.raises(ValueError, match=r"^Label should not be empty\."):
         lp.Program("p").add_node(lp.CourierNode(Echo), label=label)
 
 
-def test_group_errors() -> None:
+def test_group_errors_are_launchpads() -> None:
     program = lp.Program("p")
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match=r"^Label should not be empty\."):
         with program.group(""):
             pass
-    with pytest.raises(ValueError, match="does not match"):
+    with pytest.raises(
+        ValueError, match=r"^The given label does not match the current group: bar vs foo\."
+    ):
         with program.group("foo"):
             program.add_node(lp.CourierNode(Echo), label="bar")
-    with pytest.raises(ValueError, match="nested"):
+    with pytest.raises(ValueError, match=r"^group\(\) cannot be nested\."):
         with program.group("foo"):
             with program.group("bar"):
                 pass
-    with pytest.raises(ValueError, match="current_group"):
+    with pytest.raises(ValueError, match=r"^Current group is only available in group context\."):
         program.current_group  # noqa: B018
     with pytest.raises(TypeError, match="takes a node"):
         program.add_node(Echo, label="x")  # type: ignore[arg-type]
+    # After each error the program is usable again: no group is left open.
+    node = lp.CourierNode(Echo)
+    program.add_node(node, label="ok")
+    assert program.groups == {"ok": [node]}
+
+
+def test_a_duplicated_label_adds_to_its_group() -> None:
+    program = lp.Program("p")
+    nodes = [lp.CourierNode(Echo) for _ in range(4)]
+    program.add_node(nodes[0], "foo")
+    program.add_node(nodes[1], "foo")
+    with program.group("bar"):
+        program.add_node(nodes[2])
+    with program.group("bar"):
+        program.add_node(nodes[3])
+    assert program.groups == {"foo": nodes[:2], "bar": nodes[2:]}
 
 
 def test_the_same_node_twice_is_refused() -> None:
     program = lp.Program("p")
     node = lp.CourierNode(Echo)
     program.add_node(node, label="a")
+    # Launchpad accepts this (and would run the node twice); topo refuses, with a ValueError
+    # as Launchpad's other construction errors are.
     with pytest.raises(ValueError, match=r"CourierNode\(Echo\) was added to the program twice"):
         program.add_node(node, label="b")
     with pytest.raises(ValueError, match="twice"):

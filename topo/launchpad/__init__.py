@@ -14,6 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from topo.launchpad import context, flags
+from topo.launchpad.address import (
+    AbstractAddressBuilder,
+    Address,
+    SimpleLocalAddressBuilder,
+    get_port_from_address,
+)
+from topo.launchpad.context import is_local_launch, is_local_launch_or_test
 from topo.launchpad.flags import launch_type_flag
 from topo.launchpad.nodes import (
     CacherNode,
@@ -33,6 +41,7 @@ from topo.launchpad.translate import ProgramError, compile_program
 # What runs a program is imported on first use: building and translating a program
 # (``topo export`` does only that) never loads the launcher and the runtime.
 _LAZY = {
+    "CourierClient": "topo.runtime.handle:Handle",
     "LaunchType": "topo.launchpad.launching",
     "launch": "topo.launchpad.launching",
     "Launched": "topo.launchpad.launched",
@@ -48,16 +57,51 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'topo.launchpad' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
     globals()[name] = value
     return value
 
 
-# Launchpad's names for a handle to a node, as programs are built.
+# Launchpad's names for a handle to a node, as programs are built. Inside a node (and
+# from handle.dereference()) a handle has become a client: ``lp.CourierClient``, topo's
+# ``topo.runtime.handle.Handle`` (loaded on first use, as the launcher is).
 Handle = CourierHandle = NodeHandle
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _LaunchTypeFlag:
+    """``lp.LAUNCH_TYPE``: ``.value`` is ``--lp_launch_type`` (or TOPO_LP_LAUNCH_TYPE,
+    else ``local_mt``), read when asked, as Launchpad's absl flag holder gives it."""
+
+    name = "lp_launch_type"
+
+    @property
+    def value(self) -> str:
+        return launch_type_flag()
+
+    def __repr__(self) -> str:
+        return f"<lp.LAUNCH_TYPE {self.value!r}>"
+
+
+LAUNCH_TYPE = _LaunchTypeFlag()
+
+
+class DockerConfig:
+    """Launchpad's container settings of a Vertex AI launch, which topo does not run."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError(
+            "lp.DockerConfig configures Launchpad's Vertex AI launches, which topo does not "
+            "run: launch on another machine with lp.launch(program, backend='ssh') (or "
+            "'ray'), where nodes run in the environment topo starts them in"
+        )
 
 
 def batched_handler(
@@ -81,9 +125,14 @@ def batched_handler(
 
 
 __all__ = [
+    "LAUNCH_TYPE",
+    "AbstractAddressBuilder",
+    "Address",
     "CacherNode",
+    "CourierClient",
     "CourierHandle",
     "CourierNode",
+    "DockerConfig",
     "Handle",
     "LaunchType",
     "Launched",
@@ -98,8 +147,14 @@ __all__ = [
     "PyNode",
     "PythonProcess",
     "ReverbNode",
+    "SimpleLocalAddressBuilder",
     "batched_handler",
     "compile_program",
+    "context",
+    "flags",
+    "get_port_from_address",
+    "is_local_launch",
+    "is_local_launch_or_test",
     "launch",
     "launch_type_flag",
     "make_program",

@@ -85,6 +85,10 @@ def launch(
     if not isinstance(programs, Program) and not programs:
         raise ValueError("lp.launch needs a program")
     program = programs if isinstance(programs, Program) else programs[0]
+    if serialize_py_nodes:  # Launchpad's check, and its RuntimeError, before anything runs
+        from topo.launchpad.serialization import check_program_serializable
+
+        check_program_serializable(program)
     backend = backend or kind.backend
     kept: list[str] = []
     keep = None

@@ -44,7 +44,10 @@ class Program:
     def current_group(self) -> str:
         """The label of the enclosing ``group()`` block."""
         if self._current is None:
-            raise ValueError("current_group is only set inside a program.group() block")
+            raise ValueError(
+                "Current group is only available in group context. "
+                "(inside a `with program.group(label):` block)"
+            )
         return self._current
 
     def add_node(self, node: Node, label: str | None = None) -> NodeHandle | None:
@@ -56,15 +59,23 @@ class Program:
         if self._current is not None:
             if label and label != self._current:
                 raise ValueError(
-                    f"label {label!r} does not match the enclosing group {self._current!r}"
+                    "The given label does not match the current group: "
+                    f"{label} vs {self._current}. (inside `with program.group(...)`, "
+                    "leave label out or give the group's)"
                 )
             label = self._current
         elif not label:
-            raise ValueError("add_node needs a label outside a program.group() block")
+            raise ValueError(
+                "Label should not be empty. (outside a `with program.group(label):` block, "
+                "add_node needs label=...)"
+            )
         for other in self.get_all_nodes():
             for inner in node.inner_nodes():
                 if inner is other or inner in other.inner_nodes():
-                    raise ValueError(f"{inner.describe()} was added to the program twice")
+                    raise ValueError(
+                        f"{inner.describe()} was added to the program twice: topo runs each "
+                        "node once (make another node to run it again)"
+                    )
         self._groups.setdefault(label, []).append(node)
         site = _caller(sys._getframe(1))
         if site is not None:
@@ -77,9 +88,11 @@ class Program:
     def group(self, label: str) -> Iterator[None]:
         """Nodes added inside this block go to group ``label``."""
         if not label:
-            raise ValueError("a group label cannot be empty")
+            raise ValueError("Label should not be empty. (program.group needs a label)")
         if self._current is not None:
-            raise ValueError("program.group() blocks cannot be nested")
+            raise ValueError(
+                f"group() cannot be nested. (group {label!r} opened inside group {self._current!r})"
+            )
         self._current = label
         try:
             yield

@@ -136,6 +136,23 @@ class Node:
         """Options of clients of this node: ``call_timeout`` (seconds or a timedelta)."""
         self._client_kwargs = dict(kwargs)
 
+    @property
+    def input_handles(self) -> list[NodeHandle]:
+        """The handles among this node's arguments (nested in lists, tuples and dicts), in
+        order: the nodes it talks to, to inspect a program's graph. A new list each time."""
+        return list(handles_in((self._args, self._kwargs)))
+
+    @property
+    def addresses(self) -> list[Any]:
+        """The ``lp.Address`` objects assigned to this node (topo binds none itself)."""
+        if "_addresses" not in self.__dict__:
+            self._addresses: list[Any] = []
+        return self._addresses
+
+    def allocate_address(self, address: Any) -> None:
+        """Assign ``address`` to this node (as ``address.assign(node)`` does)."""
+        address.assign(self)
+
     def inner_nodes(self) -> list[Node]:
         """The nodes this one stands for when added to a program (itself)."""
         return [self]
@@ -147,7 +164,11 @@ class Node:
 
     def describe(self) -> str:
         """``CourierNode(Producer)``: for messages."""
-        name = getattr(self._constructor, "__qualname__", None) or type(self._constructor).__name__
+        # A subclass whose __init__ skips Node's has no constructor: still describable.
+        constructor = getattr(self, "_constructor", None)
+        if constructor is None:
+            return type(self).__name__
+        name = getattr(constructor, "__qualname__", None) or type(constructor).__name__
         return f"{type(self).__name__}({name})"
 
     def __repr__(self) -> str:
