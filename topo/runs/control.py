@@ -107,6 +107,7 @@ class ControlServer:
         except OSError:
             pass
         self._sock.close()
+        self._thread.join(2.0)  # accept() returns at once on a shut listening socket
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
