@@ -10,7 +10,8 @@ import sys
 import threading
 from typing import Any
 
-from topo.launchpad.launched import Launched, NodeFailure, running
+from topo.launchpad.failures import NodeFailure
+from topo.launchpad.launched import Launched, running
 
 
 class Printer:
