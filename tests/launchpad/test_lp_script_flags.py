@@ -48,6 +48,14 @@ def test_an_unknown_flag_is_an_error(tmp_path: Path) -> None:
     _no_run(tmp_path)
 
 
+def test_launchpads_other_flags_and_absl_logging_flags_are_accepted(tmp_path: Path) -> None:
+    """Launchpad defines these, and imports absl.logging (--v, --logtostderr)."""
+    flags = ["--lp_termination_notice_secs=5", "--nolp_worker_manager_v2", "--v=1"]
+    result = run_script(tmp_path, SCRIPT, "--lp_launch_type=test_mt", *flags)
+    assert result.returncode == 0, result.stderr
+    assert "test_mt on threads: logs in" in result.stderr
+
+
 @pytest.mark.parametrize("value", ["xm", "vertex_ai"])
 def test_a_launch_type_topo_does_not_run_is_an_error(value: str, tmp_path: Path) -> None:
     result = run_script(tmp_path, SCRIPT, f"--lp_launch_type={value}")

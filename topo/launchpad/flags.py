@@ -16,6 +16,7 @@ _HELP = ("--help", "-help", "-h", "--helpshort", "-?")
 
 try:  # absl comes with jax and tensorflow; without it the flag is read from argv
     from absl import flags as _flags
+    from absl import logging as _absl_logging  # noqa: F401 -- its flags (--v, ...), as in Launchpad
 except ImportError:  # pragma: no cover - absl is installed with topo's rl extras
     _flags = None  # type: ignore[assignment]
 
@@ -27,6 +28,17 @@ if _flags is not None and "lp_launch_type" not in _flags.FLAGS:
         "How lp.launch runs the program: on threads (local_mt, test_mt) or processes "
         "(local_mp, test_mp) of this machine; test_* launches are stopped by the test.",
     )
+    # Launchpad's other flags: accepted so its scripts' command lines parse; topo
+    # ignores them (its stop grace period and terminal output are its own)
+    _IGNORED = "Launchpad's flag, accepted and ignored by topo."
+    if "lp_termination_notice_secs" not in _flags.FLAGS:
+        _flags.DEFINE_integer("lp_termination_notice_secs", 10, _IGNORED)
+    if "lp_worker_manager_v2" not in _flags.FLAGS:
+        _flags.DEFINE_bool("lp_worker_manager_v2", False, _IGNORED)
+    if "tmux_open_window" not in _flags.FLAGS:
+        _flags.DEFINE_string("tmux_open_window", None, _IGNORED)
+    if "tmux_session_name" not in _flags.FLAGS:
+        _flags.DEFINE_string("tmux_session_name", "launchpad", _IGNORED)
 
 
 def launch_type_flag() -> str:
