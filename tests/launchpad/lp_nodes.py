@@ -3,6 +3,7 @@ fork server builds these in other processes (closures and lambdas are made in th
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import os
 import threading
@@ -190,6 +191,11 @@ def block_on_event() -> None:
 def fail(message: str = "node broke") -> None:
     """A PyNode that raises."""
     raise ValueError(message)
+
+
+def fail_as(kind: str, *args: Any) -> None:
+    """A PyNode that raises the built-in exception ``kind`` with ``args``."""
+    raise getattr(builtins, kind)(*args)
 
 
 def fail_custom() -> None:

@@ -72,7 +72,7 @@ def test_test_case_cleanup_reports_a_node_failure(launch_type: str, tmp_path: Pa
     result = unittest.TestResult()
     FailureTest("test_failure_surfaces_in_cleanup").run(result)
     assert len(result.errors) == 1
-    assert "ValueError: node fail: broken in the background" in result.errors[0][1]
+    assert "ValueError: broken in the background" in result.errors[0][1]
 
 
 LOCAL_SCRIPT = """

@@ -3,8 +3,6 @@ process (what ``handle.dereference()`` and ``lp.stop()`` outside a node look up)
 
 from __future__ import annotations
 
-import builtins
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -12,20 +10,12 @@ from typing import Any
 
 from topo.api import RunningProgram
 from topo.launchpad import live
+from topo.launchpad.failures import NodeFailure, exception_for
 from topo.launchpad.nodes.base import Node, set_dereferencer
 from topo.launchpad.translate import Compiled
 
 _POLL_S = 0.05
 _UP_S = 60.0  # how long dereference() waits for a node with a call deadline
-
-
-class NodeFailure(RuntimeError):
-    """A node of a launched program failed; the message holds its traceback."""
-
-    def __init__(self, node_id: str, traceback: str) -> None:
-        self.node_id = node_id
-        self.traceback = traceback
-        super().__init__(f"node {node_id} failed:\n{traceback.rstrip()}")
 
 
 class Launched:
@@ -37,6 +27,7 @@ class Launched:
         self.run = run
         self.live_objects: list[str] = []  # objects given as they are (serialize_py_nodes=False)
         self._ended: threading.Event | None = None
+        self._delivered = False  # a failure raised to the caller is not raised again
 
     @property
     def program(self) -> Any:
@@ -111,13 +102,26 @@ class Launched:
             time.sleep(_POLL_S)
 
     def raise_failure(self) -> None:
+        """Raise the node failure that ended the program -- once: after it reached a
+        caller (``wait()``, the test case's cleanup), later calls return quietly, as
+        Launchpad forgets a failure it has raised."""
+        exc = self.failure()
+        with _lock:
+            if exc is None or self._delivered:
+                return
+            self._delivered = True
+        raise exc
+
+    def failure(self) -> BaseException | None:
+        """The node failure that ended the program (or a failed node's, while it stops),
+        as the exception to raise; None if no node failed."""
         failure = self.run.failure
         if failure is None:
             for status in self.run.status():
                 if status.state == "failed":
-                    raise NodeFailure(status.id, status.last_line)
-            return
-        raise _exception_for(failure.node, failure.traceback or failure.message)
+                    return NodeFailure(status.id, status.last_line)
+            return None
+        return exception_for(failure.node, failure.traceback or failure.message)
 
     def stop(self, timeout: float | None = None) -> int | None:
         """Stop the program and wait for it (up to ``timeout``)."""
@@ -138,24 +142,6 @@ class Launched:
             if time.monotonic() >= end:
                 return
             time.sleep(_POLL_S)
-
-
-def _exception_for(node_id: str, traceback: str) -> BaseException:
-    """The node's exception re-created where its type is a built-in one (so a test can
-    expect a ``ValueError``), with the node's traceback as its cause; else NodeFailure."""
-    cause = NodeFailure(node_id, traceback)
-    last = traceback.strip().splitlines()[-1] if traceback.strip() else ""
-    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?::\s?(.*))?$", last)
-    if match:
-        cls = getattr(builtins, match.group(1), None)
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            try:
-                exc = cls(f"node {node_id}: {match.group(2) or ''}".rstrip(": "))
-            except Exception:
-                return cause
-            exc.__cause__ = cause
-            return exc
-    return cause
 
 
 _launched: list[Launched] = []

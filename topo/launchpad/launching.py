@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from topo.api import prepare, start
 from topo.ir import Program as IrProgram
 from topo.launchpad import live
 from topo.launchpad.launched import Launched, prune, remember
-from topo.launchpad.local import Printer, wait_at_exit
+from topo.launchpad.local import Printer, prefix_width, say, wait_at_exit
 from topo.launchpad.program import Program
 from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
@@ -120,7 +121,10 @@ def launch(
     remember(launched)
     if test_case is not None:
         test_case.addCleanup(_cleanup, launched)
-    elif not kind.is_test:
+        return launched
+    width = prefix_width(launched.program) if not kind.is_test else 4
+    say(f"{'topo':<{width}} | {kind.value} on {backend}: logs in {run.run_dir}", sys.stderr)
+    if not kind.is_test:
         wait_at_exit(launched)
     return launched
 

@@ -10,7 +10,24 @@ import sys
 import threading
 from typing import Any
 
-from topo.launchpad.launched import Launched, NodeFailure, running
+from topo.launchpad.failures import NodeFailure
+from topo.launchpad.launched import Launched, running
+
+_say_lock = threading.RLock()  # reentrant: the Ctrl-C handler may interrupt a write
+
+
+def say(line: str, stream: Any = None) -> None:
+    """Write one whole line (one write, under a lock: lines of the node threads, the
+    launcher and the Ctrl-C handler never share a line)."""
+    stream = sys.stdout if stream is None else stream
+    with _say_lock:
+        stream.write(line + "\n")
+        stream.flush()
+
+
+def prefix_width(program: Any) -> int:
+    """The width of the node-name column of a program's terminal lines."""
+    return min(24, max((len(n.id) for n in program.nodes), default=4))
 
 
 class Printer:
@@ -18,15 +35,15 @@ class Printer:
     prefixed with its node); every line also goes to the run directory's logs."""
 
     def __init__(self, program: Any) -> None:
-        self.width = min(24, max((len(n.id) for n in program.nodes), default=4))
+        self.width = prefix_width(program)
 
     def __call__(self, event: Any) -> None:
         if event.kind == "log" and event.node is not None:
-            print(f"{event.node:<{self.width}} | {event.message}", flush=True)
+            say(f"{event.node:<{self.width}} | {event.message}")
         elif event.kind == "failed" and event.message:
-            print(f"{'topo':<{self.width}} | failed: {event.message}", flush=True)
+            say(f"{'topo':<{self.width}} | failed: {event.message}")
         elif event.kind == "stopping":
-            print(f"{'topo':<{self.width}} | stopping: {event.message}", flush=True)
+            say(f"{'topo':<{self.width}} | stopping: {event.message}")
 
 
 def wait_at_exit(launched: Launched) -> None:
@@ -37,7 +54,8 @@ def wait_at_exit(launched: Launched) -> None:
         try:
             launched.run.wait()
         except KeyboardInterrupt:
-            print("topo | Ctrl-C: stopping the program (Ctrl-C again kills it)", flush=True)
+            width = prefix_width(launched.program)
+            say(f"{'topo':<{width}} | Ctrl-C: stopping the program (Ctrl-C again kills it)")
             try:
                 launched.run.stop()
             except KeyboardInterrupt:
@@ -88,8 +106,22 @@ def _stop_on_ctrl_c() -> None:
     _ctrl_c_installed = True
 
     def on_sigint(signum: int, frame: Any) -> Any:
+        _end_echoed_line()
         for launched in running():
             launched.run.launcher.request_stop("interrupted (Ctrl-C)")
         return previous(signum, frame)
 
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _end_echoed_line() -> None:
+    """A terminal echoes Ctrl-C as ``^C`` without a newline: end that line, so the next
+    message (ours, or Python's KeyboardInterrupt) starts a line of its own. The
+    interpreter's own streams: on threads, ``sys.stdout`` routes node output."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None and stream.isatty():
+                say("", stream)
+                return
+        except ValueError:  # a closed stream
+            continue
