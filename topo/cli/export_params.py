@@ -20,8 +20,9 @@ def _body(doc: dict[str, Any]) -> dict[str, Any]:
 
 def builder_uses(path: str, given: Mapping[str, Any], seed: int) -> Uses:
     """The builder's plain parameters that the exported file can take as ``params:``,
-    where each goes, and why the others could not (``given``: the -p values)."""
-    from topo.api import load
+    where each goes, and why the others could not (``given``: the -p values). A
+    parameter is kept when the file read with ``-p name=V`` is the program that
+    exporting the builder called with ``name=V`` gives (both read back as YAML)."""
 
     def build(kwargs: dict[str, Any]) -> dict[str, Any]:
         return export_doc(build_program(path, kwargs, seed=seed).program).doc
@@ -29,25 +30,42 @@ def builder_uses(path: str, given: Mapping[str, Any], seed: int) -> Uses:
     base = build(dict(given))
     uses = find_uses(build, given, scalar_params(load_builder(path), given), base)
     with tempfile.TemporaryDirectory(prefix="topo-export-") as tmp:
-        file = Path(tmp) / "check.yaml"
         for name in list(uses.paths):
-            one = {name: uses.paths[name]}
-            text = export_program(
-                build_program(path, dict(given), seed=seed).program,
-                schema="",
-                params={name: uses.defaults[name]},
-                uses=one,
-            ).text
-            file.write_text(text, encoding="utf-8")
-            other = moved(uses.defaults[name])[0]
+            default, other = uses.defaults[name], moved(uses.defaults[name])[0]
+            param = {name: default}
             try:
-                same = _body(export_doc(load(file).program).doc) == _body(base)
-                same = same and _body(export_doc(load(file, {name: other}).program).doc) == (
-                    _body(build({**given, name: other}))
-                )
+                tuned = _read(Path(tmp), path, given, seed, param, {name: uses.paths[name]})
+                if tuned({}) != _read(Path(tmp), path, given, seed)({}) or tuned(
+                    {name: other}
+                ) != _read(Path(tmp), path, {**given, name: other}, seed)({}):
+                    uses.drop(name, f"-p {name}=... on the YAML would build another program")
             except Exception as exc:
                 uses.drop(name, f"the YAML could not take ${{{name}}} there ({exc})")
-                continue
-            if not same:
-                uses.drop(name, f"-p {name}=... on the YAML would build another program")
     return uses
+
+
+def _read(
+    tmp: Path,
+    path: str,
+    given: Mapping[str, Any],
+    seed: int,
+    params: Mapping[str, Any] | None = None,
+    uses: Mapping[str, Any] | None = None,
+) -> Any:
+    """A function of -p values: the document of the file exported from the builder
+    (called with ``given``, written with ``params`` and ``uses``), read back with them."""
+    from topo.api import load
+
+    text = export_program(
+        build_program(path, dict(given), seed=seed).program,
+        schema="",
+        params=params,
+        uses=uses,
+    ).text
+    file = tmp / f"check-{abs(hash(text))}.yaml"
+    file.write_text(text, encoding="utf-8")
+
+    def read(overrides: Mapping[str, Any]) -> dict[str, Any]:
+        return _body(export_doc(load(file, dict(overrides)).program).doc)
+
+    return read
