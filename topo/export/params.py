@@ -79,6 +79,9 @@ def find_uses(
     on failure)."""
     uses = Uses()
     for name, value in defaults.items():
+        if name == "seed":
+            uses.left_out[name] = "the file's own seed (-p seed=N) stands for it"
+            continue
         if not _IDENT.match(name) or name in _SKIPPED_NAMES:
             uses.left_out[name] = f"{name!r} is a name topo uses itself"
             continue
@@ -88,6 +91,9 @@ def find_uses(
                 others.append(build({**given, name: v}))
         except Exception as exc:
             uses.left_out[name] = f"the builder refused {name}={v!r} ({exc})"
+            continue
+        if any(o.get("name") != base.get("name") for o in others):
+            uses.left_out[name] = "it names the program, and the file's name is fixed"
             continue
         found: list[Path] = []
         reason = _compare(_body(base), [_body(o) for o in others], value, moved(value), (), found)
