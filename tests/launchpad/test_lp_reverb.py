@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("reverb")
 
-from lp_support import Launch  # noqa: E402
+from lp_support import Launch
 
-import topo.launchpad as lp  # noqa: E402
+import topo.launchpad as lp
 
 
 def test_a_node_inserts_and_samples_through_the_replay_handle(lp_launch: Launch) -> None:

@@ -39,9 +39,7 @@ class ReverbClient:
     # object looks them up before __setstate__ has set them).
     __slots_like__ = ("_node_id", "_deadline_s", "_handle", "_client", "_lock")
 
-    def __init__(
-        self, node_id: str, deadline_s: float | None = None, handle: Any = None
-    ) -> None:
+    def __init__(self, node_id: str, deadline_s: float | None = None, handle: Any = None) -> None:
         from topo.runtime import Handle
 
         self._node_id = node_id
