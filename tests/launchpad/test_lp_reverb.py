@@ -3,6 +3,8 @@ Reverb server, on threads and on processes)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("reverb")
@@ -34,7 +36,7 @@ def test_the_replay_handle_dereferences_to_a_reverb_client(lp_launch: Launch) ->
     program = lp.Program("replayed")
     replay = program.add_node(lp.ReverbNode(tables), label="replay")
     user = program.add_node(lp.CourierNode(Inserter, replay), label="user")
-    lp_launch(program)
+    launched = lp_launch(program)
     client = replay.dereference()
     client.insert([7], priorities={TABLE: 1.0})
     info = client.server_info()
@@ -49,6 +51,10 @@ def test_the_replay_handle_dereferences_to_a_reverb_client(lp_launch: Launch) ->
     assert host == "127.0.0.1" and int(port) > 0
     assert client.server_address == client.address()
     assert isinstance(client.client(), reverb.Client)  # the reverb.Client behind it
+    written = Path(client.checkpoint())  # no checkpoint dir: a scratch one ...
+    assert written.exists()
+    assert launched.run.stop(timeout=60) == 0
+    assert not written.parent.exists()  # ... removed when the node ends
 
 
 def test_a_non_positive_checkpoint_delta_is_refused_as_in_launchpad() -> None:
