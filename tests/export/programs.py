@@ -194,3 +194,25 @@ def raising(fail: bool = True) -> lp.Program:
     if fail:
         raise ValueError("num_actors must be positive")
     return consumer_producers()
+
+
+def tunable(
+    num_actors: int = 3,
+    epsilon: float = 0.25,
+    flavour: str = "plain",
+    greedy: bool = False,
+    episodes: int = 2,
+    workers: int | None = None,
+) -> lp.Program:
+    """Builder parameters used as they are (a count, argument values of every kind), one
+    used only through a derived value (``episodes * 10``), one without a plain value."""
+    program = lp.Program("tunable")
+    counter = program.add_node(lp.CourierNode(Counter), label="counter")
+    with program.group("actor"):
+        for i in range(num_actors):
+            node = lp.CourierNode(
+                Actor, i, counter, counter, epsilon=epsilon, flavour=flavour, greedy=greedy
+            )
+            program.add_node(node)
+    program.add_node(lp.CourierNode(Evaluator, counter, episodes=episodes * 10), label="eval")
+    return program

@@ -32,7 +32,8 @@ def test_writes_a_valid_file_with_the_schema_line(
     assert first.startswith("# yaml-language-server: $schema=")
     schema = (out.parent / first.split("=", 1)[1]).resolve()
     assert schema.name == "topology.schema.json" and schema.is_file()
-    assert "name: consumer_producers" in text and "count: 2" in text
+    assert "name: consumer_producers" in text and "count: ${num_producers}" in text
+    assert "num_producers: 2" in text
     assert "num_producers=2" in text  # the header says how it was built
     checked = run_topo("validate", out, "-q")
     assert checked.exit_code == 0, checked.stderr

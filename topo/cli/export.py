@@ -74,17 +74,27 @@ def export(
 ) -> None:
     """Call BUILDER with the -p values as keyword arguments and write the topology YAML of
     the program it returns. Exit 1 when part of it cannot be written declaratively."""
-    from topo.export import build_program, export_program
+    from topo.cli.export_params import builder_uses
+    from topo.export import build_program, export_doc, export_program
 
     try:
         kwargs = builder_params(params)
         with contextlib.redirect_stdout(sys.stderr):  # what the builder prints is not YAML
             compiled = build_program(builder, kwargs, seed=seed)
+            export_doc(compiled.program)  # what cannot be exported is reported first
+            uses = builder_uses(builder, kwargs, seed)
         shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        header = [f"Exported by `topo export` from {builder}({shown})."]
+        if uses.paths:
+            header.append(
+                "The builder's parameters are params (-p NAME=VALUE): " + ", ".join(uses.paths)
+            )
         exported = export_program(
             compiled.program,
             schema=schema_ref(out),
-            header=[f"Exported by `topo export` from {builder}({shown})."],
+            header=header,
+            params=uses.defaults,
+            uses=uses.paths,
         )
     except TopoError as error:
         raise fail(error) from None
@@ -97,6 +107,11 @@ def export(
             stderr.print(f"[red]error:[/red] cannot write {escape(str(out))}: {exc.strerror}")
             raise typer.Exit(1) from None
         stderr.print(f"wrote {escape(str(out))}")
+    for name, reason in uses.left_out.items():
+        stderr.print(
+            f"note: parameter {escape(name)!r} is not a param of the file, its value is "
+            f"written in: {escape(reason)}"
+        )
     for new, origin in exported.renamed.items():
         stderr.print(
             f"note: the nodes of group {escape(origin)!r} built from another target than its "

@@ -6,6 +6,14 @@ loader (``topo.loader``) nor the backends.
 """
 
 from topo.export.builder import build_program, load_builder
-from topo.export.writer import Exported, ExportError, export_program
+from topo.export.writer import Document, Exported, ExportError, export_doc, export_program
 
-__all__ = ["ExportError", "Exported", "build_program", "export_program", "load_builder"]
+__all__ = [
+    "Document",
+    "ExportError",
+    "Exported",
+    "build_program",
+    "export_doc",
+    "export_program",
+    "load_builder",
+]

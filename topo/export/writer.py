@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +45,21 @@ class Exported:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def export_program(program: Program, *, schema: str, header: Sequence[str] = ()) -> Exported:
-    """The topology YAML of ``program``; ``schema`` goes in the ``$schema`` modeline and
-    ``header`` lines become comments. :class:`ExportError` lists every problem."""
+Path = tuple[str, ...]  # keys from the document's root to one value
+
+
+@dataclass
+class Document:
+    """The YAML document of a program as data, before it is written."""
+
+    doc: dict[str, Any]
+    layout: Layout
+    writer: ArgWriter
+
+
+def export_doc(program: Program) -> Document:
+    """The topology YAML of ``program`` as data (params: the seed only).
+    :class:`ExportError` lists every problem."""
     layout = split_groups(program)
     writer = ArgWriter(program, layout)
     nodes: dict[str, Any] = {}
@@ -64,6 +76,27 @@ def export_program(program: Program, *, schema: str, header: Sequence[str] = ())
     doc["nodes"] = nodes
     if layout.colocation:
         doc["colocation"] = layout.colocation
+    return Document(doc, layout, writer)
+
+
+def export_program(
+    program: Program,
+    *,
+    schema: str,
+    header: Sequence[str] = (),
+    params: Mapping[str, Any] | None = None,
+    uses: Mapping[str, Sequence[Path]] | None = None,
+) -> Exported:
+    """The topology YAML of ``program``; ``schema`` goes in the ``$schema`` modeline and
+    ``header`` lines become comments. ``params`` are declared after the seed with their
+    defaults, and each value at a path of ``uses[name]`` is written ``${name}``.
+    :class:`ExportError` lists every problem."""
+    made = export_doc(program)
+    doc, layout, writer = made.doc, made.layout, made.writer
+    doc["params"].update(params or {})
+    for name, paths in (uses or {}).items():
+        for path in paths:
+            _put(doc, path, "${" + name + "}")
     lines = [f"# yaml-language-server: $schema={schema}", *(f"# {h}" for h in header)]
     if writer.seed_keys:
         lines += [
@@ -80,6 +113,17 @@ def export_program(program: Program, *, schema: str, header: Sequence[str] = ())
         list(writer.seed_keys),
         {og.name: og.origin.name for og in layout.groups if og.name != og.origin.name},
     )
+
+
+def _put(doc: Any, path: Path, value: Any) -> None:
+    """Set the value at ``path`` (dict keys, or list indexes written as text)."""
+    *parents, last = path
+    for key in parents:
+        doc = doc[int(key)] if isinstance(doc, list) else doc[key]
+    if isinstance(doc, list):
+        doc[int(last)] = value
+    else:
+        doc[last] = value
 
 
 def _check_nodes(program: Program, og: OutGroup, problems: list[Problem]) -> None:

@@ -39,13 +39,15 @@ class ReverbClient:
     # object looks them up before __setstate__ has set them).
     __slots_like__ = ("_node_id", "_deadline_s", "_handle", "_client", "_lock")
 
-    def __init__(self, node_id: str, deadline_s: float | None = None) -> None:
+    def __init__(self, node_id: str, deadline_s: float | None = None, handle: Any = None) -> None:
         from topo.runtime import Handle
 
         self._node_id = node_id
         self._deadline_s = deadline_s
         # Made now, inside the node: it keeps the node's program for threads it starts.
-        self._handle = Handle(node_id, deadline_s)
+        # Outside a node (a test thread dereferencing a Launchpad handle) the caller
+        # passes a topo Handle already connected to the running program.
+        self._handle = handle if handle is not None else Handle(node_id, deadline_s)
         self._client: Any = None
         self._lock = threading.Lock()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -128,8 +129,10 @@ class ReverbServer:
             self._dir.mkdir(parents=True, exist_ok=True)
             # The server loads the newest checkpoint in this directory, if any, at start.
             path = str(self._dir)
-        else:  # never made: nothing loads from it, and checkpoint() refuses
+        else:  # never made: nothing loads from it, and checkpoint() refuses (a
+            # reverb.Client's checkpoint() writes there: removed when the node ends)
             path = os.path.join(tempfile.gettempdir(), f"topo-reverb-unused-{uuid.uuid4().hex}")
+        self._scratch = path if self._dir is None else None
         checkpointer = reverb.checkpointers.DefaultCheckpointer(path)
         self._host = own_address()
         key, earlier = remembered_port(self._host)
@@ -165,6 +168,8 @@ class ReverbServer:
             self._release_writers()
         finally:
             self._server.stop()
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _release_writers(self, within_s: float = DRAIN_S, calm_s: float = 0.3) -> None:
         """At the stop, let writers that a rate limiter holds back finish: while a table

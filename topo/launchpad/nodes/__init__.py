@@ -8,6 +8,7 @@ from topo.launchpad.nodes.kinds import (
     MultiThreadingColocation,
     PyClassNode,
     PyNode,
+    ReverbHandle,
     ReverbNode,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "NodeHandle",
     "PyClassNode",
     "PyNode",
+    "ReverbHandle",
     "ReverbNode",
 ]

@@ -84,6 +84,21 @@ class CourierNode(Node):
         return size
 
 
+class ReverbHandle(NodeHandle):
+    """A handle to a ``ReverbNode``. Passed to a node it becomes a ``reverb.Client`` of
+    the server there; ``dereference()`` from a test thread gives one too (topo's
+    :class:`~topo.kinds.clients.ReverbClient`: every ``reverb.Client`` attribute, made
+    on first use, following the server if it restarts; ``address()`` is its
+    ``host:port``)."""
+
+    def dereference(self) -> Any:
+        """A ``reverb.Client`` of this node's server in the program launched last."""
+        from topo.kinds.clients import ReverbClient
+
+        handle = super().dereference()  # a topo Handle connected to the running program
+        return ReverbClient(handle.node_id, None, handle=handle)
+
+
 class ReverbNode(Node):
     """A Reverb server whose tables come from ``priority_tables_fn()``."""
 
@@ -102,7 +117,13 @@ class ReverbNode(Node):
                 "checkpoint_time_delta_minutes and the checkpoint directory in the YAML "
                 "(checkpoint: {dir, every_s})"
             )
+        if checkpoint_time_delta_minutes is not None and checkpoint_time_delta_minutes <= 0:
+            raise ValueError("Replay checkpoint time delta must be positive when specified.")
         self.checkpoint_minutes = checkpoint_time_delta_minutes
+
+    def create_handle(self) -> NodeHandle:
+        """A :class:`ReverbHandle`: a ``reverb.Client`` where it is used."""
+        return ReverbHandle(self)
 
     def kind_fields(self) -> dict[str, Any]:
         """``tables`` by import path when it has one (as YAML names it), else the function."""
