@@ -224,3 +224,14 @@ def test_labels_that_are_no_group_names_run(lp_launch: Launch) -> None:
     assert {g.label for g in launched.program.groups} == {"actors/cpu 0", "my learner"}
     launched.wait(labels_to_wait_on=["actors/cpu 0"], timeout=60)
     assert learner is not None and learner.dereference().runs() == 1
+
+
+def test_lp_stop_from_the_launching_thread_stops_a_one_node_program(lp_launch: Launch) -> None:
+    """On test_mt the only node runs in this process: the launching thread is still not
+    inside it, so lp.stop() here stops the launched program."""
+    program = lp.Program("one")
+    program.add_node(lp.CourierNode(block), label="only")
+    launched = lp_launch(program)
+    time.sleep(0.5)  # the node is up
+    lp.stop()
+    assert launched.wait(timeout=30) == 0
