@@ -155,3 +155,13 @@ def test_ctrl_c_in_a_terminal_puts_each_message_on_its_own_line(
         assert line.startswith("topo ") and line.count("topo ") == 1, out
     pids = [int(p) for p in out.split("pids:", 1)[1].split()]
     assert pids and not wait_gone(pids, 15)
+
+
+def test_topo_backend_runs_the_unchanged_script_elsewhere(tmp_path: Path) -> None:
+    """``--topo_backend``: the same script, its launch type's backend replaced."""
+    result = run_script(tmp_path, SCRIPT, "--lp_launch_type=local_mt", "--topo_backend=procs")
+    assert result.returncode == 0, result.stderr
+    match = re.search(r"\| local_mt on procs: logs in (\S+)$", result.stderr, re.M)
+    assert match, result.stderr
+    status = (Path(match.group(1)) / "status.json").read_text()
+    assert '"backend": "procs"' in status and '"exit_code": 0' in status

@@ -39,6 +39,21 @@ if _flags is not None and "lp_launch_type" not in _flags.FLAGS:
         _flags.DEFINE_string("tmux_open_window", None, _IGNORED)
     if "tmux_session_name" not in _flags.FLAGS:
         _flags.DEFINE_string("tmux_session_name", "launchpad", _IGNORED)
+    # topo's own: the same unchanged script on another backend (e.g. across SSH hosts).
+    _flags.DEFINE_string(
+        "topo_backend", None, "Run on this topo backend (procs, threads, ssh, ray) instead."
+    )
+    _flags.DEFINE_string("topo_hosts", None, "With --topo_backend=ssh: the hosts inventory.")
+
+
+def backend_flags() -> tuple[str | None, dict[str, str]]:
+    """``--topo_backend`` and ``--topo_hosts`` (after ``launch_type_flag`` parsed the
+    command line): the backend to run on instead of the launch type's, and its options."""
+    if _flags is None or not _flags.FLAGS.is_parsed():
+        return None, {}
+    backend = _flags.FLAGS["topo_backend"].value
+    hosts = _flags.FLAGS["topo_hosts"].value
+    return backend, ({"hosts": hosts} if hosts else {})
 
 
 def launch_type_flag() -> str:

@@ -90,6 +90,11 @@ def launch(
         from topo.launchpad.serialization import check_program_serializable
 
         check_program_serializable(program)
+    if backend is None:  # --topo_backend / --topo_hosts on the script's command line
+        from topo.launchpad.flags import backend_flags
+
+        flagged, options = backend_flags()
+        backend, backend_options = flagged, backend_options or options or None
     backend = backend or kind.backend
     kept: list[str] = []
     keep = None

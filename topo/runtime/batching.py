@@ -10,6 +10,7 @@ batch cannot deadlock (Launchpad's ``batched_handler`` can).
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -39,8 +40,19 @@ def batched(batch_size: int = 32, timeout_ms: float = 5.0) -> Callable[[F], F]:
         raise ValueError("timeout_ms must be >= 0")
 
     def mark(fn: F) -> F:
-        setattr(fn, ATTR, BatchSpec(int(batch_size), float(timeout_ms)))
-        return fn
+        spec = BatchSpec(int(batch_size), float(timeout_ms))
+        try:
+            setattr(fn, ATTR, spec)
+            return fn
+        except AttributeError:  # a bound method, as Launchpad's examples decorate in __init__:
+            pass  # ``self.compute = lp.batched_handler(...)(self.compute)``
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        setattr(call, ATTR, spec)
+        return call  # type: ignore[return-value]
 
     return mark
 
