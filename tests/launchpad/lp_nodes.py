@@ -360,6 +360,18 @@ class Batched:
         return self.sizes
 
 
+class BoundBatched(Batched):
+    """Launchpad's batching example: the bound method batched in ``__init__``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.triple = lp.batched_handler(batch_size=4, timeout=1000)(self.triple)
+
+    def triple(self, x: Any) -> Any:
+        self.sizes.append(len(x))
+        return np.asarray(x) * 3
+
+
 class Variables:
     """A variable source that counts how often it was asked."""
 

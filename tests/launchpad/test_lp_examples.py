@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from lp_nodes import (
     Batched,
+    BoundBatched,
     Echo,
     Variables,
     block,
@@ -46,6 +47,17 @@ def test_batched_handler(lp_launch: Launch) -> None:
     assert max(client.batch_sizes()) > 1
     with pytest.raises(ValueError, match="pad_batch"):
         lp.batched_handler(batch_size=2, pad_batch=True)
+
+
+def test_a_bound_method_batched_in_init(lp_launch: Launch) -> None:
+    program = lp.Program("batched")
+    handle = program.add_node(lp.CourierNode(BoundBatched), label="server")
+    lp_launch(program)
+    assert handle is not None
+    client = handle.dereference()
+    futures = [client.futures.triple(i) for i in range(4)]
+    assert [int(f.result(timeout=30)) for f in futures] == [0, 3, 6, 9]
+    assert max(client.batch_sizes()) > 1
 
 
 def test_cacher_node_answers_from_its_cache(lp_launch: Launch) -> None:
