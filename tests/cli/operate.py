@@ -20,9 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TICKER = "tests.cli.ticker:Ticker"
 
 
-def env() -> dict[str, str]:
-    """The tests' environment: this checkout first on the path, no colours."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
+def env(cwd: Path | None = None) -> dict[str, str]:
+    """The tests' environment: this checkout first on the path, no colours; with ``cwd``
+    a run index of that directory's own (``topo ps`` sees only that test's runs)."""
+    out = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
+    if cwd is not None:
+        out["TOPO_HOME"] = str(cwd / ".topo-home")
+    return out
 
 
 def topo(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -30,7 +34,7 @@ def topo(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPro
     return subprocess.run(
         [sys.executable, "-m", "topo", *args],
         cwd=cwd,
-        env=env(),
+        env=env(cwd),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -28,7 +28,7 @@ from tests.cli.operate import (
 
 
 def _spawn(cwd: Path, *args: str, width: int = 120) -> pexpect.spawn:
-    e = env()
+    e = env(cwd)
     e.pop("NO_COLOR")
     e.pop("COLUMNS")
     e["TERM"] = "xterm-256color"
@@ -58,7 +58,7 @@ def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path, backend: s
         listed = topo("ps", cwd=tmp_path)
         [row] = [line for line in listed.stdout.splitlines() if line.startswith(run_id)]
         assert re.search(rf"tickers\s+{backend}\s+running\s+2/2", row), listed.stdout
-        [as_json] = [r for r in json.loads(topo("ps", "--json", cwd=tmp_path).stdout)]
+        [as_json] = json.loads(topo("ps", "--json", cwd=tmp_path).stdout)  # this test's only
         assert as_json["id"] == run_id and as_json["launcher_pid"] in pids
 
         shown = topo("status", run_id[:4], cwd=tmp_path)  # a unique prefix names it
