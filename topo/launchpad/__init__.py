@@ -42,7 +42,7 @@ from topo.launchpad.translate import ProgramError, compile_program
 # (``topo export`` does only that) never loads the launcher and the runtime.
 _LAZY = {
     "CourierClient": "topo.runtime.handle:Handle",
-    "LaunchType": "topo.launchpad.launching",
+    "LaunchType": "topo.launchpad.launch_type",
     "launch": "topo.launchpad.launching",
     "Launched": "topo.launchpad.launched",
     "NodeFailure": "topo.launchpad.launched",

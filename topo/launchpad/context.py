@@ -5,30 +5,19 @@ program calls ``lp.stop()``; ``get_context()`` says so unless ``set_context`` wa
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from topo.launchpad.launch_type import LaunchType
 
 _LOCAL = ("local_mt", "local_mp")
 _TESTS = ("test_mt", "test_mp")
 _ELSEWHERE = ("local_docker", "vertex_ai")
 
 
-def __getattr__(name: str) -> Any:
-    if name == "LaunchType":  # defined with the launcher, loaded on first use
-        return importlib.import_module("topo.launchpad.launching").LaunchType
-    raise AttributeError(f"module 'topo.launchpad.context' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "LaunchType"])
-
-
 def _value(launch_type: Any) -> str:
     """The launch type's text, checked against the launch types topo runs."""
-    from topo.launchpad.launching import LaunchType
-
     if isinstance(launch_type, LaunchType):
         return launch_type.value
     if launch_type in _ELSEWHERE:  # Launchpad's, run elsewhere: neither local nor a test

@@ -8,7 +8,6 @@ wait for it when the script ends, as Launchpad does.
 
 from __future__ import annotations
 
-import enum
 import logging
 import sys
 from collections.abc import Mapping, Sequence
@@ -17,31 +16,13 @@ from typing import Any
 from topo.api import prepare, start
 from topo.ir import Program as IrProgram
 from topo.launchpad import live
+from topo.launchpad.launch_type import LaunchType
 from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, prefix_width, say, wait_at_exit
 from topo.launchpad.program import Program
 from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
 log = logging.getLogger("topo.launchpad")
-
-
-class LaunchType(enum.Enum):
-    """Launchpad's launch types that run on this machine."""
-
-    LOCAL_MULTI_THREADING = "local_mt"
-    LOCAL_MULTI_PROCESSING = "local_mp"
-    TEST_MULTI_THREADING = "test_mt"
-    TEST_MULTI_PROCESSING = "test_mp"
-
-    @property
-    def backend(self) -> str:
-        """The topo backend this launch type runs on."""
-        return "threads" if self.value.endswith("_mt") else "procs"
-
-    @property
-    def is_test(self) -> bool:
-        """A test launch: stopped by the test case's cleanup, nothing waits at exit."""
-        return self.value.startswith("test_")
 
 
 def _launch_type(value: LaunchType | str | None) -> LaunchType:
