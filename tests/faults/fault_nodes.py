@@ -178,3 +178,24 @@ class ForkChild:
 
     def ping(self) -> int | None:
         return self.code
+
+
+class ThreadSpawner:
+    """Starts ``sleep 600`` from a thread of its own that ends a second later (its child
+    passes to another thread of the process); answers ``pids`` once the thread is gone."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started: list[int] = []
+
+        def start() -> None:
+            self.started.append(subprocess.Popen(["sleep", "600"]).pid)
+            time.sleep(1.0)  # seen by the backend's scans before the thread ends
+
+        helper = threading.Thread(target=start)
+        helper.start()
+        helper.join(30)
+
+    def pids(self) -> list[int]:
+        return self.started

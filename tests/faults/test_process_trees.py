@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fault_support import descendants, kill_pids, read_pids, topo_run, wait_gone, wait_up
+from fault_support import (
+    cli_env,
+    descendants,
+    kill_pids,
+    read_pids,
+    topo_run,
+    wait_gone,
+    wait_up,
+)
 
+from topo.backends import guard
 from topo.testing import alive
 
 
@@ -125,3 +136,68 @@ def test_threads_clean_up_spares_a_procs_run_of_the_same_process(
         assert set(alive(procs_run.pids())) == procs_run.pids()
     finally:
         kill_pids(sleeps)
+
+
+def test_threads_clean_up_spares_the_processes_of_the_program_that_launched_it(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
+    """A test runner or notebook that starts a process while a threads run goes on keeps
+    it: only threads born during the run (nodes, their helpers) start the run's processes.
+    A node's helper thread that started a process and ended does not hide it."""
+    run = topo_launch(
+        topology("""
+        name: helpers
+        nodes:
+          spawner: {target: "fault_nodes:ThreadSpawner"}
+    """),
+        "threads",
+        ready_timeout=60,
+    )
+    nodes = run.handle("spawner", timeout=30).pids()
+    host = subprocess.Popen(["sleep", "600"])  # this thread was there before the run
+    try:
+        time.sleep(3 * guard.SCAN_INTERVAL_S)  # the sampler sees the helper's sleep
+        assert run.stop(timeout=60) == 0
+        assert not wait_gone(nodes, 10), "a process a node's thread started outlived the run"
+        assert host.poll() is None, "the run killed a process of the program that launched it"
+    finally:
+        host.kill()
+        host.wait(10)
+        kill_pids(nodes)
+
+
+LAUNCHER = """
+import subprocess, sys, time
+import topo
+run = topo.launch(sys.argv[1], backend="threads", ready_timeout=60)
+nodes = run.handle("spawner", timeout=30).pids()
+host = subprocess.Popen(["sleep", "600"])
+print(" ".join(map(str, nodes)), host.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_threads_launcher_takes_its_nodes_processes_but_not_its_own(
+    topology: Callable, tmp_path: Path
+) -> None:
+    path = _spawner(topology, tmp_path / "pids")
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    *nodes, host = (int(p) for p in proc.stdout.readline().split())
+    below = descendants(proc.pid)
+    try:
+        proc.kill()
+        proc.wait(10)
+        assert not wait_gone(nodes, 10), "the guard left a node's process behind"
+        assert alive([host]) == [host], "the guard killed the launching program's own process"
+    finally:
+        kill_pids([*below, *nodes, host])
+        assert not wait_gone([*below, *nodes, host], 10)

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 SCAN_INTERVAL_S = 0.2  # how often the guard notes the processes below the launcher
 BYE = b"bye\n"  # the launcher closes the run cleanly: the guard leaves everything alone
@@ -64,13 +64,24 @@ def _read_children(path: str) -> list[int]:
         return []
 
 
-def children(pid: int) -> list[int]:
-    """The child processes of ``pid``, whichever of its threads started them."""
+def tasks(pid: int) -> set[int]:
+    """The thread ids of process ``pid`` (empty when it is gone)."""
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
     except OSError:
-        return []
-    return sorted({k for tid in tasks for k in _read_children(f"/proc/{pid}/task/{tid}/children")})
+        return set()
+
+
+def children(pid: int, spare_tids: Collection[int] = ()) -> list[int]:
+    """The child processes of ``pid``, whichever of its threads started them (but those
+    its threads ``spare_tids`` started)."""
+    return sorted(
+        {
+            k
+            for tid in tasks(pid) - set(spare_tids)
+            for k in _read_children(f"/proc/{pid}/task/{tid}/children")
+        }
+    )
 
 
 def tree(pids: Iterable[int]) -> set[Proc]:
@@ -145,11 +156,14 @@ def is_helper(pid: int) -> bool:
     return any(h in cmd for h in HELPERS)
 
 
-def new_below(launcher: int, baseline: set[Proc], me: int) -> set[Proc]:
+def new_below(
+    launcher: int, baseline: set[Proc], me: int, spare_tids: Collection[int] = ()
+) -> set[Proc]:
     """The processes below ``launcher`` that are not ``baseline``, helpers of other runs
-    (fork servers, guards) or ``me``, nor below those."""
+    (fork servers, guards), ``me``, or started by its threads ``spare_tids`` (the ones
+    that were there before the run: the program that launched it), nor below those."""
     tops = []
-    for pid in children(launcher):
+    for pid in children(launcher, spare_tids):
         started = start_time(pid)
         if pid == me or started is None or (pid, started) in baseline or is_helper(pid):
             continue
@@ -172,9 +186,12 @@ def decode(text: str) -> set[Proc]:
     return out
 
 
-def start_guard(ipc_dir: str | None = None) -> subprocess.Popen[bytes]:
+def start_guard(
+    ipc_dir: str | None = None, spare_tids: Collection[int] = ()
+) -> subprocess.Popen[bytes]:
     """A guard for this process (run with ``-I -S``: it imports only the standard library):
-    the processes that appear below this one from now on die with it."""
+    the processes that appear below this one from now on die with it, but those its
+    threads ``spare_tids`` start (the program that launched the run keeps its own)."""
     baseline = ((pid, start_time(pid)) for pid in children(os.getpid()))
     return subprocess.Popen(
         [
@@ -185,6 +202,7 @@ def start_guard(ipc_dir: str | None = None) -> subprocess.Popen[bytes]:
             str(os.getpid()),
             ipc_dir or "",
             encode((pid, t) for pid, t in baseline if t is not None),
+            ",".join(map(str, sorted(spare_tids))),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -236,12 +254,19 @@ def stop_guard(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def new_processes(baseline: set[Proc]) -> set[Proc]:
-    """The processes below this one that are not ``baseline`` (nor below it) or helpers."""
-    return new_below(os.getpid(), baseline, os.getpid())
+def new_processes(baseline: set[Proc], spare_tids: Collection[int] = ()) -> set[Proc]:
+    """The processes below this one that are not ``baseline`` (nor below it), helpers, or
+    started by its threads ``spare_tids``."""
+    return new_below(os.getpid(), baseline, os.getpid(), spare_tids)
 
 
-def guard(launcher: int, launcher_start: int, ipc_dir: str, baseline: set[Proc]) -> int:
+def guard(
+    launcher: int,
+    launcher_start: int,
+    ipc_dir: str,
+    baseline: set[Proc],
+    spare_tids: Collection[int] = (),
+) -> int:
     """Watch ``launcher`` until it closes the pipe on fd 0 (``BYE``: a clean end, leave
     everything) or dies; then kill every process noted below it and remove ``ipc_dir``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
@@ -266,11 +291,11 @@ def guard(launcher: int, launcher_start: int, ipc_dir: str, baseline: set[Proc])
                 shutil.rmtree(ipc_dir, ignore_errors=True)
             return 0
         lines, _, said = said.rpartition(b"\n")
-        noted = live(noted | _told(lines)) | new_below(launcher, baseline, me)
+        noted = live(noted | _told(lines)) | new_below(launcher, baseline, me, spare_tids)
 
 
 def main(argv: list[str]) -> int:
-    """``python -I -S guard.py LAUNCHER_PID IPC_DIR BASELINE``."""
+    """``python -I -S guard.py LAUNCHER_PID IPC_DIR BASELINE SPARE_TIDS``."""
     launcher = int(argv[0])
     started = start_time(launcher)
     if started is None or os.getppid() != launcher:
@@ -280,7 +305,8 @@ def main(argv: list[str]) -> int:
         if argv[1]:
             shutil.rmtree(argv[1], ignore_errors=True)
         return 0
-    return guard(launcher, started, argv[1], decode(argv[2]))
+    spare = {int(t) for t in argv[3].split(",") if t} if len(argv) > 3 else set()
+    return guard(launcher, started, argv[1], decode(argv[2]), spare)
 
 
 if __name__ == "__main__":

@@ -15,18 +15,20 @@ what started it (see ``topo.backends.guard``):
   processes its node threads started are noted each time a node reports (ready,
   finished, failed), while those threads still live, and when the attempt is killed;
 * at close the backend also ends (SIGTERM, then SIGKILL after ``CHILD_GRACE_S``) the
-  launcher's child processes that appeared after it opened, with their descendants
-  (the fork server of a procs run launched meanwhile from the same process excepted);
+  launcher's child processes that threads born during the run started, with their
+  descendants (the fork server of a procs run launched meanwhile from the same process
+  excepted). Threads that were there when the run opened belong to the program that
+  launched it (a test runner, a notebook): the processes they start are left alone;
 * if the launcher dies (``kill -9``, a node's ``os._exit``) a guard process kills every
-  process that appeared below it during the run and removes the socket directory.
+  process the run's threads started below it and removes the socket directory.
 
 Limits: a process started by a thread other than a node's own (an RPC handler, a
-thread the node made) cannot be told from the launcher's own and ends at close,
-not with its node; one that no node thread reported after starting it and that was
-started less than ``guard.SCAN_INTERVAL_S`` before the launcher is killed may escape
-the guard (the processes a node thread started are told to the guard before its report
-goes on); one a node detached by a double fork
-(its parent exited) is re-parented away from the launcher and escapes all of it.
+thread the node made) cannot be told from another node's and ends at close, not with
+its node; one started less than ``guard.SCAN_INTERVAL_S`` before the launcher is killed,
+or before the thread that started it ended, and that no node thread reported, may
+escape the guard or the close (the processes a node thread started are told to the
+guard before its report goes on); one a node detached by a double fork (its parent
+exited) is re-parented away from the launcher and escapes all of it.
 Run such code with ``--backend procs``.
 """
 
@@ -193,6 +195,10 @@ class ThreadsBackend(Backend):
         self._files: dict[str, TextIO] = {}
         self._crash: CrashRecord | None = None
         self._children_before: set[guard.Proc] = set()
+        self._host_tids: set[int] = set()  # threads of the program that launched the run
+        self._seen: set[guard.Proc] = set()  # processes the run's threads started
+        self._seen_lock = threading.Lock()
+        self._sampling = threading.Event()  # set: the sampler stops
         self._guard: subprocess.Popen[bytes] | None = None
         self._guard_lock = threading.Lock()  # node threads poke it, close says goodbye
 
@@ -205,7 +211,10 @@ class ThreadsBackend(Backend):
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
         self._children_before = _children()
-        self._guard = guard.start_guard(job.registry.ipc_dir)
+        self._host_tids = guard.tasks(os.getpid())
+        self._guard = guard.start_guard(job.registry.ipc_dir, self._host_tids)
+        self._sampling.clear()
+        threading.Thread(target=self._sample, name="topo-threads-procs", daemon=True).start()
         self._context = connect_program(job.registry)
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths, job.options.log_limit)
@@ -248,8 +257,18 @@ class ThreadsBackend(Backend):
                 guard.note(self._guard, procs)
 
     def _new_processes(self) -> set[guard.Proc]:
-        """The processes below this one that appeared since ``open`` (helpers excepted)."""
-        return guard.new_processes(self._children_before)
+        """The processes the run's threads started since ``open`` (helpers excepted): seen
+        now, or by the sampler before the thread that started them ended (its children
+        then pass to the launcher's main thread, one of the host's)."""
+        now = guard.new_processes(self._children_before, self._host_tids)
+        with self._seen_lock:
+            self._seen = guard.live(self._seen) | now
+            return set(self._seen)
+
+    def _sample(self) -> None:
+        """Note, every ``guard.SCAN_INTERVAL_S``, the processes the run's threads started."""
+        while not self._sampling.wait(guard.SCAN_INTERVAL_S):
+            self._new_processes()
 
     def _kill_new_processes(self) -> None:
         guard.kill_procs(self._new_processes())
@@ -258,6 +277,7 @@ class ThreadsBackend(Backend):
         if self._crash is not None:
             self._crash.uninstall()
             self._crash = None
+        self._sampling.set()
         end_processes(self._new_processes())
         if self._guard is not None:
             with self._guard_lock:
