@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shlex
 import threading
 import time
@@ -20,6 +21,12 @@ from typing import Any, TypeVar
 import asyncssh
 
 from topo.backends.ssh.inventory import HostSpec
+
+# asyncssh logs every channel opened and closed at INFO; a program whose logging shows
+# INFO (absl's app.run does) would print dozens of lines per run. Kept at WARNING unless
+# the program set a level for it.
+if logging.getLogger("asyncssh").level == logging.NOTSET:
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
