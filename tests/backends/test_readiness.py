@@ -161,7 +161,7 @@ def test_a_stuck_node_whose_exit_is_never_reported_still_fails_the_run(
 ) -> None:
     from bk_backends import LosesKilledExits
 
-    from topo.supervisor.reactions import EXIT_REPORT_S
+    from topo.supervisor.deadlines import EXIT_REPORT_S
 
     path = topology("""
         name: unreported

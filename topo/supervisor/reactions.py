@@ -2,10 +2,10 @@
 
 One ``Supervisor.step`` reads one report (a node ready / finished / failed, an
 executable started or exited), applies the groups' restart policies, fails nodes
-stuck starting past their ``ready_timeout_s``, and drives a stop: stop event to
-every node, the grace period, then kill. The ``Supervisor`` is given the run's
-state (``RunState``), the program, the backend and where events go; the ``Launcher``
-owns it and calls ``step`` from its thread until the run is over.
+stuck starting past their ``ready_timeout_s`` (``deadlines``), and drives a stop:
+stop event to every node, the grace period, then kill. The ``Supervisor`` is given the
+run's state (``RunState``), the program, the backend and where events go; the
+``Launcher`` owns it and calls ``step`` from its thread until the run is over.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from topo.backends.base import ENDED_BY_TOPO, Backend, EventKind, LogSource, Sink
+from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
+from topo.supervisor.deadlines import check_starting
+from topo.supervisor.outcome import ended, failure_cause
 from topo.supervisor.phases import PhaseWatch
 from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
-from topo.supervisor.state import ExeStatus, Failure, RunState, signal_name
-
-EXIT_REPORT_S = 10.0  # a killed stuck attempt whose exit is not reported by then is gone
+from topo.supervisor.state import ExeStatus, Failure, RunState
 
 
 class Emit(Protocol):
@@ -237,42 +237,13 @@ class Supervisor(Sink):
         return [e for e in self.state.exes.values() if e.runner is not None]
 
     def _check_starting(self) -> None:
-        """Fail an executable whose node is still starting after its group's
-        ``ready_timeout_s``: its stacks are shown (or dumped to its log), then it is killed
-        and its restart policy applies -- also when the backend never reports the killed
-        attempt's exit (its process was already gone with whatever was to report it)."""
-        now = time.time()
-        for exe in self.state.exes.values():
-            if exe.runner is not None and exe.killed_at is not None:
-                if time.monotonic() - exe.killed_at > EXIT_REPORT_S:
-                    self._on_exited(
-                        exe.id,
-                        exe.attempt,
-                        exe.runner.pid,
-                        -9,
-                        f"its exit was not reported {EXIT_REPORT_S:g}s after it was killed",
-                    )
-                continue
-            if exe.runner is None or exe.stuck:
-                continue
-            for n in exe.nodes:
-                st = self.state.nodes[n]
-                limit = self.program.group_of(n).ready_timeout_s
-                if st.state != "starting" or st.started is None or now - st.started < limit:
-                    continue
-                exe.stuck = (
-                    f"did not become ready within {limit:g}s (stuck in its "
-                    "constructor or while starting; see ready_timeout_s)"
-                )
-                stacks = exe.runner.dump_stacks(n)
-                if exe.failure is None:
-                    exe.failure = (n, stacks)
-                exe.killed_at = time.monotonic()
-                try:
-                    exe.runner.kill()
-                except Exception as exc:
-                    self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
-                break
+        """Fail the executables with a node stuck starting (``topo.supervisor.deadlines``)."""
+
+        def lost(exe: ExeStatus, why: str) -> None:
+            assert exe.runner is not None
+            self._on_exited(exe.id, exe.attempt, exe.runner.pid, -9, why)
+
+        check_starting(self.program, self.state, lost)
 
     def _check_progress(self) -> None:
         """Flag running nodes whose progress stopped (a warning line once per stall) and
@@ -356,9 +327,7 @@ class Supervisor(Sink):
         exe.runner = None
         if self._registry is not None:
             self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
-        ended = f"killed by {signal_name(code)}" if code < 0 else f"exit code {code}"
-        ended += f" ({reason})" if reason else ""
-        self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended}")
+        self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended(code, reason)}")
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:
@@ -380,18 +349,7 @@ class Supervisor(Sink):
                 self._begin_stop("every node finished")
             return
         node, text = exe.failure or (exe.nodes[0], "")
-        if exe.stuck:
-            how = exe.stuck
-        elif reason:
-            how = reason
-        elif text.startswith(ENDED_BY_TOPO):  # e.g. over its memory limit: no traceback
-            how, text = text[len(ENDED_BY_TOPO) :].strip(), ""
-        elif code < 0:
-            how = f"was killed by {signal_name(code)}"
-        elif text:
-            how = "raised an exception"
-        else:
-            how = f"exited with code {code}"
+        how, text = failure_cause(exe.stuck, reason, text, code)
         message = f"node {node} (pid {pid}) {how}"
         exe.state = "failed"
         self._set_nodes(exe, "failed")
