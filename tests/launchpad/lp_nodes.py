@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -209,6 +210,19 @@ class NodeError(Exception):
 
 def noop() -> None:
     """A PyNode that returns at once."""
+
+
+def serve_on(address: lp.Address) -> None:
+    """A PyNode with a TCP server of its own on ``address`` (as Launchpad programs serve
+    on an ``lp.Address``): it answers one connection with its port and pid, then waits
+    for the program to stop."""
+    port = lp.get_port_from_address(address.resolve())
+    with socket.create_server(("localhost", port)) as server:
+        server.settimeout(60)
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(f"{port} {os.getpid()}".encode())
+    lp.wait_for_stop()
 
 
 def returns(value: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from lp_nodes import Echo, Pair, Value, noop
 
@@ -167,3 +169,23 @@ def test_reverb_and_cacher_nodes_compile_to_their_kinds() -> None:
         lp.ReverbNode(noop, checkpoint_ctor=noop)
     with pytest.raises(TypeError, match="needs a handle"):
         lp.CacherNode(Echo)  # type: ignore[arg-type]
+
+
+def test_any_object_with_create_handle_is_kept_as_launchpad_does() -> None:
+    """Launchpad's program is a plain container: its own tests add mock nodes. topo keeps
+    them too, refuses them only at launch, and checks labels first as Launchpad does."""
+    program = lp.Program("mocks")
+    with pytest.raises(ValueError, match=r"^Label should not be empty\."):
+        program.add_node(Echo)  # type: ignore[arg-type] -- the label is checked first
+    foo, bar = mock.Mock(), mock.Mock()
+    assert program.add_node(foo, "foo") is foo.create_handle.return_value
+    with program.group("bar"):
+        program.add_node(bar)
+    assert program.groups == {"foo": [foo], "bar": [bar]}
+    assert program.get_all_nodes() == [foo, bar]
+    with pytest.raises(ValueError, match="was added to the program twice"):
+        program.add_node(foo, "again")
+    with pytest.raises(TypeError, match="takes a node"):
+        program.add_node(Echo, label="x")  # type: ignore[arg-type] -- no create_handle
+    with pytest.raises(lp.ProgramError, match=r"group 'foo' holds <Mock .*not a Launchpad node"):
+        lp.compile_program(program)

@@ -3,13 +3,16 @@ does, or says what topo does instead."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import socket
 import threading
+import time
 import typing
 from pathlib import Path
 
 import pytest
-from lp_nodes import Echo, Typed, noop
+from lp_nodes import Echo, Typed, noop, serve_on
 from lp_support import Launch, stop_and_check
 
 import topo.launchpad as lp
@@ -143,6 +146,39 @@ def test_address() -> None:
     assert isinstance(lp.SimpleLocalAddressBuilder(), lp.AbstractAddressBuilder)
     with pytest.raises(TypeError):
         lp.AbstractAddressBuilder()  # type: ignore[abstract]
+
+
+def test_a_local_launch_binds_the_addresses_of_its_nodes(
+    lp_launch: Launch, launch_type: str
+) -> None:
+    """As Launchpad's local launches do: a node serving on its own ``lp.Address`` finds it
+    bound to a free local port, the launcher's copy resolves to the same one, and an
+    address the program bound itself keeps its builder."""
+    address, mine = lp.Address(), lp.Address("mine")
+    server = lp.PyNode(serve_on, address)
+    server.allocate_address(address)
+    other = lp.PyNode(noop)
+    other.allocate_address(mine)
+    builder = lp.SimpleLocalAddressBuilder()
+    mine.bind(builder)
+    program = lp.Program("addresses")
+    program.add_node(server, label="server")
+    program.add_node(other, label="other")
+    lp_launch(program)
+    assert mine.resolve() == builder.build()
+    port = lp.get_port_from_address(address.resolve())
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("localhost", port), timeout=10) as conn:
+                reply = conn.recv(100).decode()
+            break
+        except ConnectionRefusedError:  # the node is not listening yet
+            assert time.monotonic() < deadline, "the node never served on its address"
+            time.sleep(0.05)
+    served_port, pid = reply.split()
+    assert int(served_port) == port
+    assert (int(pid) == os.getpid()) == (launch_type == "test_mt")  # threads, or its process
 
 
 def test_get_port_from_a_named_port(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 """Launchpad's address objects (``lp.Address`` and its builders), for programs that make
-their own servers. topo's own nodes never need them: the backend picks every node's port
-and handles find their node by id, so topo binds no ``Address`` at launch."""
+their own servers. topo's own nodes never need them (the backend picks every node's port
+and handles find their node by id); a launch on this machine binds the addresses assigned
+to nodes to free local ports, as Launchpad's local launches do."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import abc
 import os
 import re
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 _NAME = re.compile("[a-z][a-z0-9]*")
@@ -39,8 +41,8 @@ class Address:
     """A network address known by the time a node runs: assigned to one node, bound to
     a builder, resolved to ``host:port`` inside the node.
 
-    topo does not bind addresses at launch (its nodes' ports come from the backend):
-    call ``address.bind(lp.SimpleLocalAddressBuilder())`` yourself before launching."""
+    ``lp.launch`` on this machine (threads, processes) binds an unbound address of a
+    node to a free local port; for other backends bind it yourself first."""
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None and not _NAME.fullmatch(name):
@@ -56,14 +58,20 @@ class Address:
         """Use ``address_builder`` to make the address when it is resolved."""
         self._builder = address_builder
 
+    @property
+    def is_bound(self) -> bool:
+        """Whether a builder was bound (the address can be resolved)."""
+        return self._builder is not None
+
     def resolve(self) -> str:
         """The address as ``host:port``; an error if no builder was bound."""
         if self._builder is None:
             owner = "not assigned to any node" if self._owner is None else f"of {self._owner}"
             raise RuntimeError(
-                f"this lp.Address ({owner}) is not bound to an address builder: topo does "
-                "not bind addresses at launch (it picks its nodes' ports itself); call "
-                "address.bind(lp.SimpleLocalAddressBuilder()) before launching"
+                f"this lp.Address ({owner}) is not bound to an address builder: lp.launch "
+                "binds the addresses of its nodes on this machine's backends (threads, "
+                "procs); elsewhere, or for an address of no node, call "
+                "address.bind(lp.SimpleLocalAddressBuilder()) (or your own builder) first"
             )
         return self._builder.build()
 
@@ -87,6 +95,15 @@ class Address:
 
     def __repr__(self) -> str:
         return f"<lp.Address {self.name or ''}>".replace(" >", ">")
+
+
+def bind_local_addresses(nodes: Iterable[Any]) -> None:
+    """Bind every unbound address of ``nodes`` to a free local port (its own builder each),
+    as Launchpad's local launches bind them before nodes run."""
+    for node in nodes:
+        for address in getattr(node, "addresses", ()):
+            if isinstance(address, Address) and not address.is_bound:
+                address.bind(SimpleLocalAddressBuilder())
 
 
 def get_port_from_address(address: str) -> int:

@@ -16,9 +16,11 @@ from typing import Any
 from topo.api import prepare, start
 from topo.ir import Program as IrProgram
 from topo.launchpad import live
+from topo.launchpad.address import bind_local_addresses
 from topo.launchpad.launch_type import LaunchType
 from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, prefix_width, say, wait_at_exit
+from topo.launchpad.nodes.base import Node
 from topo.launchpad.program import Program
 from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
@@ -77,6 +79,8 @@ def launch(
         flagged, options = backend_flags()
         backend, backend_options = flagged, backend_options or options or None
     backend = backend or kind.backend
+    if backend in ("threads", "procs"):  # Launchpad binds its nodes' addresses locally
+        bind_local_addresses(n for node in program.get_all_nodes() for n in _inner(node))
     kept: list[str] = []
     keep = None
     if backend == "threads":
@@ -113,6 +117,11 @@ def launch(
     if not kind.is_test:
         wait_at_exit(launched)
     return launched
+
+
+def _inner(node: Any) -> list[Any]:
+    """The nodes a program entry stands for (a colocation's nodes); a non-node: none."""
+    return node.inner_nodes() if isinstance(node, Node) else []
 
 
 def _compile(

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from types import CodeType, FrameType
+from typing import Any
 
 from topo.diagnostics import SourcePos
 from topo.launchpad.nodes.base import Node, NodeHandle
@@ -53,9 +54,9 @@ class Program:
     def add_node(self, node: Node, label: str | None = None) -> NodeHandle | None:
         """Add ``node`` under the current group (or ``label``); a handle to it.
 
-        A colocation has no handle of its own: adding one returns None."""
-        if not isinstance(node, Node):
-            raise TypeError(f"add_node takes a node (e.g. lp.CourierNode(...)), got {node!r}")
+        A colocation has no handle of its own: adding one returns None. As in Launchpad,
+        any object with a ``create_handle()`` is kept (a test's mock node); only real
+        nodes can be launched."""
         if self._current is not None:
             if label and label != self._current:
                 raise ValueError(
@@ -69,14 +70,19 @@ class Program:
                 "Label should not be empty. (outside a `with program.group(label):` block, "
                 "add_node needs label=...)"
             )
+        if not isinstance(node, Node) and not callable(getattr(node, "create_handle", None)):
+            raise TypeError(f"add_node takes a node (e.g. lp.CourierNode(...)), got {node!r}")
         for other in self.get_all_nodes():
-            for inner in node.inner_nodes():
-                if inner is other or inner in other.inner_nodes():
+            for inner in _inner(node):
+                if any(inner is x for x in _inner(other)):
+                    what = inner.describe() if isinstance(inner, Node) else repr(inner)
                     raise ValueError(
-                        f"{inner.describe()} was added to the program twice: topo runs each "
+                        f"{what} was added to the program twice: topo runs each "
                         "node once (make another node to run it again)"
                     )
         self._groups.setdefault(label, []).append(node)
+        if not isinstance(node, Node):
+            return node.create_handle()  # type: ignore[no-any-return]
         site = _caller(sys._getframe(1))
         if site is not None:
             self._sites[node.uid] = site
@@ -102,7 +108,8 @@ class Program:
     def added_at(self, node: Node) -> SourcePos | None:
         """The file, line and column of the ``add_node`` call that added ``node`` (a node
         or colocation given to add_node), for errors that point at the user's code."""
-        return self._sites.get(node.uid)
+        uid = node.uid if isinstance(node, Node) else None
+        return self._sites.get(uid) if uid is not None else None
 
     def get_all_nodes(self) -> list[Node]:
         """Every node added, group by group."""
@@ -111,6 +118,11 @@ class Program:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}×{len(v)}" for k, v in self._groups.items())
         return f"<lp.Program {self._name!r}: {counts}>"
+
+
+def _inner(node: Any) -> list[Any]:
+    """The nodes ``node`` stands for (a colocation's; an object that is no node itself)."""
+    return node.inner_nodes() if isinstance(node, Node) else [node]
 
 
 def _caller(frame: FrameType | None) -> SourcePos | None:

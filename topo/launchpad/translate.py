@@ -224,6 +224,13 @@ def compile_program(
 
 
 def _entries(item: LpNode, group: str, site: SourcePos | None) -> list[_Entry]:
+    if not isinstance(item, LpNode):
+        raise ProgramError(
+            f"group {group!r} holds {item!r}, which is not a Launchpad node: topo launches "
+            "lp.PyNode, lp.PyClassNode, lp.CourierNode, lp.ReverbNode, lp.CacherNode and "
+            "the colocations",
+            site,
+        )
     if type(item) is MultiThreadingColocation and not item.nodes:
         raise ProgramError(f"a MultiThreadingColocation in group {group!r} holds no node", site)
     return [_Entry(n, group, site) for n in item.inner_nodes()]

@@ -144,7 +144,7 @@ class Node:
 
     @property
     def addresses(self) -> list[Any]:
-        """The ``lp.Address`` objects assigned to this node (topo binds none itself)."""
+        """The ``lp.Address`` objects assigned to this node (bound by a local launch)."""
         if "_addresses" not in self.__dict__:
             self._addresses: list[Any] = []
         return self._addresses
