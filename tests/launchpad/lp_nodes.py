@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -313,7 +314,15 @@ def checkpoint_on_stop(path: str) -> None:
             f.write("saved")
 
     lp.register_stop_handler(handler)
+    Path(path + ".ready").touch()  # the stopper waits for this: the handler is in place
     lp.wait_for_stop()
+
+
+def stop_when_ready(paths: list[str]) -> None:
+    """A PyNode that stops the program once every ``<path>.ready`` exists."""
+    while not all(Path(p + ".ready").exists() for p in paths):
+        time.sleep(0.02)
+    lp.stop()
 
 
 class Terminated:

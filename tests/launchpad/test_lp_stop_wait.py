@@ -23,6 +23,7 @@ from lp_nodes import (
     noop,
     returns,
     stop_after,
+    stop_when_ready,
 )
 from lp_support import Launch
 
@@ -195,7 +196,8 @@ def test_stop_handlers_run_before_nodes_see_the_stop(lp_launch: Launch, tmp_path
     with program.group("saver"):
         for i in range(2):
             program.add_node(lp.PyNode(checkpoint_on_stop, str(tmp_path / f"saved-{i}")))
-    program.add_node(lp.PyNode(stop_after, 0.2), label="stopper")
+    saved = [str(tmp_path / f"saved-{i}") for i in range(2)]
+    program.add_node(lp.PyNode(stop_when_ready, saved), label="stopper")
     launched = lp_launch(program)
     assert launched.wait(timeout=60) == 0
     assert [(tmp_path / f"saved-{i}").read_text() for i in range(2)] == ["saved", "saved"]
