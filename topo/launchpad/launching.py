@@ -15,7 +15,8 @@ from typing import Any
 
 from topo.api import prepare, start
 from topo.ir import Program as IrProgram
-from topo.launchpad import live
+from topo.launchpad import live, node_process
+from topo.launchpad.flags import read_flags
 from topo.launchpad.launch_type import LaunchType
 from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, prefix_width, say, wait_at_exit
@@ -64,6 +65,7 @@ def launch(
     ``serialize_py_nodes=False``: there they get the very objects given (an Event the
     test waits on), as in Launchpad. ``terminal`` and ``xm_resources`` are ignored."""
     kind = _launch_type(launch_type)
+    read_flags()  # as Launchpad's launch: absl flags readable in the launcher and its threads
     if not isinstance(programs, Program) and not programs:
         raise ValueError("lp.launch needs a program")
     program = programs if isinstance(programs, Program) else programs[0]
@@ -88,6 +90,8 @@ def launch(
                 kept.append(live.keep(obj))
                 return kept[-1]
 
+    else:
+        local_resources = _node_processes(program, local_resources, kind)
     made: list[Compiled] = []
 
     def build() -> IrProgram:  # called by prepare while the backend warms up
@@ -132,6 +136,30 @@ def _compile(
                 "thread nodes the objects as they are, unpickled)"
             ) from None
         raise
+
+
+def _node_processes(
+    program: Program, resources: Mapping[str, Any] | None, kind: LaunchType
+) -> dict[str, Any]:
+    """Every label's process settings: the ``PythonProcess`` given (or none: Mava gives
+    ``[]``) with what makes its processes set up absl as Launchpad's do (its ``args``
+    parsed as flags there; see :mod:`topo.launchpad.node_process`)."""
+    from topo.backends.child import SETUP_ENV
+    from topo.launchpad.nodes.python.local_multi_processing import PythonProcess
+
+    given = dict(resources or {})
+    out: dict[str, Any] = dict(given)  # a label that is no group stays, to be refused
+    for label, nodes in program.groups.items():
+        if not nodes:
+            continue
+        process = given.get(label)
+        env = {str(k): str(v) for k, v in (getattr(process, "env", None) or {}).items()}
+        args = node_process.command_line(getattr(process, "args", None))
+        env.update(node_process.node_env(kind.value, args))
+        hooks = [h for h in env.get(SETUP_ENV, "").split(",") if h]
+        env[SETUP_ENV] = ",".join([node_process.SETUP_TARGET, *hooks])
+        out[label] = PythonProcess(env=env)
+    return out
 
 
 def _check_thread_resources(
