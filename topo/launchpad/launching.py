@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from topo.api import prepare, start
 from topo.ir import Program as IrProgram
+from topo.ir import RpcSettings
 from topo.launchpad import live, node_process
 from topo.launchpad.flags import read_flags
 from topo.launchpad.launch_type import LaunchType
@@ -24,6 +26,7 @@ from topo.launchpad.program import Program
 from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
 log = logging.getLogger("topo.launchpad")
+CALL_DEADLINE_S = 3600.0  # of calls to nodes without call_timeout (Launchpad: none)
 
 
 def _launch_type(value: LaunchType | str | None) -> LaunchType:
@@ -95,7 +98,8 @@ def launch(
     made: list[Compiled] = []
 
     def build() -> IrProgram:  # called by prepare while the backend warms up
-        made.append(_compile(program, local_resources, seed, keep, kind, backend))
+        compiled = _compile(program, local_resources, seed, keep, kind, backend)
+        made.append(replace(compiled, program=patient_calls(compiled.program)))
         return made[0].program
 
     try:
@@ -117,6 +121,19 @@ def launch(
     if not kind.is_test:
         wait_at_exit(launched)
     return launched
+
+
+def patient_calls(ir: IrProgram) -> IrProgram:
+    """Calls without a ``call_timeout`` wait as long as Launchpad's courier calls do, in
+    practice: a learner's first ``step()`` may wait minutes for replay to fill and its
+    functions to compile. They still end, after an hour, where Launchpad's never do."""
+    groups = tuple(
+        replace(g, rpc=replace(g.rpc, deadline_s=CALL_DEADLINE_S))
+        if g.rpc.deadline_s == RpcSettings().deadline_s
+        else g
+        for g in ir.groups
+    )
+    return replace(ir, groups=groups)
 
 
 def _compile(
