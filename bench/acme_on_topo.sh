@@ -40,8 +40,13 @@ prepare() {
     mkdir -p "$SCRATCH"/{acme,acme040,mava,deps,mava-deps,shim/launchpad} "$LOGS"
     git -C "$ACME_MIRROR" archive "$ACME_REV" acme | tar -x -C "$SCRATCH/acme"
     git -C "$ACME_MIRROR" archive "$MAVA_ACME_REV" acme | tar -x -C "$SCRATCH/acme040"
+    # (the mirror lacks one of Mava's images: git archive complains, the sources come out)
     git -C "$MAVA_MIRROR" archive "$MAVA_REV" mava tests/systems | tar -x -C "$SCRATCH/mava"
     cp "$HERE/launchpad_shim.py" "$SCRATCH/shim/launchpad/__init__.py"
+    # Acme 0.4.0 was written against reverb 0.7; reverb 0.14's trajectory_writer has no
+    # get_signature_timeout_ms (a scratch-only patch, of Acme, not of topo)
+    sed -i '/get_signature_timeout_ms=self._get_signature_timeout_ms)/d; s/num_keep_alive_refs=self._max_sequence_length,$/num_keep_alive_refs=self._max_sequence_length)/' \
+        "$SCRATCH/acme040/acme/adders/reverb/base.py"
     # shellcheck disable=SC2086
     "$PYTHON" -m pip install -q --target "$SCRATCH/deps" --no-deps $ACME_DEPS
     # shellcheck disable=SC2086
