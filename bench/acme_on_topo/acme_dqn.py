@@ -44,9 +44,7 @@ def network_factory(spec: specs.EnvironmentSpec) -> dqn.DQNNetworks:
 
     hk_net = hk.without_apply_rng(hk.transform(net))
     obs = utils.add_batch_dim(utils.zeros_like(spec.observations))
-    ff = networks_lib.FeedForwardNetwork(
-        init=lambda rng: hk_net.init(rng, obs), apply=hk_net.apply
-    )
+    ff = networks_lib.FeedForwardNetwork(init=lambda rng: hk_net.init(rng, obs), apply=hk_net.apply)
     return dqn.DQNNetworks(policy_network=networks_lib.non_stochastic_network_to_typed(ff))
 
 
