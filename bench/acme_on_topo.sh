@@ -72,6 +72,11 @@ acme() {
             "$HERE/acme_dqn.py" --lp_launch_type=$launch --num_steps="$STEPS" \
             --out="$SCRATCH/out-$launch"
     done
+    # Acme's inference server in front of the actors (stops at batching DQN's actor state)
+    rm -rf "$SCRATCH/out-inference"
+    PYTHONPATH=$(acme_path) timed acme_dqn_inference_local_mt timeout 900 "$PYTHON" \
+        "$HERE/acme_dqn.py" --lp_launch_type=local_mt --num_steps="$STEPS" --inference_server \
+        --out="$SCRATCH/out-inference"
 }
 
 acme_tests() {

@@ -11,6 +11,7 @@ the CSV logs that every node writes under ``--out``.
 from __future__ import annotations
 
 import csv
+import datetime
 import glob
 import json
 import os
@@ -31,6 +32,9 @@ from acme.utils import loggers, lp_utils
 STEPS = flags.DEFINE_integer("num_steps", 2000, "Actor steps before Acme's StepsLimiter stops.")
 ACTORS = flags.DEFINE_integer("num_actors", 2, "Actors (local runs).")
 OUT = flags.DEFINE_string("out", "/tmp/acme-run/out", "Where the nodes write their CSV logs.")
+INFERENCE = flags.DEFINE_bool(
+    "inference_server", False, "Actors select actions through Acme's batched inference server."
+)
 
 
 def env_factory(seed: int) -> Any:
@@ -46,6 +50,28 @@ def network_factory(spec: specs.EnvironmentSpec) -> dqn.DQNNetworks:
     obs = utils.add_batch_dim(utils.zeros_like(spec.observations))
     ff = networks_lib.FeedForwardNetwork(init=lambda rng: hk_net.init(rng, obs), apply=hk_net.apply)
     return dqn.DQNNetworks(policy_network=networks_lib.non_stochastic_network_to_typed(ff))
+
+
+class RemotePolicyDQNBuilder(dqn.DQNBuilder):
+    """Acme's DQN builder, except that an actor whose policy is a call to Acme's inference
+    server does not jit it: Acme's DQN actor jits its policy, and jax cannot trace a
+    remote call (with Launchpad's courier no more than with topo)."""
+
+    def make_actor(
+        self,
+        random_key: Any,
+        policy: Any,
+        environment_spec: Any,
+        variable_source: Any = None,
+        adder: Any = None,
+    ) -> Any:
+        from acme.agents.jax import actors
+        from acme.jax import variable_utils
+
+        if not isinstance(variable_source, variable_utils.ReferenceVariableSource):
+            return super().make_actor(random_key, policy, environment_spec, variable_source, adder)
+        client = variable_utils.VariableClient(variable_source, "", device="cpu")
+        return actors.GenericActor(policy, random_key, client, adder, jit=False)
 
 
 def make_logger(out: str) -> Any:
@@ -74,7 +100,9 @@ def build_experiment_config() -> experiments.ExperimentConfig:
     )
     loss = losses.QLearning(discount=0.99, max_abs_reward=1.0)
     return experiments.ExperimentConfig(
-        builder=dqn.DQNBuilder(config, loss_fn=loss),
+        builder=(RemotePolicyDQNBuilder if INFERENCE.value else dqn.DQNBuilder)(
+            config, loss_fn=loss
+        ),
         environment_factory=env_factory,
         network_factory=network_factory,
         logger_factory=make_logger(OUT.value),
@@ -118,8 +146,17 @@ def summary(out: str, seconds: float) -> dict[str, Any]:
 
 def main(_: Any) -> None:
     num_actors = ACTORS.value if lp_utils.is_local_run() else 4
+    server = None
+    if INFERENCE.value:
+        from acme.jax import inference_server
+
+        server = inference_server.InferenceServerConfig(
+            batch_size=num_actors, update_period=1, timeout=datetime.timedelta(milliseconds=50)
+        )
     program = experiments.make_distributed_experiment(
-        experiment=build_experiment_config(), num_actors=num_actors
+        experiment=build_experiment_config(),
+        num_actors=num_actors,
+        inference_server_config=server,
     )
     started = time.monotonic()
     launched = lp.launch(program, xm_resources=lp_utils.make_xm_docker_resources(program))
