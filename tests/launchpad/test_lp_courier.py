@@ -95,6 +95,22 @@ def test_call_timeout_raises_deadline_exceeded(lp_launch: Launch) -> None:
     assert time.monotonic() - started < 0.9
 
 
+def test_calls_without_call_timeout_wait_as_launchpads_do(lp_launch: Launch) -> None:
+    """Launchpad's calls have no deadline (a learner's first step may wait minutes for
+    replay to fill and for compilation): topo's wait an hour; call_timeout still wins."""
+    program = lp.Program("patient")
+    slow = program.add_node(lp.CourierNode(Slow), label="slow")
+    program.add_node(
+        lp.CourierNode(Slow, courier_client_kwargs={"call_timeout": 0.2}), label="quick"
+    )
+    launched = lp_launch(program)
+    rpc = {g.name: g.rpc for g in launched.program.groups}
+    assert (rpc["slow"].deadline_s, rpc["slow"].call_timeout_s) == (3600.0, None)
+    assert rpc["quick"].call_timeout_s == 0.2
+    assert rpc["quick"].deadline_s == 3600.0  # of calls the node makes
+    assert slow is not None and slow.dereference().slow(0.0) == "done"
+
+
 def test_call_timeout_applies_to_calls_from_other_nodes(lp_launch: Launch) -> None:
     def call_slow(slow: Any) -> None:
         for _ in range(600):  # the short deadline also bounds waiting for slow to be up

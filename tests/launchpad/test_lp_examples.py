@@ -45,8 +45,26 @@ def test_batched_handler(lp_launch: Launch) -> None:
     futures = [client.futures.double(i) for i in range(4)]
     assert [int(f.result(timeout=30)) for f in futures] == [0, 2, 4, 6]
     assert max(client.batch_sizes()) > 1
-    with pytest.raises(ValueError, match="pad_batch"):
-        lp.batched_handler(batch_size=2, pad_batch=True)
+
+
+def test_a_padded_batched_handler_behind_a_property(lp_launch: Launch) -> None:
+    """Acme's inference server: a short batch is padded to batch_size (copies of its first
+    call, their results dropped), and namedtuples are batched field by field."""
+    from lp_batch_nodes import Out, PaddedServer, ParamsRef
+
+    program = lp.Program("padded")
+    handle = program.add_node(lp.CourierNode(PaddedServer, 4), label="server")
+    lp_launch(program)
+    assert handle is not None
+    client = handle.dereference()
+    futures = [client.futures.handler(ParamsRef("policy"), i) for i in (1, 2)]
+    results = [f.result(timeout=30) for f in futures]
+    assert [type(r).__name__ for r in results] == ["Out", "Out"]
+    assert [int(r.value) for r in results] == [10, 20]
+    assert client.handler(ParamsRef("policy"), 3) == Out(30)
+    sizes, refs = client.seen()
+    assert set(sizes) == {4}  # padded, whatever arrived before the timeout
+    assert refs[0] == ("ParamsRef", ["policy"] * 4)
 
 
 def test_a_bound_method_batched_in_init(lp_launch: Launch) -> None:

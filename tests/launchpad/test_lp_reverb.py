@@ -3,6 +3,7 @@ Reverb server, on threads and on processes)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,33 @@ def test_the_replay_handle_dereferences_to_a_reverb_client(lp_launch: Launch) ->
 def test_a_non_positive_checkpoint_delta_is_refused_as_in_launchpad() -> None:
     with pytest.raises(ValueError, match="must be positive"):
         lp.ReverbNode(list, checkpoint_time_delta_minutes=0)
+
+
+def test_writers_held_back_at_the_stop_are_released_whatever_their_items(
+    lp_launch: Launch,
+) -> None:
+    """Acme's and Mava's actors write squeezed single steps with a trajectory writer; a
+    rate limiter holds them inside Reverb before the learner samples. At the stop the
+    replay node frees them by sampling, which must not choke on such items."""
+    from lp_reverb_nodes import StepWriter, limited_tables
+
+    program = lp.Program("held")
+    replay = program.add_node(lp.ReverbNode(limited_tables), label="replay")
+    with program.group("actor"):
+        actors = [program.add_node(lp.CourierNode(StepWriter, replay)) for _ in range(2)]
+    launched = lp_launch(program)
+    clients = [a.dereference() for a in actors]
+    counts = [-1, -1]
+    for _ in range(100):  # until both writers are held back (their counts stop moving)
+        time.sleep(0.3)
+        now = [c.count() for c in clients]
+        if now == counts and all(n > 0 for n in now):
+            break
+        counts = now
+    assert now == counts, "the rate limiter never held the writers back"
+    started = time.monotonic()
+    assert launched.run.stop(timeout=60) == 0
+    assert time.monotonic() - started < 4.5  # released, not killed after the grace period
+    assert not any("killed" in w for w in launched.run.launcher.warnings)
+    logs = "".join(p.read_text() for p in (Path(launched.run.run_dir) / "logs").glob("*.log"))
+    assert "raised while the program was stopping" not in logs

@@ -43,9 +43,11 @@ from topo.backends.worker import Report, run_executable
 from topo.ir import Program
 from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
 from topo.runtime.registry import RegistryClient
+from topo.targets import load_target
 
 ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone
 MEMORY_POLL_S = 0.1  # how often a process with a memory limit reads its resident size
+SETUP_ENV = "TOPO_PROCESS_SETUP"  # module:function,... each node process calls first
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,15 @@ def apply_resources(program: Program, node_ids: tuple[str, ...], *, devices: boo
         if res.workdir:
             os.makedirs(res.workdir, exist_ok=True)
             os.chdir(res.workdir)
+
+
+def run_setup_hooks() -> None:
+    """Call each ``module:function`` named in ``TOPO_PROCESS_SETUP`` (comma-separated), in
+    order, once the environment is set and before any node is built: how a front end
+    (``topo.launchpad``: absl flags and logging) prepares its node processes."""
+    for target in os.environ.get(SETUP_ENV, "").split(","):
+        if target.strip():
+            load_target(target.strip())()
 
 
 def watch_parent(parent_alive: Callable[[], bool], interval: float = 0.25) -> None:
@@ -235,6 +246,7 @@ def run_child(
         # thread's stack into the node's log.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         apply_resources(spec.program, nodes, devices=not spec.devices_assigned)
+        run_setup_hooks()
         watch_parent(parent_alive)
         context = connect_program(spec.registry)
         set_process_program(context)

@@ -108,20 +108,20 @@ def batched_handler(
     batch_size: int, max_parallelism: int = 1, timeout: object = None, pad_batch: bool = False
 ) -> object:
     """Launchpad's ``lp.batched_handler``: calls to the method are gathered into batches
-    of up to ``batch_size`` (see ``topo.batched``); ``timeout`` is a timedelta or ms."""
+    of up to ``batch_size`` (see ``topo.batched``); ``timeout`` is a timedelta or ms;
+    ``pad_batch`` fills a batch the timeout cut short up to ``batch_size`` (Acme's
+    inference server jits its handler for that one shape)."""
     import datetime
 
     from topo.runtime.batching import batched
 
-    if pad_batch:
-        raise ValueError("batched_handler(pad_batch=True) is not supported by topo")
     if isinstance(timeout, datetime.timedelta):
         timeout_ms = timeout.total_seconds() * 1000.0
     elif isinstance(timeout, int | float):
         timeout_ms = float(timeout)
     else:
         timeout_ms = 200.0  # Launchpad's default
-    return batched(batch_size, timeout_ms)
+    return batched(batch_size, timeout_ms, pad=bool(pad_batch))
 
 
 __all__ = [

@@ -75,6 +75,14 @@ def launch_type_flag() -> str:
     return os.environ.get("TOPO_LP_LAUNCH_TYPE", DEFAULT_LAUNCH_TYPE)
 
 
+def read_flags() -> None:
+    """As Launchpad's ``launch`` does: a script that never parsed its command line (it
+    passed ``launch_type=``) gets the absl flags it knows read from it, so code reading
+    ``FLAGS.x`` in the launcher or in thread nodes works; other arguments are left."""
+    if _flags is not None and not _flags.FLAGS.is_parsed():
+        _flags.FLAGS(sys.argv, known_only=True)
+
+
 def parse_command_line(argv: list[str]) -> None:
     """Parse ``argv`` into absl's flags as ``app.run`` would: ``--help`` prints the
     script's flags and exits 0; a flag absl does not know, or a bad value, exits 1 with

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from topo.api import prepare, start
 from topo.ir import Program as IrProgram
-from topo.launchpad import live
+from topo.ir import RpcSettings
+from topo.launchpad import live, node_process
 from topo.launchpad.address import bind_local_addresses
+from topo.launchpad.flags import read_flags
 from topo.launchpad.launch_type import LaunchType
 from topo.launchpad.launched import Launched, prune, remember
 from topo.launchpad.local import Printer, prefix_width, say, wait_at_exit
@@ -25,6 +28,7 @@ from topo.launchpad.program import Program
 from topo.launchpad.translate import Compiled, ProgramError, compile_program
 
 log = logging.getLogger("topo.launchpad")
+CALL_DEADLINE_S = 3600.0  # of calls to nodes without call_timeout (Launchpad: none)
 
 
 def _launch_type(value: LaunchType | str | None) -> LaunchType:
@@ -66,6 +70,7 @@ def launch(
     ``serialize_py_nodes=False``: there they get the very objects given (an Event the
     test waits on), as in Launchpad. ``terminal`` and ``xm_resources`` are ignored."""
     kind = _launch_type(launch_type)
+    read_flags()  # as Launchpad's launch: absl flags readable in the launcher and its threads
     if not isinstance(programs, Program) and not programs:
         raise ValueError("lp.launch needs a program")
     program = programs if isinstance(programs, Program) else programs[0]
@@ -92,10 +97,13 @@ def launch(
                 kept.append(live.keep(obj))
                 return kept[-1]
 
+    else:
+        local_resources = _node_processes(program, local_resources, kind)
     made: list[Compiled] = []
 
     def build() -> IrProgram:  # called by prepare while the backend warms up
-        made.append(_compile(program, local_resources, seed, keep, kind, backend))
+        compiled = _compile(program, local_resources, seed, keep, kind, backend)
+        made.append(replace(compiled, program=patient_calls(compiled.program)))
         return made[0].program
 
     try:
@@ -124,6 +132,19 @@ def _inner(node: Any) -> list[Any]:
     return node.inner_nodes() if isinstance(node, Node) else []
 
 
+def patient_calls(ir: IrProgram) -> IrProgram:
+    """Calls without a ``call_timeout`` wait as long as Launchpad's courier calls do, in
+    practice: a learner's first ``step()`` may wait minutes for replay to fill and its
+    functions to compile. They still end, after an hour, where Launchpad's never do."""
+    groups = tuple(
+        replace(g, rpc=replace(g.rpc, deadline_s=CALL_DEADLINE_S))
+        if g.rpc.deadline_s == RpcSettings().deadline_s
+        else g
+        for g in ir.groups
+    )
+    return replace(ir, groups=groups)
+
+
 def _compile(
     program: Program,
     resources: Mapping[str, Any] | None,
@@ -141,6 +162,30 @@ def _compile(
                 "thread nodes the objects as they are, unpickled)"
             ) from None
         raise
+
+
+def _node_processes(
+    program: Program, resources: Mapping[str, Any] | None, kind: LaunchType
+) -> dict[str, Any]:
+    """Every label's process settings: the ``PythonProcess`` given (or none: Mava gives
+    ``[]``) with what makes its processes set up absl as Launchpad's do (its ``args``
+    parsed as flags there; see :mod:`topo.launchpad.node_process`)."""
+    from topo.backends.child import SETUP_ENV
+    from topo.launchpad.nodes.python.local_multi_processing import PythonProcess
+
+    given = dict(resources or {})
+    out: dict[str, Any] = dict(given)  # a label that is no group stays, to be refused
+    for label, nodes in program.groups.items():
+        if not nodes:
+            continue
+        process = given.get(label)
+        env = {str(k): str(v) for k, v in (getattr(process, "env", None) or {}).items()}
+        args = node_process.command_line(getattr(process, "args", None))
+        env.update(node_process.node_env(kind.value, args))
+        hooks = [h for h in env.get(SETUP_ENV, "").split(",") if h]
+        env[SETUP_ENV] = ",".join([node_process.SETUP_TARGET, *hooks])
+        out[label] = PythonProcess(env=env)
+    return out
 
 
 def _check_thread_resources(

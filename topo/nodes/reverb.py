@@ -189,4 +189,6 @@ class ReverbServer:
                 continue
             calm_since = time.monotonic()
             for name in held:  # one at a time: a sample the limiter refuses would block
-                next(iter(self._client.sample(name, num_samples=1)))
+                # as stored: items of scalar columns (a trajectory writer's squeezed
+                # steps, as Acme's and Mava's adders write) do not split into timesteps
+                next(iter(self._client.sample(name, num_samples=1, emit_timesteps=False)))

@@ -30,17 +30,21 @@ class BatchSpec:
 
     batch_size: int
     timeout_ms: float
+    pad: bool = False  # a short batch is filled up with copies of its first call
 
 
-def batched(batch_size: int = 32, timeout_ms: float = 5.0) -> Callable[[F], F]:
-    """Mark a node method as batched: it receives stacked arguments, returns stacked results."""
+def batched(batch_size: int = 32, timeout_ms: float = 5.0, pad: bool = False) -> Callable[[F], F]:
+    """Mark a node method as batched: it receives stacked arguments, returns stacked results.
+    ``pad``: every batch has ``batch_size`` rows (a batch cut short by the timeout is
+    filled with copies of its first call, whose extra results are dropped), so a jitted
+    method sees one shape."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     if timeout_ms < 0:
         raise ValueError("timeout_ms must be >= 0")
 
     def mark(fn: F) -> F:
-        spec = BatchSpec(int(batch_size), float(timeout_ms))
+        spec = BatchSpec(int(batch_size), float(timeout_ms), bool(pad))
         try:
             setattr(fn, ATTR, spec)
             return fn
@@ -72,7 +76,9 @@ def stack(items: list[Any]) -> Any:
         return {k: stack([it[k] for it in items]) for k in first}
     if isinstance(first, tuple | list):
         out = [stack([it[i] for it in items]) for i in range(len(first))]
-        return type(first)(out) if isinstance(first, list) else tuple(out)
+        if isinstance(first, list):
+            return type(first)(out)
+        return type(first)(*out) if hasattr(first, "_fields") else tuple(out)  # namedtuple
     if isinstance(first, np.ndarray | np.generic | int | float | bool | complex) or hasattr(
         first, "__array__"
     ):
@@ -87,6 +93,8 @@ def unstack(tree: Any, n: int) -> list[Any]:
         return [{k: parts[k][i] for k in tree} for i in range(n)]
     if isinstance(tree, tuple):
         cols = [unstack(v, n) for v in tree]
+        if hasattr(tree, "_fields"):  # a namedtuple stays one
+            return [type(tree)(*(c[i] for c in cols)) for i in range(n)]
         return [tuple(c[i] for c in cols) for i in range(n)]
     if isinstance(tree, list) and len(tree) != n:
         cols = [unstack(v, n) for v in tree]
@@ -163,10 +171,11 @@ class Batcher:
 
     def _run(self, calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]]) -> None:
         n = len(calls)
+        rows = calls + [calls[0]] * (self._spec.batch_size - n if self._spec.pad else 0)
         try:
-            args = tuple(stack([c[1][i] for c in calls]) for i in range(len(calls[0][1])))
-            kwargs = {k: stack([c[2][k] for c in calls]) for k in calls[0][2]}
-            results = unstack(self._fn(*args, **kwargs), n)
+            args = tuple(stack([c[1][i] for c in rows]) for i in range(len(rows[0][1])))
+            kwargs = {k: stack([c[2][k] for c in rows]) for k in rows[0][2]}
+            results = unstack(self._fn(*args, **kwargs), len(rows))[:n]
         except BaseException as exc:
             for token, _, _ in calls:
                 self._reply(token, False, exc)

@@ -42,7 +42,9 @@ NOT_SERVED = frozenset({"run"})
 def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
     """The methods a node serves: the public callables of ``dir(obj)`` (not ``run``) and
     ``__call__``. ``dir`` of the instance, as Launchpad does: a wrapper's ``__dir__`` can
-    expose the methods of the object it wraps (Acme's checkpointing runners do)."""
+    expose the methods of the object it wraps (Acme's checkpointing runners do). A
+    property whose value is callable is served as that value, read once here, as
+    Launchpad binds it (Acme's inference server serves its batched ``handler`` so)."""
     methods: dict[str, Callable[..., Any]] = {}
     cls = type(obj)
     try:
@@ -51,9 +53,6 @@ def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
         names = dir(cls)
     for name in names:
         if not isinstance(name, str) or name.startswith("_") or name in NOT_SERVED:
-            continue
-        static = inspect.getattr_static(cls, name, None)
-        if isinstance(static, property):
             continue
         try:
             attr = getattr(obj, name, None)

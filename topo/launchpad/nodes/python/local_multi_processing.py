@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class PythonProcess:
-    """How the processes of one label start: ``env`` is added to their environment.
+    """How the processes of one label start: ``env`` is added to their environment and
+    ``args`` (``{"flag": value}`` or a list) are parsed as absl flags there.
 
-    ``interpreter`` and ``args`` are accepted for compatibility and must be left unset:
-    topo forks every node from its own pre-warmed interpreter."""
+    ``interpreter`` must be left unset: topo forks every node from its own pre-warmed
+    interpreter."""
 
     args: Mapping[str, object] | Sequence[str] | None = None
     env: Mapping[str, str] = field(default_factory=dict)
