@@ -86,7 +86,7 @@ def one_run(backend: str, mb: float, workdir: Path) -> dict[str, Any]:
             now = time.time()
             line = raw.decode("utf-8", "replace")
             _, _, text = line.partition(" | ")
-            if state["up"] is None and "nodes up in" in line:
+            if state["up"] is None and " up in " in line:
                 state["up"] = time.monotonic()
             if (m := SKIPPED.search(text)) is not None:
                 state["skipped"] += float(m.group(1)) * UNITS[m.group(2)]

@@ -137,7 +137,7 @@ def bench_command(yaml: Path, run_dir: Path, env: dict[str, str] | None = None) 
     assert proc.stdout is not None
     ready = None
     for line in proc.stdout:
-        if " nodes up in " in line:
+        if " up in " in line:  # "all N nodes up in", "the node is up in"
             ready = time.perf_counter() - t0
             break
     proc.send_signal(signal.SIGINT)

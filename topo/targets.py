@@ -104,6 +104,22 @@ def prepare(source: str | None, module: str) -> str | None:
     )
 
 
+def import_roots(source: str | None, modules: list[str]) -> list[Path]:
+    """The folders ``modules`` are found in on disk, as :func:`prepare` looks for them: the
+    current directory when it holds a module's top-level package, else the nearest folder
+    above the topology file ``source`` that does; once each, the current directory first.
+    A module in neither (an installed package) adds none. What a machine that imports the
+    targets elsewhere (an ssh host) needs on its path to find them as this one does."""
+    cwd = Path.cwd()
+    roots: list[Path] = []
+    for module in modules:
+        top = module.split(".")[0]
+        found = next((f for f in [cwd, *_folders(source)] if _on_disk(f, top)), None)
+        if found is not None and found not in roots:
+            roots.append(found)
+    return sorted(roots, key=lambda f: f != cwd)
+
+
 def prepare_all(source: str | None, modules: list[str]) -> list[str]:
     """:func:`prepare` for every module; one message per module that cannot be imported."""
     problems = []

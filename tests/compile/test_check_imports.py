@@ -170,3 +170,25 @@ def test_project_root_advice_when_the_module_is_there_but_hidden(
     assert "no module named 'chk_hidden.mod'" in message
     assert f"although 'chk_hidden.mod' is in {project}" in message
     assert "run topo from the project root or add it to PYTHONPATH" in message
+
+
+def test_import_roots_are_the_folders_the_targets_come_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an ssh host needs on its path: the current directory for a module there, the
+    nearest folder above the topology file holding a package, nothing for an installed
+    module; the current directory first."""
+    from topo.targets import import_roots
+
+    project = tmp_path / "project"
+    (project / "pkg" / "sub").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "topologies").mkdir()
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "local_mod.py").write_text("")
+    monkeypatch.chdir(here)
+    source = str(project / "topologies" / "t.yaml")
+    assert import_roots(source, ["pkg.sub.mod", "json", "local_mod"]) == [here, project]
+    assert import_roots(source, ["json"]) == []
+    assert import_roots(None, ["pkg.sub.mod"]) == []

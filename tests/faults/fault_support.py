@@ -83,9 +83,9 @@ def wait_up(proc: subprocess.Popen[str], timeout: float = 60) -> list[str]:
     end = time.monotonic() + timeout
     for line in proc.stdout:
         lines.append(line)
-        if "nodes up in" in line or time.monotonic() > end:
+        if " up in " in line or time.monotonic() > end:
             break
-    assert any("nodes up in" in line for line in lines), "".join(lines)
+    assert any(" up in " in line for line in lines), "".join(lines)
     return lines
 
 

@@ -35,3 +35,11 @@ class Reporter(Where):
 
         print("WHERE " + json.dumps(self.where()), flush=True)
         topo.wait_for_stop()
+
+
+class Dies:
+    """Ends its process at once (no exception, no clean exit): its Ray worker dies."""
+
+    def run(self) -> None:
+        print("about to die", flush=True)
+        os._exit(3)

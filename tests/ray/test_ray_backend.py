@@ -67,7 +67,7 @@ def test_a_killed_launcher_leaves_no_ray_process_behind(tmp_path: Path) -> None:
     seen: set[int] = set()
     for line in proc.stdout:
         seen.update(descendants(proc.pid))
-        if "nodes up in" in line:
+        if " up in " in line:
             break
     time.sleep(0.5)  # the watchdog's first look
     seen.update(descendants(proc.pid))

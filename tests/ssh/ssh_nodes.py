@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import time
 
 import topo
@@ -18,6 +19,7 @@ class Where:
             "pid": os.getpid(),
             "module": __file__,
             "mark": os.environ.get("TOPO_TEST_MARK"),
+            "tmp": tempfile.gettempdir(),
             "cwd": os.getcwd(),
         }
 

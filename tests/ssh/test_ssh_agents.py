@@ -110,7 +110,8 @@ def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
 
     monkeypatch.setattr(ssh_backend, "AGENT_QUICK_S", 60.0)
     deaths = ssh_backend.AGENT_QUICK_DEATHS
-    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
+    workdir = tmp_path / "work"  # seen by every host
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=str(workdir))
     restart = "restart: {policy: on-failure, max_restarts: 10, backoff: {initial_s: 0.1}}"
     path = _topology(tmp_path, "agent_keeps_dying", restart)
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
@@ -136,6 +137,12 @@ def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
     assert backend.lost[host].startswith(f"its agent died {deaths} times within 60s of starting")
     assert f"(pid {killed[-1]}) was killed by SIGKILL" in backend.lost[host]
     assert backend.agent_restarts[host] == deaths - 1
+    # Nothing more goes to the lost host this run: its SSH connection is closed.
+    address = ssh_hosts.addresses[ssh_hosts.names.index(host)]
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _ssh_connections(address):
+        time.sleep(0.1)
+    assert not _ssh_connections(address), "the lost host's SSH connection is still open"
     moved = None
     end = time.monotonic() + 40
     while time.monotonic() < end and moved is None:
@@ -147,3 +154,21 @@ def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
     assert run.exit_code is None
     assert run.stop(timeout=60) == 0
     assert not wait_gone(killed, 10)
+    # The other hosts' run directories are removed; the lost host's is reported.
+    runs = workdir / "runs" / run.run_dir.name
+    assert [p.name for p in runs.iterdir()] == [host]
+    [note] = [w for w in run.launcher.warnings if "stay in" in w]
+    assert note.startswith(f"host {host} was lost (its agent died {deaths} times"), note
+    assert note.endswith(f"the run's files there stay in {runs / host}"), note
+
+
+def _ssh_connections(address: str) -> list[object]:
+    """This process's open TCP connections to ``address``'s sshd."""
+    return [
+        c
+        for c in psutil.Process().net_connections("tcp")
+        if c.raddr
+        and c.raddr.ip == address
+        and c.raddr.port == 22
+        and c.status == psutil.CONN_ESTABLISHED
+    ]

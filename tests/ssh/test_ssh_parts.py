@@ -109,6 +109,29 @@ def test_ship_packs_sources_and_leaves_out_environments_and_caches(tmp_path: Pat
     assert count == 3
 
 
+def test_a_shipped_tree_is_named_by_its_content(tmp_path: Path) -> None:
+    """The same files give the same digest (a touched file too: no times are packed), so
+    hosts sharing a workdir and later runs find the tree; a changed file gives another."""
+    import os
+
+    from topo.backends.ssh.ship import digest_of, pack
+
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("A = 1\n")
+
+    def digest() -> str:
+        out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
+        out.mkdir()
+        return digest_of(pack(root, out)[0])
+
+    first = digest()
+    os.utime(root / "pkg" / "mod.py", (1, 1))
+    assert digest() == first
+    (root / "pkg" / "mod.py").write_text("A = 2\n")
+    assert digest() != first
+
+
 def test_the_agent_streams_complete_lines_only(tmp_path: Path) -> None:
     sink = io.BytesIO()
     tail = _Tail(_Out(sink))

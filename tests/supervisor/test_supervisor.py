@@ -226,3 +226,31 @@ def test_a_node_not_ready_in_time_is_killed_and_fails_the_run(tmp_path: Path) ->
     assert failure is not None and failure.traceback == "stacks of slow"
     assert "did not become ready within 0.1s" in failure.message
     assert rig.sup.stop_code == 1
+
+
+def test_the_messages_read_well_for_one_node_and_a_reason_ending_in_a_full_stop(
+    tmp_path: Path,
+) -> None:
+    """One node: "the node is up" (not "all 1 nodes up"); and a backend's reason that ends in a
+    full stop (Ray's) is not followed by "; restart" after it."""
+    one = program(
+        tmp_path,
+        """
+        name: one
+        nodes:
+          worker:
+            target: examples.agents.producers:Producer
+            args: {producer_id: 0}
+            restart: {policy: on-failure, max_restarts: 1, backoff: {initial_s: 0.01}}
+        """,
+    )
+    rig = Rig(one, tmp_path)
+    rig.sup.node_status("ready", "worker", "worker", 0, rig.pid("worker"))
+    rig.sup.step()
+    kind, who, message = rig.events[-1]
+    assert kind == "ready" and who is None and message.startswith("the node is up in "), message
+    died = "its Ray actor died: The actor died unexpectedly before finishing this task."
+    rig.sup.exited("worker", 0, rig.pid("worker"), KILLED, died)
+    rig.steps_until(lambda: ("worker", 1) in rig.backend.starts)
+    [restart] = [m for k, _, m in rig.events if k == "restarting"]
+    assert restart == f"{died[:-1]}; restart 1/1 in 0.01s", restart

@@ -282,6 +282,11 @@ class Backend(ABC):
     def close(self) -> None:
         """Release everything ``open`` made; every executable has exited or been killed."""
 
+    def left_behind(self) -> list[str]:
+        """What ``close`` could not clean up, for the user (e.g. a run's files on a host
+        that was lost); asked after ``close``. Default: nothing."""
+        return []
+
 
 def memory_not_enforced(program: Program, backend: str, why: str) -> list[Diagnostic]:
     """A warning per enabled group with a ``resources.memory`` limit, for a backend that

@@ -196,6 +196,7 @@ class Launcher(Sink):
         """Close what ``start`` opened: the backend, the log source, registry and metrics."""
         try:
             self.backend.close()
+            self.warnings.extend(self.backend.left_behind())
         except Exception as exc:
             self.warnings.append(f"backend shutdown failed: {exc!r}")
         if self._tailer is not None:

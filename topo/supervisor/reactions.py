@@ -295,10 +295,10 @@ class Supervisor(Sink):
             if not run.all_ready.is_set() and up and not self._stop_wanted():  # not after ^C
                 run.ready_at = ready_at = time.time()
                 run.all_ready.set()
-                self._emit(
-                    "ready",
-                    message=f"all {len(run.nodes)} nodes up in {ready_at - run.started_at:.2f}s",
-                )
+                n = len(run.nodes)
+                who = "the node is" if n == 1 else f"all {n} nodes"
+                took = ready_at - run.started_at
+                self._emit("ready", message=f"{who} up in {took:.2f}s")
         elif kind == "finished":
             st.state = "finished"
             self._emit("finished", node, exe_id, pid)
@@ -385,7 +385,7 @@ class Supervisor(Sink):
             "restarting",
             exe.nodes[0],
             exe.id,
-            message=f"{why}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
+            message=f"{_clause(why)}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
             restarts=exe.restarts,
         )
 
@@ -419,3 +419,9 @@ class Supervisor(Sink):
             except Exception as exc:
                 self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
             self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
+
+
+def _clause(text: str) -> str:
+    """``text`` without the full stop it may end with (an error's message, Ray's), so
+    that more can follow it after a semicolon."""
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text

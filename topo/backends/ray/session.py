@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class RaySession:
         if ray.is_initialized():
             return
         self._environ = dict(os.environ)
+        if not (sys.stdout.isatty() and sys.stderr.isatty()):
+            # Ray colours what it prints here (its "(raylet) ..." notes) even into a pipe.
+            os.environ.setdefault("RAY_COLOR_PREFIX", "0")
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.ship:
             quiet["runtime_env"] = shipped_tree(os.getcwd())

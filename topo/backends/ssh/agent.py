@@ -11,7 +11,8 @@ Channel (JSON, one object per line, both ways):
   directory), ``spawn``, ``kill``, ``stacks``, ``ping`` (the lease), ``shutdown``;
 * agent → launcher: ``hello`` (at once), ``server`` (the fork server is up, import
   errors), ``started``,
-  ``exited``, ``out`` (new complete lines of a log file), ``hb`` (alive), ``bye``.
+  ``exited``, ``out`` (new complete lines of a log file), ``agentlog`` (of the fork
+  server's own output), ``hb`` (alive), ``bye``.
 
 A remote process survives a dropped SSH connection unless it is made not to, so the
 agent ends everything it started -- fork server, executables, their process groups --
@@ -71,18 +72,20 @@ class _Tail:
     def __init__(self, out: _Out) -> None:
         self._out = out
         self._files: dict[str, Path] = {}
+        self._kind: dict[str, str] = {}  # label -> message type ("out", or "agentlog")
         self._skip: dict[str, int] = {}  # bytes already there when following began
         self._handles: dict[str, Any] = {}
         self._partial: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def follow(self, label: str, path: Path) -> None:
+    def follow(self, label: str, path: Path, kind: str = "out") -> None:
         """Follow ``path`` from its current end (what is there came from an earlier
-        agent of this host, which sent it already)."""
+        agent of this host, which sent it already); its lines go as messages ``kind``."""
         with self._lock:
             if label in self._files:
                 return
             self._files[label] = path
+            self._kind[label] = kind
             try:
                 self._skip[label] = path.stat().st_size
             except FileNotFoundError:
@@ -107,9 +110,8 @@ class _Tail:
                     cut = len(data) if final else data.rfind(b"\n") + 1
                     self._partial[label] = data[cut:]
                     if cut:
-                        self._out.send(
-                            t="out", label=label, data=data[:cut].decode("utf-8", "replace")
-                        )
+                        text = data[:cut].decode("utf-8", "replace")
+                        self._out.send(t=self._kind[label], label=label, data=text)
                     if not data or final or len(data) < _CHUNK:
                         break
 
@@ -145,6 +147,8 @@ class Agent:
         mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.status = mine
         log = open(self.run_dir / "forkserver.log", "ab")
+        # Sent to the launcher (the agent's log there): this directory goes at the end.
+        self.tail.follow(":forkserver", self.run_dir / "forkserver.log", kind="agentlog")
         try:
             self.server = subprocess.Popen(
                 [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],

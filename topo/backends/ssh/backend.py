@@ -2,8 +2,10 @@
 
 Before anything starts (``check``): executables are placed on hosts (labels,
 colocation, then balanced spread), every host is connected to (one asyncssh
-connection each), optionally gets the working tree (``--ship``), and is checked
-(python, topo version, target modules); all failing hosts are reported at once.
+connection each), optionally gets the project's import roots (``--ship``), and is
+checked (python, topo version, target modules, with the path the nodes will have: the
+folders the targets import from here, or their shipped copies); all failing hosts are
+reported at once.
 
 ``open`` starts one agent per host (``topo.backends.ssh.agent``: a remote fork
 server) over its connection; ``start`` asks the executable's host to fork it.
@@ -19,8 +21,9 @@ agent with the same init starts on that host and takes their restarts. An agent 
 dies within ``AGENT_QUICK_S`` of starting ``AGENT_QUICK_DEATHS`` times in a row, and a
 host whose agent goes quiet (cut off), whose channel breaks or where no new agent can
 start, is lost: its executables count as exited (killed) so their restart policy
-applies, on a host that fits. The agents end everything they started when the
-launcher goes away.
+applies, on a host that fits, and its connection is closed. The agents end everything
+they started when the launcher goes away; at the end of a run each host's run
+directory is removed (a lost host's is reported: ``left_behind``).
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ from topo.backends.ssh.hostcheck import (
 )
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
+from topo.backends.ssh.rundirs import remote_run_dir
 from topo.backends.ssh.runner import RemoteRunner as _RemoteRunner
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
+from topo.targets import import_roots
 
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
 AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
@@ -102,8 +107,12 @@ class SshBackend(Backend):
         self.alive: set[str] = set()
         self.lost: dict[str, str] = {}  # host -> why it was lost
         self.import_errors: dict[str, list[str]] = {}
+        self._path: list[str] = [os.getcwd()]  # the hosts' PYTHONPATH (without --ship)
+        self._digests: list[str] = []  # the shipped trees (--ship), each host's PYTHONPATH
         self.agent_restarts: dict[str, int] = {}  # host -> new agents started after deaths
         self._agent_pid: dict[str, int] = {}  # host -> its current agent's pid (its hello)
+        self._made: set[str] = set()  # hosts where an agent said hello (made the run's dir)
+        self._left: dict[str, str] = {}  # host -> the run's files left there, and why
         self._bye: dict[str, str] = {}  # host -> why its agent said it ends
         self._gen: dict[str, int] = {}  # host -> generation of its current agent
         self._began: dict[str, float] = {}  # host -> when its current agent started
@@ -146,10 +155,13 @@ class SshBackend(Backend):
         self.sessions = Sessions()
         failed = self.sessions.connect(list(self.hosts.values()))
         ok = {n: h for n, h in self.hosts.items() if n not in failed}
+        roots = import_roots(program.source, target_modules(program))
+        self._path = [str(p) for p in dict.fromkeys([Path.cwd(), *roots])]
         if self.ship and ok:
             from topo.backends.ssh.ship import ship
 
-            failed.update(ship(self.sessions, ok, Path.cwd()))
+            self._digests, shipped = ship(self.sessions, ok, roots or [Path.cwd()])
+            failed.update(shipped)
             ok = {n: h for n, h in ok.items() if n not in failed}
         script = check_script(target_modules(program))
         commands = {n: self._command(h, ["-c", script]) for n, h in ok.items()}
@@ -165,12 +177,14 @@ class SshBackend(Backend):
         return []
 
     def _command(self, host: HostSpec, args: list[str]) -> str:
-        """``host``'s python with ``args``, with the project on its path."""
+        """``host``'s python with ``args``, with the project on its path: the folders the
+        targets import from here (the current directory first, then those found above
+        the topology file, as procs finds them), or their shipped copies."""
         from topo.backends.ssh.session import remote_command
         from topo.backends.ssh.ship import project_dir
 
-        path = project_dir(host) if self.ship else os.getcwd()
-        return remote_command(host, [host.python, *args], {"PYTHONPATH": path})
+        path = [project_dir(host, d) for d in self._digests] if self.ship else self._path
+        return remote_command(host, [host.python, *args], {"PYTHONPATH": os.pathsep.join(path)})
 
     # -- running --------------------------------------------------------------------
     def open(self, job: JobContext, sink: Sink) -> None:
@@ -245,6 +259,10 @@ class SshBackend(Backend):
             self.import_errors[host] = list(msg.get("import_errors", []))
         elif t == "hello":
             self._agent_pid[host] = int(msg.get("pid", 0))
+            self._made.add(host)
+        elif t == "agentlog":  # the fork server's output there: beside the agent's own
+            with open(self._agent_log(host), "a") as log:
+                log.write(str(msg["data"]))
         elif t == "bye":
             self._bye[host] = str(msg.get("reason", ""))
 
@@ -293,8 +311,7 @@ class SshBackend(Backend):
                 )
             except Exception as exc:  # the connection broke: the host is lost
                 return describe_error(exc)
-            workdir = spec.workdir.rstrip("/")
-            run_dir = f"{workdir}/runs/{self._job.run_dir.name}/{safe_name(host)}"
+            run_dir = remote_run_dir(spec, self._job.run_dir.name)
             channel.send(t="init", host=host, address=spec.address, run_dir=run_dir, **self._init)
             self.channels[host] = channel
         return None
@@ -385,6 +402,8 @@ class SshBackend(Backend):
             gone = [r for r in self._runners.values() if r.host == host]
             for r in gone:
                 self._runners.pop((r.exe, r.attempt), None)
+        if self.sessions is not None:  # nothing more goes to that host this run
+            self.sessions.drop(host)
         for r in gone:
             self._sink.exited(r.exe, r.attempt, r.pid, -9, f"was lost with host {host}: {why}")
 
@@ -402,5 +421,29 @@ class SshBackend(Backend):
             channel.close()
         self.channels.clear()
         if self.sessions is not None:
+            self._clear_run_dirs()
             self.sessions.close()
             self.sessions = None
+
+    def _clear_run_dirs(self) -> None:
+        """Remove the run's directory from every host that has one (its logs are in the
+        launcher's run directory by now); note where that could not be done."""
+        from topo.backends.ssh.rundirs import clear
+
+        if self._job is None:
+            return
+        dirs = {h: remote_run_dir(self.hosts[h], self._job.run_dir.name) for h in self._made}
+        reach = {h: d for h, d in dirs.items() if h not in self.lost}
+        failed = clear(self.sessions, reach)
+        for host in sorted(dirs):
+            if host in self.lost:
+                why = f"host {host} was lost ({self.lost[host]})"
+            elif host in failed:
+                why = f"the run's directory on host {host} could not be removed ({failed[host]})"
+            else:
+                continue
+            self._left[host] = f"{why}; the run's files there stay in {dirs[host]}"
+
+    def left_behind(self) -> list[str]:
+        """The hosts that keep this run's directory (lost, or it could not be removed)."""
+        return [self._left[h] for h in sorted(self._left)]

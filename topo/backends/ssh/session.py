@@ -47,6 +47,25 @@ def remote_command(
     )
 
 
+def host_key_problem(host: HostSpec) -> str:
+    """Why ``host``'s key was not accepted: ``known_hosts`` has no entry for it at all, or
+    its entry holds another key."""
+    where = f"{host.address}" if host.port == 22 else f"[{host.address}]:{host.port}"
+    try:
+        known = asyncssh.read_known_hosts(str(host.known_hosts))
+        found = known.match(host.address, host.address, None if host.port == 22 else host.port)
+        listed = bool(found[0] or found[1] or found[3] or found[5])  # keys, CAs, X.509
+    except (OSError, ValueError, asyncssh.Error):  # unreadable: the general answer
+        listed = True
+    if listed:
+        return f"its host key is not the one in known_hosts ({host.known_hosts})"
+    scan = "ssh-keyscan " + ("" if host.port == 22 else f"-p {host.port} ") + host.address
+    return (
+        f"known_hosts ({host.known_hosts}) has no entry for {where}: add the host's key "
+        f"(`{scan}` prints it; check it against the host before you trust it)"
+    )
+
+
 def describe_error(exc: BaseException) -> str:
     """What went wrong with a connection, for the user."""
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
@@ -100,7 +119,10 @@ class Sessions:
 
         failed: dict[str, str] = {}
         for host, result in zip(hosts, self.call(all_hosts()), strict=True):
-            if isinstance(result, BaseException):
+            if isinstance(result, asyncssh.HostKeyNotVerifiable):
+                why = host_key_problem(host)
+                failed[host.name] = f"cannot connect to {host.address}:{host.port}: {why}"
+            elif isinstance(result, BaseException):
                 failed[host.name] = f"cannot connect to {host.address}:{host.port}: " + (
                     describe_error(result)
                 )
@@ -123,8 +145,11 @@ class Sessions:
         return {h: f.result() for h, f in futures.items()}
 
     async def _run(self, host: str, command: str, timeout: float) -> tuple[int | None, str, str]:
+        conn = self.conns.get(host)
+        if conn is None:
+            return None, "", "its connection is closed"
         try:
-            r = await self.conns[host].run(command, timeout=timeout)
+            r = await conn.run(command, timeout=timeout)
         except asyncssh.TimeoutError as exc:
             return None, str(exc.stdout or ""), str(exc.stderr or "") + "(timed out)"
         except (asyncssh.Error, OSError) as exc:
@@ -156,6 +181,12 @@ class Sessions:
         channel = Channel(self, host, on_message, on_end, stderr_file, lease_s, on_died)
         self.call(channel.start(command), CONNECT_TIMEOUT_S)
         return channel
+
+    def drop(self, host: str) -> None:
+        """Close ``host``'s connection (from any thread, without waiting): it is lost."""
+        conn = self.conns.pop(host, None)
+        if conn is not None and self.loop.is_running():
+            self.loop.call_soon_threadsafe(conn.close)
 
     def close(self) -> None:
         """Close every connection and stop the loop."""
