@@ -6,6 +6,10 @@ the futures engine in ``futures.py``) connect lazily, resolve peers through
 the program's address book, wait for a peer that is not up yet until the
 deadline, and re-resolve when a peer stops answering connections (it may
 have restarted on another port).
+
+A call presents its handle's token (``rights``); a callee that refuses it says so in
+the handshake, which the connection's socket monitor sees: the caller raises
+``PermissionDenied`` at once and drops the connection (no retries against a refusal).
 """
 
 from __future__ import annotations
@@ -17,30 +21,54 @@ import time
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from topo.runtime import wire
 from topo.runtime.auth import secure_client, zmq_context
-from topo.runtime.context import ProgramContext
+from topo.runtime.context import ProgramContext, current_node_info
 from topo.runtime.errors import (
     DeadlineExceeded,
     MessageTooLarge,
     PeerUnavailable,
+    PermissionDenied,
     ProtocolError,
     decode_exception,
 )
+from topo.runtime.rights import NO_RIGHT, client_keypair
 
 call_ids = itertools.count(1)
 endpoints: dict[tuple[str, str], str] = {}
 limits: dict[tuple[str, str], int] = {}  # a peer's message limit, as it registered it
+server_keys: dict[tuple[str, str], str] = {}  # a peer's CURVE public key
 _NOBLOCK = wire.NOBLOCK
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
+_AUTH_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
 HEARTBEAT_TIMEOUT_MS = 4000  # ...and a connection silent this long is dropped
 
 
-def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
+def caller_name(program: ProgramContext) -> str:
+    """Who is calling, for messages: the calling thread's node, else the process's member."""
+    node = current_node_info()
+    return node.id if node is not None else program.member
+
+
+def peer_key(program: ProgramContext, node_id: str) -> str:
+    """The CURVE public key ``node_id``'s server proves (cached: it outlives restarts)."""
+    key = (program.program_id, node_id)
+    found = server_keys.get(key)
+    if found is None:
+        found = server_keys[key] = program.server_key(node_id)
+    return found
+
+
+def new_socket(
+    program: ProgramContext, endpoint: str, node_id: str, cap: str | None
+) -> tuple[zmq.Socket, zmq.Socket]:
+    """A DEALER connected to ``endpoint`` presenting ``cap`` (the right to call
+    ``node_id``; None: no right), and the monitor that sees a refusal."""
     sock = zmq_context().socket(zmq.DEALER)
     sock.linger = 0
     sock.immediate = True  # no queueing towards a peer that is not connected
@@ -50,9 +78,42 @@ def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
         # would look alive forever and calls would queue into it.
         sock.heartbeat_ivl = HEARTBEAT_MS
         sock.heartbeat_timeout = HEARTBEAT_TIMEOUT_MS
-    secure_client(sock, program.security)
+    try:
+        if program.mechanism == "curve":
+            keypair = client_keypair(cap) if cap else None
+            secure_client(sock, "curve", program.member, b"", keypair, peer_key(program, node_id))
+        else:
+            secure_client(sock, "plain", program.member, cap.encode() if cap else NO_RIGHT)
+        monitor = sock.get_monitor_socket(_AUTH_FAILED)
+    except BaseException:
+        sock.close(linger=0)
+        raise
     sock.connect(endpoint)
-    return sock
+    return sock, monitor
+
+
+def refused(monitor: zmq.Socket, endpoint: str | None) -> bool:
+    """Whether the server at ``endpoint`` refused this connection's credentials (reads
+    the monitor's events so far)."""
+    found = False
+    while True:
+        try:
+            event = parse_monitor_message(monitor.recv_multipart(_NOBLOCK))
+        except zmq.Again:
+            return found
+        raw = event["endpoint"]
+        at = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        found = found or (event["value"] == 400 and at == endpoint)
+
+
+def close_socket(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    """Close a client socket and its monitor."""
+    try:
+        sock.disable_monitor()
+    except zmq.ZMQError:
+        pass
+    monitor.close(linger=0)
+    sock.close(linger=0)
 
 
 def peer_limit(program: ProgramContext, node_id: str) -> int | None:
@@ -81,13 +142,13 @@ def check_size(frames: list[Any], limit: int | None, node_id: str, method: str) 
 
 
 class _Conn:
-    """One DEALER socket to one peer, used by a single thread."""
+    """One DEALER socket to one peer, with one right, used by a single thread."""
 
-    def __init__(self, program: ProgramContext, node_id: str, endpoint: str) -> None:
+    def __init__(self, program: ProgramContext, node_id: str, endpoint: str, cap: str | None):
         self.program = program
         self.node_id = node_id
         self.endpoint: str | None = endpoint
-        self.sock = new_socket(program, endpoint)
+        self.sock, self.monitor = new_socket(program, endpoint, node_id, cap)
         self.limit = peer_limit(program, node_id)
 
     def refresh(self) -> bool:
@@ -111,23 +172,39 @@ class _Conn:
             self.limit = peer_limit(self.program, self.node_id)
         return True
 
+    def wait_writable(self, ms: int) -> bool:
+        """Wait up to ``ms`` for the socket to take a message, or for a refusal."""
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLOUT)
+        poller.register(self.monitor, zmq.POLLIN)
+        return self.sock in dict(poller.poll(ms))
+
 
 _local = threading.local()
 
 
-def _conn(program: ProgramContext, node_id: str, start: float, deadline: float) -> _Conn:
+def _conn(
+    program: ProgramContext, node_id: str, cap: str | None, start: float, deadline: float
+) -> _Conn:
     pid = os.getpid()
     if getattr(_local, "pid", None) != pid:
         _local.pid, _local.conns = pid, {}
-    key = (program.program_id, node_id)
+    key = (program.program_id, node_id, cap)
     conn: _Conn | None = _local.conns.get(key)
     if conn is None:
-        endpoint = endpoints.get(key) or program.address_book.wait_lookup(node_id, deadline)
+        endpoint = endpoints.get(key[:2]) or program.address_book.wait_lookup(node_id, deadline)
         if endpoint is None:
             raise PeerUnavailable(node_id, time.monotonic() - start, "no address registered")
-        endpoints[key] = endpoint
-        conn = _local.conns[key] = _Conn(program, node_id, endpoint)
+        endpoints[key[:2]] = endpoint
+        conn = _local.conns[key] = _Conn(program, node_id, endpoint, cap)
     return conn
+
+
+def _refused(conn: _Conn, cap: str | None) -> PermissionDenied:
+    """Drop a connection the peer refused (no retries against a refusal); the error."""
+    _local.conns.pop((conn.program.program_id, conn.node_id, cap), None)
+    close_socket(conn.sock, conn.monitor)
+    return PermissionDenied(caller_name(conn.program), conn.node_id)
 
 
 def decode_reply(msg: wire.Message, node_id: str) -> Any:
@@ -149,11 +226,13 @@ def call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     timeout: float,
+    cap: str | None = None,
 ) -> Any:
-    """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline."""
+    """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline, presenting
+    ``cap`` (the right to call ``node_id``)."""
     start = time.monotonic()
     deadline = start + timeout
-    conn = _conn(program, node_id, start, deadline)
+    conn = _conn(program, node_id, cap, start, deadline)
     call_id = next(call_ids)
     frames = wire.request_frames(call_id, method, timeout, args, kwargs)
     check_size(frames, conn.limit, node_id, method)
@@ -173,7 +252,10 @@ def call(
                 else "no address registered (its process ended)"
             )
             raise PeerUnavailable(node_id, time.monotonic() - start, detail)
-        if not sock.poll(int(min(step, remaining) * 1000) + 1, zmq.POLLOUT):
+        writable = conn.wait_writable(int(min(step, remaining) * 1000) + 1)
+        if refused(conn.monitor, conn.endpoint):
+            raise _refused(conn, cap)
+        if not writable:
             conn.refresh()
             step = min(step * 2, 0.5)
     while True:
