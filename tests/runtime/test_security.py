@@ -75,7 +75,9 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
             plain_password=token[:-1].encode(),
         ),
         # The program secret itself is no password: only the node's token is.
-        _dealer(endpoint, sndtimeo=2000, plain_username=b"x", plain_password=program.secret.encode()),
+        _dealer(
+            endpoint, sndtimeo=2000, plain_username=b"x", plain_password=program.secret.encode()
+        ),
         _dealer(
             endpoint,
             sndtimeo=2000,

@@ -34,7 +34,7 @@ from topo.runtime.errors import (
     ProtocolError,
     decode_exception,
 )
-from topo.runtime.rights import NO_RIGHT, client_keypair
+from topo.runtime.rights import NO_RIGHT, REGISTRY_ID, client_keypair
 
 call_ids = itertools.count(1)
 endpoints: dict[tuple[str, str], str] = {}
@@ -204,7 +204,15 @@ def _refused(conn: _Conn, cap: str | None) -> PermissionDenied:
     """Drop a connection the peer refused (no retries against a refusal); the error."""
     _local.conns.pop((conn.program.program_id, conn.node_id, cap), None)
     close_socket(conn.sock, conn.monitor)
-    return PermissionDenied(caller_name(conn.program), conn.node_id)
+    caller = caller_name(conn.program)
+    if conn.node_id == REGISTRY_ID:
+        return PermissionDenied(
+            caller,
+            REGISTRY_ID,
+            f"the program's registry refused {caller!r}: it proved no member key of this run "
+            "(a process of another run, or one given no grant)",
+        )
+    return PermissionDenied(caller, conn.node_id)
 
 
 def decode_reply(msg: wire.Message, node_id: str) -> Any:
