@@ -166,3 +166,11 @@ class Rogue:
 
     def crash(self) -> None:
         os._exit(3)
+
+
+def probe(rogue: Any, broker: Any) -> None:
+    """A py node: what the rogue reaches by itself, then through a handle it was passed."""
+    text, took = rogue.reach_timed("learner")
+    print(f"alone: {text} ({took:.2f}s)", flush=True)
+    broker.introduce()
+    print(f"handed: {rogue.use_given()}", flush=True)

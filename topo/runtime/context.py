@@ -41,7 +41,7 @@ class ProgramContext:
     ``grant`` (see ``rights``)."""
 
     program_id: str
-    secret: str
+    secret: str = field(repr=False)  # (never in a repr: tracebacks show locals)
     address_book: AddressBook
     default_deadline: float = DEFAULT_DEADLINE
     mechanism: Mechanism = "plain"
@@ -49,7 +49,7 @@ class ProgramContext:
     ipc_dir: str | None = None  # servers bind ipc sockets here (one host); None: tcp + CURVE
     grant: Grant | None = None
     registry_key: str = ""  # the registry's CURVE public key (Z85)
-    authority: Authority | None = field(init=False, default=None)
+    authority: Authority | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.secret:

@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import zmq
@@ -64,7 +64,7 @@ class RegistryInfo:
     their own ``Grant``."""
 
     program_id: str
-    secret: str
+    secret: str = field(repr=False)
     endpoint: str
     pub_endpoint: str
     mechanism: Mechanism = "plain"
