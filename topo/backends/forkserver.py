@@ -18,9 +18,8 @@ it before anything starts, without importing the targets itself), and about the
 processes it owns (``server``, ``started``, ``exited``). Children set themselves up with
 ``topo.backends.child`` and report node status over the registry's RPC.
 
-A ``spawn`` carries the executable's grant (its rights, ``topo.runtime.rights``) as raw
-bytes after the pickle, read into a buffer that is zeroed once the child is forked: a
-child forked later finds no other executable's rights in the memory it inherits.
+A ``spawn`` carries the executable's grant (its rights) as raw bytes after the pickle,
+read into a buffer that is zeroed once the child is forked (``grant_pipe``).
 
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
 makes the server kill its children and exit; each child has
@@ -49,6 +48,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from topo.backends.grant_pipe import read_blob, wipe
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended
@@ -69,32 +70,6 @@ def write_msg(fd: int, obj: Any) -> None:
     """Write one length-prefixed pickle to ``fd``."""
     data = pickle.dumps(obj)
     os.write(fd, struct.pack("!I", len(data)) + data)
-
-
-def write_spawn(fd: int, exe: str, attempt: int, grant: str) -> None:
-    """Write a ``spawn`` request: the pickle, then the grant's bytes (see the module doc)."""
-    blob = grant.encode()
-    data = pickle.dumps(("spawn", exe, attempt, len(blob)))
-    os.write(fd, struct.pack("!I", len(data)) + data + blob)
-
-
-def read_blob(fd: int, n: int) -> bytearray | None:
-    """Read ``n`` bytes from ``fd`` straight into a buffer (no intermediate copies that
-    could not be wiped); None at EOF."""
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = os.readv(fd, [view[got:]])
-        if not k:
-            return None
-        got += k
-    return buf
-
-
-def wipe(buf: bytearray) -> None:
-    """Overwrite a buffer that held rights."""
-    buf[:] = bytes(len(buf))
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
-from topo.backends.forkserver import kill_tree, write_msg, write_spawn
+from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
 from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
 from topo.ir import dumps

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from topo.backends.forkserver import kill_tree, write_msg, write_spawn
+from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.grant_pipe import write_spawn
 from topo.backends.titles import set_title
 
 HEARTBEAT_S = 0.5  # the agent says it is alive this often
