@@ -15,7 +15,7 @@ from topo.ir.rights import callees, executable_callees
 
 if TYPE_CHECKING:
     from topo.backends.base import JobContext
-    from topo.runtime import Grant
+    from topo.runtime import Authority, Grant
 
 _lock = threading.Lock()
 _tables: dict[int, tuple[Program, dict[str, tuple[str, ...]]]] = {}  # id(program) ->
@@ -32,11 +32,24 @@ def _callees(program: Program) -> dict[str, tuple[str, ...]]:
         return found[1]
 
 
-def exe_grant(job: JobContext, exe_id: str) -> Grant:
-    """What executable ``exe_id`` of ``job`` gets to run its nodes and call their peers."""
+def _authority(job: JobContext) -> Authority:
     if job.authority is None:
         raise RuntimeError("this job has no authority to grant rights (made by the launcher)")
+    return job.authority
+
+
+def launcher_grant(job: JobContext) -> Grant:
+    """The registry key of the launcher, for a backend whose executables run in the
+    launcher's process (threads): they share one registry client."""
+    from topo.runtime.rights import LAUNCHER
+
+    return _authority(job).grant(LAUNCHER, (), ())
+
+
+def exe_grant(job: JobContext, exe_id: str) -> Grant:
+    """What executable ``exe_id`` of ``job`` gets to run its nodes and call their peers."""
+    authority = _authority(job)
     program = job.program
     nodes = program.executable_index[exe_id].nodes
     calls = executable_callees(program, exe_id, _callees(program))
-    return job.authority.grant(exe_id, nodes, calls)
+    return authority.grant(exe_id, nodes, calls)

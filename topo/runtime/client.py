@@ -10,6 +10,7 @@ have restarted on another port).
 A call presents its handle's token (``rights``); a callee that refuses it says so in
 the handshake, which the connection's socket monitor sees: the caller raises
 ``PermissionDenied`` at once and drops the connection (no retries against a refusal).
+Once a handshake succeeded the monitor is closed (a connection costs no extra sockets).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ server_keys: dict[tuple[str, str], str] = {}  # a peer's CURVE public key
 _NOBLOCK = wire.NOBLOCK
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 _AUTH_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+_WATCHED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
 
 HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
@@ -84,7 +86,7 @@ def new_socket(
             secure_client(sock, "curve", program.member, b"", keypair, peer_key(program, node_id))
         else:
             secure_client(sock, "plain", program.member, cap.encode() if cap else NO_RIGHT)
-        monitor = sock.get_monitor_socket(_AUTH_FAILED)
+        monitor = sock.get_monitor_socket(_WATCHED)
     except BaseException:
         sock.close(linger=0)
         raise
@@ -92,27 +94,37 @@ def new_socket(
     return sock, monitor
 
 
-def refused(monitor: zmq.Socket, endpoint: str | None) -> bool:
-    """Whether the server at ``endpoint`` refused this connection's credentials (reads
-    the monitor's events so far)."""
-    found = False
+def handshakes(monitor: zmq.Socket, endpoint: str | None) -> tuple[bool, bool]:
+    """(refused, accepted): whether the server at ``endpoint`` refused this connection's
+    credentials, or accepted them, in the monitor's events so far (read here)."""
+    refused = accepted = False
     while True:
         try:
             event = parse_monitor_message(monitor.recv_multipart(_NOBLOCK))
         except zmq.Again:
-            return found
+            return refused, accepted
         raw = event["endpoint"]
-        at = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-        found = found or (event["value"] == 400 and at == endpoint)
+        if (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)) != endpoint:
+            continue
+        if event["event"] == _AUTH_FAILED:
+            refused = refused or event["value"] == 400
+        else:
+            accepted = True
 
 
-def close_socket(sock: zmq.Socket, monitor: zmq.Socket) -> None:
-    """Close a client socket and its monitor."""
+def close_monitor(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    """Stop watching ``sock``'s handshakes."""
     try:
         sock.disable_monitor()
     except zmq.ZMQError:
         pass
     monitor.close(linger=0)
+
+
+def close_socket(sock: zmq.Socket, monitor: zmq.Socket | None) -> None:
+    """Close a client socket and its monitor (if it still has one)."""
+    if monitor is not None:
+        close_monitor(sock, monitor)
     sock.close(linger=0)
 
 
@@ -148,8 +160,19 @@ class _Conn:
         self.program = program
         self.node_id = node_id
         self.endpoint: str | None = endpoint
-        self.sock, self.monitor = new_socket(program, endpoint, node_id, cap)
+        self.sock, monitor = new_socket(program, endpoint, node_id, cap)
+        self.monitor: zmq.Socket | None = monitor  # None once a handshake succeeded
         self.limit = peer_limit(program, node_id)
+
+    def refused(self) -> bool:
+        """Whether the peer refused our right (closes the monitor once it accepted it)."""
+        if self.monitor is None:
+            return False
+        refused, accepted = handshakes(self.monitor, self.endpoint)
+        if accepted and not refused:
+            close_monitor(self.sock, self.monitor)
+            self.monitor = None
+        return refused
 
     def refresh(self) -> bool:
         """Re-resolve the peer; reconnect if it moved. True when it moved.
@@ -174,6 +197,8 @@ class _Conn:
 
     def wait_writable(self, ms: int) -> bool:
         """Wait up to ``ms`` for the socket to take a message, or for a refusal."""
+        if self.monitor is None:
+            return bool(self.sock.poll(ms, zmq.POLLOUT))
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLOUT)
         poller.register(self.monitor, zmq.POLLIN)
@@ -249,6 +274,8 @@ def call(
     while True:
         try:
             wire.send(sock, frames, _NOBLOCK)
+            if conn.monitor is not None:  # the first calls: did the handshake succeed?
+                conn.refused()
             break
         except zmq.Again:
             pass
@@ -261,7 +288,7 @@ def call(
             )
             raise PeerUnavailable(node_id, time.monotonic() - start, detail)
         writable = conn.wait_writable(int(min(step, remaining) * 1000) + 1)
-        if refused(conn.monitor, conn.endpoint):
+        if conn.refused():
             raise _refused(conn, cap)
         if not writable:
             conn.refresh()

@@ -31,12 +31,13 @@ from topo.runtime.client import (
     call_ids,
     caller_name,
     check_size,
+    close_monitor,
     close_socket,
     decode_reply,
     endpoints,
+    handshakes,
     new_socket,
     peer_limit,
-    refused,
 )
 from topo.runtime.context import ProgramContext
 from topo.runtime.errors import (
@@ -321,11 +322,13 @@ class _Engine:
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
-                if peer.monitor is not None and refused(peer.monitor, peer.endpoint):
+                if peer.monitor is not None and self._handshakes(peer):
                     self._refused(peer)
                     return
                 break
             peer.blocked_since = None
+            if peer.monitor is not None:  # connected: close the monitor once it says so
+                self._handshakes(peer)
             for _ in range(n if frames else 1):
                 req = pending.popleft()
                 req[5]._peer = peer
@@ -333,13 +336,22 @@ class _Engine:
                 self._inflight[req[3]] = req
         self._drain(peer, done)
 
+    def _handshakes(self, peer: _Peer) -> bool:
+        """Whether ``peer`` refused our right; its monitor is closed once it accepted it."""
+        assert peer.sock is not None and peer.monitor is not None
+        refused, accepted = handshakes(peer.monitor, peer.endpoint)
+        if accepted and not refused:
+            close_monitor(peer.sock, peer.monitor)
+            peer.monitor = None
+        return refused
+
     def _refused(self, peer: _Peer) -> None:
         """``peer`` refused our right: its waiting calls fail, its socket is closed (the
         next call connects again, and is refused again, rather than retry in a loop)."""
         for r in peer.pending:
             peer.refused.append((r[5], PermissionDenied(r[5]._caller, peer.node_id)))
         peer.pending.clear()
-        assert peer.sock is not None and peer.monitor is not None
+        assert peer.sock is not None
         close_socket(peer.sock, peer.monitor)
         peer.sock = peer.monitor = None
         peer.endpoint = None
@@ -441,6 +453,8 @@ class _Engine:
                     if peer.pending:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
+                        if peer.monitor is not None and not peer.blocked_since:
+                            self._handshakes(peer)  # connected: its monitor can go
                         if peer.outq and now - peer.outq_at >= _HOLD_S:
                             self._send_outq(peer)
                         self._drain(peer, done)

@@ -215,10 +215,15 @@ class RegistryServer:
 
 class RegistryClient(AddressBook):
     """``AddressBook`` backed by a program's ``RegistryServer``; an executable's process
-    passes its ``grant`` (``info`` then has no secret)."""
+    passes its ``grant`` (``info`` then has no secret). With ``stop_from``, it hears the
+    program's stop through that client's watcher (executables sharing a process)."""
 
     def __init__(
-        self, info: RegistryInfo, call_timeout: float = 30.0, grant: Grant | None = None
+        self,
+        info: RegistryInfo,
+        call_timeout: float = 30.0,
+        grant: Grant | None = None,
+        stop_from: RegistryClient | None = None,
     ) -> None:
         self.info = info
         book = InProcessAddressBook()
@@ -235,12 +240,16 @@ class RegistryClient(AddressBook):
             info.server_key,
         )
         self._key = self._boot.member_key
-        self._stop = threading.Event()
+        self._stop_from = stop_from
+        self._stop: threading.Event = (
+            threading.Event() if stop_from is None else stop_from.stop_event
+        )
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
         self._knock_addr = f"inproc://topo-watch-{uuid.uuid4().hex[:12]}"
         self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch", daemon=True)
-        self._watcher.start()
+        if stop_from is None:
+            self._watcher.start()
 
     def _call(self, method: str, *args: Any) -> Any:
         return client.call(
@@ -307,9 +316,11 @@ class RegistryClient(AddressBook):
         return self._stop
 
     def stop_reason(self) -> tuple[str, str | None] | None:
-        return self._reason
+        return self._reason if self._stop_from is None else self._stop_from.stop_reason()
 
     def _mark_stopped(self, reason: str, node_id: str | None) -> None:
+        if self._stop_from is not None:
+            return self._stop_from._mark_stopped(reason, node_id)
         if self._reason is None:
             self._reason = (reason, node_id)
         self._stop.set()
@@ -353,6 +364,8 @@ class RegistryClient(AddressBook):
 
     def close(self) -> None:
         self._closed.set()
+        if self._stop_from is not None:
+            return  # no watcher of its own
         knock = zmq_context().socket(zmq.PAIR)
         knock.linger = 0
         # inproc connects before the watcher binds, but a PAIR cannot queue until it has:
@@ -368,13 +381,16 @@ class RegistryClient(AddressBook):
         knock.close(linger=0)
 
 
-def connect_program(info: RegistryInfo, grant: Grant | None = None) -> ProgramContext:
+def connect_program(
+    info: RegistryInfo, grant: Grant | None = None, book: AddressBook | None = None
+) -> ProgramContext:
     """The ``ProgramContext`` of a process joining the program described by ``info``:
-    with the secret in ``info``, or as the executable ``grant`` makes it."""
+    with the secret in ``info``, or as the executable ``grant`` makes it. ``book``: an
+    address book to share (default: a new ``RegistryClient``)."""
     return ProgramContext(
         info.program_id,
         info.secret,
-        RegistryClient(info, grant=grant),
+        book if book is not None else RegistryClient(info, grant=grant),
         info.default_deadline,
         info.mechanism,
         info.bind_host,
