@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import topo
 from topo.runtime import (
     Grant,
     Handle,
@@ -124,6 +125,8 @@ def test_a_node_reaches_its_references_and_nothing_else(members: Members) -> Non
         assert time.monotonic() - t0 < 5, "the refusal came only with the deadline"
     assert (denied.value.caller, denied.value.callee) == ("a", "b")
     assert "'b' refused a call from 'a'" in str(denied.value)
+    assert isinstance(denied.value, topo.PermissionDenied)
+    assert isinstance(denied.value, PermissionError)
     with members.scope("exe-r", "r"):
         t0 = time.monotonic()
         future = Handle("a", 30.0).futures.restore()
