@@ -20,6 +20,7 @@ _LAZY: dict[str, str] = {
     "current_node": "topo.runtime.lifecycle",
     "batched": "topo.runtime.batching",
     "PeerUnavailable": "topo.runtime.errors",
+    "PermissionDenied": "topo.runtime.errors",
     "RemoteError": "topo.runtime.errors",
     "launch": "topo.api",
     "load": "topo.api",

@@ -4,6 +4,7 @@ registry, log source, options and the backend table."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from topo.backends.base import Backend, BackendNotFound, available_backends, get
 from topo.diagnostics import TopoError
 from topo.runtime import (
     PeerUnavailable,
+    PermissionDenied,
     RegistryClient,
     RegistryServer,
     new_program_id,
@@ -91,8 +93,11 @@ def test_node_status_reaches_the_launcher_through_the_registry() -> None:
         client.report("failed", "a/0", "a/0", 3, 4242, "Traceback ...")
         assert arrived.is_set()  # report() returns once the registry has it
         assert got == [("failed", "a/0", "a/0", 3, 4242, "Traceback ...")]
+        t0 = time.monotonic()
         refused = _in_fresh_thread(lambda: intruder.report("ready", "a/0", "a/0", 3, 1, ""))
-        assert isinstance(refused, PeerUnavailable), refused
+        # Refused in the handshake, and told so at once (not at its deadline).
+        assert isinstance(refused, PermissionDenied), refused
+        assert "registry refused" in str(refused) and time.monotonic() - t0 < 5
         assert len(got) == 1
     finally:
         client.close()

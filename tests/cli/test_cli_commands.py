@@ -136,6 +136,26 @@ def test_plan_text(run_topo: Any) -> None:
     assert "producers=[@producer/0, @producer/1, @producer/2, @producer/3]" in result.stdout
 
 
+def test_plan_says_who_may_call_whom(run_topo: Any, write_topo: Any) -> None:
+    result = run_topo("plan", ROOT / "examples/topologies/mava_dial.yaml")
+    assert result.exit_code == 0, result.output
+    rights = result.stdout.split("who may call whom", 1)[1]
+    assert "\n  executor (each of 2) -> replay, cacher/0, counter, trainer\n" in rights
+    assert "\n  replay -> (no node)\n" in rights
+    # Replicas that differ get a line each; a whole group is folded.
+    path = write_topo(
+        "name: t\nnodes:\n"
+        "  w: {target: os:getcwd, count: 3}\n"
+        "  a: {target: os:getcwd, count: 2, args: {p: '@w[${replica}]'}}\n"
+        "  b: {target: os:getcwd, args: {p: '@w'}}\n"
+    )
+    result = run_topo("plan", path)
+    assert result.exit_code == 0, result.output
+    rights = result.stdout.split("who may call whom", 1)[1]
+    assert "\n  a/0 -> w/0\n  a/1 -> w/1\n" in rights
+    assert "\n  b -> w (all 3)" in rights
+
+
 # --- schema --------------------------------------------------------------------------------
 
 

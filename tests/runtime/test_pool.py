@@ -205,7 +205,7 @@ def test_a_slow_call_in_a_batch_does_not_hold_up_the_rest(program: ProgramContex
     server = serve_node(obj, "mixed/0", program=program, threads=2)
     sock = zmq_context().socket(zmq.DEALER)
     try:
-        secure_client(sock, program.security)
+        secure_client(sock, program.mechanism, "test", str(program.mint("mixed/0")).encode())
         sock.connect(server.endpoint)
         calls = [
             wire.request_frames(1, "blocked", 30.0, (), {})[0],

@@ -16,7 +16,6 @@ import zmq
 from rt_support import Spawn
 
 from topo.runtime import Handle, ProgramContext, wire
-from topo.runtime.auth import PLAIN_USER
 from topo.runtime.errors import MessageTooLarge
 
 
@@ -64,14 +63,20 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     endpoint = _endpoint(program, "echo/0")
     trace = tmp_path / "unpickled.txt"
     key_pub, key_sec = zmq.curve_keypair()
+    token = program.mint("echo/0")
+    assert token is not None
     attackers = [
         _dealer(endpoint, sndtimeo=2000),  # NULL mechanism
-        _dealer(endpoint, sndtimeo=2000, plain_username=PLAIN_USER, plain_password=b"wrong secret"),
+        _dealer(endpoint, sndtimeo=2000, plain_username=b"x", plain_password=b"wrong secret"),
         _dealer(
             endpoint,
             sndtimeo=2000,
-            plain_username=PLAIN_USER,
-            plain_password=program.secret[:-1].encode(),
+            plain_username=b"x",
+            plain_password=token[:-1].encode(),
+        ),
+        # The program secret itself is no password: only the node's token is.
+        _dealer(
+            endpoint, sndtimeo=2000, plain_username=b"x", plain_password=program.secret.encode()
         ),
         _dealer(
             endpoint,
@@ -94,7 +99,7 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     assert not trace.exists(), "an unauthenticated payload was unpickled"
     # Control: the same bytes from a client holding the secret *are* unpickled,
     # so the check above would have seen it.
-    good = _dealer(endpoint, plain_username=PLAIN_USER, plain_password=program.secret.encode())
+    good = _dealer(endpoint, plain_username=b"x", plain_password=token.encode())
     good.send_multipart(_evil_request(trace))
     assert good.poll(30_000)
     good.close(linger=0)
@@ -137,9 +142,9 @@ def test_garbage_truncated_and_oversized_messages(program: ProgramContext, spawn
     spawn("echo/0", max_bytes=1 << 20)
     endpoint = _endpoint(program, "echo/0")
     rng = np.random.default_rng(7)
-    sock = _dealer(
-        endpoint, plain_username=PLAIN_USER, plain_password=program.secret.encode(), sndhwm=0
-    )
+    token = program.mint("echo/0")
+    assert token is not None
+    sock = _dealer(endpoint, plain_username=b"x", plain_password=token.encode(), sndhwm=0)
     for i in range(10_000):
         sock.send_multipart(_garbage(rng, i))
     # Raw stream garbage that is not even a zmq greeting.

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
     from importlib.metadata import EntryPoint
 
     from topo.backends.rerun import RunRecord
-    from topo.runtime import RegistryInfo
+    from topo.runtime import Authority, RegistryInfo
     from topo.runtime.auth import Mechanism
     from topo.targets import TargetInfo
 
@@ -115,9 +115,10 @@ class JobContext:
 
     program: Program
     options: RunOptions
-    registry: RegistryInfo
+    registry: RegistryInfo  # public: no secret (each executable gets a grant, see grants)
     run_dir: Path
     launcher_pid: int
+    authority: Authority | None = None
 
 
 # A node's failure text that starts with this is why its process was ended on purpose (a

@@ -41,7 +41,13 @@ from topo.backends.rotation import LogLimit, RotatingFds
 from topo.backends.titles import node_title, set_title
 from topo.backends.worker import Report, run_executable
 from topo.ir import Program
-from topo.runtime import ProgramContext, RegistryInfo, connect_program, set_process_program
+from topo.runtime import (
+    Grant,
+    ProgramContext,
+    RegistryInfo,
+    connect_program,
+    set_process_program,
+)
 from topo.runtime.registry import RegistryClient
 from topo.targets import load_target
 
@@ -72,8 +78,8 @@ class ChildOutput:
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """Which attempt of which executable of which program this process is, and where it
-    reports (the program's registry)."""
+    """Which attempt of which executable of which program this process is, where it
+    reports (the program's registry, public part) and its rights (``grant``)."""
 
     program: Program
     exe_id: str
@@ -84,6 +90,7 @@ class ChildSpec:
     # The host scheduler gave this process its CPUs and GPUs (Ray sets CUDA_VISIBLE_DEVICES
     # for an actor's GPUs): resources.cpus/gpus were counts, not core or device ids.
     devices_assigned: bool = False
+    grant: Grant | None = None
 
 
 def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: int) -> Report:
@@ -218,7 +225,7 @@ def _report_setup_failure(spec: ChildSpec, context: ProgramContext | None, text:
     launcher if the registry can be reached, and leave it in the log in any case."""
     first = spec.program.executable_index[spec.exe_id].nodes[0]
     try:  # the launcher appends the traceback to the node's log
-        book = (context or connect_program(spec.registry)).address_book
+        book = (context or connect_program(spec.registry, spec.grant)).address_book
         assert isinstance(book, RegistryClient)
         book.report("failed", first, spec.exe_id, spec.attempt, os.getpid(), text)
     except BaseException:
@@ -248,7 +255,7 @@ def run_child(
         apply_resources(spec.program, nodes, devices=not spec.devices_assigned)
         run_setup_hooks()
         watch_parent(parent_alive)
-        context = connect_program(spec.registry)
+        context = connect_program(spec.registry, spec.grant)
         set_process_program(context)
         limit = memory_limit(spec.program, nodes)
         if limit is not None and own_process:  # a Ray worker is not ours to kill

@@ -18,6 +18,9 @@ it before anything starts, without importing the targets itself), and about the
 processes it owns (``server``, ``started``, ``exited``). Children set themselves up with
 ``topo.backends.child`` and report node status over the registry's RPC.
 
+A ``spawn`` carries the executable's grant (its rights) as raw bytes after the pickle,
+read into a buffer that is zeroed once the child is forked (``grant_pipe``).
+
 Nothing is left behind: stdin EOF (the launcher died, even by ``kill -9``)
 makes the server kill its children and exit; each child has
 ``PR_SET_PDEATHSIG=SIGKILL`` on the server and a watchdog thread polling the
@@ -44,6 +47,8 @@ import sys
 import time
 from collections.abc import Iterable
 from typing import Any
+
+from topo.backends.grant_pipe import read_blob, wipe
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -199,7 +204,9 @@ def _reap(pid: int, block: bool) -> None:
 # -- inside a child ---------------------------------------------------------------
 
 
-def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int) -> None:
+def child_main(
+    init: dict[str, Any], exe_id: str, attempt: int, server_pid: int, grant: bytearray
+) -> None:
     """Entry of a forked child: tie it to the server, then the shared child set-up."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -208,10 +215,12 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
     if os.getppid() != server_pid:
         os._exit(70)
     from topo.backends import child
-    from topo.runtime import RegistryInfo
+    from topo.runtime import Grant, RegistryInfo
 
     program = init["program"]
     launcher_pid = init["launcher_pid"]
+    rights = Grant.from_json(grant) if grant else None
+    wipe(grant)
     spec = child.ChildSpec(
         program,
         exe_id,
@@ -219,6 +228,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         RegistryInfo(**init["registry"]),
         child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id, init.get("log_limit")),
         init["disable_run"],
+        grant=rights,
     )
     child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
 
@@ -345,14 +355,20 @@ def serve(status_fd: int) -> None:
                 if msg is None or msg[0] == "shutdown":
                     return
                 if msg[0] == "spawn":
-                    _, exe, attempt = msg
+                    _, exe, attempt, size = msg
+                    grant = read_blob(0, size)
+                    if grant is None:
+                        return
                     p = ctx.Process(
                         target=child_main,
-                        args=(init, exe, attempt, me),
+                        args=(init, exe, attempt, me, grant),
                         name=f"topo-{exe}",
                         daemon=False,
                     )
-                    p.start()
+                    try:
+                        p.start()
+                    finally:
+                        wipe(grant)  # the child has its copy; later children get none
                     children[exit_fd(p.pid, children)] = (p, exe, attempt)
                     send_status(t="started", exe=exe, attempt=attempt, pid=p.pid)
             if time.monotonic() >= next_sweep:  # re-parented processes that ended on their own

@@ -28,6 +28,8 @@ from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.grant_pipe import write_spawn
+from topo.backends.grants import exe_grant
 from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
 from topo.ir import dumps
 from topo.targets import TargetInfo
@@ -113,6 +115,15 @@ class _Server:
         assert self.popen.stdin is not None
         try:
             write_msg(self.popen.stdin.fileno(), msg)
+        except (BrokenPipeError, ValueError):
+            return False
+        return True
+
+    def spawn(self, exe: str, attempt: int, grant: str) -> bool:
+        """Ask for executable ``exe`` with its ``grant``; False if the server is gone."""
+        assert self.popen.stdin is not None
+        try:
+            write_spawn(self.popen.stdin.fileno(), exe, attempt, grant)
         except (BrokenPipeError, ValueError):
             return False
         return True
@@ -262,7 +273,8 @@ class ProcsBackend(Backend):
                 self._runners[(exe, attempt)] = runner
                 # A server that died meanwhile cannot take it (broken pipe): its reader
                 # finds it dead and reports this attempt lost with its others.
-                server.send(("spawn", exe, attempt))
+                assert job is not None
+                server.spawn(exe, attempt, exe_grant(job, exe).to_json())
         if server is None:  # no fork server could be started: the run has failed
             assert self._sink is not None
             self._sink.exited(exe, attempt, 0, -9, "was not started: the fork server is gone")

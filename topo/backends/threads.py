@@ -55,11 +55,12 @@ from topo.backends.base import (
 )
 from topo.backends.child import registry_reporter
 from topo.backends.crash import CrashRecord
+from topo.backends.grants import exe_grant, launcher_grant
 from topo.backends.logs import log_path, route_node_output, unroute_node_output
 from topo.backends.worker import run_executable
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
-from topo.runtime import NodeServer, ProgramContext, connect_program
+from topo.runtime import NodeServer, ProgramContext, RegistryClient, connect_program
 from topo.runtime.context import current_node_info
 
 # resources field -> what honouring it would do to the launcher process
@@ -191,7 +192,12 @@ class ThreadsBackend(Backend):
     def __init__(self) -> None:
         self._job: JobContext | None = None
         self._sink: Sink | None = None
-        self._context: ProgramContext | None = None
+        # Executable id -> its context, with its own grant: the nodes are wired as on
+        # procs (though they share the launcher's memory) and call the registry as their
+        # executable; one watcher (the launcher's client) hears the stop for them all.
+        self._contexts: dict[str, ProgramContext] = {}
+        self._contexts_lock = threading.Lock()
+        self._book: RegistryClient | None = None
         self._files: dict[str, TextIO] = {}
         self._crash: CrashRecord | None = None
         self._children_before: set[guard.Proc] = set()
@@ -215,7 +221,7 @@ class ThreadsBackend(Backend):
         self._guard = guard.start_guard(job.registry.ipc_dir, self._host_tids)
         self._sampling.clear()
         threading.Thread(target=self._sample, name="topo-threads-procs", daemon=True).start()
-        self._context = connect_program(job.registry)
+        self._contexts = {}
         paths = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
         self._files = route_node_output(job.registry.program_id, paths, job.options.log_limit)
         # Nodes share this process: leave a record if one of them ends it, and end the
@@ -229,8 +235,16 @@ class ThreadsBackend(Backend):
         return [] if self._guard is None else [self._guard.pid]
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        job, sink, context = self._job, self._sink, self._context
-        assert job is not None and sink is not None and context is not None
+        job, sink = self._job, self._sink
+        assert job is not None and sink is not None
+        with self._contexts_lock:
+            if self._book is None:
+                self._book = RegistryClient(job.registry, grant=launcher_grant(job))
+            context = self._contexts.get(exe)
+            if context is None:
+                grant = exe_grant(job, exe)
+                book = RegistryClient(job.registry, grant=grant, stop_from=self._book)
+                context = self._contexts[exe] = connect_program(job.registry, grant, book)
         runner = _ThreadRunner(exe, attempt, sink, self._poke_guard)
         to_launcher = registry_reporter(context, exe, attempt, runner.pid)
 
@@ -282,8 +296,10 @@ class ThreadsBackend(Backend):
         if self._guard is not None:
             with self._guard_lock:
                 guard.stop_guard(self._guard)
-        if self._context is not None:
-            self._context.address_book.close()
+        with self._contexts_lock:
+            book, self._book, self._contexts = self._book, None, {}
+        if book is not None:
+            book.close()
         if self._job is not None:
             unroute_node_output(self._job.registry.program_id, self._files)
         self._files = {}

@@ -19,6 +19,7 @@ from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
 from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
 from topo.runtime import metrics as node_metrics
+from topo.runtime.rights import offering
 from topo.targets import load_target
 
 MAX_TRACEBACK = 32_000
@@ -119,8 +120,11 @@ def run_one_node(
                 target = node.factory.load()  # pickled by the launcher that compiled this
             else:
                 target = import_target(program.target_of(node.id))
-            args = resolve(node.posargs, rpc.deadline_s, program)
-            kwargs = resolve(node.args, rpc.deadline_s, program)
+            # Its references become handles with the tokens of its grant: the nodes it
+            # may call (a handle made any other way holds no right).
+            with offering(context.grant.calls if context.grant is not None else {}):
+                args = resolve(node.posargs, rpc.deadline_s, program)
+                kwargs = resolve(node.args, rpc.deadline_s, program)
             kind = get_kind(program.kind_of(node.id))
             if kind.runnable is not True:
                 raise NotImplementedError(f"node kind {kind.name!r} is not supported yet")

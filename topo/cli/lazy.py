@@ -41,7 +41,8 @@ COMMANDS: dict[str, str] = {
 HELP: dict[str, str] = {
     "validate": "Check FILE: YAML, params, references, colocation; print a summary. "
     "Exit 1 on errors.",
-    "plan": "Compile FILE and print the plan: executables, their nodes, arguments and references.",
+    "plan": "Compile FILE and print the plan: executables, their nodes, arguments and references,"
+    "\nand who may call whom (each node only the nodes its arguments refer to).",
     "schema": "Print the JSON Schema of topology files (editors use it through the "
     "$schema modeline).",
     "graph": "Draw the topology: groups as clusters, colocated nodes boxed, handles as edges.",

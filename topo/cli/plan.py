@@ -1,4 +1,5 @@
-"""``topo plan``: print the compiled Program IR — what would start where."""
+"""``topo plan``: print the compiled Program IR — what would start where, and who may
+call whom."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Compile FILE and print the plan: executables, their nodes, arguments and references."""
+    """Compile FILE and print the plan: executables, their nodes, arguments and references,
+    and who may call whom (each node only the nodes its arguments refer to)."""
     from topo.backends.base import placement_text
     from topo.ir import dumps
     from topo.ir.printer import format_program
+    from topo.ir.rights import format_rights
 
     name, options = chosen_backend(ctx)
     program = load_program(file, params)
@@ -64,5 +67,6 @@ def plan(
         print(dumps(program))
         return
     stdout.print(format_program(program), highlight=False, markup=False, soft_wrap=True)
+    stdout.print(format_rights(program), highlight=False, markup=False, soft_wrap=True)
     if placed is not None:
         stdout.print(placed, highlight=False, markup=False, soft_wrap=True)

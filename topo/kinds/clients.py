@@ -32,8 +32,8 @@ class ReverbClient:
     node for its address again and is made once more: on the same address the client's
     channel reconnects, on a new one a new client is built. Writers and datasets keep
     their own connections and reconnect by themselves to a replay restarted on its
-    address (it keeps its port). Pickles as the node id and deadline only, so it can
-    travel like a Handle."""
+    address (it keeps its port). Pickles as its node id, deadline and topo Handle (with
+    the right to call the node), so it can travel like a Handle."""
 
     # Attributes of the object itself: never forwarded to the reverb.Client (an unpickled
     # object looks them up before __setstate__ has set them).
@@ -105,10 +105,10 @@ class ReverbClient:
         return call
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"node_id": self._node_id, "deadline_s": self._deadline_s}
+        return {"node_id": self._node_id, "deadline_s": self._deadline_s, "handle": self._handle}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["node_id"], state["deadline_s"])  # type: ignore[misc]
+        self.__init__(state["node_id"], state["deadline_s"], state.get("handle"))  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"ReverbClient({self._node_id!r})"

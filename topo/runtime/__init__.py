@@ -14,17 +14,21 @@ from topo.runtime.errors import (
     MessageTooLarge,
     NodeBusy,
     PeerUnavailable,
+    PermissionDenied,
     RemoteError,
     UnknownMethod,
 )
 from topo.runtime.handle import Handle, handles
 from topo.runtime.lifecycle import current_node, stop, stop_event, wait_for_stop
 from topo.runtime.registry import RegistryClient, RegistryInfo, RegistryServer, connect_program
+from topo.runtime.rights import Authority, Grant
 from topo.runtime.server import NodeServer, run_node, serve_node
 
 __all__ = [
     "AddressBook",
+    "Authority",
     "DeadlineExceeded",
+    "Grant",
     "Handle",
     "InProcessAddressBook",
     "MessageTooLarge",
@@ -32,6 +36,7 @@ __all__ = [
     "NodeInfo",
     "NodeServer",
     "PeerUnavailable",
+    "PermissionDenied",
     "ProgramContext",
     "RegistryClient",
     "RegistryInfo",

@@ -33,6 +33,10 @@ class AddressBook(ABC):
         """The largest request ``node_id`` accepts, in bytes (None: not known)."""
         return None
 
+    def server_key(self, node_id: str) -> str | None:
+        """The CURVE public key (Z85) ``node_id``'s server proves (None: not known)."""
+        return None
+
     @abstractmethod
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         """Ask the whole program to stop."""

@@ -1,34 +1,36 @@
 """Program secrets and libzmq ZAP authentication.
 
-One secret per program run (a CURVE secret key in Z85, made by the launcher).
-Servers (ROUTER/PUB sockets) require every connecting client to prove it in
-the zmq handshake, checked by a ZAP handler thread owned by this module, so a
-refused client never gets a single message to the application:
+One secret per program run (made by the launcher, kept by it: see ``rights``). Servers
+(ROUTER/PUB sockets) require every connecting client to prove a right in the zmq
+handshake, checked by this process's ZAP handler thread against the server's
+``ServerAuth``, so a refused client never gets a single message to the application:
 
-* ``plain``: PLAIN mechanism, password = the secret (loopback only).
-* ``curve``: every member of the program uses the keypair derived from the
-  secret; the handler accepts only that public key. Traffic is encrypted and
-  the client also authenticates the server.
+* ``plain``: PLAIN mechanism, password = the caller's token (ipc in a private directory).
+* ``curve``: the server has its own keypair; the client's keypair is derived from its
+  token, and the server accepts only the public key its token gives. Traffic is
+  encrypted and the client also authenticates the server.
+
+A refused client is told in the handshake (ZAP status 400): its socket monitor sees
+``HANDSHAKE_FAILED_AUTH`` at once, so callers learn of a refusal without waiting out
+their deadline (``client``).
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 import secrets as _secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import zmq
-from zmq.utils import z85
 
 log = logging.getLogger("topo.runtime.auth")
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 Mechanism = Literal["plain", "curve"]
-PLAIN_USER = b"topo"
 
 
 def new_secret() -> str:
@@ -41,18 +43,21 @@ def new_program_id() -> str:
     return "prog-" + _secrets.token_hex(6)
 
 
+# A ZAP acceptor: (mechanism, credentials) -> the caller's name, or None to refuse.
+Acceptor = Callable[[bytes, list[bytes]], "str | None"]
+_LOGGED_REFUSALS = 10  # per server: the first refusals are logged, then every 1000th
+
+
 @dataclass(frozen=True)
-class Security:
-    """What a socket needs to authenticate inside one program."""
+class ServerAuth:
+    """How one server socket authenticates its clients: ``domain`` (its ZAP domain),
+    ``accept`` (who may connect), ``secret`` (its CURVE secret key, Z85; None for
+    PLAIN) and ``label`` (its name in logs)."""
 
-    program_id: str
-    secret: str
-    mechanism: Mechanism = "plain"
-
-    @property
-    def public_key(self) -> bytes:
-        """Z85 public key derived from the secret (used by ``curve``)."""
-        return zmq.curve_public(self.secret.encode("ascii"))
+    domain: str
+    accept: Acceptor
+    secret: str | None
+    label: str
 
 
 _ctx_lock = threading.Lock()
@@ -84,30 +89,45 @@ def _zap_handler() -> _ZapHandler:
 
 
 class _ZapHandler:
-    """ZAP (RFC 27) handler: accepts clients that prove a registered program secret."""
+    """ZAP (RFC 27) handler: asks each server's acceptor whether a client may connect."""
 
     def __init__(self, ctx: zmq.Context) -> None:
-        self._domains: dict[bytes, Security] = {}
+        self._domains: dict[bytes, ServerAuth] = {}
+        self._refusals: dict[bytes, int] = {}
         self._sock = ctx.socket(zmq.REP)
         self._sock.linger = 0
         self._sock.bind(ZAP_ENDPOINT)
         self.refused = 0
         threading.Thread(target=self._loop, name="topo-zap", daemon=True).start()
 
-    def allow(self, sec: Security) -> None:
-        self._domains[sec.program_id.encode()] = sec
+    def allow(self, auth: ServerAuth) -> None:
+        self._domains[auth.domain.encode()] = auth
 
-    def _check(self, domain: bytes, mechanism: bytes, creds: list[bytes]) -> bool:
-        sec = self._domains.get(domain)
-        if sec is None:
-            return False
-        if mechanism == b"PLAIN" and sec.mechanism == "plain" and len(creds) == 2:
-            return creds[0] == PLAIN_USER and hmac.compare_digest(
-                creds[1], sec.secret.encode("ascii")
-            )
-        if mechanism == b"CURVE" and sec.mechanism == "curve" and len(creds) == 1:
-            return hmac.compare_digest(z85.encode(creds[0]), sec.public_key)
-        return False
+    def _check(self, domain: bytes, mechanism: bytes, creds: list[bytes]) -> str | None:
+        auth = self._domains.get(domain)
+        if auth is None:
+            return None
+        try:
+            return auth.accept(mechanism, creds)
+        except Exception:  # a bug in an acceptor refuses: never let a client through
+            log.exception("topo: ZAP check of %s failed", auth.label)
+            return None
+
+    def _refused(self, domain: bytes, mechanism: bytes, address: bytes, creds: list[bytes]) -> None:
+        self.refused += 1
+        n = self._refusals[domain] = self._refusals.get(domain, 0) + 1
+        if n > _LOGGED_REFUSALS and n % 1000:
+            return
+        auth = self._domains.get(domain)
+        who = creds[0].decode(errors="replace") if mechanism == b"PLAIN" and creds else ""
+        log.warning(
+            "topo: %s refused a %s connection from %s%s: it proved no right to call it (#%d)",
+            auth.label if auth is not None else f"unknown domain {domain!r}",
+            mechanism.decode(errors="replace"),
+            f"{who!r} at " if who else "",
+            address.decode(errors="replace"),
+            n,
+        )
 
     def _loop(self) -> None:
         while True:
@@ -120,21 +140,15 @@ class _ZapHandler:
             if len(msg) < 6:
                 continue
             version, request_id, domain, address, _identity, mechanism = msg[:6]
-            ok = version == b"1.0" and self._check(domain, mechanism, msg[6:])
-            if not ok:
-                self.refused += 1
-                log.warning(
-                    "topo: refused %s connection from %s (domain %r): bad credentials",
-                    mechanism.decode(errors="replace"),
-                    address.decode(errors="replace"),
-                    domain.decode(errors="replace"),
-                )
+            user = self._check(domain, mechanism, msg[6:]) if version == b"1.0" else None
+            if user is None:
+                self._refused(domain, mechanism, address, msg[6:])
             reply = [
                 version,
                 request_id,
-                b"200" if ok else b"400",
-                b"OK" if ok else b"refused",
-                b"topo" if ok else b"",
+                b"200" if user is not None else b"400",
+                b"OK" if user is not None else b"no right to call this node",
+                (user or "").encode(),
                 b"",
             ]
             try:
@@ -143,29 +157,42 @@ class _ZapHandler:
                 pass
 
 
-def secure_server(sock: zmq.Socket, sec: Security) -> None:
-    """Make ``sock`` (bound) demand the program secret from every peer."""
-    _zap_handler().allow(sec)
-    sock.zap_domain = sec.program_id.encode()
+def secure_server(sock: zmq.Socket, mechanism: Mechanism, auth: ServerAuth) -> None:
+    """Make ``sock`` (before it binds) demand what ``auth`` accepts from every peer."""
+    _zap_handler().allow(auth)
+    sock.zap_domain = auth.domain.encode()
     if hasattr(zmq, "ZAP_ENFORCE_DOMAIN"):
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
-    if sec.mechanism == "curve":
-        sock.curve_secretkey = sec.secret.encode("ascii")
-        sock.curve_publickey = sec.public_key
+    if mechanism == "curve":
+        assert auth.secret is not None, "a CURVE server needs its secret key"
+        secret = auth.secret.encode("ascii")
+        sock.curve_secretkey = secret
+        sock.curve_publickey = zmq.curve_public(secret)
         sock.curve_server = True
     else:
         sock.plain_server = True
 
 
-def secure_client(sock: zmq.Socket, sec: Security) -> None:
-    """Give ``sock`` (connecting) the credentials of the program."""
-    if sec.mechanism == "curve":
-        sock.curve_serverkey = sec.public_key
-        sock.curve_publickey = sec.public_key
-        sock.curve_secretkey = sec.secret.encode("ascii")
+def secure_client(
+    sock: zmq.Socket,
+    mechanism: Mechanism,
+    name: str,
+    password: bytes,
+    keypair: tuple[bytes, bytes] | None = None,
+    server_key: str | None = None,
+) -> None:
+    """Give ``sock`` (before it connects) its credentials: PLAIN ``name`` and
+    ``password``; CURVE ``keypair`` (public, secret) and the ``server_key`` it expects."""
+    if mechanism == "curve":
+        if keypair is None:
+            keypair = zmq.curve_keypair()  # holds no right: the server refuses it
+        if not server_key:
+            raise ValueError("a CURVE client needs the public key of its server")
+        sock.curve_serverkey = server_key.encode("ascii")
+        sock.curve_publickey, sock.curve_secretkey = keypair
     else:
-        sock.plain_username = PLAIN_USER
-        sock.plain_password = sec.secret.encode("ascii")
+        sock.plain_username = name.encode()[:255] or b"-"
+        sock.plain_password = password[:255] or b"-"
 
 
 def refused_count() -> int:

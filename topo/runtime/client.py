@@ -6,6 +6,11 @@ the futures engine in ``futures.py``) connect lazily, resolve peers through
 the program's address book, wait for a peer that is not up yet until the
 deadline, and re-resolve when a peer stops answering connections (it may
 have restarted on another port).
+
+A call presents its handle's token (``rights``); a callee that refuses it says so in
+the handshake, which the connection's socket monitor sees: the caller raises
+``PermissionDenied`` at once and drops the connection (no retries against a refusal).
+Once a handshake succeeded the monitor is closed (a connection costs no extra sockets).
 """
 
 from __future__ import annotations
@@ -17,30 +22,55 @@ import time
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from topo.runtime import wire
 from topo.runtime.auth import secure_client, zmq_context
-from topo.runtime.context import ProgramContext
+from topo.runtime.context import ProgramContext, current_node_info
 from topo.runtime.errors import (
     DeadlineExceeded,
     MessageTooLarge,
     PeerUnavailable,
+    PermissionDenied,
     ProtocolError,
     decode_exception,
 )
+from topo.runtime.rights import NO_RIGHT, REGISTRY_ID, client_keypair
 
 call_ids = itertools.count(1)
 endpoints: dict[tuple[str, str], str] = {}
 limits: dict[tuple[str, str], int] = {}  # a peer's message limit, as it registered it
+server_keys: dict[tuple[str, str], str] = {}  # a peer's CURVE public key
 _NOBLOCK = wire.NOBLOCK
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
+_AUTH_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+_WATCHED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
 
 HEARTBEAT_MS = 1000  # TCP peers: a ZMTP ping this often on a quiet connection...
 HEARTBEAT_TIMEOUT_MS = 4000  # ...and a connection silent this long is dropped
 
 
-def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
+def caller_name(program: ProgramContext) -> str:
+    """Who is calling, for messages: the calling thread's node, else the process's member."""
+    node = current_node_info()
+    return node.id if node is not None else program.member
+
+
+def peer_key(program: ProgramContext, node_id: str) -> str:
+    """The CURVE public key ``node_id``'s server proves (cached: it outlives restarts)."""
+    key = (program.program_id, node_id)
+    found = server_keys.get(key)
+    if found is None:
+        found = server_keys[key] = program.server_key(node_id)
+    return found
+
+
+def new_socket(
+    program: ProgramContext, endpoint: str, node_id: str, cap: str | None
+) -> tuple[zmq.Socket, zmq.Socket]:
+    """A DEALER connected to ``endpoint`` presenting ``cap`` (the right to call
+    ``node_id``; None: no right), and the monitor that sees a refusal."""
     sock = zmq_context().socket(zmq.DEALER)
     sock.linger = 0
     sock.immediate = True  # no queueing towards a peer that is not connected
@@ -50,9 +80,52 @@ def new_socket(program: ProgramContext, endpoint: str) -> zmq.Socket:
         # would look alive forever and calls would queue into it.
         sock.heartbeat_ivl = HEARTBEAT_MS
         sock.heartbeat_timeout = HEARTBEAT_TIMEOUT_MS
-    secure_client(sock, program.security)
+    try:
+        if program.mechanism == "curve":
+            keypair = client_keypair(cap) if cap else None
+            secure_client(sock, "curve", program.member, b"", keypair, peer_key(program, node_id))
+        else:
+            secure_client(sock, "plain", program.member, cap.encode() if cap else NO_RIGHT)
+        monitor = sock.get_monitor_socket(_WATCHED)
+    except BaseException:
+        sock.close(linger=0)
+        raise
     sock.connect(endpoint)
-    return sock
+    return sock, monitor
+
+
+def handshakes(monitor: zmq.Socket, endpoint: str | None) -> tuple[bool, bool]:
+    """(refused, accepted): whether the server at ``endpoint`` refused this connection's
+    credentials, or accepted them, in the monitor's events so far (read here)."""
+    refused = accepted = False
+    while True:
+        try:
+            event = parse_monitor_message(monitor.recv_multipart(_NOBLOCK))
+        except zmq.Again:
+            return refused, accepted
+        raw = event["endpoint"]
+        if (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)) != endpoint:
+            continue
+        if event["event"] == _AUTH_FAILED:
+            refused = refused or event["value"] == 400
+        else:
+            accepted = True
+
+
+def close_monitor(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    """Stop watching ``sock``'s handshakes."""
+    try:
+        sock.disable_monitor()
+    except zmq.ZMQError:
+        pass
+    monitor.close(linger=0)
+
+
+def close_socket(sock: zmq.Socket, monitor: zmq.Socket | None) -> None:
+    """Close a client socket and its monitor (if it still has one)."""
+    if monitor is not None:
+        close_monitor(sock, monitor)
+    sock.close(linger=0)
 
 
 def peer_limit(program: ProgramContext, node_id: str) -> int | None:
@@ -81,14 +154,25 @@ def check_size(frames: list[Any], limit: int | None, node_id: str, method: str) 
 
 
 class _Conn:
-    """One DEALER socket to one peer, used by a single thread."""
+    """One DEALER socket to one peer, with one right, used by a single thread."""
 
-    def __init__(self, program: ProgramContext, node_id: str, endpoint: str) -> None:
+    def __init__(self, program: ProgramContext, node_id: str, endpoint: str, cap: str | None):
         self.program = program
         self.node_id = node_id
         self.endpoint: str | None = endpoint
-        self.sock = new_socket(program, endpoint)
+        self.sock, monitor = new_socket(program, endpoint, node_id, cap)
+        self.monitor: zmq.Socket | None = monitor  # None once a handshake succeeded
         self.limit = peer_limit(program, node_id)
+
+    def refused(self) -> bool:
+        """Whether the peer refused our right (closes the monitor once it accepted it)."""
+        if self.monitor is None:
+            return False
+        refused, accepted = handshakes(self.monitor, self.endpoint)
+        if accepted and not refused:
+            close_monitor(self.sock, self.monitor)
+            self.monitor = None
+        return refused
 
     def refresh(self) -> bool:
         """Re-resolve the peer; reconnect if it moved. True when it moved.
@@ -111,23 +195,49 @@ class _Conn:
             self.limit = peer_limit(self.program, self.node_id)
         return True
 
+    def wait_writable(self, ms: int) -> bool:
+        """Wait up to ``ms`` for the socket to take a message, or for a refusal."""
+        if self.monitor is None:
+            return bool(self.sock.poll(ms, zmq.POLLOUT))
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLOUT)
+        poller.register(self.monitor, zmq.POLLIN)
+        return self.sock in dict(poller.poll(ms))
+
 
 _local = threading.local()
 
 
-def _conn(program: ProgramContext, node_id: str, start: float, deadline: float) -> _Conn:
+def _conn(
+    program: ProgramContext, node_id: str, cap: str | None, start: float, deadline: float
+) -> _Conn:
     pid = os.getpid()
     if getattr(_local, "pid", None) != pid:
         _local.pid, _local.conns = pid, {}
-    key = (program.program_id, node_id)
+    key = (program.program_id, node_id, cap)
     conn: _Conn | None = _local.conns.get(key)
     if conn is None:
-        endpoint = endpoints.get(key) or program.address_book.wait_lookup(node_id, deadline)
+        endpoint = endpoints.get(key[:2]) or program.address_book.wait_lookup(node_id, deadline)
         if endpoint is None:
             raise PeerUnavailable(node_id, time.monotonic() - start, "no address registered")
-        endpoints[key] = endpoint
-        conn = _local.conns[key] = _Conn(program, node_id, endpoint)
+        endpoints[key[:2]] = endpoint
+        conn = _local.conns[key] = _Conn(program, node_id, endpoint, cap)
     return conn
+
+
+def _refused(conn: _Conn, cap: str | None) -> PermissionDenied:
+    """Drop a connection the peer refused (no retries against a refusal); the error."""
+    _local.conns.pop((conn.program.program_id, conn.node_id, cap), None)
+    close_socket(conn.sock, conn.monitor)
+    caller = caller_name(conn.program)
+    if conn.node_id == REGISTRY_ID:
+        return PermissionDenied(
+            caller,
+            REGISTRY_ID,
+            f"the program's registry refused {caller!r}: it proved no member key of this run "
+            "(a process of another run, or one given no grant)",
+        )
+    return PermissionDenied(caller, conn.node_id)
 
 
 def decode_reply(msg: wire.Message, node_id: str) -> Any:
@@ -149,11 +259,13 @@ def call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     timeout: float,
+    cap: str | None = None,
 ) -> Any:
-    """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline."""
+    """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline, presenting
+    ``cap`` (the right to call ``node_id``)."""
     start = time.monotonic()
     deadline = start + timeout
-    conn = _conn(program, node_id, start, deadline)
+    conn = _conn(program, node_id, cap, start, deadline)
     call_id = next(call_ids)
     frames = wire.request_frames(call_id, method, timeout, args, kwargs)
     check_size(frames, conn.limit, node_id, method)
@@ -162,6 +274,8 @@ def call(
     while True:
         try:
             wire.send(sock, frames, _NOBLOCK)
+            if conn.monitor is not None:  # the first calls: did the handshake succeed?
+                conn.refused()
             break
         except zmq.Again:
             pass
@@ -173,7 +287,10 @@ def call(
                 else "no address registered (its process ended)"
             )
             raise PeerUnavailable(node_id, time.monotonic() - start, detail)
-        if not sock.poll(int(min(step, remaining) * 1000) + 1, zmq.POLLOUT):
+        writable = conn.wait_writable(int(min(step, remaining) * 1000) + 1)
+        if conn.refused():
+            raise _refused(conn, cap)
+        if not writable:
             conn.refresh()
             step = min(step * 2, 0.5)
     while True:

@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from topo.runtime.addressbook import AddressBook, InProcessAddressBook
-from topo.runtime.auth import Mechanism, Security, new_program_id, new_secret
+from topo.runtime.auth import Mechanism, new_program_id, new_secret
+from topo.runtime.errors import PermissionDenied
+from topo.runtime.rights import LAUNCHER, REGISTRY_ID, Authority, Grant
 
 DEFAULT_DEADLINE = 60.0
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
@@ -32,19 +34,76 @@ class NodeInfo:
 
 @dataclass
 class ProgramContext:
-    """Everything a process needs to take part in one program run."""
+    """Everything a process needs to take part in one program run.
+
+    With the program ``secret`` (the launcher, ``topo.launch``'s user, tests) it may call
+    every node; a node's process has ``secret`` empty and holds only its executable's
+    ``grant`` (see ``rights``)."""
 
     program_id: str
-    secret: str
+    secret: str = field(repr=False)  # (never in a repr: tracebacks show locals)
     address_book: AddressBook
     default_deadline: float = DEFAULT_DEADLINE
     mechanism: Mechanism = "plain"
     bind_host: str = "127.0.0.1"
     ipc_dir: str | None = None  # servers bind ipc sockets here (one host); None: tcp + CURVE
-    security: Security = field(init=False)
+    grant: Grant | None = None
+    registry_key: str = ""  # the registry's CURVE public key (Z85)
+    authority: Authority | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.security = Security(self.program_id, self.secret, self.mechanism)
+        if self.secret:
+            self.authority = Authority(self.program_id, self.secret)
+            if not self.registry_key:
+                self.registry_key = self.authority.server_public(REGISTRY_ID)
+        elif self.grant is None:
+            raise ValueError("a program member needs the program secret or a grant")
+
+    @property
+    def member(self) -> str:
+        """Who this process is to the registry: its executable, or the launcher."""
+        return LAUNCHER if self.grant is None else self.grant.member
+
+    @property
+    def member_key(self) -> str:
+        """The key this process calls the registry with."""
+        if self.grant is not None:
+            return self.grant.key
+        assert self.authority is not None
+        return self.authority.member_key(LAUNCHER)
+
+    def mint(self, node_id: str) -> str | None:
+        """The token to call ``node_id``, for a process that holds the secret (else None:
+        a node's process only has the tokens it was given)."""
+        authority = self.authority
+        return None if authority is None else authority.token(node_id)
+
+    def serving(self, node_id: str) -> tuple[str, str]:
+        """(token, CURVE server secret) of ``node_id``, which this process serves."""
+        if self.authority is not None:
+            return self.authority.token(node_id), self.authority.server_secret(node_id)
+        assert self.grant is not None
+        keys = self.grant.serve.get(node_id)
+        if keys is None:
+            raise PermissionDenied(
+                self.grant.member,
+                node_id,
+                f"executable {self.grant.member!r} may not serve node {node_id!r}: it was "
+                f"given the keys of {', '.join(sorted(self.grant.serve)) or 'no node'} only",
+            )
+        return keys
+
+    def server_key(self, node_id: str) -> str:
+        """The CURVE public key ``node_id``'s server proves (from the secret, else asked
+        of the registry)."""
+        if node_id == REGISTRY_ID:
+            return self.registry_key
+        if self.authority is not None:
+            return self.authority.server_public(node_id)
+        key = self.address_book.server_key(node_id)
+        if not key:
+            raise PermissionDenied(self.member, node_id, f"no server key known for {node_id!r}")
+        return key
 
     @property
     def stop_event(self) -> threading.Event:

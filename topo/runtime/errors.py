@@ -101,6 +101,26 @@ class NodeBusy(TopoRuntimeError):
         return (self.node_id, self.method, self.threads, self.busy_s, self.held)
 
 
+class PermissionDenied(TopoRuntimeError, PermissionError):
+    """A node (or executable) tried to reach a node it holds no right to call: refused
+    by the callee in the handshake, before a byte of the call was read. A node may call
+    the nodes its arguments refer to, and those whose handles it was passed in a call."""
+
+    def __init__(self, caller: str, callee: str, detail: str = "") -> None:
+        self.caller = caller
+        self.callee = callee
+        self.detail = detail
+        super().__init__(
+            detail
+            or f"node {callee!r} refused a call from {caller!r}: {caller!r} holds no handle "
+            f"to {callee!r} (the topology does not wire it there, and no node passed it one)"
+        )
+
+    def init_args(self) -> tuple[Any, ...]:
+        """The arguments that re-create this error (on the caller's side)."""
+        return (self.caller, self.callee, self.detail)
+
+
 class ProtocolError(TopoRuntimeError):
     """A peer sent something that is not a valid topo message."""
 
@@ -110,7 +130,7 @@ def encode_exception(exc: BaseException, node_id: str) -> dict[str, Any]:
     cls = type(exc)
     if isinstance(exc, UnknownMethod):
         args: tuple[Any, ...] = (exc.node_id, exc.method, exc.methods)
-    elif isinstance(exc, MessageTooLarge | NodeBusy):
+    elif isinstance(exc, MessageTooLarge | NodeBusy | PermissionDenied):
         args = exc.init_args()
     else:
         args = exc.args

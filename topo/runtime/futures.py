@@ -8,6 +8,9 @@ collects replies once callers have gone idle.
 While calls to a peer are in flight, a new small call is held back (at most
 ``_HOLD_S``, or until its caller waits) and goes with the next ones as one
 batch frame: a burst of futures costs one send instead of one per call.
+
+Each (peer, right) pair has its own socket; calls to a peer that refuses the right
+fail with ``PermissionDenied`` as soon as its refusal is seen.
 """
 
 from __future__ import annotations
@@ -26,24 +29,35 @@ from topo.runtime import wire
 from topo.runtime.auth import zmq_context
 from topo.runtime.client import (
     call_ids,
+    caller_name,
     check_size,
+    close_monitor,
+    close_socket,
     decode_reply,
     endpoints,
+    handshakes,
     new_socket,
     peer_limit,
 )
 from topo.runtime.context import ProgramContext
-from topo.runtime.errors import DeadlineExceeded, MessageTooLarge, PeerUnavailable
+from topo.runtime.errors import (
+    DeadlineExceeded,
+    MessageTooLarge,
+    PeerUnavailable,
+    PermissionDenied,
+)
 
 
 class _Peer:
     """Futures-engine state for one peer (guarded by the engine's I/O lock)."""
 
-    def __init__(self, program: ProgramContext, node_id: str) -> None:
+    def __init__(self, program: ProgramContext, node_id: str, cap: str | None) -> None:
         self.program = program
         self.node_id = node_id
+        self.cap = cap
         self.endpoint: str | None = None
         self.sock: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None
         self.fd = -1
         self.pending: collections.deque[_Request] = collections.deque()
         self.next_lookup = 0.0
@@ -85,6 +99,7 @@ class _CallFuture(Future):
 
     _engine: _Engine
     _peer: _Peer | None = None  # set once the request is on the socket
+    _caller = ""  # who made the call, noted for calls that wait to be sent
 
     def result(self, timeout: float | None = None) -> Any:
         if not self.done():
@@ -125,7 +140,7 @@ class _Engine:
         self._rx.bind(addr)
         self._tx = ctx.socket(zmq.PAIR)  # used under the I/O lock only
         self._tx.connect(addr)
-        self._peers: dict[tuple[str, str], _Peer] = {}
+        self._peers: dict[tuple[str, str, str | None], _Peer] = {}
         self._inflight: dict[int, _Request] = {}
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
@@ -138,6 +153,7 @@ class _Engine:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         timeout: float,
+        cap: str | None = None,
     ) -> Future:
         fut = _CallFuture()
         fut._engine = self
@@ -148,9 +164,10 @@ class _Engine:
         done: _Done = []
         with self._io:
             self._active = start
-            peer = self._peers.get((program.program_id, node_id))
+            key = (program.program_id, node_id, cap)
+            peer = self._peers.get(key)
             if peer is None:
-                peer = self._peers[(program.program_id, node_id)] = _Peer(program, node_id)
+                peer = self._peers[key] = _Peer(program, node_id, cap)
             try:  # (a peer not resolved yet: checked before its pending calls go)
                 check_size(frames, peer.limit, node_id, method)
             except MessageTooLarge as exc:
@@ -189,6 +206,7 @@ class _Engine:
                 self._inflight[call_id] = req
                 self._drain(peer, done, 1)
             else:
+                fut._caller = caller_name(program)
                 peer.pending.append(req)
                 if sock is not None:
                     self._drain(peer, done)
@@ -279,7 +297,9 @@ class _Engine:
             elif endpoint is not None and endpoint != peer.endpoint:
                 endpoints[key] = endpoint
                 if peer.sock is None:
-                    peer.sock = new_socket(peer.program, endpoint)
+                    peer.sock, peer.monitor = new_socket(
+                        peer.program, endpoint, peer.node_id, peer.cap
+                    )
                     peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
                     peer.limit = peer_limit(peer.program, peer.node_id)
                     self._refuse_oversized(peer)
@@ -302,14 +322,41 @@ class _Engine:
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
+                if peer.monitor is not None and self._handshakes(peer):
+                    self._refused(peer)
+                    return
                 break
             peer.blocked_since = None
+            if peer.monitor is not None:  # connected: close the monitor once it says so
+                self._handshakes(peer)
             for _ in range(n if frames else 1):
                 req = pending.popleft()
                 req[5]._peer = peer
                 peer.waiting += 1
                 self._inflight[req[3]] = req
         self._drain(peer, done)
+
+    def _handshakes(self, peer: _Peer) -> bool:
+        """Whether ``peer`` refused our right; its monitor is closed once it accepted it."""
+        assert peer.sock is not None and peer.monitor is not None
+        refused, accepted = handshakes(peer.monitor, peer.endpoint)
+        if accepted and not refused:
+            close_monitor(peer.sock, peer.monitor)
+            peer.monitor = None
+        return refused
+
+    def _refused(self, peer: _Peer) -> None:
+        """``peer`` refused our right: its waiting calls fail, its socket is closed (the
+        next call connects again, and is refused again, rather than retry in a loop)."""
+        for r in peer.pending:
+            peer.refused.append((r[5], PermissionDenied(r[5]._caller, peer.node_id)))
+        peer.pending.clear()
+        assert peer.sock is not None
+        close_socket(peer.sock, peer.monitor)
+        peer.sock = peer.monitor = None
+        peer.endpoint = None
+        peer.fd = -1
+        peer.blocked_since = None
 
     def _refuse_oversized(self, peer: _Peer) -> None:
         """Take the pending calls larger than ``peer`` accepts off its queue; they fail
@@ -406,6 +453,8 @@ class _Engine:
                     if peer.pending:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
+                        if peer.monitor is not None and not peer.blocked_since:
+                            self._handshakes(peer)  # connected: its monitor can go
                         if peer.outq and now - peer.outq_at >= _HOLD_S:
                             self._send_outq(peer)
                         self._drain(peer, done)

@@ -1,9 +1,12 @@
 """Handles: what a reference to another node becomes inside a running node.
 
 ``h.method(*a, **kw)`` blocks; ``h.futures.method(...)`` returns a
-``concurrent.futures.Future``. A handle only carries the peer's node id (and
-an optional per-group deadline), so it pickles to any process of the program
-and connects lazily there.
+``concurrent.futures.Future``. A handle carries the peer's node id, an optional
+per-group deadline and its *token*, the right to call the peer (``rights``): it
+pickles to any process of the program with that right (a handle passed in a call
+lets the receiver call its node) and connects lazily there. A handle made without a
+token -- not from a node's arguments, not received in a call -- is refused by its
+node, unless the process holds the program secret (the launcher, ``topo.launch``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from topo.runtime import client, futures
 from topo.runtime.context import ProgramContext, current_program, maybe_current_program
+from topo.runtime.rights import offered
 
 
 class Handle:
@@ -22,14 +26,20 @@ class Handle:
 
     # ``__dict__`` caches the per-method callables: ``h.method`` is then a plain lookup,
     # not a failed one followed by ``__getattr__`` (microseconds on every call).
-    __slots__ = ("__dict__", "_node_id", "_program", "_timeout")
+    __slots__ = ("__dict__", "_cap", "_node_id", "_program", "_timeout")
 
     def __init__(
-        self, node_id: str, timeout: float | None = None, program: ProgramContext | None = None
+        self,
+        node_id: str,
+        timeout: float | None = None,
+        program: ProgramContext | None = None,
+        cap: str | None = None,
     ) -> None:
         self._node_id = node_id
         self._timeout = timeout
         self._program = program if program is not None else maybe_current_program()
+        # Made while a node's references are resolved: the token its grant has for them.
+        self._cap = cap if cap is not None else offered(node_id)
 
     @property
     def node_id(self) -> str:
@@ -38,22 +48,23 @@ class Handle:
 
     def with_timeout(self, seconds: float) -> Handle:
         """A copy of this handle whose calls use a ``seconds`` deadline."""
-        return Handle(self._node_id, seconds, self._program)
+        return Handle(self._node_id, seconds, self._program, self._cap)
 
-    def _resolve(self) -> tuple[ProgramContext, float]:
+    def _resolve(self) -> tuple[ProgramContext, float, str | None]:
         program = self._program or current_program()
         timeout = self._timeout if self._timeout is not None else program.default_deadline
-        return program, timeout
+        cap = self._cap
+        return program, timeout, cap if cap is not None else program.mint(self._node_id)
 
     def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         """Blocking call of ``method`` on the peer."""
-        program, timeout = self._resolve()
-        return client.call(program, self._node_id, method, args, kwargs, timeout)
+        program, timeout, cap = self._resolve()
+        return client.call(program, self._node_id, method, args, kwargs, timeout, cap)
 
     def submit(self, method: str, /, *args: Any, **kwargs: Any) -> Future:
         """Non-blocking call of ``method``; returns a Future of its result."""
-        program, timeout = self._resolve()
-        return futures.engine().submit(program, self._node_id, method, args, kwargs, timeout)
+        program, timeout, cap = self._resolve()
+        return futures.engine().submit(program, self._node_id, method, args, kwargs, timeout, cap)
 
     @property
     def futures(self) -> _Futures:
@@ -73,7 +84,11 @@ class Handle:
         return self.call("__call__", *args, **kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Handle, (self._node_id, self._timeout))
+        # The right travels with the handle: whoever unpickles it may call the node.
+        cap = self._cap
+        if cap is None and self._program is not None:
+            cap = self._program.mint(self._node_id)
+        return (Handle, (self._node_id, self._timeout, None, cap))
 
     def __repr__(self) -> str:
         return f"Handle({self._node_id!r})"

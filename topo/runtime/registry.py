@@ -8,6 +8,10 @@ methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``
 plus an authenticated PUB socket on which it announces a stop (repeated
 while the program is stopping, so late subscribers hear it too). Every node
 process uses a ``RegistryClient`` as its ``AddressBook``.
+
+The registry knows which executable calls it (its member key, see ``rights``): an
+executable may register, unregister and report only the nodes it runs, and send
+metrics only for them; looking nodes up and stopping the program are open to all.
 """
 
 from __future__ import annotations
@@ -17,27 +21,37 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import zmq
 
 from topo.runtime import client, transport
 from topo.runtime.addressbook import AddressBook, InProcessAddressBook
-from topo.runtime.auth import Mechanism, secure_client, secure_server, zmq_context
+from topo.runtime.auth import Mechanism, ServerAuth, secure_client, secure_server, zmq_context
 from topo.runtime.context import DEFAULT_DEADLINE, NodeInfo, ProgramContext
+from topo.runtime.registry_service import (
+    MAX_METRIC_ROWS,
+    MetricsHandler,
+    RegistryService,
+    ReportHandler,
+)
+from topo.runtime.rights import REGISTRY_ID, Authority, Grant, client_keypair, zap_domain
 from topo.runtime.server import NodeServer
 
 log = logging.getLogger("topo.runtime.registry")
-REGISTRY_ID = "__registry__"
+__all__ = [
+    "MAX_METRIC_ROWS",
+    "REGISTRY_ID",
+    "MetricsHandler",
+    "RegistryClient",
+    "RegistryInfo",
+    "RegistryServer",
+    "RegistryService",
+    "ReportHandler",
+    "connect_program",
+]
 STOP_TOPIC = b"topo-stop"
-# on_report(kind, node, exe, attempt, pid, traceback): kind is ready / finished / failed
-ReportHandler = Callable[[str, str, str, int, int, str], None]
-# on_metrics(rows, over): at most MAX_METRIC_ROWS rows as sent (the handler checks each
-# one), and how many more the call had (dropped here)
-MetricsHandler = Callable[[list[Any], int], None]
-MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
 STOP_CALL_TIMEOUT_S = 5.0  # a stop request waits this long for the registry at most
 METRICS_TIMEOUT_S = 10.0  # a node's metrics call gives up sooner than its RPC deadline
 REGISTRY_MAX_MESSAGE_BYTES = 1 << 20  # the largest request the registry accepts
@@ -45,55 +59,23 @@ REGISTRY_MAX_MESSAGE_BYTES = 1 << 20  # the largest request the registry accepts
 
 @dataclass(frozen=True)
 class RegistryInfo:
-    """Everything a process needs to join a program (picklable; hand it to children)."""
+    """Everything a process needs to join a program (picklable). With the ``secret``
+    (the launcher's) it may call every node; ``public()`` is what executables get, with
+    their own ``Grant``."""
 
     program_id: str
-    secret: str
+    secret: str = field(repr=False)
     endpoint: str
     pub_endpoint: str
     mechanism: Mechanism = "plain"
     default_deadline: float = DEFAULT_DEADLINE
     bind_host: str = "127.0.0.1"
     ipc_dir: str | None = None
+    server_key: str = ""  # the registry's CURVE public key (Z85)
 
-
-class RegistryService(InProcessAddressBook):
-    """What the registry serves: the address book, the stop channel, ``report`` and
-    ``metrics``."""
-
-    def __init__(
-        self,
-        on_stop: Callable[[str, str | None], None],
-        on_report: ReportHandler | None,
-        on_metrics: MetricsHandler | None = None,
-    ) -> None:
-        super().__init__(on_stop=on_stop)
-        self._on_report = on_report
-        self._on_metrics = on_metrics
-        self.missed: dict[str, float] = {}  # node id -> last time a lookup found no address
-
-    def lookup(self, node_id: str) -> str | None:
-        """The endpoint of ``node_id``; a miss is noted: some node is waiting for it."""
-        endpoint = super().lookup(node_id)
-        if endpoint is None:
-            self.missed[str(node_id)] = time.monotonic()
-        return endpoint
-
-    def report(
-        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
-    ) -> None:
-        """A node's status, from inside its executable, for the launcher."""
-        if self._on_report is not None:
-            self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid), str(traceback))
-
-    def metrics(self, rows: Any) -> None:
-        """Metric rows from a node's process; at most ``MAX_METRIC_ROWS`` per call are
-        passed on (the handler checks each row), the number of the others with them."""
-        if not isinstance(rows, list):
-            rows = [rows]  # the handler drops (and counts) what is not a row
-        over = max(len(rows) - MAX_METRIC_ROWS, 0)
-        if self._on_metrics is not None and rows:
-            self._on_metrics(rows[:MAX_METRIC_ROWS], over)
+    def public(self) -> RegistryInfo:
+        """This without the program secret: for processes that get a ``Grant``."""
+        return replace(self, secret="")
 
 
 class RegistryServer:
@@ -102,7 +84,9 @@ class RegistryServer:
     With PLAIN (one host) the registry makes the run's private socket directory, unless
     given one in ``ipc_dir``, and removes it on ``close``; with CURVE it listens on TCP.
     ``on_report`` receives the node status that executables send with
-    ``RegistryClient.report``, ``on_metrics`` the metric rows of ``RegistryClient.metrics``."""
+    ``RegistryClient.report``, ``on_metrics`` the metric rows of ``RegistryClient.metrics``.
+    ``members`` (executable id -> its nodes) are the executables that may join with a
+    ``Grant`` from ``authority``; the holders of the secret join as the launcher."""
 
     def __init__(
         self,
@@ -117,9 +101,11 @@ class RegistryServer:
         ipc_dir: str | None = None,
         on_report: ReportHandler | None = None,
         on_metrics: MetricsHandler | None = None,
+        members: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.stop_event = threading.Event()
         self._closed = threading.Event()
+        self.authority = Authority(program_id, secret, members)
         self._own_dir: str | None = None
         if mechanism == "plain" and ipc_dir is None:
             ipc_dir = self._own_dir = transport.make_ipc_dir(owned=False)
@@ -134,7 +120,13 @@ class RegistryServer:
             bind_host,
             ipc_dir,
         )
-        self.service = RegistryService(self._on_stop, on_report, on_metrics)
+        self.service = RegistryService(self._on_stop, on_report, on_metrics, self.authority)
+        auth = ServerAuth(
+            zap_domain(program_id, REGISTRY_ID),
+            self.authority.member_of,
+            self.authority.server_secret(REGISTRY_ID),
+            "the registry",
+        )
         self._server = NodeServer(
             self.service,
             NodeInfo(REGISTRY_ID, REGISTRY_ID),
@@ -144,10 +136,12 @@ class RegistryServer:
             register=False,
             advertise_host=advertise_host,
             track=False,
+            auth=auth,
+            identify=True,
         )
         pub = zmq_context().socket(zmq.PUB)
         pub.linger = 0
-        secure_server(pub, self._program.security)
+        secure_server(pub, mechanism, auth)
         pub_endpoint = transport.bind(
             pub, ipc_dir=ipc_dir, bind_host=bind_host, advertise_host=advertise_host
         )
@@ -160,6 +154,7 @@ class RegistryServer:
             default_deadline,
             bind_host,
             ipc_dir,
+            self.authority.server_public(REGISTRY_ID),
         )
         self._publisher = threading.Thread(
             target=self._publish, args=(pub,), name="topo-registry-pub", daemon=True
@@ -219,9 +214,17 @@ class RegistryServer:
 
 
 class RegistryClient(AddressBook):
-    """``AddressBook`` backed by a program's ``RegistryServer``."""
+    """``AddressBook`` backed by a program's ``RegistryServer``; an executable's process
+    passes its ``grant`` (``info`` then has no secret). With ``stop_from``, it hears the
+    program's stop through that client's watcher (executables sharing a process)."""
 
-    def __init__(self, info: RegistryInfo, call_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        info: RegistryInfo,
+        call_timeout: float = 30.0,
+        grant: Grant | None = None,
+        stop_from: RegistryClient | None = None,
+    ) -> None:
         self.info = info
         book = InProcessAddressBook()
         book.register(REGISTRY_ID, info.endpoint, REGISTRY_MAX_MESSAGE_BYTES)
@@ -233,16 +236,25 @@ class RegistryClient(AddressBook):
             info.mechanism,
             info.bind_host,
             info.ipc_dir,
+            grant,
+            info.server_key,
         )
-        self._stop = threading.Event()
+        self._key = self._boot.member_key
+        self._stop_from = stop_from
+        self._stop: threading.Event = (
+            threading.Event() if stop_from is None else stop_from.stop_event
+        )
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
         self._knock_addr = f"inproc://topo-watch-{uuid.uuid4().hex[:12]}"
         self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch", daemon=True)
-        self._watcher.start()
+        if stop_from is None:
+            self._watcher.start()
 
     def _call(self, method: str, *args: Any) -> Any:
-        return client.call(self._boot, REGISTRY_ID, method, args, {}, self._boot.default_deadline)
+        return client.call(
+            self._boot, REGISTRY_ID, method, args, {}, self._boot.default_deadline, self._key
+        )
 
     def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
         self._call("register", node_id, endpoint, max_message_bytes)
@@ -258,6 +270,10 @@ class RegistryClient(AddressBook):
         result: int | None = self._call("message_limit", node_id)
         return result
 
+    def server_key(self, node_id: str) -> str | None:
+        result: str | None = self._call("server_key", node_id)
+        return result
+
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         # The registry first: once this process sees its own stop it may close and exit,
         # and a request still unsent would be lost with it. Marked locally in any case.
@@ -269,6 +285,7 @@ class RegistryClient(AddressBook):
                 (reason, node_id),
                 {},
                 min(self._boot.default_deadline, STOP_CALL_TIMEOUT_S),
+                self._key,
             )
         finally:
             self._mark_stopped(reason, node_id)
@@ -285,22 +302,25 @@ class RegistryClient(AddressBook):
             (kind, node, exe, attempt, pid, traceback),
             {},
             self._boot.default_deadline,
+            self._key,
         )
 
     def metrics(self, rows: list[dict[str, Any]]) -> None:
         """Send metric rows to the launcher's store (blocks until the registry has them;
         ``topo.metrics`` loggers call this from their background sender)."""
         timeout = min(self._boot.default_deadline, METRICS_TIMEOUT_S)
-        client.call(self._boot, REGISTRY_ID, "metrics", (rows,), {}, timeout)
+        client.call(self._boot, REGISTRY_ID, "metrics", (rows,), {}, timeout, self._key)
 
     @property
     def stop_event(self) -> threading.Event:
         return self._stop
 
     def stop_reason(self) -> tuple[str, str | None] | None:
-        return self._reason
+        return self._reason if self._stop_from is None else self._stop_from.stop_reason()
 
     def _mark_stopped(self, reason: str, node_id: str | None) -> None:
+        if self._stop_from is not None:
+            return self._stop_from._mark_stopped(reason, node_id)
         if self._reason is None:
             self._reason = (reason, node_id)
         self._stop.set()
@@ -308,7 +328,12 @@ class RegistryClient(AddressBook):
     def _watch(self) -> None:
         sub = zmq_context().socket(zmq.SUB)
         sub.linger = 0
-        secure_client(sub, self._boot.security)
+        boot = self._boot
+        if boot.mechanism == "curve":
+            keypair = client_keypair(self._key)
+            secure_client(sub, "curve", boot.member, b"", keypair, boot.registry_key)
+        else:
+            secure_client(sub, "plain", boot.member, self._key.encode())
         sub.subscribe(STOP_TOPIC)
         sub.connect(self.info.pub_endpoint)
         knock = zmq_context().socket(zmq.PAIR)
@@ -339,6 +364,8 @@ class RegistryClient(AddressBook):
 
     def close(self) -> None:
         self._closed.set()
+        if self._stop_from is not None:
+            return  # no watcher of its own
         knock = zmq_context().socket(zmq.PAIR)
         knock.linger = 0
         # inproc connects before the watcher binds, but a PAIR cannot queue until it has:
@@ -354,14 +381,20 @@ class RegistryClient(AddressBook):
         knock.close(linger=0)
 
 
-def connect_program(info: RegistryInfo) -> ProgramContext:
-    """The ``ProgramContext`` of a process joining the program described by ``info``."""
+def connect_program(
+    info: RegistryInfo, grant: Grant | None = None, book: AddressBook | None = None
+) -> ProgramContext:
+    """The ``ProgramContext`` of a process joining the program described by ``info``:
+    with the secret in ``info``, or as the executable ``grant`` makes it. ``book``: an
+    address book to share (default: a new ``RegistryClient``)."""
     return ProgramContext(
         info.program_id,
         info.secret,
-        RegistryClient(info),
+        book if book is not None else RegistryClient(info, grant=grant),
         info.default_deadline,
         info.mechanism,
         info.bind_host,
         info.ipc_dir,
+        grant,
+        info.server_key,
     )

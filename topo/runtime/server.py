@@ -1,9 +1,10 @@
 """Serving one node object over zmq.
 
 An authenticated ROUTER (an ipc path on one host, a tcp port with CURVE
-across hosts) is served by a leader/followers pool of at most ``threads``
-handler threads (``pool.py``): the thread that receives a call runs it and
-replies, so an idle node answers with no thread hop. Invalid messages are
+across hosts) accepts only callers that hold the node's token (``rights``); it is
+served by a leader/followers pool of at most ``threads`` handler threads
+(``pool.py``): the thread that receives a call runs it and replies, so an idle node
+answers with no thread hop. Invalid messages are
 dropped with a (rate-limited) log line; the server keeps serving.
 """
 
@@ -17,8 +18,8 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import transport, wire
-from topo.runtime.auth import secure_server, zmq_context
+from topo.runtime import rights, transport, wire
+from topo.runtime.auth import ServerAuth, secure_server, zmq_context
 from topo.runtime.batching import Batcher, batch_spec
 from topo.runtime.context import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -65,6 +66,17 @@ def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
     return methods
 
 
+def _member_of(frames: list[Any] | None) -> str:
+    """The member name the ZAP handler gave the connection a call came on ("": a call
+    of a batch frame, whose frames are not at hand)."""
+    if frames is None or len(frames) < 2:
+        return ""
+    try:
+        return str(frames[1].get("User-Id") or "")
+    except (AttributeError, zmq.ZMQError):
+        return ""
+
+
 class _DropLog:
     """Counts dropped messages; logs the first few and then every 1000th."""
 
@@ -98,7 +110,11 @@ class NodeServer:
         track: bool = True,
         on_busy: OnBusy | None = None,
         busy_after_s: float = BUSY_AFTER_S,
+        auth: ServerAuth | None = None,
+        identify: bool = False,
     ) -> None:
+        """``auth``: who may connect (default: the holders of the node's token);
+        ``identify``: methods learn the caller's member name from ``rights.caller()``."""
         if threads < 1:
             raise ValueError("threads must be >= 1")
         self.node = node
@@ -111,7 +127,18 @@ class NodeServer:
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self._registered = register
-        front, self.endpoint = self._bind_front(bind_host or program.bind_host, advertise_host)
+        self._identify = identify
+        if auth is None:
+            token, secret = program.serving(node.id)
+            auth = ServerAuth(
+                rights.zap_domain(program.program_id, node.id),
+                rights.node_acceptor(token),
+                secret,
+                f"node {node.id!r}",
+            )
+        front, self.endpoint = self._bind_front(
+            bind_host or program.bind_host, advertise_host, auth
+        )
         self._batchers: dict[str, Batcher] = {}
         self._pool = LeaderPool(
             front,
@@ -143,7 +170,9 @@ class NodeServer:
         return self._pool.workers
 
     # -- set-up ---------------------------------------------------------------
-    def _bind_front(self, host: str, advertise_host: str | None) -> tuple[zmq.Socket, str]:
+    def _bind_front(
+        self, host: str, advertise_host: str | None, auth: ServerAuth
+    ) -> tuple[zmq.Socket, str]:
         """The authenticated ROUTER clients connect to (an ipc path on one host, else a
         random tcp port), and the endpoint peers dial."""
         front = zmq_context().socket(zmq.ROUTER)
@@ -153,7 +182,7 @@ class NodeServer:
         front.maxmsgsize = max(self.max_message_bytes, wire.MIN_FRAME_LIMIT)
         front.sndhwm = 0  # a ROUTER drops replies at HWM; clients bound what is in flight
         transport.check_mechanism(self.program.mechanism, self.program.ipc_dir)
-        secure_server(front, self.program.security)
+        secure_server(front, self.program.mechanism, auth)
         endpoint = transport.bind(
             front, ipc_dir=self.program.ipc_dir, bind_host=host, advertise_host=advertise_host
         )
@@ -204,12 +233,16 @@ class NodeServer:
         if batcher is not None:
             batcher.submit((ident, call_id), args, kwargs)
             return None
+        caller = rights.set_caller(_member_of(frames)) if self._identify else None
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             return ident, self._reply_frames(
                 wire.K_ERROR, call_id, encode_exception(exc, self.node.id)
             )
+        finally:
+            if caller is not None:
+                rights.reset_caller(caller)
         return ident, self._reply_frames(wire.K_OK, call_id, result)
 
     def _refuse(self, msg: wire.Message, busy_s: float, held: str) -> list[Any] | None:

@@ -183,9 +183,19 @@ class Launcher(Sink):
             default_deadline=deadline,
             on_report=self.node_status,
             on_metrics=self._on_metrics,
+            members={e.id: e.nodes for e in self.program.executables},
         )
         write_status(self.run_dir, self.summary())  # names the socket directory at once
-        job = JobContext(self.program, opts, self.registry.info, self.run_dir, os.getpid())
+        # The backend passes on the registry's public part and each executable's grant:
+        # the secret stays in this process.
+        job = JobContext(
+            self.program,
+            opts,
+            self.registry.info.public(),
+            self.run_dir,
+            os.getpid(),
+            self.registry.authority,
+        )
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)

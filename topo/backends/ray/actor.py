@@ -67,9 +67,10 @@ class ExecutableActor:
 
         return os.getpid(), str(ray.util.get_node_ip_address())
 
-    def run(self, init: dict[str, Any], exe: str, attempt: int) -> int:
+    def run(self, init: dict[str, Any], exe: str, attempt: int, grant: str = "") -> int:
         """Run ``attempt`` of executable ``exe`` of the program ``init`` describes (the
-        same for every actor of a run) in this process; its exit code."""
+        same for every actor of a run) in this process, with its rights (``grant``); its
+        exit code."""
         import ray
 
         from topo.backends.child import ChildOutput, ChildSpec, run_child
@@ -77,7 +78,7 @@ class ExecutableActor:
         from topo.backends.logs import safe_name
         from topo.backends.worker import target_modules
         from topo.ir import loads
-        from topo.runtime import RegistryInfo
+        from topo.runtime import Grant, RegistryInfo
 
         if init["shipped"]:  # Ray unpacked the launcher's tree here, first on sys.path
             sys.path.extend(p for p in init["sys_path"][1:] if p not in sys.path)
@@ -99,7 +100,14 @@ class ExecutableActor:
         self._tail = _Tail(files)
         prepare_imports(program, target_modules(program))
         spec = ChildSpec(
-            program, exe, attempt, info, output, bool(init["disable_run"]), devices_assigned=True
+            program,
+            exe,
+            attempt,
+            info,
+            output,
+            bool(init["disable_run"]),
+            devices_assigned=True,
+            grant=Grant.from_json(grant) if grant else None,
         )
         code = run_child(spec, lambda: True, own_process=False)
         for stream in (sys.stdout, sys.stderr):

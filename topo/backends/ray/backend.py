@@ -39,6 +39,7 @@ from topo.backends.base import (
     Sink,
     memory_not_enforced,
 )
+from topo.backends.grants import exe_grant
 from topo.backends.logs import append_output, exe_output_path
 from topo.backends.ray.actor import ExecutableActor, local_log_root
 from topo.backends.ray.placement import Unit, demand, infeasible, units
@@ -208,7 +209,9 @@ class RayBackend(Backend):
         assert self._sink is not None
         try:
             actor = self._actor_class.options(**self._options(exe, attempt)).remote()
-            run_ref = actor.run.remote(self._init_ref, exe, attempt)
+            assert self._job is not None
+            grant = exe_grant(self._job, exe).to_json()
+            run_ref = actor.run.remote(self._init_ref, exe, attempt, grant)
         except Exception as exc:
             runner = RayRunner(exe, attempt, None, self._ender)
             self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.grant_pipe import write_spawn
 from topo.backends.titles import set_title
 
 HEARTBEAT_S = 0.5  # the agent says it is alive this often
@@ -227,7 +228,8 @@ class Agent:
                 self.tail.follow(n, self._log_path(self.run_dir, n))
             if len(nodes) > 1:
                 self.tail.follow(exe, self._exe_output_path(self.run_dir, self.program, exe))
-            self._to_server(("spawn", exe, attempt))
+            with self._server_lock:  # the grant goes on to the fork server, not kept here
+                write_spawn(self._server_in, exe, attempt, str(msg.get("grant", "")))
         elif t == "kill":
             pid = self.pids.get((msg["exe"], int(msg["attempt"])))
             if pid:

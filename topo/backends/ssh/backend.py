@@ -42,6 +42,7 @@ from topo.backends.base import (
     Network,
     Sink,
 )
+from topo.backends.grants import exe_grant
 from topo.backends.logs import append_output, safe_name
 from topo.backends.ssh.hostcheck import (
     CHECK_TIMEOUT_S,
@@ -222,10 +223,16 @@ class SshBackend(Backend):
                 if host in self._pending:  # its agent is being replaced: spawn it there
                     self._pending[host].append(runner)
                 else:
-                    self.channels[host].send(t="spawn", exe=exe, attempt=attempt)
+                    grant = self._grant(exe)
+                    self.channels[host].send(t="spawn", exe=exe, attempt=attempt, grant=grant)
         if host is None:
             self._sink.exited(exe, attempt, 0, -9, "cannot start: no live host fits it")
         return runner
+
+    def _grant(self, exe: str) -> str:
+        """Executable ``exe``'s rights, for its host's agent to pass to the fork server."""
+        assert self._job is not None
+        return exe_grant(self._job, exe).to_json()
 
     def agent_pids(self) -> dict[str, int]:
         """Host -> pid (on that host) of its current agent, for hosts whose agent is up."""
@@ -364,7 +371,7 @@ class SshBackend(Backend):
                 if channel.ended:  # it died already: the next new agent takes the spawns
                     return
                 for r in self._pending.pop(host, []):
-                    channel.send(t="spawn", exe=r.exe, attempt=r.attempt)
+                    channel.send(t="spawn", exe=r.exe, attempt=r.attempt, grant=self._grant(r.exe))
                 return
         self._note(host, f"no new agent could start: {why}; host {host} is lost")
         self._lose(host, f"{how}, and a new agent could not start: {why}")

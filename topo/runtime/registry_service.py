@@ -1,0 +1,114 @@
+"""What the program registry serves: the address book, the stop channel, node status
+(``report``), metric rows (``metrics``) and the nodes' server keys.
+
+It knows which executable calls it (``rights.caller()``, from the member key the
+executable proved in the handshake): an executable may register, unregister and report
+only the nodes it runs, and send metrics only about them; looking nodes up and stopping
+the program are open to every member.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from topo.runtime.addressbook import InProcessAddressBook
+from topo.runtime.errors import PermissionDenied
+from topo.runtime.rights import LAUNCHER, Authority, caller
+
+log = logging.getLogger("topo.runtime.registry")
+# on_report(kind, node, exe, attempt, pid, traceback): kind is ready / finished / failed
+ReportHandler = Callable[[str, str, str, int, int, str], None]
+# on_metrics(rows, over): at most MAX_METRIC_ROWS rows as sent (the handler checks each
+# one), and how many more the call had (dropped here)
+MetricsHandler = Callable[[list[Any], int], None]
+MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
+
+
+class RegistryService(InProcessAddressBook):
+    """What the registry serves: the address book, the stop channel, ``report`` and
+    ``metrics``."""
+
+    def __init__(
+        self,
+        on_stop: Callable[[str, str | None], None],
+        on_report: ReportHandler | None,
+        on_metrics: MetricsHandler | None = None,
+        authority: Authority | None = None,
+    ) -> None:
+        super().__init__(on_stop=on_stop)
+        self._authority = authority
+        self._on_report = on_report
+        self._on_metrics = on_metrics
+        self.missed: dict[str, float] = {}  # node id -> last time a lookup found no address
+
+    def _check(self, node_id: str, what: str) -> None:
+        """Refuse ``what`` unless the calling executable runs ``node_id``."""
+        authority = self._authority
+        if authority is None:
+            return
+        member = caller()
+        if not authority.acts_for(member, str(node_id)):
+            raise PermissionDenied(
+                member or "a caller the registry cannot name",
+                str(node_id),
+                f"the registry refused to {what} {node_id!r} for "
+                f"{member or 'a caller it cannot name'!r}: it does not run that node",
+            )
+
+    def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
+        """Publish the endpoint of ``node_id`` (only the executable that runs it may)."""
+        self._check(node_id, "register")
+        super().register(node_id, endpoint, max_message_bytes)
+
+    def unregister(self, node_id: str, endpoint: str) -> None:
+        """Forget ``node_id`` at ``endpoint`` (only the executable that runs it may)."""
+        self._check(node_id, "unregister")
+        super().unregister(node_id, endpoint)
+
+    def server_key(self, node_id: str) -> str | None:
+        """The CURVE public key ``node_id``'s server proves."""
+        return None if self._authority is None else self._authority.server_public(str(node_id))
+
+    def lookup(self, node_id: str) -> str | None:
+        """The endpoint of ``node_id``; a miss is noted: some node is waiting for it."""
+        endpoint = super().lookup(node_id)
+        if endpoint is None:
+            self.missed[str(node_id)] = time.monotonic()
+        return endpoint
+
+    def report(
+        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
+    ) -> None:
+        """A node's status, from inside its executable, for the launcher."""
+        self._check(node, "take a report about")
+        member = caller()
+        if self._authority is not None and member != str(exe) and member != LAUNCHER:
+            raise PermissionDenied(member, str(node), f"{member!r} may not report for {exe!r}")
+        if self._on_report is not None:
+            self._on_report(str(kind), str(node), str(exe), int(attempt), int(pid), str(traceback))
+
+    def metrics(self, rows: Any) -> None:
+        """Metric rows from a node's process; at most ``MAX_METRIC_ROWS`` per call are
+        passed on (the handler checks each row), the number of the others with them."""
+        if not isinstance(rows, list):
+            rows = [rows]  # the handler drops (and counts) what is not a row
+        authority, member = self._authority, caller()
+        if authority is not None:  # a row about a node the caller does not run is dropped
+            rows = [_foreign(r, member) if _is_foreign(authority, member, r) else r for r in rows]
+        over = max(len(rows) - MAX_METRIC_ROWS, 0)
+        if self._on_metrics is not None and rows:
+            self._on_metrics(rows[:MAX_METRIC_ROWS], over)
+
+
+def _is_foreign(authority: Authority, member: str, row: Any) -> bool:
+    return isinstance(row, dict) and not authority.acts_for(member, str(row.get("node")))
+
+
+def _foreign(row: dict[str, Any], member: str) -> dict[str, Any]:
+    """The row with its node renamed: the store drops it (and counts it) as it drops a
+    row about no node of the program, and its warning says why."""
+    node = f"{row.get('node')!r} (sent by {member or 'an unnamed caller'!r}, which does not run it)"
+    return {**row, "node": node}
