@@ -91,6 +91,20 @@ class Cluster:
                 raise RuntimeError(f"ray start of {name} failed:\n{text}")
             time.sleep(0.2)
 
+    def node_of(self, pid: int) -> str | None:
+        """The name of the node whose ``ray start`` process ``pid`` descends from (a
+        process forked by an agent runs below that node's raylet); None: no node's."""
+        starts = {proc.pid: name for name, proc in self.procs.items()}
+        try:
+            process: psutil.Process | None = psutil.Process(pid)
+            while process is not None:
+                if process.pid in starts:
+                    return starts[process.pid]
+                process = process.parent()
+        except psutil.NoSuchProcess:
+            pass
+        return None
+
     def stop(self) -> list[int]:
         """End every node (workers first) by pid; the pids still alive after that."""
         pids = [p for proc in self.procs.values() for p in [proc.pid, *descendants(proc.pid)]]

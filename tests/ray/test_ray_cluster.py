@@ -1,7 +1,7 @@
 """The ray backend on a four-node Ray cluster (a head on the bridge, a worker in each
 test host): runs across nodes, placement (host colocation, spread, host labels),
-restarts on another node's actor, refusals before anything starts, ``--ship``, and
-nothing left behind when the launcher is killed (checked by pid)."""
+restarts, refusals before anything starts, ``--ship``, and nothing left behind when the
+launcher is killed (checked by pid)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ colocation:
 
 def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: Path) -> None:
     """A host-colocation pair shares a node, a spread group has a node per replica, a
-    host label picks its node; ``kill -9`` of a replica on a worker restarts it on the
-    node of its bundle."""
+    host label picks its node (each checked by pid: the Ray node whose processes the
+    node's process descends from); ``kill -9`` of a replica on a worker restarts it on
+    the node of its bundle, forked by the same agent."""
     path = write(tmp_path / "placed.yaml", PLACED)
     run_dir = tmp_path / "run"
     proc = start(topo_run(path, run_dir, "-q", address=ray_hosts.address))
@@ -82,23 +83,29 @@ def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
     try:
         wait_for(lambda: all(wheres(run_dir, n) for n in nodes), proc)
         first = {n: wheres(run_dir, n)[0] for n in nodes}
-        ip = {n: w["ip"] for n, w in first.items()}
-        assert ip["left"] == ip["right"]
-        assert len({ip[f"spread/{i}"] for i in range(3)}) == 3, ip
-        assert ip["pinned"] == ray_hosts.ips["h2"]
-        assert first["spread/1"]["actor"] == "spread/1"  # the dashboard's name for it
+        on = {n: ray_hosts.node_of(int(w["pid"])) for n, w in first.items()}
+        assert None not in on.values(), on
+        assert on["left"] == on["right"]
+        assert len({on[f"spread/{i}"] for i in range(3)}) == 3, on
+        assert on["pinned"] == "h2"
+        assert hosts_of(run_dir)["pinned"] == ray_hosts.ips["h2"]  # status.json says so too
+        assert first["spread/1"]["actor"] is None  # forked by its node's agent
+        assert first["left"]["ppid"] == first["right"]["ppid"]  # by the same fork server
         victim = int(first["spread/1"]["pid"])
         os.kill(victim, signal.SIGKILL)
         wait_for(lambda: len(wheres(run_dir, "spread/1")) == 2, proc)
         second = wheres(run_dir, "spread/1")[1]
-        assert second["actor"] == "spread/1#1" and second["pid"] != victim
-        assert second["ip"] == ip["spread/1"]  # its bundle of the STRICT_SPREAD group
+        assert second["pid"] != victim and second["ppid"] == first["spread/1"]["ppid"]
+        assert ray_hosts.node_of(int(second["pid"])) == on["spread/1"]  # its bundle's node
+        assert not wait_gone([victim], 10)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
     finally:
         kill_if_running(proc)
     assert proc.returncode == 130, out
-    assert "its Ray actor died" in (run_dir / "logs" / "spread_1.log").read_text()
+    log = (run_dir / "logs" / "spread_1.log").read_text()
+    assert "attempt 2 started" in log and "SIGKILL" in log, log[-2000:]
+    assert not wait_gone([int(w["pid"]) for w in first.values() if w["pid"] != victim], 15)
 
 
 def test_a_killed_launcher_leaves_no_actor_on_the_cluster(

@@ -219,6 +219,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
         RegistryInfo(**init["registry"]),
         child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id, init.get("log_limit")),
         init["disable_run"],
+        devices_assigned=bool(init.get("devices_assigned", False)),  # on Ray: counts
     )
     child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
 
