@@ -63,13 +63,20 @@ class NodeAgent:
         self.ip = str(ray.util.get_node_ip_address())
         self.dir = local_log_root(init["registry"]["program_id"]) / subdir
         (self.dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.program = loads(init["program_json"])
         self.tail = PullTail()
         self._news: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._pids: dict[tuple[str, int], int] = {}
         self._killed: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()  # _pids, _killed and the server's stdin
+        self._lock = threading.Lock()  # _pids and _killed
+        self._writing = threading.Lock()  # the fork server's stdin
+        self._start_server(init, paths)  # first: its imports take the longest
+        self.program = loads(init["program_json"])
+        threading.Thread(target=self._relay, name="topo-agent-status", daemon=True).start()
+
+    def _start_server(self, init: dict[str, Any], paths: list[str]) -> None:
+        """Start the fork server and send it the run (raises, with what it said, if it
+        ended before it took it)."""
         registry = dict(init["registry"])
         registry["bind_host"] = self.ip  # nodes bind this Ray node's address
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -93,22 +100,27 @@ class NodeAgent:
                 theirs.close()
         assert self.server.stdin is not None
         self._server_in = self.server.stdin.fileno()
-        write_msg(
-            self._server_in,
-            {
-                "program_json": init["program_json"],
-                "registry": registry,
-                "run_dir": self.dir,
-                "launcher_pid": os.getpid(),  # the fork server and children watch the agent
-                "disable_run": init["disable_run"],
-                "modules": init["modules"],
-                "sys_path": paths,
-                "pythonpath": env["PYTHONPATH"],
-                "devices_assigned": True,  # cpus/gpus are counts on Ray, not core ids
-            },
-        )
         self._say(t="agent", pid=os.getpid(), server_pid=self.server.pid, ip=self.ip)
-        threading.Thread(target=self._relay, name="topo-agent-status", daemon=True).start()
+        run = {
+            "program_json": init["program_json"],
+            "registry": registry,
+            "run_dir": self.dir,
+            "launcher_pid": os.getpid(),  # the fork server and children watch the agent
+            "disable_run": init["disable_run"],
+            "modules": init["modules"],
+            "sys_path": paths,
+            "pythonpath": env["PYTHONPATH"],
+            "devices_assigned": True,  # cpus/gpus are counts on Ray, not core ids
+        }
+        try:  # waits while the server imports: it reads the run once warmed up
+            write_msg(self._server_in, run)
+        except OSError:
+            self.server.wait(5)
+            said = own_log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(
+                f"topo's fork server {how_it_ended(self.server.poll())} before it took "
+                f"the run: {' / '.join(said) or 'it said nothing'}"
+            ) from None
 
     def _say(self, **msg: Any) -> None:
         with self._cond:
@@ -152,14 +164,18 @@ class NodeAgent:
                 path = self._exe_output_path(self.dir, self.program, exe)
                 self.tail.follow(exe, path)
             with self._lock:
-                if (exe, attempt) in self._killed:  # stopped before it started
-                    self._killed.discard((exe, attempt))
-                    self._say(t="exited", exe=exe, attempt=attempt, pid=0, code=-9)
-                    continue
-                try:
+                stopped = (exe, attempt) in self._killed
+                self._killed.discard((exe, attempt))
+            if stopped:  # stopped before it started
+                self._say(t="exited", exe=exe, attempt=attempt, pid=0, code=-9)
+                continue
+            try:
+                with self._writing:
+                    if self._server_in < 0:
+                        return  # shut down
                     write_msg(self._server_in, ("spawn", exe, attempt))
-                except (BrokenPipeError, OSError):
-                    return  # the fork server is gone: _relay says so
+            except OSError:
+                return  # the fork server is gone: _relay says so
 
     def kill(self, exe: str, attempt: int) -> None:
         """SIGKILL the attempt's process group (at once, or as soon as it is forked)."""
@@ -194,10 +210,13 @@ class NodeAgent:
     def shutdown(self) -> dict[str, str]:
         """End the fork server (it kills its executables first) and answer the logs'
         last lines; the node-local files are removed."""
-        try:
-            os.close(self._server_in)  # EOF: the server ends its children, then itself
-        except OSError:
-            pass
+        with self._writing:
+            self._server_in = -1
+            try:
+                assert self.server.stdin is not None
+                self.server.stdin.close()  # EOF: the server ends its children, then itself
+            except OSError:
+                pass
         try:
             self.server.wait(SERVER_EXIT_S)
         except subprocess.TimeoutExpired:

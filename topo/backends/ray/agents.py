@@ -75,7 +75,6 @@ class _Agent:
     server_pid: int = 0
     ready: bool = False  # its fork server imported the targets
     dead: bool = False
-    import_errors: list[str] = field(default_factory=list)
 
 
 class AgentPool:
@@ -285,7 +284,8 @@ class AgentPool:
             agent.pid, agent.server_pid = int(msg["pid"]), int(msg["server_pid"])
         elif t == "server":
             agent.ready = True
-            agent.import_errors = list(msg.get("import_errors", []))
+            for error in msg.get("import_errors", []):  # the nodes fail with the traceback
+                self._note(agent, f"topo: the fork server could not import {error}\n")
         elif t == "started":
             runner = agent.runners.get((msg["exe"], msg["attempt"]))
             if runner is not None:

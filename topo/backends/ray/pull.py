@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 CHUNK = 1 << 20  # at most this much of one file per read
+BUDGET = 8 << 20  # at most this much in all per read (the rest comes with the next)
 
 
 class PullTail:
@@ -22,6 +23,7 @@ class PullTail:
         self._files: dict[str, Path] = {}
         self._handles: dict[str, BinaryIO] = {}
         self._skip: dict[str, int] = {}
+        self._turn = 0  # where the next read starts: a chatty file cannot starve the rest
         self._lock = threading.Lock()
 
     def follow(self, label: str, path: Path, from_end: bool = True) -> None:
@@ -41,7 +43,13 @@ class PullTail:
         a last line without its newline); labels with nothing new are left out."""
         out: dict[str, str] = {}
         with self._lock:
-            for label, path in self._files.items():
+            labels = list(self._files)
+            self._turn = (self._turn + 1) % max(1, len(labels))
+            budget = BUDGET
+            for label in labels[self._turn :] + labels[: self._turn]:
+                if budget <= 0 and not final:
+                    break
+                path = self._files[label]
                 handle = self._handles.get(label)
                 if handle is None:
                     try:
@@ -52,9 +60,12 @@ class PullTail:
                 where = handle.tell()
                 data = handle.read(CHUNK)
                 cut = len(data) if final else data.rfind(b"\n") + 1
+                if not cut and len(data) == CHUNK:  # one line longer than a chunk: split
+                    cut = len(data)
                 handle.seek(where + cut)
                 if cut:
                     out[label] = data[:cut].decode("utf-8", "replace")
+                    budget -= cut
         return out
 
     def close(self) -> None:
