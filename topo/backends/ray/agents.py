@@ -38,6 +38,7 @@ RETRY_S = 0.5  # a poll Ray could not deliver (the agent is unreachable) is retr
 REFRESH_S = 0.5  # how often placement is read again while attempts wait for a live node
 SHUTDOWN_S = 15.0  # at close, the agents have this long to end their executables
 MAX_CONCURRENCY = 8  # poll + spawn + kill + stacks + shutdown at the same time
+DEAD_BECAUSE = "The actor is dead because "  # Ray's words, before the reason
 
 
 class AgentRunner(ExecutableRunner):
@@ -323,7 +324,7 @@ class AgentPool:
         self._read_nodes()
         pid = f" (pid {agent.pid})" if agent.pid else ""
         if agent.node in self._dead_nodes:
-            how = f"was lost with Ray node {agent.ip}: {why}"
+            how = f"was lost with Ray node {agent.ip}, which Ray declared dead"
             self._next_refresh = 0.0  # Ray moves the node's bundles: read where to
         else:
             how = f"was lost with the topo agent on Ray node {agent.ip}{pid}: {why}"
@@ -402,9 +403,11 @@ class AgentPool:
 
 
 def _why(exc: BaseException) -> str:
-    """Why Ray says an actor died, in a line (with the error its constructor raised)."""
-    text = str(exc).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    head = first_line(exc)
+    """Why Ray says an actor died, in a few words: "its worker process has died", or the
+    error its constructor raised."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(DEAD_BECAUSE):
+            return line[len(DEAD_BECAUSE) :].split(". ", 1)[0].rstrip(".")
     raised = [line for line in lines[1:] if "Error" in line.split(":", 1)[0]]
-    return f"{head} ({raised[-1]})" if raised and raised[-1] not in head else head
+    return f"its constructor raised {raised[-1]}" if raised else first_line(exc)
