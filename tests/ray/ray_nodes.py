@@ -21,6 +21,7 @@ class Where:
             "actor": context.get_actor_name() if context is not None else None,
             "cwd": os.getcwd(),
             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "omp": os.environ.get("OMP_NUM_THREADS"),
             "ray_gpus": [str(g) for g in ray.get_gpu_ids()] if in_worker else [],
         }
 

@@ -105,7 +105,8 @@ def test_a_killed_node_process_is_restarted_by_the_policy(
 ) -> None:
     """``kill -9`` of a node's process (forked by the Ray node's agent): topo's restart
     policy forks a new one; a host-colocation pair (a STRICT_PACK placement group) with a
-    GPU executable in it (a Ray actor of its own, which Ray gives the device) runs too."""
+    GPU executable in it (a Ray actor of its own, which Ray gives the device) runs too,
+    and a node asking for 3 CPUs may use 3 threads in native code."""
     path = write(
         tmp_path / "placed.yaml",
         f"""
@@ -117,6 +118,7 @@ def test_a_killed_node_process_is_restarted_by_the_policy(
           right:
             target: "{NODES}:Reporter"
             resources: {{host_labels: [{LABEL}], gpus: [3]}}
+          wide: {{target: "{NODES}:Reporter", resources: {{cpus: [0, 1, 2]}}}}
         colocation:
           - {{name: pair, nodes: ["@left", "@right"], mode: host}}
         """,
@@ -124,9 +126,11 @@ def test_a_killed_node_process_is_restarted_by_the_policy(
     run_dir = tmp_path / "run"
     proc = start(topo_run(path, run_dir, "-q", address=ray_cluster.address))
     try:
-        wait_for(lambda: wheres(run_dir, "left") and wheres(run_dir, "right"), proc, 60)
+        wait_for(lambda: all(wheres(run_dir, n) for n in ("left", "right", "wide")), proc, 60)
         first = wheres(run_dir, "left")[0]
         right = wheres(run_dir, "right")[0]
+        # native libraries get the executable's CPUs, as Ray gives an actor of as many
+        assert (first["omp"], wheres(run_dir, "wide")[0]["omp"]) == ("1", "3")
         assert first["actor"] is None and first["cwd"] == str(ROOT)  # forked by the agent
         assert right["actor"] == "right"  # named after the executable (the dashboard shows it)
         assert ray_cluster.node_of(int(first["pid"])) == "head"
@@ -146,6 +150,7 @@ def test_a_killed_node_process_is_restarted_by_the_policy(
         kill_if_running(proc)
     assert proc.returncode == 130, out
     pids = [int(first["pid"]), int(second["pid"]), int(right["pid"]), int(first["ppid"])]
+    pids.append(int(wheres(run_dir, "wide")[0]["pid"]))
     assert not wait_gone(pids, 15)  # and the agent's fork server
 
 

@@ -212,6 +212,7 @@ def child_main(init: dict[str, Any], exe_id: str, attempt: int, server_pid: int)
 
     program = init["program"]
     launcher_pid = init["launcher_pid"]
+    os.environ.update(init.get("exe_env", {}).get(exe_id, {}))  # before the group's env
     spec = child.ChildSpec(
         program,
         exe_id,

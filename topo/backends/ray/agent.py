@@ -49,6 +49,20 @@ def how_it_ended(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def _threads_env(threads: dict[str, int]) -> dict[str, dict[str, str]]:
+    """Executable -> ``OMP_NUM_THREADS`` of its CPU count, as Ray sets it for an actor of
+    that many CPUs (this agent asks for none, so Ray set 1 here), unless the node's own
+    environment set it."""
+    try:
+        with open("/proc/self/environ", "rb") as f:  # as the raylet started this worker
+            started_with = f.read().split(b"\0")
+    except OSError:
+        return {}
+    if any(v.startswith(b"OMP_NUM_THREADS=") for v in started_with):
+        return {}
+    return {exe: {"OMP_NUM_THREADS": str(n)} for exe, n in threads.items()}
+
+
 class NodeAgent:
     """The executables of one run on one Ray node (see the module's docstring)."""
 
@@ -111,6 +125,7 @@ class NodeAgent:
             "sys_path": paths,
             "pythonpath": env["PYTHONPATH"],
             "devices_assigned": True,  # cpus/gpus are counts on Ray, not core ids
+            "exe_env": _threads_env(init.get("threads", {})),
         }
         try:  # waits while the server imports: it reads the run once warmed up
             write_msg(self._server_in, run)

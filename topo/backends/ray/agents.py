@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import ExecutableRunner, JobContext, Sink
+from topo.backends.base import JobContext, Sink
 from topo.backends.logs import exe_output_path, file_size, safe_name, wait_written
 from topo.backends.ray.agent import OWN_LOG, NodeAgent
 from topo.backends.ray.groups import PLACEMENT_TIMEOUT_S, Reservations
-from topo.backends.ray.runner import first_line
+from topo.backends.ray.runner import AgentRunner, first_line, why_dead
 
 POLL_S = 0.1  # the pool's thread waits this long for answers, then sends what is queued
 WAIT_S = 0.25  # an agent answers a poll within this (sooner when something happened)
@@ -38,27 +38,6 @@ RETRY_S = 0.5  # a poll Ray could not deliver (the agent is unreachable) is retr
 REFRESH_S = 0.5  # how often placement is read again while attempts wait for a live node
 SHUTDOWN_S = 15.0  # at close, the agents have this long to end their executables
 MAX_CONCURRENCY = 8  # poll + spawn + kill + stacks + shutdown at the same time
-DEAD_BECAUSE = "The actor is dead because "  # Ray's words, before the reason
-
-
-class AgentRunner(ExecutableRunner):
-    """One attempt forked by a node's agent (its pid is the pid on that node)."""
-
-    def __init__(self, pool: AgentPool, exe: str, attempt: int, output: Path) -> None:
-        self.exe = exe
-        self.attempt = attempt
-        self.pid = 0
-        self.output = output  # the run directory's log its output is appended to
-        self.agent: _Agent | None = None  # the agent it was sent to
-        self.killed = False
-        self.queued_at = time.monotonic()
-        self._pool = pool
-
-    def kill(self) -> None:
-        self._pool.kill(self)
-
-    def dump_stacks(self, node: str) -> str:
-        return self._pool.stacks(self, node)
 
 
 @dataclass(eq=False)
@@ -173,7 +152,9 @@ class AgentPool:
             max_concurrency=MAX_CONCURRENCY,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         ).remote(self._init_ref, f"{node[:12]}-{gen}")
-        agent = self._agents[node] = _Agent(node, ip, name, handle)
+        agent = _Agent(node, ip, name, handle)
+        with self._lock:
+            self._agents[node] = agent
         return agent
 
     def _note(self, agent: _Agent, text: str) -> None:
@@ -225,9 +206,12 @@ class AgentPool:
     def _wait_for_placement(self, waiting: list[AgentRunner]) -> None:
         """Attempts whose bundle is on no live node: back in the queue, or given up."""
         now = time.monotonic()
-        late = [r for r in waiting if now - r.queued_at > PLACEMENT_TIMEOUT_S]
         with self._lock:
-            self._queue[:0] = [r for r in waiting if r not in late]
+            stopped = [r for r in waiting if r.killed]
+            late = [r for r in waiting if not r.killed and now - r.queued_at > PLACEMENT_TIMEOUT_S]
+            self._queue[:0] = [r for r in waiting if r not in late and r not in stopped]
+        for r in stopped:
+            self._sink.exited(r.exe, r.attempt, 0, -9, "was stopped before it started")
         for r in late:
             why = f"no live Ray node took its reserved resources within {PLACEMENT_TIMEOUT_S:g}s"
             self._sink.exited(r.exe, r.attempt, 0, -9, f"could not start: {why}")
@@ -266,7 +250,10 @@ class AgentPool:
             agent.retry_at = time.monotonic() + RETRY_S
             return
         except RayActorError as exc:
-            self._lost(agent, _why(exc))
+            self._lost(agent, why_dead(exc))
+            return
+        except Exception as exc:  # the agent could not answer: it cannot be relied on
+            self._lost(agent, f"its poll failed: {first_line(exc)}")
             return
         self._take_logs(agent, answer["logs"])
         for msg in answer["news"]:
@@ -400,14 +387,3 @@ class AgentPool:
                 ray.kill(agent.handle, no_restart=True)
             except Exception:
                 pass
-
-
-def _why(exc: BaseException) -> str:
-    """Why Ray says an actor died, in a few words: "its worker process has died", or the
-    error its constructor raised."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(DEAD_BECAUSE):
-            return line[len(DEAD_BECAUSE) :].split(". ", 1)[0].rstrip(".")
-    raised = [line for line in lines[1:] if "Error" in line.split(":", 1)[0]]
-    return f"its constructor raised {raised[-1]}" if raised else first_line(exc)

@@ -41,7 +41,7 @@ from topo.backends.ray.actor import local_log_root
 from topo.backends.ray.actors import ActorPool
 from topo.backends.ray.agents import AgentPool
 from topo.backends.ray.groups import Reservations
-from topo.backends.ray.placement import infeasible, memory_unenforced, own_actor
+from topo.backends.ray.placement import infeasible, memory_unenforced, own_actor, threads
 from topo.backends.ray.runner import first_line
 from topo.backends.ray.session import RaySession, connect_hint
 from topo.diagnostics import Diagnostic
@@ -140,6 +140,7 @@ class RayBackend(Backend):
             "sys_path": [os.getcwd(), *sys.path],
             "cwd": os.getcwd(),
             "shipped": self.session.ship,
+            "threads": threads(program),
         }
         init_ref = ray.put(init)
         self._reservations = Reservations(program, self.namespace)

@@ -73,6 +73,17 @@ def own_actor(program: Program, exe_id: str) -> bool:
     return demand(program, exe_id).get("GPU", 0.0) > 0
 
 
+def threads(program: Program) -> dict[str, int]:
+    """Executable -> the threads its native libraries may use (``OMP_NUM_THREADS``, as Ray
+    sets it for an actor: its whole CPUs), for those with more than one."""
+    out = {}
+    for exe in program.executables:
+        n = int(demand(program, exe.id)["CPU"])
+        if n > 1:
+            out[exe.id] = n
+    return out
+
+
 def memory_unenforced(program: Program) -> list[Diagnostic]:
     """A warning per enabled group with a ``resources.memory`` limit whose processes run
     in Ray actors of their own (GPUs): Ray's worker is not topo's to kill. Forked ones
