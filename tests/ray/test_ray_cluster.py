@@ -55,6 +55,8 @@ def test_consumer_producers_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
     assert alive([ray_hosts.pid])
 
 
+CP = "examples/topologies/consumer_producers.yaml"
+
 PLACED = f"""
 name: placed
 nodes:
@@ -125,13 +127,24 @@ def test_a_killed_launcher_leaves_no_actor_on_the_cluster(
         wait_for(lambda: all(wheres(run_dir, f"far/{i}") for i in range(3)), proc)
         pids = [int(wheres(run_dir, f"far/{i}")[0]["pid"]) for i in range(3)]
         assert alive(pids)
+        # each agent's directory on its node: where its nodes' output goes
+        dirs = {Path(os.readlink(f"/proc/{pid}/fd/1")).parents[1] for pid in pids}
+        assert len(dirs) == 3 and all(d.is_dir() for d in dirs), dirs
         proc.kill()
         proc.wait(10)
         left = wait_gone(pids, 10)
-        assert not left, f"actors left on the cluster 10 s after kill -9 of topo run: {left}"
+        assert not left, f"nodes left on the cluster 10 s after kill -9 of topo run: {left}"
     finally:
         kill_if_running(proc)
     assert alive([ray_hosts.pid])  # the cluster itself stays
+    # Ray ended the agents with the launcher, too soon for them to remove their
+    # directories: the next run's agents do
+    argv = topo_run(
+        CP, tmp_path / "again", "-q", "-p", "num_producers=1", address=ray_hosts.address
+    )
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not [d for d in dirs if d.exists()], "the agents' directories were left"
 
 
 def test_an_impossible_placement_is_refused_before_anything_starts(

@@ -13,8 +13,11 @@ output (``OWN_LOG``); ``shutdown`` ends everything.
 
 The fork server watches this actor's process (stdin EOF, its pid): when the actor dies
 -- ``ray.kill``, a crash, or with its Ray node -- the executables end with it (their
-process groups and what they left), and the launcher hears of it from Ray. The actor is
-threaded, so ``poll`` waits for news while the other calls are served.
+process groups and what they left; Ray also ends every process below a dead worker), and
+the launcher hears of it from Ray. An agent killed that way cannot remove its directory:
+each agent marks its own (``MARK``) and removes those of agents that are gone when it
+starts (``sweep_stale``). The actor is threaded, so ``poll`` waits for news while the
+other calls are served.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from topo.backends.forkserver import kill_tree, write_msg
@@ -34,7 +38,59 @@ from topo.backends.ray.actor import local_log_root, prepare_paths
 from topo.backends.ray.pull import PullTail
 
 SERVER_EXIT_S = 10.0  # at shutdown the fork server ends its executables within this
+MARK = "agent"  # in an agent's directory: who it is, so a later agent knows it is gone
 OWN_LOG = ":agent"  # the label of the fork server's own output (no node id has a colon)
+
+
+def _identity(pid: int) -> list[str]:
+    """What tells process ``pid`` apart on this machine, now and after: pid, start time,
+    pid namespace, boot."""
+    import psutil
+
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    pidns = os.stat("/proc/self/ns/pid").st_ino
+    return [str(pid), repr(psutil.Process(pid).create_time()), str(pidns), boot]
+
+
+def mark_owner(directory: Path) -> None:
+    """Say in ``directory`` that this process owns it (written whole: a reader never
+    sees half of it)."""
+    tmp = directory / f".{MARK}.tmp"
+    tmp.write_text(" ".join(_identity(os.getpid())))
+    tmp.replace(directory / MARK)
+
+
+def sweep_stale(root: Path) -> list[Path]:
+    """Remove the directories under ``root`` (``<run>/<agent>``) whose agent is gone:
+    Ray ends a dead agent's processes at once (killed with its launcher, say), so nothing
+    of it could remove them. Only what can be told for sure: an agent of an earlier boot,
+    or of this pid namespace whose process is not there any more. The ones removed."""
+    import psutil
+
+    try:
+        me = _identity(os.getpid())
+    except OSError:
+        return []
+    removed = []
+    for mark in sorted(root.glob(f"*/*/{MARK}")):
+        try:
+            pid, started, pidns, boot = mark.read_text().split()
+            if boot == me[3] and pidns != me[2]:
+                continue  # another pid namespace: its pids mean nothing here
+            gone = boot != me[3] or abs(float(_identity(int(pid))[1]) - float(started)) > 0.5
+        except (OSError, ValueError, psutil.AccessDenied):
+            continue
+        except psutil.NoSuchProcess:
+            gone = True
+        if gone:
+            shutil.rmtree(mark.parent, ignore_errors=True)
+            removed.append(mark.parent)
+            try:
+                mark.parent.parent.rmdir()
+            except OSError:  # the run's other agents' directories are still there
+                pass
+    return removed
 
 
 def how_it_ended(code: int | None) -> str:
@@ -77,6 +133,7 @@ class NodeAgent:
         self.ip = str(ray.util.get_node_ip_address())
         self.dir = local_log_root(init["registry"]["program_id"]) / subdir
         (self.dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
+        mark_owner(self.dir)
         self.tail = PullTail()
         self._news: list[dict[str, Any]] = []
         self._cond = threading.Condition()
@@ -87,6 +144,7 @@ class NodeAgent:
         self._start_server(init, paths)  # first: its imports take the longest
         self.program = loads(init["program_json"])
         threading.Thread(target=self._relay, name="topo-agent-status", daemon=True).start()
+        sweep_stale(self.dir.parent.parent)  # what agents killed with their runs left
 
     def _start_server(self, init: dict[str, Any], paths: list[str]) -> None:
         """Start the fork server and send it the run (raises, with what it said, if it
@@ -243,4 +301,9 @@ class NodeAgent:
         logs = self.tail.read(final=True)
         self.tail.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        for empty in (self.dir.parent, self.dir.parent.parent):  # the run's, then topo's
+            try:
+                empty.rmdir()
+            except OSError:  # another agent's (of this run or another) is still there
+                break
         return logs
