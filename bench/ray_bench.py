@@ -1,12 +1,15 @@
-"""Benchmark of the ``ray`` backend against ``procs``, in one run (interleaved rounds,
-medians; the machine is shared and noisy, so the baseline is measured beside it).
+"""Benchmark of the ``ray`` backend against ``ssh`` and ``procs``, in one run
+(interleaved rounds, medians; the machine is shared and noisy, so the baselines are
+measured beside it).
 
 * launch -> every node ready, for N trivial courier nodes (a ``count:`` group), timed
-  from the ``topo.launch`` call: ``procs`` (the baseline), ``RayBackend(address=...)``
-  joining a four-node Ray cluster that is already up (its own start-up is timed once,
-  apart), and ``RayBackend()`` with no address (a local Ray started for the run: Ray's
+  from the ``topo.launch`` call: ``procs`` (the baseline), ``ssh`` on the 3 test hosts
+  (an agent per host), ``RayBackend(address=...)`` joining a four-node Ray cluster that
+  is already up (its own start-up is timed once, apart; an agent per Ray node forks the
+  nodes), and ``RayBackend()`` with no address (a local Ray started for the run: Ray's
   own start is in its figure); then stop -> ``launch``'s run ended, and -> every
-  process of it gone;
+  process of it gone; plain Ray actors (no topo, one Ray worker each) for context, up
+  to ``--plain-max`` nodes;
 * RPC round trip between two nodes, a caller timing N blocking calls (tiny and 1 MiB)
   to an echo node: on Ray the caller on node h1 and the echo on h2 (``host_labels``),
   so the calls cross the bridge over TCP + CURVE; on ``procs`` the same two nodes on
@@ -17,11 +20,12 @@ The cluster (``tests/ray/cluster.py``): a head on the test hosts' bridge and one
 inside each of 3 test hosts (``tests/ssh/testhosts.py``), 1 CPU each, started by this
 bench and stopped by pid at its end; test hosts are brought up (and taken down after)
 only if none are up. Needs root. Run from the repository root:
-``.venv/bin/python bench/ray_bench.py [--sizes 10 50] [--repeats 3] [--calls 2000]``
-(the defaults take about 20 minutes on 2 cores, most of it Ray starting 50 worker
-processes 9 times; ``--sizes 10 --repeats 1`` about 3). Every measurement runs in a
-fresh child process (``--child``): Ray aborts a process on some fatal errors, and this
-one must live to stop the cluster. Writes bench/results/ray.json and bench/results/ray.md.
+``.venv/bin/python bench/ray_bench.py [--sizes 100] [--repeats 3] [--calls 2000]
+[--ways procs ssh ray local plain] [--no-rpc] [--out ray]`` (about 10 minutes on 2
+cores; ``--sizes 1000 --ways procs ssh ray --no-rpc --out ray-1000`` about as long).
+Every measurement runs in a fresh child process (``--child``): Ray aborts a process on
+some fatal errors, and this one must live to stop the cluster. Writes
+bench/results/OUT.json and bench/results/OUT.md.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ sys.path.insert(0, str(ROOT))
 NODES = "bench.ray_nodes"  # imported by the actors and the fork server: kept light
 SIZES = {"tiny": 0, "1MiB": 1 << 20}
 PROCS, RAY, LOCAL = "procs", "ray (cluster up)", "ray (local Ray per run)"
+SSH = "ssh (3 test hosts)"
 PLAIN = "plain Ray actors, no topo (cluster up)"
+WAYS = {"procs": PROCS, "ssh": SSH, "ray": RAY, "local": LOCAL, "plain": PLAIN}
 GONE_TIMEOUT_S = 120.0  # 50 Ray workers on 2 busy cores take a while to exit
 RPC_TOPO_RAY = "topo on ray: h1 → h2 (tcp + CURVE)"
 RPC_PROCS = "topo on procs (ipc, loopback)"
@@ -119,7 +125,7 @@ def bench_plain(n: int, address: str) -> dict[str, Any]:
     try:
         connected = time.perf_counter() - t0
         cls: Any = ray.remote(RayEcho)
-        opts = {"num_cpus": 0.01, "scheduling_strategy": "SPREAD"}
+        opts = {"num_cpus": 0.001, "scheduling_strategy": "SPREAD"}
         actors = [cls.options(**opts).remote() for _ in range(n)]
         found = ray.get([a.pid_where.remote() for a in actors], timeout=300)
         ready = time.perf_counter() - t0
@@ -155,8 +161,15 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         return bench_plain(n, spec["address"])
     body = f"  node:\n    target: '{NODES}:Trivial'\n    count: {n}\n"
     program = _program(f"raybench{n}", body)
-    backend: Any = {PROCS: "procs", RAY: RayBackend(address=spec["address"]), LOCAL: RayBackend()}
-    return bench_launch(program, backend[way], log_dir)
+    if way == SSH:
+        from topo.backends.ssh.backend import SshBackend
+
+        backend: Any = SshBackend(spec["inventory"])
+    elif way == RAY:
+        backend = RayBackend(address=spec["address"])
+    else:
+        backend = RayBackend() if way == LOCAL else "procs"
+    return bench_launch(program, backend, log_dir)
 
 
 def in_child(spec: dict[str, Any], cluster: Any) -> dict[str, Any]:
@@ -184,27 +197,32 @@ def in_child(spec: dict[str, Any], cluster: Any) -> dict[str, Any]:
 
 
 def launch_rows(
-    cluster: Any, sizes: list[int], repeats: int, retries: int, log_dir: Path
+    cluster: Any, args: argparse.Namespace, inventory: Path, log_dir: Path
 ) -> list[dict[str, Any]]:
-    """The three ways for every size, interleaved repeat by repeat, each run in a fresh
+    """The ways for every size, interleaved repeat by repeat, each run in a fresh
     process; medians of the runs that got ready (a failed run is recorded, then rerun)."""
-    ways = (PROCS, RAY, LOCAL, PLAIN)
     rows = []
-    for n in sizes:
+    for n in args.sizes:
+        ways = [WAYS[w] for w in args.ways if w != "plain" or n <= args.plain_max]
         runs: dict[str, list[dict[str, Any]]] = {way: [] for way in ways}
         failed: dict[str, list[str]] = {way: [] for way in ways}
-        for _ in range(repeats):
+        for _ in range(args.repeats):
             for way in ways:
                 spec = {"part": "launch", "way": way, "n": n, "address": cluster.address}
-                for _attempt in range(retries + 1):
+                spec |= {"inventory": str(inventory), "log_dir": str(log_dir)}
+                for _attempt in range(args.retries + 1):
                     try:
-                        runs[way].append(in_child({**spec, "log_dir": str(log_dir)}, cluster))
+                        runs[way].append(in_child(spec, cluster))
                         break
                     except Exception as exc:
                         failed[way].append(repr(exc))
                         print(n, way, "FAILED", repr(exc)[:500], flush=True)
             print(n, {k: round(v[-1]["ready_s"], 2) for k, v in runs.items() if v}, flush=True)
-        row: dict[str, Any] = {"nodes": n, "repeats": repeats, "ways": {}}
+        row: dict[str, Any] = {"nodes": n, "repeats": args.repeats, "ways": {}}
+        base = {
+            b: statistics.median(s["ready_s"] for s in runs[b]) if runs.get(b) else None
+            for b in (PROCS, SSH)
+        }
         for way, samples in runs.items():
             if not samples:
                 raise SystemExit(f"{way} never got ready with {n} nodes: {failed[way]}")
@@ -212,7 +230,8 @@ def launch_rows(
                 k: statistics.median(s[k] for s in samples)
                 for k in ("ready_s", "preflight_s", "launcher_ready_s", "stop_s", "gone_s")
             }
-            med["vs_procs"] = med["ready_s"] / statistics.median(s["ready_s"] for s in runs[PROCS])
+            for key, b in (("vs_procs", PROCS), ("vs_ssh", SSH)):
+                med[key] = med["ready_s"] / base[b] if base[b] else None
             row["ways"][way] = {**med, "samples": samples, "failed": failed[way]}
         row["load_avg_1m"] = os.getloadavg()[0]
         rows.append(row)
@@ -322,10 +341,13 @@ def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
         cluster_start = time.perf_counter() - t0
         try:
             print(f"cluster up in {cluster_start:.1f} s: {cluster.ips}", flush=True)
-            rows = launch_rows(cluster, args.sizes, args.repeats, args.retries, log_dir)
-            spec = {"part": "rpc", "address": cluster.address, "ips": cluster.ips}
-            spec |= {"calls": args.calls, "rounds": args.rounds, "log_dir": str(log_dir)}
-            rpc = in_child(spec, cluster)
+            inventory = hosts.inventory(log_dir / "hosts.yaml")
+            rows = launch_rows(cluster, args, inventory, log_dir)
+            rpc = None
+            if args.rpc:
+                spec = {"part": "rpc", "address": cluster.address, "ips": cluster.ips}
+                spec |= {"calls": args.calls, "rounds": args.rounds, "log_dir": str(log_dir)}
+                rpc = in_child(spec, cluster)
             ips = dict(cluster.ips)
         finally:
             left = cluster.stop()
@@ -338,7 +360,11 @@ def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100])
+    parser.add_argument("--ways", nargs="+", choices=sorted(WAYS), default=list(WAYS))
+    parser.add_argument("--plain-max", type=int, default=100, help="plain actors up to")
+    parser.add_argument("--no-rpc", dest="rpc", action="store_false", help="launch only")
+    parser.add_argument("--out", default="ray", help="bench/results/OUT.json and .md")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=2000, help="tiny calls per system")
     parser.add_argument("--rounds", type=int, default=5)
@@ -370,8 +396,8 @@ def main() -> None:
     result["args"] = vars(args)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ray.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "ray.md").write_text(markdown(result))
+    (out / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{args.out}.md").write_text(markdown(result))
     print(markdown(result))
 
 

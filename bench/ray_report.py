@@ -10,9 +10,9 @@ BASELINE_RPC = "topo on procs (ipc, loopback)"
 def _launch_table(result: dict[str, Any]) -> list[str]:
     lines = [
         "| nodes | backend | launch → all ready | of it: launch → backend open | "
-        "launcher ready | ÷ procs | stop → run ended | stop → processes gone "
-        "| executables per Ray node | failed runs | load avg (1 min) after |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+        "launcher ready | ÷ ssh | ÷ procs | stop → run ended | stop → processes gone "
+        "| executables per node or host | failed runs | load avg (1 min) after |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     ips = {ip: name for name, ip in result["cluster_ips"].items()}
     ips.update({"local": "this machine"})
@@ -23,17 +23,22 @@ def _launch_table(result: dict[str, Any]) -> list[str]:
                 "—"
                 if way == "procs"
                 else ", ".join(
-                    f"{ips.get(k, 'the local Ray')} {v}"
+                    f"{'the local Ray' if way.startswith('ray (local') else ips.get(k, k)} {v}"
                     for k, v in sorted(per.items(), key=lambda kv: ips.get(kv[0], kv[0]))
                 )
             )
             lines.append(
                 f"| {row['nodes']} | {way} | {r['ready_s']:.2f} s | {r['preflight_s']:.2f} s "
-                f"| {r['launcher_ready_s']:.2f} s | {r['vs_procs']:.1f}× | {r['stop_s']:.2f} s "
+                f"| {r['launcher_ready_s']:.2f} s | {_ratio(r.get('vs_ssh'))} "
+                f"| {_ratio(r.get('vs_procs'))} | {r['stop_s']:.2f} s "
                 f"| {r['gone_s']:.2f} s | {spread} | {len(r['failed'])} "
                 f"| {row['load_avg_1m']:.1f} |"
             )
     return lines
+
+
+def _ratio(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}×"
 
 
 def _rpc_table(result: dict[str, Any]) -> list[str]:
@@ -68,6 +73,24 @@ def _failures(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _rpc_section(result: dict[str, Any]) -> list[str]:
+    if not result.get("rpc"):
+        return []
+    return [
+        "",
+        f"## RPC round trip, node to node ({result['args']['rounds']} interleaved rounds)",
+        "",
+        "A caller node times blocking calls to an echo node (`self.echo.echo(x)`; tiny: "
+        "the int 1, 1MiB: a float64 array). On Ray the caller runs on node h1 and the "
+        "echo on h2 (`resources: {host_labels: [host_h1]}` / `[host_h2]`), so each call "
+        "crosses the bridge over TCP + CURVE; on procs the same two nodes talk over "
+        "loopback ipc. The plain Ray figure is an actor on h1 calling "
+        "`ray.get(echo.echo.remote(x))` on an actor on h2. All three were up at once.",
+        "",
+        *_rpc_table(result),
+    ]
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as bench/results/ray.md."""
     m, a = result["machine"], result["args"]
@@ -88,28 +111,21 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Timed from the `topo.launch` call to every node ready. *ray (cluster up)*: "
         "`RayBackend(address=...)` joining the running cluster (the connection, `ray.init`, "
-        "is in *launch → backend open*). *ray (local Ray per run)*: `RayBackend()`, which "
-        "starts a local Ray (2 CPUs) for the run and shuts it down at its end: Ray's own "
-        "start is in its figure, its shutdown in its stop. *procs*: the fork server on "
-        "this machine, the baseline. *plain Ray actors, no topo*: Ray's own part, for "
-        "comparison: `ray.init(address=...)` (in the second column), then N plain actors "
-        "asked for what the backend asks (0.01 CPU, SPREAD), each answering one call; "
+        "is in *launch → backend open*): a placement group reserves every node's "
+        "resources, then one topo agent actor per Ray node forks that node's nodes from "
+        "topo's fork server. *ray (local Ray per run)*: `RayBackend()`, which starts a "
+        "local Ray (2 CPUs) for the run and shuts it down at its end: Ray's own start is in "
+        "its figure, its shutdown in its stop. *ssh*: the 3 test hosts, an agent per host "
+        "(SSH connections and the host check are in *launch → backend open*). *procs*: "
+        "the fork server on this machine. *plain Ray actors, no topo*: Ray's own part, "
+        "for comparison: `ray.init(address=...)` (in the second column), then N plain "
+        "actors (0.001 CPU, SPREAD; a Ray worker process each), each answering one call; "
         "its stop is `ray.kill` of each. Stop is the program's stop request → `run.stop` "
-        "returned (every actor ended, placement released) and → every process of the run "
-        "gone (checked by pid).",
+        "returned (every process ended, placement released) and → every process of the "
+        "run gone (checked by pid).",
         "",
         *_launch_table(result),
-        "",
-        f"## RPC round trip, node to node ({a['rounds']} interleaved rounds)",
-        "",
-        "A caller node times blocking calls to an echo node (`self.echo.echo(x)`; tiny: "
-        "the int 1, 1MiB: a float64 array). On Ray the caller runs on node h1 and the "
-        "echo on h2 (`resources: {host_labels: [host_h1]}` / `[host_h2]`), so each call "
-        "crosses the bridge over TCP + CURVE; on procs the same two nodes talk over "
-        "loopback ipc. The plain Ray figure is an actor on h1 calling "
-        "`ray.get(echo.echo.remote(x))` on an actor on h2. All three were up at once.",
-        "",
-        *_rpc_table(result),
+        *_rpc_section(result),
         *_failures(result),
         "",
         f"Load average (1 min) at start / end of the run: {l0:.1f} / {l1:.1f}.",

@@ -91,6 +91,20 @@ class Cluster:
                 raise RuntimeError(f"ray start of {name} failed:\n{text}")
             time.sleep(0.2)
 
+    def node_of(self, pid: int) -> str | None:
+        """The name of the node whose ``ray start`` process ``pid`` descends from (a
+        process forked by an agent runs below that node's raylet); None: no node's."""
+        starts = {proc.pid: name for name, proc in self.procs.items()}
+        try:
+            process: psutil.Process | None = psutil.Process(pid)
+            while process is not None:
+                if process.pid in starts:
+                    return starts[process.pid]
+                process = process.parent()
+        except psutil.NoSuchProcess:
+            pass
+        return None
+
     def stop(self) -> list[int]:
         """End every node (workers first) by pid; the pids still alive after that."""
         pids = [p for proc in self.procs.values() for p in [proc.pid, *descendants(proc.pid)]]
@@ -164,6 +178,32 @@ def on_test_hosts(hosts: tuple[str, ...], sshd_pids: dict[str, int], bridge_ip: 
         cluster.stop()
         raise
     return cluster
+
+
+def add_worker(
+    cluster: Cluster, name: str, host: str, sshd_pid: int, resources: dict[str, float]
+) -> None:
+    """One more worker node (1 CPU, ``resources``) inside test host ``host`` (beside the
+    one there already: its own raylet and temporary directory, the host's address)."""
+    ip = _address_in(host)
+    argv = [f"--address={cluster.address}", f"--node-ip-address={ip}"]
+    argv += _node_args(cluster.temp / name, 1, resources)
+    enter = ["nsenter", "-t", str(sshd_pid), "-n", "-m", "-u"]
+    cluster.start(name, ip, argv, prefix=enter)
+
+
+def end_node(cluster: Cluster, name: str, pids: list[int]) -> list[int]:
+    """End what is left of node ``name`` (``pids``: its processes, listed while it ran)
+    and forget it; the pids still alive after that."""
+    proc = cluster.procs.pop(name)
+    cluster.ips.pop(name, None)
+    for pid in [proc.pid, *pids]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(10)
+    return wait_gone([proc.pid, *pids], 20)
 
 
 def _address_in(namespace: str) -> str:

@@ -22,11 +22,12 @@ def _stopped(cluster: Cluster) -> None:
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Cluster]:
-    """One Ray node: 2 CPUs, 1 (declared) GPU and the custom resource ``LABEL``."""
+    """One Ray node: 4 (declared) CPUs, 1 (declared) GPU and the custom resource
+    ``LABEL``."""
     reason = ray_missing()
     if reason:
         pytest.skip(reason)
-    cluster = one_node({LABEL: 1}, cpus=2, gpus=1)
+    cluster = one_node({LABEL: 1}, cpus=4, gpus=1)
     try:
         yield cluster
     finally:

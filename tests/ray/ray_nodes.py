@@ -6,19 +6,23 @@ import os
 
 
 class Where:
-    """A courier node that reports its process and the Ray actor it runs in."""
+    """A courier node that reports its process and, when it runs in a Ray actor of its own
+    (it asks for GPUs), that actor; a node forked by its Ray node's agent is in no Ray
+    worker (``actor`` None)."""
 
     def where(self) -> dict[str, object]:
         import ray
 
-        context = ray.get_runtime_context()
+        in_worker = ray.is_initialized()
+        context = ray.get_runtime_context() if in_worker else None
         return {
             "pid": os.getpid(),
-            "actor": context.get_actor_name(),
+            "ppid": os.getppid(),
+            "actor": context.get_actor_name() if context is not None else None,
             "cwd": os.getcwd(),
-            "ip": ray.util.get_node_ip_address(),
             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "ray_gpus": [str(g) for g in ray.get_gpu_ids()],
+            "omp": os.environ.get("OMP_NUM_THREADS"),
+            "ray_gpus": [str(g) for g in ray.get_gpu_ids()] if in_worker else [],
         }
 
     def echo(self, value: object) -> object:

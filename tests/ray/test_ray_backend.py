@@ -1,5 +1,5 @@
-"""The ray backend on a one-node Ray: a run end to end, restarts after a killed actor,
-placement refused before anything starts, nothing left behind (checked by pid)."""
+"""The ray backend on a one-node Ray: a run end to end, restarts after a killed node
+process, placement refused before anything starts, nothing left behind (checked by pid)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_consumer_producers_on_a_ray_the_run_starts_and_stops(tmp_path: Path) ->
     assert "consumer: 32 results from 2 producers" in out
     log = (tmp_path / "run" / "logs" / "consumer.log").read_text()
     assert "32 results from 2 producers" in log  # pulled from the actor into the run dir
-    assert len(seen) >= 5  # gcs, raylet, ... and three actors
+    assert len(seen) >= 5  # gcs, raylet, ... the agent, its fork server, the nodes
     assert not wait_gone(seen, 15), "the run left Ray processes or actors behind"
 
 
@@ -71,11 +71,21 @@ def test_a_killed_launcher_leaves_no_ray_process_behind(tmp_path: Path) -> None:
             break
     time.sleep(0.5)  # the watchdog's first look
     seen.update(descendants(proc.pid))
-    assert any("ray::ExecutableActor" in name for name in _names(seen)), _names(seen)
+    assert any("ray::NodeAgent" in name for name in _names(seen)), _names(seen)
+    assert any("fork server" in " ".join(_cmdline(pid)) for pid in seen)  # the agent's
     proc.kill()
     proc.wait(10)
     left = wait_gone(seen, 10)
     assert not left, f"left behind: {_names(left)}"
+
+
+def _cmdline(pid: int) -> list[str]:
+    import psutil
+
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
 
 
 def _names(pids: Iterable[int]) -> list[str]:
@@ -90,9 +100,13 @@ def _names(pids: Iterable[int]) -> list[str]:
     return out
 
 
-def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_path: Path) -> None:
-    """``kill -9`` of an actor's process: topo's restart policy starts a new actor; a
-    host-colocation pair (a STRICT_PACK placement group) and a host label run too."""
+def test_a_killed_node_process_is_restarted_by_the_policy(
+    ray_cluster: Cluster, tmp_path: Path
+) -> None:
+    """``kill -9`` of a node's process (forked by the Ray node's agent): topo's restart
+    policy forks a new one; a host-colocation pair (a STRICT_PACK placement group) with a
+    GPU executable in it (a Ray actor of its own, which Ray gives the device) runs too,
+    and a node asking for 3 CPUs may use 3 threads in native code."""
     path = write(
         tmp_path / "placed.yaml",
         f"""
@@ -104,6 +118,7 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
           right:
             target: "{NODES}:Reporter"
             resources: {{host_labels: [{LABEL}], gpus: [3]}}
+          wide: {{target: "{NODES}:Reporter", resources: {{cpus: [0, 1, 2]}}}}
         colocation:
           - {{name: pair, nodes: ["@left", "@right"], mode: host}}
         """,
@@ -111,28 +126,32 @@ def test_a_killed_actor_is_restarted_by_the_policy(ray_cluster: Cluster, tmp_pat
     run_dir = tmp_path / "run"
     proc = start(topo_run(path, run_dir, "-q", address=ray_cluster.address))
     try:
-        wait_for(lambda: wheres(run_dir, "left") and wheres(run_dir, "right"), proc, 60)
+        wait_for(lambda: all(wheres(run_dir, n) for n in ("left", "right", "wide")), proc, 60)
         first = wheres(run_dir, "left")[0]
         right = wheres(run_dir, "right")[0]
-        assert first["actor"] == "left"  # named after the executable (the dashboard shows it)
-        assert right["pid"] != first["pid"] and first["cwd"] == str(ROOT)
+        # native libraries get the executable's CPUs, as Ray gives an actor of as many
+        assert (first["omp"], wheres(run_dir, "wide")[0]["omp"]) == ("1", "3")
+        assert first["actor"] is None and first["cwd"] == str(ROOT)  # forked by the agent
+        assert right["actor"] == "right"  # named after the executable (the dashboard shows it)
+        assert ray_cluster.node_of(int(first["pid"])) == "head"
         # gpus: [3] asks Ray for one GPU; the device Ray gave stays visible (not "3")
         assert right["ray_gpus"] == ["0"] and right["cuda"] == "0"
-        assert first["ray_gpus"] == [] and first["cuda"] in (None, "")
+        assert first["cuda"] in (None, "")
         os.kill(int(first["pid"]), signal.SIGKILL)
         assert wait_gone([int(first["pid"])], 10) == []
         wait_for(lambda: len(wheres(run_dir, "left")) == 2, proc, 60)
         second = wheres(run_dir, "left")[1]
-        assert second["pid"] != first["pid"] and second["actor"] == "left#1"
-        assert "its Ray actor died" in (run_dir / "logs" / "left.log").read_text()
+        assert second["pid"] != first["pid"] and second["ppid"] == first["ppid"]
+        assert "killed by SIGKILL" in (run_dir / "logs" / "left.log").read_text()
         assert wait_for(lambda: status(run_dir).get("left", {}).get("restarts") == 1, proc, 60)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
         kill_if_running(proc)
     assert proc.returncode == 130, out
-    pids = [int(first["pid"]), int(second["pid"]), int(right["pid"])]
-    assert not wait_gone(pids, 15)
+    pids = [int(first["pid"]), int(second["pid"]), int(right["pid"]), int(first["ppid"])]
+    pids.append(int(wheres(run_dir, "wide")[0]["pid"]))
+    assert not wait_gone(pids, 15)  # and the agent's fork server
 
 
 def test_topo_run_joins_a_cluster_given_by_address(ray_cluster: Cluster, tmp_path: Path) -> None:
@@ -199,6 +218,33 @@ def test_a_local_ray_run_leaves_this_process_fit_for_a_cluster(
     before = dict(os.environ)
     for backend in (RayBackend(), RayBackend(address=ray_cluster.address)):
         run = topo_launch(path, backend)
-        assert run.handle("w").where()["actor"] == "w"
+        assert run.handle("w").where()["pid"] != os.getpid()
         assert run.stop(timeout=60) == 0
         assert dict(os.environ) == before  # no RAY_AUTH_MODE=token, PYTHONBREAKPOINT...
+
+
+def test_a_memory_limit_is_held_on_ray(ray_cluster: Cluster, tmp_path: Path) -> None:
+    """A forked node is topo's own process: past its group's ``resources.memory`` it is
+    killed and named as the reason, as on procs (no warning that it is not enforced)."""
+    path = write(
+        tmp_path / "leak.yaml",
+        """
+        name: leak
+        nodes:
+          leaker:
+            target: "tests.faults.fault_nodes:Leaker"
+            args: {mib_per_s: 120}
+            resources: {memory: 200MiB}
+        """,
+    )
+    done = subprocess.run(
+        topo_run(path, tmp_path / "run", address=ray_cluster.address),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "exceeded its memory limit 200 MiB" in out, out
+    assert "cannot end over a limit" not in out

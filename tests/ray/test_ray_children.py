@@ -1,10 +1,6 @@
-"""On the ray backend, a node's own processes end with it: when its actor's process is
-killed (and topo restarts it), and when the run stops; checked by pid.
-
-Known limit: a process the node detached with ``setsid`` outlives a killed actor (Ray
-ends the worker's process group only); a guard process in the actor, as on threads,
-made Ray's workers hang in their exit when the local Ray shut down, so it is not used.
-"""
+"""On the ray backend, a node's own processes end with it: when its process is killed
+(and topo restarts it) -- those it detached with ``setsid`` too, as on procs: the
+agent's fork server is their subreaper -- and when the run stops; checked by pid."""
 
 from __future__ import annotations
 
@@ -28,7 +24,7 @@ def _pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-def test_a_killed_actor_takes_the_processes_its_node_started(
+def test_a_killed_node_process_takes_the_processes_its_node_started(
     ray_cluster: Cluster, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pids"
@@ -49,13 +45,12 @@ def test_a_killed_actor_takes_the_processes_its_node_started(
     second: list[int] = []
     try:
         first = wait_for(lambda: _pids(pid_file), proc, 60)
-        actor = wait_for(lambda: status(run_dir).get("spawner", {}).get("pid"), proc, 60)
+        node = wait_for(lambda: status(run_dir).get("spawner", {}).get("pid"), proc, 60)
         assert alive(first) == first
         pid_file.unlink()
-        os.kill(int(actor), signal.SIGKILL)
+        os.kill(int(node), signal.SIGKILL)
         second = wait_for(lambda: _pids(pid_file), proc, 60)  # restarted, new processes
-        in_group = first[:1]  # first[1] was detached with setsid: see the module's docstring
-        assert not wait_gone(in_group, 10), "a killed actor's node processes outlived it"
+        assert not wait_gone(first, 10), "a killed node's processes outlived it"
         assert alive(second) == second
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

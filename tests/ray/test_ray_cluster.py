@@ -1,7 +1,7 @@
 """The ray backend on a four-node Ray cluster (a head on the bridge, a worker in each
 test host): runs across nodes, placement (host colocation, spread, host labels),
-restarts on another node's actor, refusals before anything starts, ``--ship``, and
-nothing left behind when the launcher is killed (checked by pid)."""
+restarts, refusals before anything starts, ``--ship``, and nothing left behind when the
+launcher is killed (checked by pid)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ def test_consumer_producers_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
     assert alive([ray_hosts.pid])
 
 
+CP = "examples/topologies/consumer_producers.yaml"
+
 PLACED = f"""
 name: placed
 nodes:
@@ -73,8 +75,9 @@ colocation:
 
 def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: Path) -> None:
     """A host-colocation pair shares a node, a spread group has a node per replica, a
-    host label picks its node; ``kill -9`` of a replica on a worker restarts it on the
-    node of its bundle."""
+    host label picks its node (each checked by pid: the Ray node whose processes the
+    node's process descends from); ``kill -9`` of a replica on a worker restarts it on
+    the node of its bundle, forked by the same agent."""
     path = write(tmp_path / "placed.yaml", PLACED)
     run_dir = tmp_path / "run"
     proc = start(topo_run(path, run_dir, "-q", address=ray_hosts.address))
@@ -82,23 +85,29 @@ def test_placement_and_a_restart_across_ray_nodes(ray_hosts: Cluster, tmp_path: 
     try:
         wait_for(lambda: all(wheres(run_dir, n) for n in nodes), proc)
         first = {n: wheres(run_dir, n)[0] for n in nodes}
-        ip = {n: w["ip"] for n, w in first.items()}
-        assert ip["left"] == ip["right"]
-        assert len({ip[f"spread/{i}"] for i in range(3)}) == 3, ip
-        assert ip["pinned"] == ray_hosts.ips["h2"]
-        assert first["spread/1"]["actor"] == "spread/1"  # the dashboard's name for it
+        on = {n: ray_hosts.node_of(int(w["pid"])) for n, w in first.items()}
+        assert None not in on.values(), on
+        assert on["left"] == on["right"]
+        assert len({on[f"spread/{i}"] for i in range(3)}) == 3, on
+        assert on["pinned"] == "h2"
+        assert hosts_of(run_dir)["pinned"] == ray_hosts.ips["h2"]  # status.json says so too
+        assert first["spread/1"]["actor"] is None  # forked by its node's agent
+        assert first["left"]["ppid"] == first["right"]["ppid"]  # by the same fork server
         victim = int(first["spread/1"]["pid"])
         os.kill(victim, signal.SIGKILL)
         wait_for(lambda: len(wheres(run_dir, "spread/1")) == 2, proc)
         second = wheres(run_dir, "spread/1")[1]
-        assert second["actor"] == "spread/1#1" and second["pid"] != victim
-        assert second["ip"] == ip["spread/1"]  # its bundle of the STRICT_SPREAD group
+        assert second["pid"] != victim and second["ppid"] == first["spread/1"]["ppid"]
+        assert ray_hosts.node_of(int(second["pid"])) == on["spread/1"]  # its bundle's node
+        assert not wait_gone([victim], 10)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
     finally:
         kill_if_running(proc)
     assert proc.returncode == 130, out
-    assert "its Ray actor died" in (run_dir / "logs" / "spread_1.log").read_text()
+    log = (run_dir / "logs" / "spread_1.log").read_text()
+    assert "attempt 2 started" in log and "SIGKILL" in log, log[-2000:]
+    assert not wait_gone([int(w["pid"]) for w in first.values() if w["pid"] != victim], 15)
 
 
 def test_a_killed_launcher_leaves_no_actor_on_the_cluster(
@@ -118,13 +127,24 @@ def test_a_killed_launcher_leaves_no_actor_on_the_cluster(
         wait_for(lambda: all(wheres(run_dir, f"far/{i}") for i in range(3)), proc)
         pids = [int(wheres(run_dir, f"far/{i}")[0]["pid"]) for i in range(3)]
         assert alive(pids)
+        # each agent's directory on its node: where its nodes' output goes
+        dirs = {Path(os.readlink(f"/proc/{pid}/fd/1")).parents[1] for pid in pids}
+        assert len(dirs) == 3 and all(d.is_dir() for d in dirs), dirs
         proc.kill()
         proc.wait(10)
         left = wait_gone(pids, 10)
-        assert not left, f"actors left on the cluster 10 s after kill -9 of topo run: {left}"
+        assert not left, f"nodes left on the cluster 10 s after kill -9 of topo run: {left}"
     finally:
         kill_if_running(proc)
     assert alive([ray_hosts.pid])  # the cluster itself stays
+    # Ray ended the agents with the launcher, too soon for them to remove their
+    # directories: the next run's agents do
+    argv = topo_run(
+        CP, tmp_path / "again", "-q", "-p", "num_producers=1", address=ray_hosts.address
+    )
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not [d for d in dirs if d.exists()], "the agents' directories were left"
 
 
 def test_an_impossible_placement_is_refused_before_anything_starts(

@@ -32,7 +32,7 @@ def test_a_launchpad_program_runs_on_ray(ray_cluster: Cluster, tmp_path: Path) -
     try:
         assert first is not None and second is not None
         one, two = first.dereference().where(), second.dereference().where()
-        assert one["pid"] != two["pid"]  # two actors
+        assert one["pid"] != two["pid"]  # two processes
     finally:
         assert launched.stop(timeout=60) == 0
     assert not wait_gone(launched.run.pids(), 15)

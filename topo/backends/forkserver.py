@@ -219,6 +219,7 @@ def child_main(
 
     program = init["program"]
     launcher_pid = init["launcher_pid"]
+    os.environ.update(init.get("exe_env", {}).get(exe_id, {}))  # before the group's env
     rights = Grant.from_json(grant) if grant else None
     wipe(grant)
     spec = child.ChildSpec(
@@ -229,6 +230,7 @@ def child_main(
         child.ChildOutput.in_run_dir(init["run_dir"], program, exe_id, init.get("log_limit")),
         init["disable_run"],
         grant=rights,
+        devices_assigned=bool(init.get("devices_assigned", False)),  # on Ray: counts
     )
     child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
 

@@ -69,10 +69,16 @@ def check_mechanism(mechanism: str, ipc_dir: str | None) -> None:
         )
 
 
+LISTEN_BACKLOG = 4096  # connections waiting to be accepted (the kernel caps it: somaxconn)
+
+
 def bind(
     sock: zmq.Socket, *, ipc_dir: str | None, bind_host: str, advertise_host: str | None = None
 ) -> str:
     """Bind ``sock`` to a fresh address; the endpoint peers connect to."""
+    # A thousand nodes connect to the registry at once: past ZMQ's default listen
+    # backlog (100) the kernel drops their SYNs, and TCP retries after 1, 3, 7, 15 s...
+    sock.setsockopt(zmq.BACKLOG, LISTEN_BACKLOG)
     if ipc_dir is not None:
         path = os.path.join(ipc_dir, secrets.token_hex(8))
         if len(path) > _MAX_IPC_PATH:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from topo.backends.ray.placement import demand, format_ray_placement, infeasible, units
+from topo.backends.ray.placement import (
+    demand,
+    format_ray_placement,
+    infeasible,
+    own_actor,
+    units,
+)
 
 PLACED = """
 name: placed
@@ -24,8 +30,8 @@ PLAIN = {"CPU": 4.0, "memory": 1e9}
 
 def test_demands_count_cpus_and_gpus_and_ask_for_labels(compile_text: Any) -> None:
     program = compile_text(PLACED)
-    assert demand(program, "left") == {"CPU": 0.01}
-    assert demand(program, "right") == {"CPU": 0.01, "GPU": 1.0, "gpu": 0.001}
+    assert demand(program, "left") == {"CPU": 0.001}  # a thousand fit on one core
+    assert demand(program, "right") == {"CPU": 0.001, "GPU": 1.0, "gpu": 0.001}
     assert demand(program, "spread/1") == {"CPU": 2.0}  # cpus: [0, 1] is two cores
 
 
@@ -61,20 +67,39 @@ def test_a_host_set_needs_one_node_with_everything(compile_text: Any) -> None:
     assert len(errors) == 1
 
 
+def test_only_executables_that_ask_for_gpus_get_an_actor_of_their_own(
+    compile_text: Any,
+) -> None:
+    program = compile_text(PLACED)
+    assert [e.id for e in program.executables if own_actor(program, e.id)] == ["right"]
+
+
+def test_what_fits_node_by_node_but_not_all_at_once_is_refused(compile_text: Any) -> None:
+    program = compile_text(PLACED)  # 6 CPU for the spread group alone, and 2 more
+    [d] = infeasible(program, [{**NODE, "CPU": 2.0}, {"CPU": 2.0}, {"CPU": 2.0}])
+    assert d.message == (
+        "the program's 7 processes ask Ray for 6.004 CPU in all, and the cluster's live "
+        "nodes have 6"
+    )
+    assert d.hint is not None and "0.001 CPU" in d.hint
+
+
 def test_plan_prints_what_ray_is_asked(compile_text: Any) -> None:
     text = format_ray_placement(compile_text(PLACED))
     assert text.splitlines() == [
-        "ray placement of 7 executable(s)",
+        "ray placement of 7 executable(s), forked by a topo agent on each Ray node they "
+        "are placed on",
         "  STRICT_PACK placement group 'pair' (one node)",
-        "    left  [0.01 CPU]",
-        "    right  [0.01 CPU, 1 GPU, label 'gpu']",
+        "    left  [0.001 CPU]",
+        "    right  [0.001 CPU, 1 GPU, label 'gpu']  (a Ray actor of its own: Ray assigns "
+        "its GPUs)",
         "  STRICT_SPREAD placement group 'spread' (a node per process)",
         "    spread/0  [2 CPU]",
         "    spread/1  [2 CPU]",
         "    spread/2  [2 CPU]",
-        "  SPREAD (Ray balances these over the nodes)",
-        "    actor/0-1: actor/0, actor/1  [0.01 CPU]",
-        "    actor/2-3: actor/2, actor/3  [0.01 CPU]",
+        "  SPREAD placement group (Ray balances these over the nodes)",
+        "    actor/0-1: actor/0, actor/1  [0.001 CPU]",
+        "    actor/2-3: actor/2, actor/3  [0.001 CPU]",
     ]
 
 

@@ -1,5 +1,7 @@
-"""The Ray actor that is one attempt of one executable (this module is imported in Ray
-worker processes; it needs nothing from Ray itself but the node's address).
+"""The Ray actor that is one attempt of one executable asking for GPUs: Ray assigns
+devices to its own workers only, so such an executable runs in a Ray worker of its own
+(every other one is forked by its node's agent, ``agent``). This module is imported in
+Ray worker processes; it needs nothing from Ray itself but the node's address.
 
 ``run`` sets the worker process up with the shared child set-up (``child.run_child``,
 without taking over the process group or signals, which stay Ray's) and runs the
@@ -17,48 +19,38 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-_CHUNK = 1 << 20  # at most this much of one log per read
+from topo.backends.ray.pull import PullTail
 
 
 def local_log_root(program_id: str) -> Path:
-    """The node-local directory where a run's actors write their output."""
+    """The node-local directory where a run's actors and agents write their output."""
     return Path(tempfile.gettempdir()) / "topo-ray" / program_id
 
 
-class _Tail:
-    """New complete lines of a few files since the last read."""
-
-    def __init__(self, files: dict[str, Path]) -> None:
-        self._files = files
-        self._offsets = dict.fromkeys(files, 0)
-        self._lock = threading.Lock()
-
-    def read(self, final: bool) -> dict[str, str]:
-        out: dict[str, str] = {}
-        with self._lock:
-            for label, path in self._files.items():
-                try:
-                    with open(path, "rb") as f:
-                        f.seek(self._offsets[label])
-                        data = f.read(_CHUNK)
-                except FileNotFoundError:
-                    continue
-                cut = len(data) if final else data.rfind(b"\n") + 1
-                if cut:
-                    self._offsets[label] += cut
-                    out[label] = data[:cut].decode("utf-8", "replace")
-        return out
+def prepare_paths(init: dict[str, Any]) -> list[str]:
+    """Make this Ray worker import what the launcher imports (``init``: the run's, the
+    same for every actor); the import path list, first first. Shipped: Ray unpacked the
+    launcher's tree here and made it the working directory; else the launcher's roots
+    and directory are this node's too (a shared filesystem)."""
+    if init["shipped"]:
+        sys.path.extend(p for p in init["sys_path"][1:] if p not in sys.path)
+        return [os.getcwd(), *init["sys_path"][1:]]
+    for path in reversed(init["sys_path"]):  # the launcher's roots, in its order
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    if os.path.isdir(init["cwd"]):  # relative paths mean what they do for procs
+        os.chdir(init["cwd"])
+    return list(init["sys_path"])
 
 
 class ExecutableActor:
     """One attempt of one executable, as a Ray actor (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self._tail: _Tail | None = None
+        self._tail: PullTail | None = None
         self._dir: Path | None = None
 
     def where(self) -> tuple[int, str]:
@@ -80,14 +72,7 @@ class ExecutableActor:
         from topo.ir import loads
         from topo.runtime import Grant, RegistryInfo
 
-        if init["shipped"]:  # Ray unpacked the launcher's tree here, first on sys.path
-            sys.path.extend(p for p in init["sys_path"][1:] if p not in sys.path)
-        else:
-            for path in reversed(init["sys_path"]):  # the launcher's roots, in its order
-                if path not in sys.path:
-                    sys.path.insert(0, path)
-            if os.path.isdir(init["cwd"]):  # relative paths mean what they do for procs
-                os.chdir(init["cwd"])
+        prepare_paths(init)
         program = loads(init["program_json"])
         registry = dict(init["registry"])
         registry["bind_host"] = str(ray.util.get_node_ip_address())  # nodes bind this node
@@ -97,7 +82,9 @@ class ExecutableActor:
         files = dict(output.node_files)
         nodes = program.executable_index[exe].nodes
         files[exe if len(nodes) > 1 else nodes[0]] = output.exe_file
-        self._tail = _Tail(files)
+        self._tail = PullTail()
+        for label, path in files.items():
+            self._tail.follow(label, path, from_end=False)
         prepare_imports(program, target_modules(program))
         spec = ChildSpec(
             program,

@@ -1,14 +1,16 @@
 """What each executable asks of a Ray node, and whether the cluster can give it.
 
 An executable's demand is one bundle of Ray resources: CPUs (``resources.cpus``
-gives the count; else a small fraction, so a hundred executables fit on two cores),
+gives the count; else a small fraction, so a thousand executables fit on one core),
 GPUs (``resources.gpus``), and one custom resource per ``host_labels`` label (a node
 started with ``--resources='{"gpu": 1}'`` carries label ``gpu``). A host-colocation set
 (``Executable.placement``) becomes one STRICT_PACK placement group, a bundle per
 executable; a group with ``resources.spread`` one STRICT_SPREAD placement group (each
-process on its own node). Ray never fails an infeasible request (it waits for a node that may never
-come), so ``infeasible`` checks the demands against the live nodes before anything
-starts. Pure: no Ray calls here.
+process on its own node); the rest are balanced by Ray. An executable that asks for GPUs
+runs in a Ray actor of its own (``own_actor``: Ray assigns devices to its workers only),
+the others are forked by their node's topo agent. Ray never fails an infeasible request
+(it waits for a node that may never come), so ``infeasible`` checks the demands against
+the live nodes before anything starts. Pure: no Ray calls here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
-DEFAULT_CPUS = 0.01  # a topo executable mostly waits on RPC; Ray's unit is one core
+DEFAULT_CPUS = 0.001  # a topo executable mostly waits on RPC; Ray's unit is one core
 LABEL_AMOUNT = 0.001  # of a label's custom resource, so any number of executables share it
 
 Bundle = dict[str, float]
@@ -63,6 +65,41 @@ def demand(program: Program, exe_id: str) -> Bundle:
         bundle["GPU"] = gpus
     bundle.update(dict.fromkeys(sorted(labels), LABEL_AMOUNT))
     return bundle
+
+
+def own_actor(program: Program, exe_id: str) -> bool:
+    """Whether ``exe_id`` runs in a Ray actor of its own: it asks for GPUs, and Ray
+    assigns devices (``CUDA_VISIBLE_DEVICES``) only to its own workers."""
+    return demand(program, exe_id).get("GPU", 0.0) > 0
+
+
+def threads(program: Program) -> dict[str, int]:
+    """Executable -> the threads its native libraries may use (``OMP_NUM_THREADS``, as Ray
+    sets it for an actor: its whole CPUs), for those with more than one."""
+    out = {}
+    for exe in program.executables:
+        n = int(demand(program, exe.id)["CPU"])
+        if n > 1:
+            out[exe.id] = n
+    return out
+
+
+def memory_unenforced(program: Program) -> list[Diagnostic]:
+    """A warning per enabled group with a ``resources.memory`` limit whose processes run
+    in Ray actors of their own (GPUs): Ray's worker is not topo's to kill. Forked ones
+    are held to it as on procs."""
+    return [
+        Diagnostic(
+            f"group {g.name!r} sets resources.memory and asks for GPUs: its processes run "
+            "in Ray actors of their own, which topo cannot end over a limit (Ray's memory "
+            "is a scheduling hint); it runs without the limit",
+            g.origin,
+            severity="warning",
+            hint="run it with --backend procs (or ssh) to have the limit enforced",
+        )
+        for g in program.groups
+        if g.enabled and g.resources.memory is not None and g.resources.gpus
+    ]
 
 
 def _spread_group(program: Program, exe_id: str) -> str | None:
@@ -134,6 +171,10 @@ def _describe(need: Mapping[str, float]) -> str:
     return ", ".join(parts)
 
 
+def _unit(key: str) -> str:
+    return key if key in ("CPU", "GPU") else f"of label {key!r}"
+
+
 def _offered(nodes: Sequence[Mapping[str, float]]) -> str:
     labels = sorted(
         {k for n in nodes for k in n if k not in _BUILTIN and not k.startswith(_BUILTIN_PREFIXES)}
@@ -171,7 +212,26 @@ def infeasible(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[D
                 "(ray start --resources='{\"LABEL\": 1}')",
             )
         )
-    return out
+    return out or _over_total(program, nodes)
+
+
+def _over_total(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[Diagnostic]:
+    """An error when every executable fits somewhere but not all of them at once."""
+    need = total([demand(program, e.id) for e in program.executables])
+    have = total(nodes)
+    short = {k: v for k, v in need.items() if have.get(k, 0.0) + 1e-9 < v}
+    if not short:
+        return []
+    asked = ", ".join(f"{v:g} {_unit(k)}" for k, v in short.items())
+    offered = ", ".join(f"{have.get(k, 0.0):g}" for k in short)
+    return [
+        Diagnostic(
+            f"the program's {len(program.executables)} processes ask Ray for {asked} in "
+            f"all, and the cluster's live nodes have {offered}",
+            hint="ask for fewer resources.cpus/gpus, or add nodes (an executable that "
+            f"gives no cpus asks for {DEFAULT_CPUS:g} CPU)",
+        )
+    ]
 
 
 def _spread_infeasible(
@@ -200,11 +260,14 @@ def _spread_infeasible(
 def format_ray_placement(program: Program) -> str:
     """What ``topo run -b ray`` asks of Ray: per unit its placement strategy and each
     executable's resources (``topo plan -b ray``; no cluster is contacted)."""
-    lines = [f"ray placement of {len(program.executables)} executable(s)"]
+    lines = [
+        f"ray placement of {len(program.executables)} executable(s), forked by a topo "
+        "agent on each Ray node they are placed on"
+    ]
     last = ""
     for unit in units(program):
         if unit.strategy is None:
-            head = "  SPREAD (Ray balances these over the nodes)"
+            head = "  SPREAD placement group (Ray balances these over the nodes)"
         elif unit.host_set is not None:
             head = f"  STRICT_PACK placement group '{unit.host_set}' (one node)"
         else:
@@ -215,5 +278,10 @@ def format_ray_placement(program: Program) -> str:
         for exe in unit.exes:
             nodes = program.executable_index[exe].nodes
             shown = exe if nodes == (exe,) else f"{exe}: {', '.join(nodes)}"
-            lines.append(f"    {shown}  [{_describe(demand(program, exe))}]")
+            own = (
+                "  (a Ray actor of its own: Ray assigns its GPUs)"
+                if own_actor(program, exe)
+                else ""
+            )
+            lines.append(f"    {shown}  [{_describe(demand(program, exe))}]{own}")
     return "\n".join(lines)

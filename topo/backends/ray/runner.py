@@ -1,5 +1,6 @@
-"""What the ray backend keeps per started actor: the runner the launcher holds (kill,
-stacks) and the calls in flight that the backend's watcher follows."""
+"""What the ray backend keeps per started executable: the runner the launcher holds
+(kill, stacks) of an attempt forked by an agent or run in an actor of its own, the calls
+in flight that the actors' watcher follows, and Ray's errors in a few words."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from topo.backends.base import ExecutableRunner
 from topo.backends.logs import file_size, safe_name, wait_written
 
 LOGS_EVERY_S = 0.25  # how often the watcher pulls the actors' new output
+DEAD_BECAUSE = "The actor is dead because "  # Ray's words, before the reason
 TERMINATE_S = 1.0  # an actor asked to exit gets this long before ray.kill
 
 
@@ -120,3 +122,35 @@ def first_line(exc: BaseException) -> str:
     """The first line of an error's message (Ray's run on for paragraphs)."""
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class AgentRunner(ExecutableRunner):
+    """One attempt forked by a node's agent (its pid is the pid on that node); killed
+    and asked for its stacks through its pool (``agents.AgentPool``)."""
+
+    def __init__(self, pool: Any, exe: str, attempt: int, output: Path) -> None:
+        self.exe = exe
+        self.attempt = attempt
+        self.pid = 0
+        self.output = output  # the run directory's log its output is appended to
+        self.agent: Any = None  # the agent (``agents._Agent``) it was sent to
+        self.killed = False
+        self.queued_at = time.monotonic()
+        self._pool = pool
+
+    def kill(self) -> None:
+        self._pool.kill(self)
+
+    def dump_stacks(self, node: str) -> str:
+        return self._pool.stacks(self, node)
+
+
+def why_dead(exc: BaseException) -> str:
+    """Why Ray says an actor died, in a few words: "its worker process has died", or the
+    error its constructor raised."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(DEAD_BECAUSE):
+            return line[len(DEAD_BECAUSE) :].split(". ", 1)[0].rstrip(".")
+    raised = [line for line in lines[1:] if "Error" in line.split(":", 1)[0]]
+    return f"its constructor raised {raised[-1]}" if raised else first_line(exc)
