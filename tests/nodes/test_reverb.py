@@ -6,6 +6,7 @@ import os
 import pickle
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import textwrap
@@ -53,8 +54,13 @@ def test_a_peer_inserts_and_samples_through_its_reverb_client(
     assert user.insert([7, 8, 9]) == 3
     assert user.size() == 3
     assert set(user.sample(20)) <= {7, 8, 9}
-    host, _, port = run.handle("replay").address().rpartition(":")
-    assert host == "127.0.0.1" and int(port) > 0
+    # Its door is a Unix socket in the run's private socket directory; the Reverb
+    # server itself listens only inside a network namespace of its own.
+    address = run.handle("replay").address()
+    assert address.startswith("unix:")
+    door = Path(address[len("unix:") :])
+    assert stat.S_IMODE(door.parent.stat().st_mode) == 0o700
+    assert run.handle("replay").doors()["isolated"] is True
     with pytest.raises(RuntimeError, match="no checkpoint dir"):
         run.handle("replay").checkpoint()
     assert run.stop(timeout=60) == 0
