@@ -265,3 +265,12 @@ def test_a_dealer_with_the_key_is_served(security: Security, echo: EchoService) 
     finally:
         dealer.close()
         gateway.close()
+
+
+def test_a_taken_port_gives_the_gateway_another() -> None:
+    squatter = socket.create_server(("127.0.0.1", 0))
+    port = squatter.getsockname()[1]
+    with squatter:
+        listener = listening_socket("127.0.0.1", port)
+        with listener:
+            assert listener.getsockname()[1] not in (0, port)

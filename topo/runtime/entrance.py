@@ -11,6 +11,7 @@ close: at once), and the client's next connection reaches the gateway again.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -25,6 +26,7 @@ from topo.runtime.streams import CHUNK, CLOSE, DATA, IDLE_S, OPEN, PING, PING_S,
 from topo.runtime.transport import make_ipc_dir
 
 CLOSE_LINGER_MS = 200  # a closing connection's last message may take this long to leave
+log = logging.getLogger("topo.runtime.entrance")
 
 
 class _Tunnel:
@@ -92,15 +94,21 @@ class Entrance:
                 for item, events in self._poller.poll(int(PING_S * 500)):
                     if item == self._listen_fd:
                         self._accept()
-                    elif isinstance(item, zmq.Socket):
+                        continue
+                    if isinstance(item, zmq.Socket):
                         tunnel = self._of_dealer.get(item)
-                        if tunnel is not None:
-                            self._from_gateway(tunnel, events)
                     else:
-                        fd = item if isinstance(item, int) else item.fileno()
-                        tunnel = self._tunnels.get(fd)
-                        if tunnel is not None:
+                        tunnel = self._tunnels.get(item if isinstance(item, int) else item.fileno())
+                    if tunnel is None:
+                        continue
+                    try:
+                        if isinstance(item, zmq.Socket):
+                            self._from_gateway(tunnel, events)
+                        else:
                             self._from_client(tunnel, events)
+                    except Exception:  # a bug must not end every tunnel: this one ends
+                        log.exception("topo: an entrance failed on a connection")
+                        self._drop(tunnel)
                 if time.monotonic() >= next_ping:
                     self._ping()
                     next_ping = time.monotonic() + PING_S
@@ -172,7 +180,7 @@ class Entrance:
     def _forward(self, tunnel: _Tunnel, msg: bytes) -> None:
         was_held = tunnel.held is not None
         try:
-            tunnel.dealer.send(msg, zmq.NOBLOCK, copy=False)
+            tunnel.dealer.send(msg, zmq.NOBLOCK)
             tunnel.held = None
         except zmq.Again:  # the gateway's connection is full: stop reading the client
             tunnel.held = msg
@@ -189,15 +197,14 @@ class Entrance:
                 self._update(tunnel)
                 return
             try:
-                msg = tunnel.dealer.recv(zmq.NOBLOCK, copy=False)
+                msg = tunnel.dealer.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
             tunnel.heard = time.monotonic()
-            buf = msg.buffer
-            tag = bytes(buf[:1])
+            tag = msg[:1]
             if tag == DATA:
                 try:
-                    tunnel.out.write(buf[1:])
+                    tunnel.out.write(memoryview(msg)[1:])
                 except OSError:
                     self._drop(tunnel)
                     return

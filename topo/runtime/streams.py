@@ -161,54 +161,61 @@ class Gateway:
         try:
             while not self._closed.is_set():
                 for item, events in self._poller.poll(int(PING_S * 500)):
-                    if item is self._router:
-                        self._from_peers()
-                    else:
-                        self._from_service(item, events)
+                    try:
+                        if item is self._router:
+                            self._from_peers()
+                        else:
+                            self._from_service(item, events)
+                    except Exception:  # a bug must not end every relay: this one ends
+                        log.exception("topo: the stream gateway failed on a connection")
+                        if item is not self._router:
+                            self._drop(self._by_fd.get(self._fd(item), b""))
                 if time.monotonic() >= next_sweep:
                     self._sweep()
                     next_sweep = time.monotonic() + PING_S
-        except Exception:  # a bug here must not pass silently: every relay stops
-            log.exception("topo: the stream gateway failed")
         finally:
             for rid in list(self._links):
                 self._drop(rid, tell=False)
             self._router.close()
 
-    def _send(self, rid: bytes, msg: bytes | memoryview) -> bool:
+    def _send(self, rid: bytes, msg: bytes) -> bool:
         try:
-            self._router.send_multipart([rid, msg], zmq.NOBLOCK, copy=False)
+            self._router.send_multipart([rid, msg], zmq.NOBLOCK)
             return True
         except zmq.ZMQError:  # the peer is gone (EHOSTUNREACH)
             return False
 
     def _from_peers(self) -> None:
+        recv, links = self._router.recv_multipart, self._links
         for _ in range(1024):  # then the services get their turn
             try:
-                rid, msg = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            tag = msg.bytes[:1] if len(msg) <= 1 else bytes(msg.buffer[:1])
-            rid_b = rid.bytes
-            link = self._links.get(rid_b)
-            if tag == OPEN:
-                self._open(rid_b)
-            elif link is None:
-                self._send(rid_b, CLOSE)  # a connection this gateway does not know
-            elif tag == DATA:
+            if len(frames) != 2:  # not this protocol: end the connection
+                self._drop(frames[0])
+                continue
+            rid, msg = frames
+            tag = msg[:1]
+            link = links.get(rid)
+            if tag == DATA and link is not None:
                 link.heard = time.monotonic()
                 try:
-                    link.out.write(msg.buffer[1:])
+                    link.out.write(memoryview(msg)[1:])
                 except OSError:
-                    self._drop(rid_b)
+                    self._drop(rid)
                     continue
                 if link.out.pending:
                     self._poller.register(link.local, zmq.POLLIN | zmq.POLLOUT)
+            elif tag == OPEN:
+                self._open(rid)
+            elif link is None:
+                self._send(rid, CLOSE)  # a connection this gateway does not know
             elif tag == PING:
                 link.heard = time.monotonic()
-                self._send(rid_b, PING)
+                self._send(rid, PING)
             else:  # CLOSE, or a tag from a newer peer: end it
-                self._drop(rid_b, tell=False)
+                self._drop(rid, tell=False)
 
     def _open(self, rid: bytes) -> None:
         if rid in self._links:
@@ -223,8 +230,12 @@ class Gateway:
         self._by_fd[local.fileno()] = rid
         self._poller.register(link.local, zmq.POLLIN)
 
+    @staticmethod
+    def _fd(item: socket.socket | int) -> int:
+        return item if isinstance(item, int) else item.fileno()
+
     def _from_service(self, item: socket.socket | int, events: int) -> None:
-        rid = self._by_fd.get(item if isinstance(item, int) else item.fileno())
+        rid = self._by_fd.get(self._fd(item))
         link = None if rid is None else self._links.get(rid)
         if rid is None or link is None:
             return
