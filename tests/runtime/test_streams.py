@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
-import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +19,8 @@ import zmq
 from topo.runtime.auth import Security, new_secret, secure_client, zmq_context
 from topo.runtime.entrance import Entrance
 from topo.runtime.streams import Gateway, listening_socket
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 class EchoService:
@@ -97,13 +101,12 @@ def test_connections_carry_bytes_both_ways_intact(security: Security, echo: Echo
     gateway = Gateway(security, echo.dial)
     entrance = Entrance(security, f"tcp://127.0.0.1:{gateway.port}")
     try:
-        assert stat.S_IMODE(os.stat(os.path.dirname(entrance.path)).st_mode) == 0o700
-        assert entrance.address == f"unix:{entrance.path}"
+        assert entrance.address == f"unix-abstract:{entrance.name}"
         blobs = [os.urandom(3 << 20), os.urandom(1), os.urandom(70_000)]
         results: dict[int, bytes] = {}
 
         def roundtrip(i: int) -> None:
-            with _connect(entrance.path) as sock:
+            with _connect(entrance.sockaddr) as sock:
                 sender = threading.Thread(target=sock.sendall, args=(blobs[i],))
                 sender.start()
                 results[i] = _recv_exactly(sock, len(blobs[i]))
@@ -123,7 +126,8 @@ def test_connections_carry_bytes_both_ways_intact(security: Security, echo: Echo
     finally:
         entrance.close()
         gateway.close()
-    assert not os.path.exists(entrance.path)
+    with pytest.raises(ConnectionRefusedError):  # closed: nothing listens there any more
+        _connect(entrance.sockaddr)
 
 
 def test_a_service_that_ends_a_connection_ends_the_clients(
@@ -142,7 +146,7 @@ def test_a_service_that_ends_a_connection_ends_the_clients(
     gateway = Gateway(security, dial)
     entrance = Entrance(security, f"tcp://127.0.0.1:{gateway.port}")
     try:
-        with _connect(entrance.path) as client:
+        with _connect(entrance.sockaddr) as client:
             client.sendall(b"hello")
             conn, _ = service.accept()
             assert _recv_exactly(conn, 5) == b"hello"
@@ -167,7 +171,7 @@ def test_a_peer_without_the_key_gets_nothing_to_the_service(
     raw.curve_serverkey = security.public_key
     raw.curve_publickey, raw.curve_secretkey = zmq.curve_keypair()
     try:
-        with _connect(intruder.path) as sock:
+        with _connect(intruder.sockaddr) as sock:
             sock.sendall(b"O")
             raw.connect(f"tcp://127.0.0.1:{gateway.port}")
             raw.send(b"O")
@@ -188,7 +192,7 @@ def test_after_the_gateway_restarts_on_its_port_the_entrance_reaches_it_again(
     gateway = Gateway(security, echo.dial, listener=listener)
     entrance = Entrance(security, f"tcp://127.0.0.1:{port}")
     try:
-        old = _connect(entrance.path)
+        old = _connect(entrance.sockaddr)
         old.sendall(b"one")
         assert _recv_exactly(old, 3) == b"one"
         gateway.close()
@@ -205,7 +209,7 @@ def test_after_the_gateway_restarts_on_its_port_the_entrance_reaches_it_again(
         assert old.recv(10) == b""
         old.close()
         # ... and a new connection through the same entrance works.
-        with _connect(entrance.path) as new:
+        with _connect(entrance.sockaddr) as new:
             new.sendall(b"two")
             assert _recv_exactly(new, 3) == b"two"
     finally:
@@ -219,7 +223,7 @@ def test_a_client_that_does_not_read_holds_up_no_other(
     gateway = Gateway(security, echo.dial)
     entrance = Entrance(security, f"tcp://127.0.0.1:{gateway.port}")
     try:
-        stuck = _connect(entrance.path)
+        stuck = _connect(entrance.sockaddr)
         stuck.setblocking(False)
         sent = 0
         deadline = time.monotonic() + 10
@@ -233,7 +237,7 @@ def test_a_client_that_does_not_read_holds_up_no_other(
                 except BlockingIOError:
                     break
         assert sent > 0
-        with _connect(entrance.path) as other:
+        with _connect(entrance.sockaddr) as other:
             for _ in range(20):
                 other.sendall(b"ping")
                 assert _recv_exactly(other, 4) == b"ping"
@@ -274,3 +278,32 @@ def test_a_taken_port_gives_the_gateway_another() -> None:
         listener = listening_socket("127.0.0.1", port)
         with listener:
             assert listener.getsockname()[1] not in (0, port)
+
+
+def test_another_user_is_disconnected_before_a_byte_moves(
+    security: Security, echo: EchoService
+) -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root (to become another user) and setpriv")
+    gateway = Gateway(security, echo.dial)
+    entrance = Entrance(security, f"tcp://127.0.0.1:{gateway.port}")
+    other = (
+        "import socket; s = socket.socket(socket.AF_UNIX); s.settimeout(10); "
+        f"s.connect({entrance.sockaddr!r}); s.sendall(b'x' * 100); print(repr(s.recv(10)))"
+    )
+    try:
+        done = subprocess.run(
+            [*NOBODY, sys.executable, "-I", "-c", other],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if "Permission denied" in done.stderr and "python" in done.stderr.lower():
+            pytest.skip("uid 65534 cannot run this Python")
+        ended = ("BrokenPipeError", "ConnectionResetError")
+        assert done.stdout.strip() == "b''" or any(e in done.stderr for e in ended), done
+        time.sleep(0.5)
+        assert echo.accepted == 0 and gateway.connections == 0
+    finally:
+        entrance.close()
+        gateway.close()

@@ -28,7 +28,7 @@ def is_transport_error(exc: BaseException) -> bool:
 def local_address(doors: dict[str, Any], program: Any, node_id: str) -> str:
     """The address a ``reverb.Client`` in this process uses for the reverb node whose
     ``doors()`` these are: its Unix socket on its own host, else this process's entrance
-    to its gateway (a Unix socket of ours, tunnelled with the program's key)."""
+    to its gateway (an abstract Unix socket of ours, tunnelled with the program's key)."""
     gateway = doors.get("gateway")
     here = getattr(program, "bind_host", None)
     if not gateway or (doors.get("host") == here and os.path.exists(doors["unix"])):
@@ -77,7 +77,8 @@ class ReverbClient:
 
     def address(self) -> str:
         """The address of the reverb server for a ``reverb.Client`` (or writer, dataset)
-        made in this process, asked from the node: ``unix:PATH``."""
+        made in this process, asked from the node: ``unix:PATH`` on its host, else
+        ``unix-abstract:NAME`` (this process's entrance to its gateway)."""
         program = getattr(self._handle, "_program", None)
         if program is None:
             from topo.runtime.context import maybe_current_program

@@ -8,8 +8,8 @@ network namespace of its own (only ``lo``) and serves there
 * on its host, a Unix socket in a private (0700) directory: the run's socket
   directory on one host, else one of the node's own; other users cannot open it;
 * from other hosts (ssh, ray), a gateway speaking ZeroMQ CURVE with the program's
-  key (:mod:`topo.runtime.streams`): each peer process gets a local Unix socket of its
-  own that tunnels there (:mod:`topo.runtime.entrance`).
+  key (:mod:`topo.runtime.streams`): each peer process gets a local (abstract) Unix
+  socket of its own that tunnels there (:mod:`topo.runtime.entrance`).
 
 Peers hold a :class:`topo.kinds.clients.ReverbClient`, whose ``reverb.Client`` (and
 the writers and datasets made from its ``server_address``) use whichever door is

@@ -1,7 +1,8 @@
 """The client side of a stream gateway (:mod:`topo.runtime.streams`): an ``Entrance``.
 
-An entrance listens on a Unix socket in a private (0700) directory of its own process,
-so only the program's user can connect (and the peer's uid is checked as well). Each
+An entrance listens on an abstract Unix socket (nothing on disk to leave behind when its
+process is killed) and admits only processes of its own user: the kernel tells the
+connecting process's uid, anyone else is disconnected at once. Each
 connection a local client (a gRPC channel) opens there becomes one ZeroMQ connection
 to the gateway, authenticated and encrypted with the program's key, and its bytes are
 relayed both ways. A connection whose gateway is gone (its host lost, its process
@@ -23,7 +24,6 @@ import zmq
 
 from topo.runtime.auth import Security, secure_client, zmq_context
 from topo.runtime.streams import CHUNK, CLOSE, DATA, IDLE_S, OPEN, PING, PING_S, Outbox
-from topo.runtime.transport import make_ipc_dir
 
 CLOSE_LINGER_MS = 200  # a closing connection's last message may take this long to leave
 log = logging.getLogger("topo.runtime.entrance")
@@ -48,14 +48,16 @@ def _peer_uid(sock: socket.socket) -> int:
 
 
 class Entrance:
-    """A local Unix socket (``path``) whose connections are relayed to ``gateway``."""
+    """A local abstract Unix socket (``sockaddr``) whose connections, from processes of
+    this user, are relayed to ``gateway``."""
 
-    def __init__(self, security: Security, gateway: str, directory: str | None = None) -> None:
+    def __init__(self, security: Security, gateway: str) -> None:
         self._security = security
         self.gateway = gateway  # new connections go here (see retarget)
-        self.path = os.path.join(directory or make_ipc_dir(), f"s-{secrets.token_hex(6)}")
+        self.name = f"topo-{os.getpid()}-{secrets.token_hex(8)}"
+        self.sockaddr = "\0" + self.name  # the abstract namespace: no file
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.path)
+        self._listener.bind(self.sockaddr)
         self._listener.listen(64)
         self._listener.setblocking(False)
         self._listen_fd = self._listener.fileno()
@@ -69,8 +71,8 @@ class Entrance:
 
     @property
     def address(self) -> str:
-        """The gRPC target of this entrance (``unix:PATH``)."""
-        return f"unix:{self.path}"
+        """The gRPC target of this entrance (``unix-abstract:NAME``)."""
+        return f"unix-abstract:{self.name}"
 
     def retarget(self, gateway: str) -> None:
         """Send connections opened from now on to ``gateway`` (the service moved)."""
@@ -116,10 +118,6 @@ class Entrance:
             for tunnel in list(self._tunnels.values()):
                 self._drop(tunnel, tell=False)
             self._listener.close()
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
 
     def _accept(self) -> None:
         while True:
@@ -128,7 +126,7 @@ class Entrance:
             except (BlockingIOError, InterruptedError):
                 return
             if _peer_uid(local) not in (os.geteuid(), 0):
-                local.close()  # the directory is private: only a misconfiguration gets here
+                local.close()  # another user: not a byte goes anywhere
                 continue
             local.setblocking(False)
             dealer = zmq_context().socket(zmq.DEALER)

@@ -89,7 +89,7 @@ class ReverbHandle(NodeHandle):
     the server there; ``dereference()`` from a test thread gives one too (topo's
     :class:`~topo.kinds.clients.ReverbClient`: every ``reverb.Client`` attribute, made
     on first use, following the server if it restarts; ``address()`` is the address
-    that works in this process, ``unix:PATH``)."""
+    that works in this process)."""
 
     def dereference(self) -> Any:
         """A ``reverb.Client`` of this node's server in the program launched last."""
