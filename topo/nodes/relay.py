@@ -13,11 +13,12 @@ import contextlib
 import os
 import socket
 import threading
+import time
 
 CHUNK = 256 << 10
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def _pump(src: socket.socket, dst: socket.socket, relay: UnixRelay) -> None:
     """Copy ``src`` to ``dst`` until ``src`` ends; then end ``dst``'s writing side."""
     buf = bytearray(CHUNK)
     view = memoryview(buf)
@@ -27,6 +28,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             if not n:
                 break
             dst.sendall(view[:n])
+            relay.last_active = time.monotonic()
     except OSError:
         pass
     finally:
@@ -50,6 +52,7 @@ class UnixRelay:
         os.chmod(path, 0o600)
         self._listener.listen(128)
         self._closed = False
+        self.last_active = time.monotonic()  # when bytes last went through, either way
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, name="topo-relay", daemon=True).start()
@@ -79,7 +82,7 @@ class UnixRelay:
                 ).start()
 
     def _carry(self, src: socket.socket, dst: socket.socket) -> None:
-        _pump(src, dst)
+        _pump(src, dst, self)
         with self._lock:  # the second pump of a pair to end closes both sockets
             if src in self._open and dst not in self._open:
                 self._open.discard(src)

@@ -13,8 +13,12 @@ server there, and opens two doors to it:
   get through its CURVE handshake (authenticated, encrypted).
 
 Where no namespace can be made the server listens on the host as before, and the node
-says so. The parent talks to the child over a socket pair, one JSON object per packet
-(the child is the parent's own fork: nothing from any peer is unpickled).
+says so. The parent talks to the child over a socket pair, one JSON object per packet.
+The child is a fork of the node's process, fast (Reverb is imported already) while no
+gRPC thread runs there; where one does (the threads backend, a node colocated with a
+reverb client) forking could leave the child with gRPC's locks held, so the child is a
+fresh interpreter, handed the spec (pickled by its own parent) on the socket pair.
+Nothing from any peer is unpickled.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -56,7 +62,11 @@ class Jail:
 
     def __init__(self, spec: JailSpec, ready_timeout_s: float = 600.0) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
+        self._proc: subprocess.Popen[bytes] | None = None
+        if _grpc_running():
+            pid = self._spawn(spec, mine, theirs)
+        else:
+            pid = os.fork()
         if pid == 0:  # pragma: no cover - the child (covered by the tests' real runs)
             code = 1
             try:
@@ -79,6 +89,21 @@ class Jail:
             raise JailError(f"the reverb server could not start:\n{ready['error']}")
         self.port: int = ready["port"]
         self.isolated: str | None = ready["why_not_isolated"]  # None: isolated
+
+    def _spawn(self, spec: JailSpec, mine: socket.socket, theirs: socket.socket) -> int:
+        """Start the child as a fresh interpreter and hand it ``spec``; its pid."""
+        import cloudpickle
+
+        fds = [theirs.fileno()] + ([spec.listener.fileno()] if spec.listener else [])
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "topo.nodes.reverb_jail", *map(str, fds)], pass_fds=fds
+        )
+        handed = {k: v for k, v in vars(spec).items() if k != "listener"}
+        data = cloudpickle.dumps((list(sys.path), handed))
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(data) + (1 << 16))
+        if mine.send(data) != len(data):  # one packet: the spec whole
+            raise JailError("could not hand the reverb server its tables (too large)")
+        return self._proc.pid
 
     def _receive(self, timeout_s: float | None) -> dict[str, Any]:
         ready, _, _ = select.select([self._control], [], [], timeout_s)
@@ -128,6 +153,8 @@ class Jail:
             except ChildProcessError:  # reaped by someone else
                 break
             if done:
+                if self._proc is not None:
+                    self._proc.returncode = 0  # reaped here
                 break
             time.sleep(0.02)
         else:
@@ -138,6 +165,36 @@ class Jail:
                 pass
         self._ended = True
         self._control.close()
+
+
+def _grpc_running() -> bool:
+    """True when a gRPC thread runs in this process (a fork would copy its locks)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return True  # cannot tell: the safe way
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read()
+        except OSError:
+            continue
+        if name.startswith(("grpc", "default-executo", "resolver-execu", "timer_manager")):
+            return True
+    return False
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - the spawned child
+    """A child started as a fresh interpreter: take the spec from the socket pair."""
+    import pickle
+
+    control = socket.socket(fileno=int(argv[0]))
+    path, fields = pickle.loads(control.recv(1 << 26))  # from our parent, no one else
+    sys.path[:] = path
+    spec = JailSpec(**fields)
+    if len(argv) > 1:
+        spec.listener = socket.socket(fileno=int(argv[1]))
+    return _serve(spec, control)
 
 
 def _build_tables(spec: JailSpec) -> list[Any]:
@@ -203,6 +260,8 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
                     answer: dict[str, Any] = {"path": str(client.checkpoint())}
                 elif op == "release":
                     _release_writers(tables, client)
+                    doors = [relay] if gateway is None else [relay, gateway]
+                    _wait_quiet(doors)
                     answer = {}
                 else:
                     answer = {"error": f"unknown request {op!r}"}
@@ -215,6 +274,18 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
         relay.close()
         server.stop()
     return 0
+
+
+def _wait_quiet(doors: list[Any], quiet_s: float = 0.5, within_s: float = DRAIN_S) -> None:
+    """At the stop, once held-back writers are released: keep serving until no bytes
+    went through the doors for ``quiet_s`` (peers closing their writers, whose last
+    confirmations must arrive: a Reverb writer whose server goes away while it closes
+    can abort its process), or ``within_s`` at most."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if time.monotonic() - max(d.last_active for d in doors) >= quiet_s:
+            return
+        time.sleep(0.05)
 
 
 def _release_writers(
@@ -238,3 +309,7 @@ def _release_writers(
         calm_since = time.monotonic()
         for name in held:  # one at a time: a sample the limiter refuses would block
             next(iter(client.sample(name, num_samples=1)))
+
+
+if __name__ == "__main__":  # pragma: no cover - started by Jail
+    sys.exit(_main(sys.argv[1:]))

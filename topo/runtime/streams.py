@@ -129,6 +129,7 @@ class Gateway:
         self._links: dict[bytes, _Link] = {}
         self._by_fd: dict[int, bytes] = {}
         self._closed = threading.Event()
+        self.last_active = time.monotonic()  # when a peer last sent or got bytes
         router = self._router = zmq_context().socket(zmq.ROUTER)
         router.linger = 0
         router.sndhwm = 0  # never drops: the service's flow control bounds what waits
@@ -199,7 +200,7 @@ class Gateway:
             tag = msg[:1]
             link = links.get(rid)
             if tag == DATA and link is not None:
-                link.heard = time.monotonic()
+                link.heard = self.last_active = time.monotonic()
                 try:
                     link.out.write(memoryview(msg)[1:])
                 except OSError:
@@ -255,7 +256,9 @@ class Gateway:
                 data = b""
             if not data:
                 self._drop(rid)
-            elif not self._send(rid, DATA + data):
+            elif self._send(rid, DATA + data):
+                self.last_active = time.monotonic()
+            else:
                 self._drop(rid, tell=False)
 
     def _sweep(self) -> None:
