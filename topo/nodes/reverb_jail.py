@@ -168,7 +168,11 @@ class Jail:
 
 
 def _grpc_running() -> bool:
-    """True when a gRPC thread runs in this process (a fork would copy its locks)."""
+    """True when a gRPC thread runs in this process (a fork would copy its locks), or
+    JAX has started its backends (its threads too)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and getattr(bridge, "_at_fork_handler_installed", False):
+        return True
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
