@@ -48,8 +48,7 @@ def test_the_replay_handle_dereferences_to_a_reverb_client(lp_launch: Launch) ->
     client.mutate_priorities(TABLE, updates={sample[0].info.key: 5.0})
     (again,) = list(client.sample(TABLE, num_samples=1))
     assert again[0].info.priority == pytest.approx(5.0)
-    host, _, port = client.address().rpartition(":")
-    assert host == "127.0.0.1" and int(port) > 0
+    assert client.address().startswith("unix:")  # the replay's door on this host
     assert client.server_address == client.address()
     assert isinstance(client.client(), reverb.Client)  # the reverb.Client behind it
     written = Path(client.checkpoint())  # no checkpoint dir: a scratch one ...

@@ -6,6 +6,8 @@ from typing import Any
 
 import reverb
 
+from topo.nodes.reverb import ReverbServer
+
 TABLE = "uniform"
 
 
@@ -81,3 +83,14 @@ class Writer:
                 writer.append([self.inserted])
                 writer.create_item(TABLE, 1, 1.0)
                 self.inserted += 1
+
+
+class UnisolatedReverb(ReverbServer):
+    """A reverb node on a host where no network namespace can be made (simulated): the
+    server falls back to listening on the host, and says so."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import topo.runtime.isolation as isolation
+
+        isolation.isolate = lambda: "namespaces are off in this test"  # the forked child's
+        super().__init__(**kwargs)

@@ -15,6 +15,7 @@ from topo.cli.common import (
     chosen_backend,
     fail,
     load_program,
+    stderr,
     stdout,
 )
 from topo.cli.complete import complete_backend
@@ -70,3 +71,9 @@ def plan(
     stdout.print(format_rights(program), highlight=False, markup=False, soft_wrap=True)
     if placed is not None:
         stdout.print(placed, highlight=False, markup=False, soft_wrap=True)
+    from topo.supervisor.preflight import exposure_warnings
+
+    for warning in exposure_warnings(program, name in (None, "procs", "threads")):
+        stderr.print(warning.headline(), markup=False)
+        if warning.hint:
+            stderr.print(f"  hint: {warning.hint}", markup=False)

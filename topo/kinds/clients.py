@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,16 +25,41 @@ def is_transport_error(exc: BaseException) -> bool:
     return any(words in text for words in TRANSPORT_ERRORS)
 
 
+def local_address(doors: dict[str, Any], handle: Any, node_id: str) -> str:
+    """The address a ``reverb.Client`` in this process uses for the reverb node whose
+    ``doors()`` these are: its Unix socket on its own host, else this process's entrance
+    to its gateway (an abstract Unix socket of ours, tunnelled with the right to call
+    the node that ``handle`` carries)."""
+    from topo.runtime.handle import program_of, right_of
+
+    gateway = doors.get("gateway")
+    program = program_of(handle)
+    here = getattr(program, "bind_host", None)
+    if not gateway or (doors.get("host") == here and os.path.exists(doors["unix"])):
+        return f"unix:{doors['unix']}"
+    from topo.runtime.client import present_right
+    from topo.runtime.entrance import shared_entrance
+
+    cap = right_of(handle)
+
+    def secure(sock: Any) -> None:
+        present_right(sock, program, node_id, cap)
+
+    key = f"{program.program_id}/{node_id}"
+    return shared_entrance(secure, key, gateway).address
+
+
 class ReverbClient:
     """A lazy ``reverb.Client`` for the reverb node ``node_id``: on first use it asks the
-    node for its ``address()`` through a topo Handle (waiting for the node to be ready, up
-    to the deadline) and forwards every attribute to the ``reverb.Client`` built from it.
-    A call that fails because the connection broke (the reverb node restarted) asks the
-    node for its address again and is made once more: on the same address the client's
-    channel reconnects, on a new one a new client is built. Writers and datasets keep
-    their own connections and reconnect by themselves to a replay restarted on its
-    address (it keeps its port). Pickles as its node id, deadline and topo Handle (with
-    the right to call the node), so it can travel like a Handle."""
+    node for its ``doors()`` through a topo Handle (waiting for the node to be ready, up
+    to the deadline) and forwards every attribute to the ``reverb.Client`` built from the
+    address that works in this process (:func:`local_address`). A call that fails
+    because the connection broke (the reverb node restarted) asks the node again and is
+    made once more: on the same address the client's channel reconnects, on a new one a
+    new client is built. Writers and datasets keep their own connections and reconnect
+    by themselves to a replay restarted at its address (it keeps its doors). Pickles
+    as its node id, deadline and topo Handle (with the right to call the node), so it
+    can travel like a Handle."""
 
     # Attributes of the object itself: never forwarded to the reverb.Client (an unpickled
     # object looks them up before __setstate__ has set them).
@@ -57,12 +83,14 @@ class ReverbClient:
         return self._node_id
 
     def address(self) -> str:
-        """The reverb server's ``host:port``, asked from the node."""
-        return str(self._handle.address())
+        """The address of the reverb server for a ``reverb.Client`` (or writer, dataset)
+        made in this process, asked from the node: ``unix:PATH`` on its host, else
+        ``unix-abstract:NAME`` (this process's entrance to its gateway)."""
+        return local_address(dict(self._handle.doors()), self._handle, self._node_id)
 
     def reconnect(self) -> None:
         """Forget the built client: the next use asks the node for its address again (after
-        the reverb node restarted, it listens on a new port)."""
+        the reverb node restarted and its gateway took a new port)."""
         with self._lock:
             self._client = None
 

@@ -66,6 +66,16 @@ def peer_key(program: ProgramContext, node_id: str) -> str:
     return found
 
 
+def present_right(sock: zmq.Socket, program: ProgramContext, node_id: str, cap: str | None) -> None:
+    """Give ``sock`` (before it connects) the credentials of whoever holds ``cap``, the
+    right to call ``node_id`` (None: no right, which the node refuses)."""
+    if program.mechanism == "curve":
+        keypair = client_keypair(cap) if cap else None
+        secure_client(sock, "curve", program.member, b"", keypair, peer_key(program, node_id))
+    else:
+        secure_client(sock, "plain", program.member, cap.encode() if cap else NO_RIGHT)
+
+
 def new_socket(
     program: ProgramContext, endpoint: str, node_id: str, cap: str | None
 ) -> tuple[zmq.Socket, zmq.Socket]:
@@ -81,11 +91,7 @@ def new_socket(
         sock.heartbeat_ivl = HEARTBEAT_MS
         sock.heartbeat_timeout = HEARTBEAT_TIMEOUT_MS
     try:
-        if program.mechanism == "curve":
-            keypair = client_keypair(cap) if cap else None
-            secure_client(sock, "curve", program.member, b"", keypair, peer_key(program, node_id))
-        else:
-            secure_client(sock, "plain", program.member, cap.encode() if cap else NO_RIGHT)
+        present_right(sock, program, node_id, cap)
         monitor = sock.get_monitor_socket(_WATCHED)
     except BaseException:
         sock.close(linger=0)

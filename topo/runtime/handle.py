@@ -135,3 +135,15 @@ class _Futures:
 def handles(node_ids: Iterable[str], timeout: float | None = None) -> list[Handle]:
     """Handles for a group reference (one per node, in order)."""
     return [Handle(n, timeout) for n in node_ids]
+
+
+def program_of(handle: Handle) -> ProgramContext:
+    """The program ``handle`` calls into (its node's, else this thread's). A function,
+    not a method: every attribute of a handle names a method of its node."""
+    return handle._program or current_program()
+
+
+def right_of(handle: Handle) -> str | None:
+    """The token ``handle`` presents to its node (None: it holds no right)."""
+    cap = handle._cap
+    return cap if cap is not None else program_of(handle).mint(handle._node_id)

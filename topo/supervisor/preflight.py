@@ -64,6 +64,40 @@ def missing_modules(program: Program) -> list[Diagnostic]:
     return out + [Diagnostic(m) for module, m in problems.items() if module not in placed]
 
 
+# Kinds whose server authenticates nobody: topo isolates it in a network namespace.
+ISOLATED_KINDS = ("reverb",)
+
+
+def exposure_warnings(program: Program, on_this_machine: bool = True) -> list[Diagnostic]:
+    """One warning per group of an isolated kind when this machine cannot make the
+    private network namespace its server needs (its port would then be open to every
+    host and local user). Only for backends running on this machine: elsewhere each
+    node checks on its own host and says so in the run's output."""
+    groups = {n.group for n in program.nodes if program.kind_of(n.id) in ISOLATED_KINDS}
+    if not groups or not on_this_machine:
+        return []
+    from topo.runtime.isolation import isolation_unavailable
+
+    why = isolation_unavailable()
+    if why is None:
+        return []
+    return [
+        Diagnostic(
+            f"group {g.name!r}: its Reverb server cannot be isolated on this machine ({why}); "
+            "its port will be open to every host and local user",
+            g.origin,
+            hint="allow unprivileged user namespaces (sysctl user.max_user_namespaces, "
+            "kernel.unprivileged_userns_clone) or run where unshare(2) is permitted",
+            severity="warning",
+        )
+        for g in program.groups
+        if g.name in groups
+    ]
+
+
 def preflight(program: Program, backend: Backend) -> list[Diagnostic]:
     """Every problem found before a run starts (errors refuse it, warnings are shown)."""
-    return unsupported_kinds(program) or missing_modules(program) or list(backend.check(program))
+    found = unsupported_kinds(program) or missing_modules(program) or list(backend.check(program))
+    if any(d.severity == "error" for d in found):
+        return found
+    return found + exposure_warnings(program, backend.network().mechanism == "plain")

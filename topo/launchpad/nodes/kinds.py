@@ -88,8 +88,8 @@ class ReverbHandle(NodeHandle):
     """A handle to a ``ReverbNode``. Passed to a node it becomes a ``reverb.Client`` of
     the server there; ``dereference()`` from a test thread gives one too (topo's
     :class:`~topo.kinds.clients.ReverbClient`: every ``reverb.Client`` attribute, made
-    on first use, following the server if it restarts; ``address()`` is its
-    ``host:port``)."""
+    on first use, following the server if it restarts; ``address()`` is the address
+    that works in this process)."""
 
     def dereference(self) -> Any:
         """A ``reverb.Client`` of this node's server in the program launched last."""

@@ -1,0 +1,338 @@
+"""The process a reverb node's server runs in: its own network namespace, two doors.
+
+Reverb's gRPC server listens on ``[::]:PORT`` of every interface and authenticates
+nobody. The reverb node therefore forks a child that moves into a network namespace
+of its own (:mod:`topo.runtime.isolation`: only ``lo``), builds the tables and starts the
+server there, and opens two doors to it:
+
+* a Unix socket in a private (0700) directory, relayed to the server's loopback port
+  (:class:`~topo.nodes.relay.UnixRelay`): for clients on the same host, of the same
+  user;
+* across hosts, a :class:`~topo.runtime.streams.Gateway` on a TCP socket that the
+  parent opened in the host's namespace before the fork: only callers holding the
+  right to call the reverb node get through its CURVE handshake (authenticated,
+  encrypted), the same right its topo RPC server asks for.
+
+Where no namespace can be made the server listens on the host as before, and the node
+says so. The parent talks to the child over a socket pair, one JSON object per packet.
+The child is a fork of the node's process, fast (Reverb is imported already) while no
+gRPC thread runs there; where one does (the threads backend, a node colocated with a
+reverb client) forking could leave the child with gRPC's locks held, so the child is a
+fresh interpreter, handed the spec (pickled by its own parent) on the socket pair.
+Nothing from any peer is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from topo.runtime.auth import Mechanism
+
+DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
+
+
+class JailError(RuntimeError):
+    """The reverb server's process could not start, or ended."""
+
+
+@dataclass
+class JailSpec:
+    """What the child needs: the tables, where to checkpoint, its doors."""
+
+    tables: Any  # a factory returning reverb.Tables, called with ``table_args``
+    table_args: dict[str, Any]
+    checkpoint_path: str
+    unix_path: str
+    listener: socket.socket | None = None  # the gateway's socket, in the host namespace
+    keys: GatewayKeys | None = None  # who the gateway admits
+
+
+@dataclass(frozen=True)
+class GatewayKeys:
+    """The gateway's side of the reverb node's handshake: the node's ``token`` (callers
+    prove it) and CURVE ``secret``, in ZAP ``domain``, with ``mechanism``."""
+
+    mechanism: Mechanism
+    domain: str
+    token: str
+    secret: str | None
+    label: str
+
+
+class Jail:
+    """The parent's side: start the child, ask it things, stop it."""
+
+    def __init__(self, spec: JailSpec, ready_timeout_s: float = 600.0) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._proc: subprocess.Popen[bytes] | None = None
+        if _grpc_running():
+            pid = self._spawn(spec, mine, theirs)
+        else:
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (covered by the tests' real runs)
+            code = 1
+            try:
+                mine.close()
+                code = _serve(spec, theirs)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)  # never the parent's atexit handlers (its socket directory)
+        theirs.close()
+        if spec.listener is not None:
+            spec.listener.close()  # the child holds it: the port closes when it ends
+        self.pid = pid
+        self._control = mine
+        self._lock = threading.Lock()
+        self._ended = False
+        ready = self._receive(ready_timeout_s)
+        if "error" in ready:
+            self.stop(2.0)
+            raise JailError(f"the reverb server could not start:\n{ready['error']}")
+        self.port: int = ready["port"]
+        self.isolated: str | None = ready["why_not_isolated"]  # None: isolated
+
+    def _spawn(self, spec: JailSpec, mine: socket.socket, theirs: socket.socket) -> int:
+        """Start the child as a fresh interpreter and hand it ``spec``; its pid."""
+        import cloudpickle
+
+        fds = [theirs.fileno()] + ([spec.listener.fileno()] if spec.listener else [])
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "topo.nodes.reverb_jail", *map(str, fds)], pass_fds=fds
+        )
+        handed = {k: v for k, v in vars(spec).items() if k != "listener"}
+        data = cloudpickle.dumps((list(sys.path), handed))
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(data) + (1 << 16))
+        if mine.send(data) != len(data):  # one packet: the spec whole
+            raise JailError("could not hand the reverb server its tables (too large)")
+        return self._proc.pid
+
+    def _receive(self, timeout_s: float | None) -> dict[str, Any]:
+        ready, _, _ = select.select([self._control], [], [], timeout_s)
+        if not ready:
+            raise JailError("the reverb server's process did not answer")
+        data = self._control.recv(1 << 20)
+        if not data:
+            self._ended = True
+            raise JailError("the reverb server's process ended")
+        return dict(json.loads(data))
+
+    def request(self, op: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Ask the child to do ``op`` (``checkpoint``, ``release``); its answer."""
+        with self._lock:
+            if self._ended:
+                raise JailError("the reverb server's process ended")
+            try:
+                self._control.send(json.dumps({"op": op}).encode())
+            except OSError as exc:
+                self._ended = True
+                raise JailError("the reverb server's process ended") from exc
+            answer = self._receive(timeout_s)
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer
+
+    def alive(self) -> bool:
+        """False once the child ended (its end of the socket pair closed)."""
+        if self._ended:
+            return False
+        with self._lock:
+            ready, _, _ = select.select([self._control], [], [], 0)
+            if ready and not self._control.recv(1, socket.MSG_PEEK):
+                self._ended = True
+        return not self._ended
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server (gracefully, then SIGKILL after ``timeout_s``) and reap it."""
+        try:
+            self._control.send(json.dumps({"op": "stop"}).encode())
+        except OSError:
+            pass
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else
+                break
+            if done:
+                if self._proc is not None:
+                    self._proc.returncode = 0  # reaped here
+                break
+            time.sleep(0.02)
+        else:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self._ended = True
+        self._control.close()
+
+
+def _grpc_running() -> bool:
+    """True when a gRPC thread runs in this process (a fork would copy its locks), or
+    JAX has started its backends (its threads too)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and getattr(bridge, "_at_fork_handler_installed", False):
+        return True
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return True  # cannot tell: the safe way
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read()
+        except OSError:
+            continue
+        if name.startswith(("grpc", "default-executo", "resolver-execu", "timer_manager")):
+            return True
+    return False
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - the spawned child
+    """A child started as a fresh interpreter: take the spec from the socket pair."""
+    import pickle
+
+    control = socket.socket(fileno=int(argv[0]))
+    path, fields = pickle.loads(control.recv(1 << 26))  # from our parent, no one else
+    sys.path[:] = path
+    spec = JailSpec(**fields)
+    if len(argv) > 1:
+        spec.listener = socket.socket(fileno=int(argv[1]))
+    return _serve(spec, control)
+
+
+def _build_tables(spec: JailSpec) -> list[Any]:
+    import reverb
+
+    from topo.targets import load_target
+
+    factory = load_target(spec.tables) if isinstance(spec.tables, str) else spec.tables
+    made = factory(**spec.table_args)
+    tables = list(made)
+    if not tables or not all(isinstance(t, reverb.Table) for t in tables):
+        raise TypeError(f"{spec.tables} must return a non-empty list of reverb.Table, got {made!r}")
+    return tables
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover - child
+    """The child: isolate, serve, answer the parent until told to stop or orphaned."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (after draining)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parent = os.getppid()
+    from topo.runtime.isolation import isolate
+
+    why_not = isolate()
+    try:
+        import reverb
+
+        from topo.nodes.relay import UnixRelay
+        from topo.runtime.auth import ServerAuth
+        from topo.runtime.rights import node_acceptor
+        from topo.runtime.streams import Gateway
+
+        tables = _build_tables(spec)
+        port = _free_port()  # in a namespace of our own every port is free
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(spec.checkpoint_path)
+        server = reverb.Server(tables, port=port, checkpointer=checkpointer)
+        relay = UnixRelay(spec.unix_path, port)
+        gateway = None
+        if spec.listener is not None and spec.keys is not None:
+            keys = spec.keys
+            auth = ServerAuth(keys.domain, node_acceptor(keys.token), keys.secret, keys.label)
+            gateway = Gateway(keys.mechanism, auth, relay.dial, listener=spec.listener)
+    except BaseException:
+        control.send(json.dumps({"error": traceback.format_exc()}).encode())
+        return 1
+    client = reverb.Client(f"127.0.0.1:{port}")
+    control.send(json.dumps({"port": port, "why_not_isolated": why_not}).encode())
+    try:
+        while os.getppid() == parent:
+            ready, _, _ = select.select([control], [], [], 0.5)
+            if not ready:
+                continue
+            data = control.recv(1 << 16)
+            if not data:
+                break
+            op = json.loads(data).get("op")
+            if op == "stop":
+                break
+            try:
+                if op == "checkpoint":
+                    answer: dict[str, Any] = {"path": str(client.checkpoint())}
+                elif op == "release":
+                    _release_writers(tables, client)
+                    doors = [relay] if gateway is None else [relay, gateway]
+                    _wait_quiet(doors)
+                    answer = {}
+                else:
+                    answer = {"error": f"unknown request {op!r}"}
+            except Exception as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            control.send(json.dumps(answer).encode())
+    finally:
+        if gateway is not None:
+            gateway.close()
+        relay.close()
+        server.stop()
+    return 0
+
+
+def _wait_quiet(doors: list[Any], quiet_s: float = 0.5, within_s: float = DRAIN_S) -> None:
+    """At the stop, once held-back writers are released: keep serving until no bytes
+    went through the doors for ``quiet_s`` (peers closing their writers, whose last
+    confirmations must arrive: a Reverb writer whose server goes away while it closes
+    can abort its process), or ``within_s`` at most."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if time.monotonic() - max(d.last_active for d in doors) >= quiet_s:
+            return
+        time.sleep(0.05)
+
+
+def _release_writers(
+    tables: list[Any], client: Any, within_s: float = DRAIN_S, calm_s: float = 0.3
+) -> None:  # pragma: no cover - runs in the child
+    """At the stop, let writers that a rate limiter holds back finish: while a table
+    refuses inserts (its sample-to-insert ratio wants samples first), sample and drop
+    items. Peers see the stop between writes and end their loops; a client still
+    blocked inside Reverb when its server closes can abort its whole process (with the
+    threads backend, the launcher). Ends after ``calm_s`` without a held-back table, or
+    after ``within_s`` (inside the default grace period)."""
+    end = time.monotonic() + within_s
+    calm_since = time.monotonic()
+    while time.monotonic() < end:
+        held = [t.name for t in tables if not t.can_insert(1) and t.can_sample(1)]
+        if not held:
+            if time.monotonic() - calm_since >= calm_s:
+                return
+            time.sleep(0.02)
+            continue
+        calm_since = time.monotonic()
+        for name in held:  # one at a time: a sample the limiter refuses would block
+            # as stored: items of scalar columns (a trajectory writer's squeezed steps, as
+            # Acme's and Mava's adders write) do not split into timesteps
+            next(iter(client.sample(name, num_samples=1, emit_timesteps=False)))
+
+
+if __name__ == "__main__":  # pragma: no cover - started by Jail
+    sys.exit(_main(sys.argv[1:]))
