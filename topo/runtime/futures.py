@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 import zmq
@@ -33,7 +33,6 @@ from topo.runtime.client import (
     check_size,
     close_monitor,
     close_socket,
-    decode_reply,
     endpoints,
     handshakes,
     new_socket,
@@ -46,70 +45,24 @@ from topo.runtime.errors import (
     PeerUnavailable,
     PermissionDenied,
 )
+from topo.runtime.peers import (
+    CallFuture,
+    Done,
+    Peer,
+    Request,
+    coalescable,
+    fail,
+    resolve,
+    send_nowait,
+)
 
-
-class _Peer:
-    """Futures-engine state for one peer (guarded by the engine's I/O lock)."""
-
-    def __init__(self, program: ProgramContext, node_id: str, cap: str | None) -> None:
-        self.program = program
-        self.node_id = node_id
-        self.cap = cap
-        self.endpoint: str | None = None
-        self.sock: zmq.Socket | None = None
-        self.monitor: zmq.Socket | None = None
-        self.fd = -1
-        self.pending: collections.deque[_Request] = collections.deque()
-        self.next_lookup = 0.0
-        self.blocked_since: float | None = None
-        self.waiting = 0  # calls sent (or in outq) that have no reply yet
-        self.outq: list[_Request] = []  # one-frame calls held back to go as one batch
-        self.outq_at = 0.0
-        self.outq_bytes = 0
-        self.limit: int | None = None  # the largest request it accepts, once resolved
-        self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
-
-
-# (program, node_id, method, call_id, frames, future, deadline, start)
-_Request = tuple[Any, str, str, int, list[Any], "_CallFuture", float, float]
-_Done = list[tuple[_Request, wire.Message, str]]
 _HOLD_S = 0.0005  # s a call may be held back for coalescing (by the caller)
-_COALESCE_UNDER = 4096  # bytes: larger calls go at once, on their own
 _IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
 _SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
 _POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = wire.NOBLOCK
 _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-
-
-def _send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
-    """Send without blocking; raises ``zmq.Again`` only on the first frame (libzmq
-    delivers a multipart message atomically once its first part is queued)."""
-    wire.send(sock, frames, _NOBLOCK)
-
-
-def _coalescable(frames: list[Any]) -> bool:
-    """Whether a call may travel in a batch frame (one small frame)."""
-    return len(frames) == 1 and len(frames[0]) < _COALESCE_UNDER
-
-
-class _CallFuture(Future):
-    """A Future whose ``result()`` / ``exception()`` receive replies themselves."""
-
-    _engine: _Engine
-    _peer: _Peer | None = None  # set once the request is on the socket
-    _caller = ""  # who made the call, noted for calls that wait to be sent
-
-    def result(self, timeout: float | None = None) -> Any:
-        if not self.done():
-            self._engine.drive(self, timeout)
-        return super().result(timeout)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not self.done():
-            self._engine.drive(self, timeout)
-        return super().exception(timeout)
 
 
 class _Engine:
@@ -140,8 +93,8 @@ class _Engine:
         self._rx.bind(addr)
         self._tx = ctx.socket(zmq.PAIR)  # used under the I/O lock only
         self._tx.connect(addr)
-        self._peers: dict[tuple[str, str, str | None], _Peer] = {}
-        self._inflight: dict[int, _Request] = {}
+        self._peers: dict[tuple[str, str, str | None], Peer] = {}
+        self._inflight: dict[int, Request] = {}
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
     # -- calling threads ----------------------------------------------------------
@@ -155,19 +108,19 @@ class _Engine:
         timeout: float,
         cap: str | None = None,
     ) -> Future:
-        fut = _CallFuture()
+        fut = CallFuture()
         fut._engine = self
         start = time.monotonic()
         call_id = next(call_ids)
         frames = wire.request_frames(call_id, method, timeout, args, kwargs)
-        req: _Request = (program, node_id, method, call_id, frames, fut, start + timeout, start)
-        done: _Done = []
+        req: Request = (program, node_id, method, call_id, frames, fut, start + timeout, start)
+        done: Done = []
         with self._io:
             self._active = start
             key = (program.program_id, node_id, cap)
             peer = self._peers.get(key)
             if peer is None:
-                peer = self._peers[key] = _Peer(program, node_id, cap)
+                peer = self._peers[key] = Peer(program, node_id, cap)
             try:  # (a peer not resolved yet: checked before its pending calls go)
                 check_size(frames, peer.limit, node_id, method)
             except MessageTooLarge as exc:
@@ -176,7 +129,7 @@ class _Engine:
             sock = peer.sock
             sent = False
             if sock is not None and not peer.pending:
-                if peer.waiting and _coalescable(frames):
+                if peer.waiting and coalescable(frames):
                     # Calls are in flight to this peer: hold this one back briefly so
                     # that a burst goes as one batch (one send, one zmq message).
                     if not peer.outq:
@@ -196,7 +149,7 @@ class _Engine:
                     sent = True
                 else:
                     try:
-                        _send_nowait(sock, frames)
+                        send_nowait(sock, frames)
                         sent = True
                     except zmq.Again:
                         pass
@@ -214,10 +167,10 @@ class _Engine:
                     self._wake_pending = True
                     self._tx.send(b"")
         if done:
-            _resolve(done)
+            resolve(done)
         return fut
 
-    def drive(self, fut: _CallFuture, timeout: float | None) -> None:
+    def drive(self, fut: CallFuture, timeout: float | None) -> None:
         """Receive replies on ``fut``'s socket until it is done (or ``timeout``)."""
         end = None if timeout is None else time.monotonic() + timeout
         cond = fut._condition  # type: ignore[attr-defined]
@@ -233,7 +186,7 @@ class _Engine:
                     if not fut.done():
                         cond.wait(wait)
                 continue
-            done: _Done = []
+            done: Done = []
             try:
                 self._active = now
                 sock = peer.sock
@@ -247,10 +200,10 @@ class _Engine:
             finally:
                 self._io.release()
             if done:
-                _resolve(done)
+                resolve(done)
 
     # -- under the I/O lock -------------------------------------------------------
-    def _drain(self, peer: _Peer, done: _Done, most: int = -1) -> None:
+    def _drain(self, peer: Peer, done: Done, most: int = -1) -> None:
         """Receive the replies waiting on ``peer``'s socket (at most ``most``).
 
         Draining completely leaves ZMQ_FD re-armed; ``submit`` takes only one
@@ -267,7 +220,7 @@ class _Engine:
                     peer.waiting -= 1
                     done.append((req, msg, peer.node_id))
 
-    def _send_outq(self, peer: _Peer) -> None:
+    def _send_outq(self, peer: Peer) -> None:
         """Send the calls held back for ``peer``: one message, or one batch frame."""
         sock = peer.sock
         assert sock is not None
@@ -275,13 +228,13 @@ class _Engine:
         if calls:
             frame = calls[0] if len(calls) == 1 else wire.batch_frame(calls)
             try:
-                _send_nowait(sock, [frame])
+                send_nowait(sock, [frame])
             except zmq.Again:  # the peer is not connected: the I/O thread tries again
                 return
         peer.outq = []
         peer.outq_bytes = 0
 
-    def _flush(self, peer: _Peer, now: float, done: _Done) -> None:
+    def _flush(self, peer: Peer, now: float, done: Done) -> None:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
         if now >= peer.next_lookup and (peer.sock is None or stuck):
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
@@ -314,11 +267,11 @@ class _Engine:
         while pending:
             # Up to BATCH_MAX small one-frame calls in a row go as one batch frame.
             n = 0
-            while n < min(len(pending), wire.BATCH_MAX) and _coalescable(pending[n][4]):
+            while n < min(len(pending), wire.BATCH_MAX) and coalescable(pending[n][4]):
                 n += 1
             frames = [wire.batch_frame([pending[i][4][0] for i in range(n)])] if n > 1 else None
             try:
-                _send_nowait(peer.sock, frames or pending[0][4])
+                send_nowait(peer.sock, frames or pending[0][4])
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
@@ -336,7 +289,7 @@ class _Engine:
                 self._inflight[req[3]] = req
         self._drain(peer, done)
 
-    def _handshakes(self, peer: _Peer) -> bool:
+    def _handshakes(self, peer: Peer) -> bool:
         """Whether ``peer`` refused our right; its monitor is closed once it accepted it."""
         assert peer.sock is not None and peer.monitor is not None
         refused, accepted = handshakes(peer.monitor, peer.endpoint)
@@ -345,7 +298,7 @@ class _Engine:
             peer.monitor = None
         return refused
 
-    def _refused(self, peer: _Peer) -> None:
+    def _refused(self, peer: Peer) -> None:
         """``peer`` refused our right: its waiting calls fail, its socket is closed (the
         next call connects again, and is refused again, rather than retry in a loop)."""
         for r in peer.pending:
@@ -358,12 +311,12 @@ class _Engine:
         peer.fd = -1
         peer.blocked_since = None
 
-    def _refuse_oversized(self, peer: _Peer) -> None:
+    def _refuse_oversized(self, peer: Peer) -> None:
         """Take the pending calls larger than ``peer`` accepts off its queue; they fail
         with the size error (calls submitted before the peer was resolved)."""
         if peer.limit is None:
             return
-        keep: collections.deque[_Request] = collections.deque()
+        keep: collections.deque[Request] = collections.deque()
         for r in peer.pending:
             try:
                 check_size(r[4], peer.limit, r[1], r[2])
@@ -384,7 +337,7 @@ class _Engine:
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):
                 continue
-            keep: collections.deque[_Request] = collections.deque()
+            keep: collections.deque[Request] = collections.deque()
             for r in peer.pending:
                 if r[6] > now:
                     keep.append(r)
@@ -416,13 +369,13 @@ class _Engine:
             )
             if want != watched:
                 if want:  # callers may have left replies unread: re-arm ZMQ_FD first
-                    done0: _Done = []
+                    done0: Done = []
                     with self._io:
                         for peer in self._peers.values():
                             if peer.sock is not None:
                                 self._drain(peer, done0)
                     if done0:
-                        _resolve(done0)
+                        resolve(done0)
                 for fd in watched:
                     poller.unregister(fd)
                 for fd in want:
@@ -444,7 +397,7 @@ class _Engine:
                         self._rx.recv(_NOBLOCK)
                     except zmq.Again:
                         break
-            done: _Done = []
+            done: Done = []
             failed: list[tuple[Future, BaseException]] = []
             with self._io:
                 self._wake_pending = False
@@ -466,36 +419,9 @@ class _Engine:
                         failed.extend(peer.refused)
                         peer.refused = []
             if done:
-                _resolve(done)
+                resolve(done)
             for fut, exc in failed:
-                _fail(fut, exc)
-
-
-def _resolve(done: _Done) -> None:
-    """Decode replies and complete their futures (outside the I/O lock)."""
-    for req, msg, node_id in done:
-        fut = req[5]
-        try:
-            value = decode_reply(msg, node_id)
-        except BaseException as exc:
-            _fail(fut, exc)
-            continue
-        _set_result(fut, value)
-
-
-def _set_result(fut: Future, value: Any) -> None:
-    """Complete ``fut`` unless it was cancelled or already timed out meanwhile."""
-    try:
-        fut.set_result(value)
-    except InvalidStateError:
-        pass
-
-
-def _fail(fut: Future, exc: BaseException) -> None:
-    try:
-        fut.set_exception(exc)
-    except InvalidStateError:
-        pass
+                fail(fut, exc)
 
 
 _engine: _Engine | None = None

@@ -1,0 +1,98 @@
+"""The futures engine's view of one peer: its connection state, the requests it has in
+flight, and how their futures complete (``topo.runtime.futures`` drives them)."""
+
+from __future__ import annotations
+
+import collections
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import zmq
+
+from topo.runtime import wire
+from topo.runtime.client import decode_reply
+from topo.runtime.context import ProgramContext
+
+
+class Peer:
+    """Futures-engine state for one peer (guarded by the engine's I/O lock)."""
+
+    def __init__(self, program: ProgramContext, node_id: str, cap: str | None) -> None:
+        self.program = program
+        self.node_id = node_id
+        self.cap = cap
+        self.endpoint: str | None = None
+        self.sock: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None
+        self.fd = -1
+        self.pending: collections.deque[Request] = collections.deque()
+        self.next_lookup = 0.0
+        self.blocked_since: float | None = None
+        self.waiting = 0  # calls sent (or in outq) that have no reply yet
+        self.outq: list[Request] = []  # one-frame calls held back to go as one batch
+        self.outq_at = 0.0
+        self.outq_bytes = 0
+        self.limit: int | None = None  # the largest request it accepts, once resolved
+        self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
+
+
+# (program, node_id, method, call_id, frames, future, deadline, start)
+Request = tuple[Any, str, str, int, list[Any], "CallFuture", float, float]
+Done = list[tuple[Request, wire.Message, str]]
+COALESCE_UNDER = 4096  # bytes: larger calls go at once, on their own
+
+
+def send_nowait(sock: zmq.Socket, frames: list[Any]) -> None:
+    """Send without blocking; raises ``zmq.Again`` only on the first frame (libzmq
+    delivers a multipart message atomically once its first part is queued)."""
+    wire.send(sock, frames, wire.NOBLOCK)
+
+
+def coalescable(frames: list[Any]) -> bool:
+    """Whether a call may travel in a batch frame (one small frame)."""
+    return len(frames) == 1 and len(frames[0]) < COALESCE_UNDER
+
+
+class CallFuture(Future):
+    """A Future whose ``result()`` / ``exception()`` receive replies themselves."""
+
+    _engine: Any  # the futures engine that drives it (topo.runtime.futures)
+    _peer: Peer | None = None  # set once the request is on the socket
+    _caller = ""  # who made the call, noted for calls that wait to be sent
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self.done():
+            self._engine.drive(self, timeout)
+        return super().exception(timeout)
+
+
+def resolve(done: Done) -> None:
+    """Decode replies and complete their futures (outside the I/O lock)."""
+    for req, msg, node_id in done:
+        fut = req[5]
+        try:
+            value = decode_reply(msg, node_id)
+        except BaseException as exc:
+            fail(fut, exc)
+            continue
+        set_result(fut, value)
+
+
+def set_result(fut: Future, value: Any) -> None:
+    """Complete ``fut`` unless it was cancelled or already timed out meanwhile."""
+    try:
+        fut.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def fail(fut: Future, exc: BaseException) -> None:
+    try:
+        fut.set_exception(exc)
+    except InvalidStateError:
+        pass
