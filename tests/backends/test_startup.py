@@ -25,8 +25,8 @@ from topo.api import (
     prepare,
     warm_early,
 )
-from topo.backends.forkserver import child_pids
 from topo.backends.procs import ProcsBackend
+from topo.backends.proctree import child_pids
 from topo.testing import wait_gone
 
 HERE = Path(__file__).resolve().parent

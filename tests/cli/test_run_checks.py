@@ -68,7 +68,7 @@ try:
 except SystemExit as exc:
     code = exc.code
 time.sleep(0.5)  # what was killed at the end is reaped by now
-from topo.backends.forkserver import child_pids
+from topo.backends.proctree import child_pids
 alive = []
 for pid in child_pids(recursive=True):
     try:

@@ -49,9 +49,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from topo.backends.grant_pipe import read_blob, wipe
+from topo.backends.proctree import (
+    become_subreaper,
+    kill_group,
+    kill_tree,
+    pid_alive,
+    sweep_orphans,
+)
 
 PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended
 _status: socket.socket | None = None
 
@@ -91,116 +97,6 @@ def read_msg(fd: int) -> Any:
     return None if body is None else pickle.loads(body)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a child's process group (its own grandchildren included), else the child."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-        return
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL whatever is left of process group ``pgid`` (nothing if it is empty)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def become_subreaper() -> bool:
-    """Make this process the reaper of its descendants' orphans (Linux); False if not."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except Exception:
-        return False
-
-
-def child_pids(pid: int | None = None, recursive: bool = False) -> list[int]:
-    """The child processes of ``pid`` (default: this process), read from
-    ``/proc/PID/task/*/children``: unlike a scan of every process on the machine, this
-    stays fast when busy threads of this process compete for the GIL."""
-    pid = os.getpid() if pid is None else pid
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    kids: list[int] = []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids.extend(int(x) for x in f.read().split())
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        except OSError:  # no CONFIG_PROC_CHILDREN: ask psutil (scans every process)
-            import psutil
-
-            try:
-                kids = [k.pid for k in psutil.Process(pid).children()]
-            except psutil.Error:
-                kids = []
-            break
-    kids = sorted(set(kids))
-    if recursive:
-        kids += [g for k in kids for g in child_pids(k, recursive=True)]
-    return kids
-
-
-def sweep_orphans(executables: Iterable[int], kill: bool) -> list[int]:
-    """Reap this process's children that are not ``executables`` (pids that the
-    executables' owner joins itself, so never waited for here) and have ended; with
-    ``kill``, first SIGKILL the live ones (and their descendants) unless they are in a
-    live executable's process group. The pids killed."""
-    import psutil
-
-    exes = set(executables)
-    killed: list[int] = []
-    for pid in child_pids():
-        if pid in exes:
-            continue
-        try:
-            kid = psutil.Process(pid)
-            if kill and kid.status() != psutil.STATUS_ZOMBIE and os.getpgid(pid) not in exes:
-                for below in [*child_pids(pid, recursive=True), pid]:
-                    try:
-                        os.kill(below, signal.SIGKILL)
-                        killed.append(below)
-                    except ProcessLookupError:
-                        pass
-        except (psutil.Error, ProcessLookupError):
-            pass
-        _reap(pid, block=pid in killed)
-    return killed
-
-
-def _reap(pid: int, block: bool) -> None:
-    """``waitpid`` one specific child (never -1: the executables are joined elsewhere)."""
-    end = time.monotonic() + (2.0 if block else 0.0)
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done or time.monotonic() >= end:
-            return
-        time.sleep(0.01)
-
-
 # -- inside a child ---------------------------------------------------------------
 
 
@@ -232,7 +128,7 @@ def child_main(
         grant=rights,
         devices_assigned=bool(init.get("devices_assigned", False)),  # on Ray: counts
     )
-    child.child_main(spec, lambda: _pid_alive(launcher_pid) and os.getppid() == server_pid)
+    child.child_main(spec, lambda: pid_alive(launcher_pid) and os.getppid() == server_pid)
 
 
 # -- the server ---------------------------------------------------------------------
@@ -348,7 +244,7 @@ def serve(status_fd: int) -> None:
             watched = [fd for fd in children if fd >= 0]
             polled = [fd for fd in children if fd < 0]
             ready = wait([0, *watched], timeout=0.1 if polled else 0.5)
-            if not _pid_alive(launcher_pid):
+            if not pid_alive(launcher_pid):
                 return
             ended = [fd for fd in [*ready, *polled] if fd != 0 and _has_ended(children[fd][0])]
             _end_executables([_forget(children, fd) for fd in ended], children)
@@ -383,7 +279,7 @@ def serve(status_fd: int) -> None:
             _join(p, 5.0)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
         sweep_orphans([], kill=True)
-        if not _pid_alive(launcher_pid):
+        if not pid_alive(launcher_pid):
             # The launcher died (kill -9): its registry could not remove the run's socket
             # directory, so the server that outlives it does.
             ipc_dir = init["registry"].get("ipc_dir")

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
-from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
 from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
+from topo.backends.proctree import kill_tree
 from topo.ir import dumps
 from topo.targets import TargetInfo
 

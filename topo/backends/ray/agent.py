@@ -33,8 +33,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
+from topo.backends.proctree import kill_tree
 from topo.backends.ray.actor import local_log_root, prepare_paths
 from topo.backends.ray.pull import PullTail
 

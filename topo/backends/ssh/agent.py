@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from topo.backends.forkserver import kill_tree, write_msg
+from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
+from topo.backends.proctree import kill_tree
 from topo.backends.titles import set_title
 
 HEARTBEAT_S = 0.5  # the agent says it is alive this often
