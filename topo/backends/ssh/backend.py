@@ -435,21 +435,12 @@ class SshBackend(Backend):
     def _clear_run_dirs(self) -> None:
         """Remove the run's directory from every host that has one (its logs are in the
         launcher's run directory by now); note where that could not be done."""
-        from topo.backends.ssh.rundirs import clear
+        from topo.backends.ssh.rundirs import clear_run
 
-        if self._job is None:
+        if self._job is None or self.sessions is None:
             return
-        dirs = {h: remote_run_dir(self.hosts[h], self._job.run_dir.name) for h in self._made}
-        reach = {h: d for h, d in dirs.items() if h not in self.lost}
-        failed = clear(self.sessions, reach)
-        for host in sorted(dirs):
-            if host in self.lost:
-                why = f"host {host} was lost ({self.lost[host]})"
-            elif host in failed:
-                why = f"the run's directory on host {host} could not be removed ({failed[host]})"
-            else:
-                continue
-            self._left[host] = f"{why}; the run's files there stay in {dirs[host]}"
+        run = self._job.run_dir.name
+        self._left.update(clear_run(self.sessions, self.hosts, self._made, self.lost, run))
 
     def left_behind(self) -> list[str]:
         """The hosts that keep this run's directory (lost, or it could not be removed)."""

@@ -38,3 +38,26 @@ def clear(sessions: Sessions, dirs: Mapping[str, str]) -> dict[str, str]:
             lines = [x.strip() for x in err.splitlines() if x.strip()]
             failed[name] = lines[-1] if lines else "no answer"
     return failed
+
+
+def clear_run(
+    sessions: Sessions,
+    hosts: Mapping[str, HostSpec],
+    made: set[str],
+    lost: Mapping[str, str],
+    run_name: str,
+) -> dict[str, str]:
+    """Remove run ``run_name``'s directory from the hosts in ``made`` that were not
+    ``lost`` (host -> why); what stays behind on which host and why, for the user."""
+    dirs = {h: remote_run_dir(hosts[h], run_name) for h in made}
+    failed = clear(sessions, {h: d for h, d in dirs.items() if h not in lost})
+    left = {}
+    for host in sorted(dirs):
+        if host in lost:
+            why = f"host {host} was lost ({lost[host]})"
+        elif host in failed:
+            why = f"the run's directory on host {host} could not be removed ({failed[host]})"
+        else:
+            continue
+        left[host] = f"{why}; the run's files there stay in {dirs[host]}"
+    return left
