@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -137,6 +138,9 @@ def test_ctrl_c_in_a_terminal_puts_each_message_on_its_own_line(
         env=env,
         encoding="utf-8",
         timeout=60,
+        # As from a shell: a suite started in the background (``cmd &``) ignores SIGINT,
+        # and an ignored signal stays ignored across exec.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         child.expect("ready\r\n")
