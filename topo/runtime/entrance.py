@@ -25,7 +25,19 @@ from collections.abc import Callable
 import zmq
 
 from topo.runtime.auth import zmq_context
-from topo.runtime.streams import CHUNK, CLOSE, DATA, IDLE_S, OPEN, PING, PING_S, Outbox
+from topo.runtime.streams import (
+    CLOSE,
+    DATA,
+    EVENTS,
+    IDLE_S,
+    NOBLOCK,
+    OPEN,
+    PING,
+    PING_S,
+    POLLIN,
+    Outbox,
+    Reader,
+)
 
 CLOSE_LINGER_MS = 200  # a closing connection's last message may take this long to leave
 log = logging.getLogger("topo.runtime.entrance")
@@ -56,6 +68,7 @@ class Entrance:
 
     def __init__(self, secure: Callable[[zmq.Socket], None], gateway: str) -> None:
         self._secure = secure
+        self._reader = Reader()
         self.gateway = gateway  # new connections go here (see retarget)
         self.name = f"topo-{os.getpid()}-{secrets.token_hex(8)}"
         self.sockaddr = "\0" + self.name  # the abstract namespace: no file
@@ -168,15 +181,15 @@ class Entrance:
         if not events & (zmq.POLLIN | zmq.POLLERR) or tunnel.held is not None:
             return
         try:
-            data = tunnel.local.recv(CHUNK)
+            msg = self._reader.read(tunnel.local)
         except BlockingIOError:
             return
         except OSError:
-            data = b""
-        if not data:
+            msg = DATA
+        if len(msg) == 1:  # the client ended the connection
             self._drop(tunnel)
             return
-        self._forward(tunnel, DATA + data)
+        self._forward(tunnel, msg)
 
     def _forward(self, tunnel: _Tunnel, msg: bytes) -> None:
         was_held = tunnel.held is not None
@@ -197,8 +210,10 @@ class Entrance:
             if tunnel.out.pending:  # the client does not read: leave the rest in ZeroMQ
                 self._update(tunnel)
                 return
+            if not tunnel.dealer.getsockopt(EVENTS) & POLLIN:
+                return
             try:
-                msg = tunnel.dealer.recv(zmq.NOBLOCK)
+                msg = tunnel.dealer.recv(NOBLOCK)
             except zmq.Again:
                 return
             tunnel.heard = time.monotonic()
