@@ -12,6 +12,7 @@ is authenticated (CURVE) regardless.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -72,8 +73,28 @@ class Cluster:
         return self.procs["head"].pid
 
     def start(self, name: str, ip: str, argv: list[str], prefix: list[str] | None = None) -> None:
-        """Start node ``name`` (``ray start --block`` + ``argv``) and wait until it is up."""
-        log = self.temp / f"{name}.log"
+        """Start node ``name`` (``ray start --block`` + ``argv``) and wait until it is up;
+        once more if Ray gave up on its first start (on a busy machine a worker's first
+        call to the head can time out: "Failed to get node info ... Deadline Exceeded")."""
+        try:
+            self._start(name, ip, argv, prefix)
+        except RuntimeError:
+            proc = self.procs.pop(name)
+            for pid in [*descendants(proc.pid), proc.pid]:  # what it started, by pid
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.wait(30)
+            self._start(name, ip, argv, prefix, again=True)
+
+    def _start(
+        self,
+        name: str,
+        ip: str,
+        argv: list[str],
+        prefix: list[str] | None = None,
+        again: bool = False,
+    ) -> None:
+        log = self.temp / f"{name}{'-again' if again else ''}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [*(prefix or []), str(RAY), "start", "--block", *argv],
