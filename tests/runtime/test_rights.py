@@ -189,6 +189,11 @@ def test_the_registry_takes_a_member_only_for_its_own_nodes(members: Members) ->
         book.report("failed", "r", "exe-b", 0, 1, "forged")  # type: ignore[attr-defined]
     book.report("ready", "r", "exe-r", 0, 1, "")  # type: ignore[attr-defined]
     assert Handle("b", program=members.launcher).echo("still b") == "still b"
+    # A note kept across restarts (a reverb node's doors) belongs to its node too.
+    book.register("r@doors", '{"port": 1}')
+    assert book.lookup("r@doors") == '{"port": 1}'
+    with pytest.raises(PermissionDenied, match="refused to register 'b@doors'"):
+        book.register("b@doors", '{"port": 2}')
 
 
 def test_a_member_holds_no_secret_and_cannot_mint(members: Members) -> None:

@@ -210,7 +210,7 @@ class Entrance:
             if tunnel.out.pending:  # the client does not read: leave the rest in ZeroMQ
                 self._update(tunnel)
                 return
-            if not tunnel.dealer.getsockopt(EVENTS) & POLLIN:
+            if not int(tunnel.dealer.getsockopt(EVENTS)) & POLLIN:
                 return
             try:
                 msg = tunnel.dealer.recv(NOBLOCK)

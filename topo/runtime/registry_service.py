@@ -27,6 +27,12 @@ MetricsHandler = Callable[[list[Any], int], None]
 MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
 
 
+def entry_owner(entry: str) -> str:
+    """The node an address book entry belongs to: ``NODE`` for ``NODE`` and ``NODE@WHAT``
+    (node ids have no ``@``)."""
+    return str(entry).split("@", 1)[0]
+
+
 class RegistryService(InProcessAddressBook):
     """What the registry serves: the address book, the stop channel, ``report`` and
     ``metrics``."""
@@ -45,12 +51,13 @@ class RegistryService(InProcessAddressBook):
         self.missed: dict[str, float] = {}  # node id -> last time a lookup found no address
 
     def _check(self, node_id: str, what: str) -> None:
-        """Refuse ``what`` unless the calling executable runs ``node_id``."""
+        """Refuse ``what`` unless the calling executable runs the node that ``node_id``
+        (a node id or a ``NODE@WHAT`` note) belongs to."""
         authority = self._authority
         if authority is None:
             return
         member = caller()
-        if not authority.acts_for(member, str(node_id)):
+        if not authority.acts_for(member, entry_owner(node_id)):
             raise PermissionDenied(
                 member or "a caller the registry cannot name",
                 str(node_id),
@@ -59,7 +66,8 @@ class RegistryService(InProcessAddressBook):
             )
 
     def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
-        """Publish the endpoint of ``node_id`` (only the executable that runs it may)."""
+        """Publish the endpoint of ``node_id`` (only the executable that runs it may), or a
+        note ``NODE@WHAT`` a node keeps across its restarts (a reverb node's doors)."""
         self._check(node_id, "register")
         super().register(node_id, endpoint, max_message_bytes)
 

@@ -216,7 +216,7 @@ class Gateway:
     def _from_peers(self) -> None:
         router, links = self._router, self._links
         for _ in range(1024):  # then the services get their turn
-            if not router.getsockopt(EVENTS) & POLLIN:
+            if not int(router.getsockopt(EVENTS)) & POLLIN:
                 return
             try:
                 frames = router.recv_multipart(NOBLOCK)
