@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -117,3 +119,58 @@ def until_stopped(fn: Callable[[], T], stop: threading.Event, poll_s: float = 0.
             return None
         raise value
     return value  # type: ignore[no-any-return]
+
+
+class Stopping(RuntimeError):
+    """A call abandoned because the program is stopping (its peer may be gone already)."""
+
+
+def program_stop_event() -> threading.Event:
+    """The program's stop event; a private one (never set) outside a topo program."""
+    import topo
+
+    try:
+        return topo.stop_event()
+    except RuntimeError:
+        return threading.Event()
+
+
+def result_unless_stopped(
+    future: Future[T], stop: threading.Event, timeout: float | None = None, poll_s: float = 0.1
+) -> T:
+    """``future``'s result, waiting at most ``timeout`` seconds (None: as long as the call's
+    own deadline); raises :class:`Stopping` once ``stop`` is set first. A peer that stopped
+    before answering would otherwise hold the caller until the call's deadline, long past
+    the stop's grace period, and the node would be killed instead of stopping."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if stop.is_set() and not future.done():
+            raise Stopping("the program is stopping")
+        wait = poll_s if end is None else min(poll_s, max(0.0, end - time.monotonic()))
+        try:
+            return future.result(timeout=wait)
+        except FutureTimeout:
+            if end is not None and time.monotonic() >= end:
+                raise
+
+
+class StopAware:
+    """A topo handle whose blocking calls give up with :class:`Stopping` once the program
+    stops (each call goes through the handle's ``futures``); anything without
+    ``futures`` (a local object in tests) is called directly."""
+
+    def __init__(self, handle: Any, stop: threading.Event | None = None) -> None:
+        self._handle = handle
+        self._stop = stop if stop is not None else program_stop_event()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        futures = getattr(self._handle, "futures", None)
+        if futures is None:
+            return getattr(self._handle, name)  # type: ignore[no-any-return]
+        method = getattr(futures, name)
+        stop = self._stop
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return result_unless_stopped(method(*args, **kwargs), stop)
+
+        return call

@@ -33,7 +33,13 @@ import numpy as np
 import tensorflow as tf
 
 import topo
-from examples.agents.common import VariableClient, make_environment
+from examples.agents.common import (
+    StopAware,
+    Stopping,
+    VariableClient,
+    make_environment,
+    until_stopped,
+)
 from examples.agents.dqn_core import (
     TABLE,
     NStep,
@@ -54,6 +60,7 @@ from topo.nodes import Counter
 
 __all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
 log = logging.getLogger("examples.agents.dqn")
+FLUSH_AT_STOP_S = 3.0  # an actor waits this long at most for its last items' confirmation
 VARIABLE_NAMES = ("policy", "params")  # names get_variables answers with the online params
 
 
@@ -86,7 +93,8 @@ class Learner:
             self._network, self._optimizer, target_update_period, importance_sampling_exponent
         )
         self._state = initial_state(self._network, self._optimizer, seed_of(random_key))
-        self._counter = Counter(counter, "learner")
+        # A count under way when the program stops is given up: the counter may be gone.
+        self._counter = Counter(None if counter is None else StopAware(counter), "learner")
         self._logger = topo.metrics.logger("learner", every_s=log_every_s)
         self._lock = threading.Lock()
         self._version = 0  # bumped whenever the params change
@@ -210,7 +218,10 @@ class Learner:
             loss = self.update(flat_batch(sample.data), sample.info.probability, sample.info.key)
             if stop.is_set():  # the counter may be gone: a call to it would wait
                 break
-            counts = self._counter.increment(steps=1)
+            try:
+                counts = self._counter.increment(steps=1)
+            except Stopping:
+                break
             now = time.monotonic()
             rate = (self.steps - steps_then) / max(now - started, 1e-9)
             if now - started > 5.0:
@@ -292,7 +303,7 @@ class Actor:
         self._env = make_environment(seed)
         self._rng = np.random.default_rng(seed)
         self._variables = VariableClient(variable_source, update_period, key="policy")
-        self._counter = Counter(counter, "actor")
+        self._counter = Counter(None if counter is None else StopAware(counter), "actor")
         self._nstep = NStep(n_step, discount)
         self._logger = topo.metrics.logger("actor", every_s=log_every_s)
         self.steps = 0
@@ -337,6 +348,15 @@ class Actor:
             self._close(writer, stop)
 
     def _close(self, writer: Any, stop: threading.Event) -> None:
+        """Flush, then close the writer. Items sent but not yet confirmed when a Reverb
+        writer closes are reported as lost (``DATA_LOSS`` on the console): wait for their
+        confirmation first, which at the stop the replay gives by releasing writers its
+        rate limiter holds back; a flush still waiting after ``FLUSH_AT_STOP_S`` is
+        abandoned with the writer (the replay is gone)."""
+        if stop.is_set():
+            flushed = until_stopped(lambda: writer.flush() or True, _Deadline(FLUSH_AT_STOP_S))
+            if flushed is None:
+                return  # a close now would wait on the same confirmations
         try:
             writer.close(retry_on_unavailable=not stop.is_set())
         except (RuntimeError, tf.errors.OpError):
@@ -360,3 +380,16 @@ class Actor:
             total += float(reward)
             if terminated or truncated or stop.is_set():
                 return length, total
+
+
+class _Deadline(threading.Event):
+    """An event that is set ``seconds`` from now (a bound for :func:`until_stopped`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self._end = time.monotonic() + seconds
+
+    def is_set(self) -> bool:
+        if not super().is_set() and time.monotonic() >= self._end:
+            self.set()
+        return super().is_set()

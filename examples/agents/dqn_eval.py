@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 
 import topo
-from examples.agents.common import make_environment, run_episode
+from examples.agents.common import (
+    StopAware,
+    Stopping,
+    make_environment,
+    program_stop_event,
+    result_unless_stopped,
+    run_episode,
+)
 from examples.agents.dqn_core import numpy_layers, numpy_q_values, seed_of
 
 
@@ -35,7 +42,8 @@ class Evaluator:
     ) -> None:
         self._seed = seed_of(random_key)
         self._source = variable_source
-        self._counter = counter
+        self._stop = program_stop_event()
+        self._counter = StopAware(counter, self._stop)  # a call cut short by the stop
         self._episodes = episodes
         self._every_s = every_s
         self._final_within_s = final_within_s
@@ -89,7 +97,7 @@ class Evaluator:
         (within 0.5 s), else the last ones fetched, played for ``final_within_s``. Prints
         ``final evaluation return: X``."""
         try:
-            self._params = self._fetch(timeout=0.5)
+            self._params = self._fetch(timeout=0.5, final=True)
         except Exception:  # the learner went away first
             pass
         if self._params is None:
@@ -100,8 +108,13 @@ class Evaluator:
         print(f"final evaluation return: {mean:.1f} (mean of {self._played} episodes)", flush=True)
         return mean
 
-    def _fetch(self, timeout: float) -> Any:
-        return self._source.futures.get_variables(["policy"]).result(timeout=timeout)[0]
+    def _fetch(self, timeout: float, final: bool = False) -> Any:
+        """The learner's parameters; given up at the stop (but for the ``final`` fetch,
+        made once stopping, bounded by its short ``timeout``)."""
+        future = self._source.futures.get_variables(["policy"])
+        if final:
+            return future.result(timeout=timeout)[0]
+        return result_unless_stopped(future, self._stop, timeout)[0]
 
     def _report(self, mean: float, counts: dict[str, Any], elapsed: float) -> None:
         self.returns.append(mean)
@@ -131,13 +144,19 @@ class ModelSaver:
         self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 10.0
     ) -> None:
         self._source = variable_source
+        self._stop = program_stop_event()
         self.directory = Path(directory).resolve()
         self._every_s = every_s
         self.saved: list[Path] = []
 
-    def save_now(self, timeout: float = 60.0) -> Path:
-        """Fetch the parameters and write one snapshot; its path."""
-        [params] = self._source.futures.get_variables(["policy"]).result(timeout=timeout)
+    def save_now(self, timeout: float = 60.0, final: bool = False) -> Path:
+        """Fetch the parameters and write one snapshot; its path. A fetch under way when
+        the program stops is given up (``Stopping``), but for the ``final`` one."""
+        future = self._source.futures.get_variables(["policy"])
+        if final:
+            [params] = future.result(timeout=timeout)
+        else:
+            [params] = result_unless_stopped(future, self._stop, timeout)
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"params_{len(self.saved):05d}.npz"
         flat = {
@@ -151,9 +170,12 @@ class ModelSaver:
         """Snapshot periodically until the program stops, then once more if possible."""
         stop = topo.stop_event()
         while not stop.wait(self._every_s):
-            self.save_now()
+            try:
+                self.save_now()
+            except Stopping:
+                break
         try:
-            self.save_now(timeout=2.0)
+            self.save_now(timeout=2.0, final=True)
         except Exception as exc:  # the learner went away first
             print(f"model_saver: no final snapshot ({exc!r})", flush=True)
         print(f"model_saver: {len(self.saved)} snapshot(s) in {self.directory}", flush=True)

@@ -26,7 +26,7 @@ import numpy as np
 import reverb
 
 import topo
-from examples.agents.common import VariableClient, until_stopped
+from examples.agents.common import StopAware, Stopping, VariableClient, until_stopped
 from examples.agents.dial import Config, Episode, Learning, make_learning, play_episode
 from examples.agents.switch import SwitchGame, oracle_return
 from topo.nodes import Counter
@@ -76,7 +76,9 @@ class Trainer:
         target_period: int = 100,
     ) -> None:
         self._replay = replay
-        self._counter = Counter(parent=counter, prefix="trainer")
+        self._counter = Counter(
+            parent=None if counter is None else StopAware(counter), prefix="trainer"
+        )
         self._cfg = Config(
             num_agents=num_agents, learning_rate=learning_rate, target_period=target_period
         )
@@ -133,7 +135,10 @@ class Trainer:
             with self._lock:
                 self._state = state
             steps += 1
-            counts = self._counter.increment(steps=1)
+            try:
+                counts = self._counter.increment(steps=1)
+            except Stopping:  # the counter may be gone
+                return
             self._log.write(
                 {
                     "loss": float(loss),
@@ -163,7 +168,9 @@ class Executor:
         self._id = executor_id
         self._replay = replay
         self._variables = VariableClient(variable_source, update_period)
-        self._counter = Counter(parent=counter, prefix="executor")
+        self._counter = Counter(
+            parent=None if counter is None else StopAware(counter), prefix="executor"
+        )
         self._cfg = Config(num_agents=num_agents)
         self._decay = max(1, epsilon_decay_episodes)
         self._min_epsilon = min_epsilon
@@ -190,7 +197,10 @@ class Executor:
                 return
             episodes += 1
             returns = [*returns, total][-100:]
-            counts = self._counter.increment(steps=int(episode["mask"].sum()), episodes=1)
+            try:
+                counts = self._counter.increment(steps=int(episode["mask"].sum()), episodes=1)
+            except Stopping:  # the counter may be gone
+                return
             self._variables.update()
             self._log.write(
                 {
@@ -244,10 +254,15 @@ class Evaluator:
         if final and hasattr(source, "with_timeout"):
             source = source.with_timeout(2.0)  # inside the stop's grace period
             counter = None if counter is None else counter.with_timeout(2.0)
+        elif not final:  # a round under way when the program stops gives way to the final one
+            source = StopAware(source)
+            counter = None if counter is None else StopAware(counter)
         try:
             self._params = source.get_variables(["policy"])[0]
             if counter is not None:
                 self._counts = counter.get_counts()
+        except Stopping:
+            return
         except (topo.PeerUnavailable, TimeoutError):
             if not final or self._params is None:
                 raise

@@ -9,9 +9,11 @@ them and returns, which stops the program (``stops_program: true``).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import topo
 from topo.runtime import Handle
@@ -54,8 +56,12 @@ class Consumer:
         futures: list[Future[int]] = [
             self.producers[i % len(self.producers)].futures.work(i) for i in range(self.work_items)
         ]
-        results = [f.result() for f in futures]
-        self.result = sum(results)
+        stop = topo.stop_event()
+        results = [_result_unless_stopped(f, stop) for f in futures]
+        if stop.is_set() and None in results:  # stopped from outside: nothing to sum
+            print(f"{topo.current_node().id}: stopped before every result came", flush=True)
+            return
+        self.result = sum(r for r in results if r is not None)
         elapsed = time.perf_counter() - start
         node = topo.current_node().id
         print(
@@ -67,3 +73,14 @@ class Consumer:
     def get_result(self) -> int | None:
         """The sum once ``run()`` has finished (for tests)."""
         return self.result
+
+
+def _result_unless_stopped(future: Future[int], stop: threading.Event) -> int | None:
+    """The future's result, or None once the program stops first (a producer that
+    stopped before answering would otherwise hold the consumer past the grace period)."""
+    while True:
+        try:
+            return future.result(timeout=0.1)
+        except FutureTimeout:
+            if stop.is_set():
+                return None

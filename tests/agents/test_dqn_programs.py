@@ -5,6 +5,7 @@ the group's args."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -74,6 +75,9 @@ def test_the_dqn_example_learns_and_stops_by_itself(
         assert run.wait(240) == 0, run.failure
         assert not wait_gone(run.pids(), 15)
         logs = {n.id: run.log(n.id) for n in run.program.nodes}
+        # Every node stopped within the grace: none was killed (with its stacks dumped).
+        status = json.loads((run.run_dir / "status.json").read_text())
+        assert not [w for w in status["warnings"] if "grace period" in w], status["warnings"]
     log = logs["evaluator/0"]
     final = FINAL.findall(log)
     assert len(final) == 1, log[-2000:]

@@ -243,3 +243,7 @@ def test_distributed_dqn_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: Pat
     assert len(set(host_of.values())) >= 3, host_of
     assert {host_of["actor/0"], host_of["actor/1"]} - {host_of["replay"]}  # across nodes
     assert "learner: stopped after" in (tmp_path / "run" / "logs" / "learner.log").read_text()
+    # Every node stopped within the grace (none killed), with no Reverb error on the way.
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert not [w for w in status["warnings"] if "grace period" in w], status["warnings"]
+    assert "DATA_LOSS" not in done.stdout + done.stderr

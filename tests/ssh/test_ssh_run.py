@@ -436,3 +436,6 @@ def test_distributed_dqn_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -
     assert len(set(host_of.values())) == 3, host_of
     assert {host_of["actor/0"], host_of["actor/1"]} - {host_of["replay"]}  # across hosts
     assert "learner: stopped after" in (run_dir / "logs" / "learner.log").read_text()
+    # Every node stopped within the grace (none killed), with no Reverb error on the way.
+    assert not [w for w in status["warnings"] if "grace period" in w], status["warnings"]
+    assert "DATA_LOSS" not in done.stdout + done.stderr

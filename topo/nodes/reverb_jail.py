@@ -40,6 +40,7 @@ from typing import Any
 from topo.runtime.auth import Mechanism
 
 DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
+RELEASE_BATCHES = (256, 64, 16, 4)  # samples drawn at once to release them, largest first
 
 
 class JailError(RuntimeError):
@@ -328,10 +329,17 @@ def _release_writers(
             time.sleep(0.02)
             continue
         calm_since = time.monotonic()
-        for name in held:  # one at a time: a sample the limiter refuses would block
+        for table in tables:
+            if table.name not in held:
+                continue
+            # As many as the limiter allows now (a sample it refused would block); a sample
+            # per sampler made would be slow under load (a limiter may want 32 per insert)
+            # and each sampler made logs a line.
+            count = next((n for n in RELEASE_BATCHES if table.can_sample(n)), 1)
             # as stored: items of scalar columns (a trajectory writer's squeezed steps, as
             # Acme's and Mava's adders write) do not split into timesteps
-            next(iter(client.sample(name, num_samples=1, emit_timesteps=False)))
+            for _ in client.sample(table.name, num_samples=count, emit_timesteps=False):
+                pass
 
 
 if __name__ == "__main__":  # pragma: no cover - started by Jail

@@ -1,4 +1,5 @@
-"""Start deadlines: a node still starting after its group's ``ready_timeout_s`` fails.
+"""Start deadlines: a node still starting after its group's ``ready_timeout_s`` fails;
+nodes still running after the stop's grace have their stacks dumped before the kill.
 
 Its stacks are kept as the failure (or dumped to its log), then its executable is
 killed; when the backend never reports that attempt's exit (its process was already
@@ -6,12 +7,14 @@ gone with whatever was to report it), the exit is assumed after ``EXIT_REPORT_S`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 from topo.ir import Program
 from topo.supervisor.state import ExeStatus, RunState
 
+LATE_DUMP_S = 3.0  # at most this long dumping the stacks of nodes that outlived the grace
 EXIT_REPORT_S = 10.0  # a killed stuck attempt whose exit is not reported by then is gone
 
 OnLost = Callable[[ExeStatus, str], None]  # (executable, why): its exit is taken as -9
@@ -51,3 +54,28 @@ def _kill_stuck(exe: ExeStatus, node: str, limit: float, state: RunState) -> Non
         exe.runner.kill()
     except Exception as exc:
         state.warnings.append(f"could not kill {exe.id}: {exc!r}")
+
+
+def dump_late_stacks(exes: list[ExeStatus], limit_s: float = LATE_DUMP_S) -> list[str]:
+    """Dump the stacks of executables still running after the stop's grace into their
+    logs (where each node was stuck is what the user needs to fix it), all at once and
+    for at most ``limit_s``; the nodes whose stacks were dumped."""
+    dumped: list[str] = []
+
+    def dump(exe: ExeStatus) -> None:
+        runner = exe.runner
+        if runner is None:
+            return
+        try:
+            if runner.dump_stacks(exe.nodes[0]):
+                dumped.append(exe.nodes[0])
+        except Exception:  # a dump is a courtesy: the kill follows anyway
+            pass
+
+    threads = [threading.Thread(target=dump, args=(e,), daemon=True) for e in exes]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + limit_s
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    return sorted(dumped)

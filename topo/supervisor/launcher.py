@@ -34,6 +34,7 @@ from topo.runs import index
 from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
+from topo.supervisor.benign import is_benign
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
@@ -377,6 +378,8 @@ class Launcher(Sink):
             self._supervisor.metrics_changed(touched)
 
     def _on_line(self, label: str, line: str) -> None:
+        if is_benign(line):  # still in the node's log file, not on the console
+            return
         status = self.nodes.get(label)
         if status is not None and line.strip():
             status.last_line = line

@@ -21,7 +21,7 @@ from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
-from topo.supervisor.deadlines import check_starting
+from topo.supervisor.deadlines import check_starting, dump_late_stacks
 from topo.supervisor.outcome import ended, failure_cause
 from topo.supervisor.phases import PhaseWatch
 from topo.supervisor.progress import ProgressWatch
@@ -212,10 +212,13 @@ class Supervisor(Sink):
             self._recorder.tick(now)
         if self._grace_deadline is not None and now >= self._grace_deadline:
             self._grace_deadline = None
-            if self.running():
+            late = self.running()
+            if late:
+                dumped = dump_late_stacks(late)
+                where = f"; where they were is in the logs of {', '.join(dumped)}" if dumped else ""
                 self.state.warnings.append(
-                    f"killed {len(self.running())} executable(s) still "
-                    f"running after the {self.grace_s:g}s grace period"
+                    f"killed {len(late)} executable(s) still "
+                    f"running after the {self.grace_s:g}s grace period{where}"
                 )
             self._kill_all()
         if self._stopping and not self.running():
