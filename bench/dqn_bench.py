@@ -1,16 +1,18 @@
-"""Distributed DQN on CartPole (examples/topologies/acme_distributed.yaml) on procs.
+"""Distributed DQN on CartPole on procs: acme_distributed.yaml (and acme_colocated.yaml).
 
-1. Learning, with 1, 2 and 4 actors: wall time from ``topo.launch`` until the evaluator's
-   mean return over 20 episodes reaches 475 (each run capped at ``--cap-s``), the actor
-   and learner steps at that time and the learner steps/s over the run.
+1. Learning, with 1, 2 and 4 actors (and the colocated layout with 2): each run lasts
+   ``--cap-s`` and goes on after the evaluator's mean return over 20 episodes first
+   reaches 475: the wall time, actor and learner steps to that point, the learner
+   steps/s, and the policy's stability: the mean of the last five evaluations and how
+   many evaluations after first reaching 475 fell below it.
 2. Actor throughput: env steps/s of one actor inside topo (the learner idle: the replay
    never has enough items to sample, so the actor runs unthrottled and alone) against
    the same ``Actor.run_loop`` in this process with an in-process Reverb server and no
    topo at all.
 
-Writes bench/results/dqn_bench.json, dqn_bench.md and dqn_curve.png (return against
-wall time). Full run (~30 min at most): ``.venv/bin/python bench/dqn_bench.py``;
-a short one: ``--actors 4 --cap-s 120 --throughput-s 10``.
+Writes bench/results/<out>.json, <out>.md and <out>_curve.png (return against wall
+time). Full run (~40 min): ``.venv/bin/python bench/dqn_bench.py``; a short one:
+``--actors 4 --colocated 2 --cap-s 240 --throughput-s 0``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
+COLOCATED = ROOT / "examples" / "topologies" / "acme_colocated.yaml"
 EVAL = re.compile(
     r"evaluator:\s+([0-9.]+)s actor_steps=(\d+) learner_steps=(\d+) "
     r"mean return over (\d+) episodes: ([0-9.]+)"
@@ -37,8 +40,11 @@ EVAL = re.compile(
 GOAL = 475.0
 
 
-def learning_run(num_actors: int, cap_s: float, log_dir: Path) -> dict[str, Any]:
-    """Launch, follow the evaluator's log until the goal or the cap, stop; the figures."""
+def learning_run(
+    num_actors: int, cap_s: float, log_dir: Path, topology: Path = TOPOLOGY, to_goal: bool = False
+) -> dict[str, Any]:
+    """Launch, follow the evaluator's log until the cap (with ``to_goal``: until the goal),
+    stop; the figures, stability after the goal included."""
     import topo
 
     params = {
@@ -48,13 +54,16 @@ def learning_run(num_actors: int, cap_s: float, log_dir: Path) -> dict[str, Any]
         "eval_every_s": 5.0,
     }
     start = time.monotonic()
-    run = topo.launch(TOPOLOGY, backend="procs", params=params, log_dir=log_dir)
+    run = topo.launch(topology, backend="procs", params=params, log_dir=log_dir)
     curve: list[dict[str, float]] = []
     reached: dict[str, float] | None = None
     try:
         run.wait_ready(300)
         ready_s = time.monotonic() - start
-        while time.monotonic() - start < cap_s and run.exit_code is None and reached is None:
+        ready_at = time.monotonic()  # the cap counts training time, not start-up
+        while time.monotonic() - ready_at < cap_s and run.exit_code is None:
+            if to_goal and reached is not None:
+                break
             time.sleep(1.0)
             curve = [
                 {
@@ -71,6 +80,7 @@ def learning_run(num_actors: int, cap_s: float, log_dir: Path) -> dict[str, Any]
     last = curve[-1] if curve else {}
     train_s = max(last.get("wall_s", 0.0) - ready_s, 1e-9)
     return {
+        "topology": topology.stem,
         "num_actors": num_actors,
         "ready_s": round(ready_s, 1),
         "goal_reached": reached is not None,
@@ -81,7 +91,21 @@ def learning_run(num_actors: int, cap_s: float, log_dir: Path) -> dict[str, Any]
         "learner_steps_per_s": round(last.get("learner_steps", 0) / train_s, 1),
         "actor_steps_per_s": round(last.get("actor_steps", 0) / train_s, 1),
         "exit_code": code,
+        **stability([p["mean_return"] for p in curve]),
         "curve": curve,
+    }
+
+
+def stability(returns: list[float]) -> dict[str, Any]:
+    """How well the learned policy holds: the mean of the last five evaluations, and of
+    the evaluations after the first one to reach the goal, how many fell below it."""
+    first = next((i for i, r in enumerate(returns) if r >= GOAL), None)
+    after = [] if first is None else returns[first + 1 :]
+    return {
+        "evaluations": len(returns),
+        "mean_last_5": round(sum(returns[-5:]) / len(returns[-5:]), 1) if returns else None,
+        "evaluations_after_goal": len(after),
+        "below_goal_after_goal": sum(1 for r in after if r < GOAL),
     }
 
 
@@ -166,7 +190,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for r in results:
         xs = [p["wall_s"] for p in r["curve"]]
         ys = [p["mean_return"] for p in r["curve"]]
-        ax.plot(xs, ys, marker=".", label=f"{r['num_actors']} actor(s)")
+        name = r.get("topology", TOPOLOGY.stem)
+        ax.plot(xs, ys, marker=".", label=f"{name}, {r['num_actors']} actor(s)")
     ax.axhline(GOAL, color="grey", linestyle="--", linewidth=1, label=f"goal {GOAL:g}")
     ax.set(
         xlabel="wall time since launch (s)",
@@ -181,20 +206,28 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 def markdown(report: dict[str, Any]) -> str:
     """The results as the markdown table docs/benchmarks.md quotes."""
     lines = [
-        "# DQN CartPole (acme_distributed.yaml, procs)",
+        "# DQN CartPole (procs backend)",
         "",
-        f"Command: `{report['command']}`; cap per run {report['cap_s']:g} s; "
-        f"{report['cpus']} CPU(s).",
+        f"Command: `{report['command']}`; each run trains {report['cap_s']:g} s once ready "
+        f"(it goes on after reaching 475, to show whether the policy holds); "
+        f"{report['cpus']} CPU(s); "
+        "evaluations of 20 greedy episodes every 5 s.",
         "",
-        "| actors | ready (s) | wall time to 475 (s) | actor steps | learner steps "
-        "| learner steps/s | best return |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| topology | actors | ready (s) | wall time to 475 (s) | actor steps | learner steps "
+        "| learner steps/s | best return | mean of last 5 | below 475 after reaching it |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in report["learning"]:
         goal = r["wall_s_to_goal"] if r["goal_reached"] else f"not in {report['cap_s']:g}"
+        below = (
+            f"{r['below_goal_after_goal']} of {r['evaluations_after_goal']}"
+            if r["goal_reached"]
+            else "-"
+        )
         lines.append(
-            f"| {r['num_actors']} | {r['ready_s']} | {goal} | {r['actor_steps_to_goal']} "
-            f"| {r['learner_steps_to_goal']} | {r['learner_steps_per_s']} | {r['best_return']} |"
+            f"| {r.get('topology', TOPOLOGY.stem)} | {r['num_actors']} | {r['ready_s']} | {goal} "
+            f"| {r['actor_steps_to_goal']} | {r['learner_steps_to_goal']} "
+            f"| {r['learner_steps_per_s']} | {r['best_return']} | {r['mean_last_5']} | {below} |"
         )
     t = report["actor_throughput"]
     if t:
@@ -211,15 +244,28 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--cap-s", type=float, default=540.0, help="wall-time cap per run")
+    parser.add_argument(
+        "--cap-s", type=float, default=540.0, help="seconds each run trains once ready"
+    )
     parser.add_argument("--throughput-s", type=float, default=20.0)
     parser.add_argument("--out", default="dqn_bench", help="results file stem")
+    parser.add_argument(
+        "--colocated",
+        type=int,
+        nargs="*",
+        default=[2],
+        help="actor counts to run acme_colocated.yaml with too (none: skip it)",
+    )
+    parser.add_argument(
+        "--to-goal", action="store_true", help="stop each run at 475 (no stability figures)"
+    )
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         learning = []
-        for n in args.actors:
-            learning.append(learning_run(n, args.cap_s, Path(tmp)))
+        runs = [(TOPOLOGY, n) for n in args.actors] + [(COLOCATED, n) for n in args.colocated]
+        for topology, n in runs:
+            learning.append(learning_run(n, args.cap_s, Path(tmp), topology, args.to_goal))
             print(json.dumps({k: v for k, v in learning[-1].items() if k != "curve"}), flush=True)
         throughput: dict[str, float] = {}
         if args.throughput_s > 0:

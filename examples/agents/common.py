@@ -57,41 +57,80 @@ def evaluate(env: gym.Env[Any, Any], policy: Policy, episodes: int, seed: int = 
 
 
 class VariableClient:
-    """An actor's copy of a learner's parameters, refreshed every ``update_period`` calls
-    to ``update()`` by an asynchronous ``get_variables`` call, so the actor loop never
-    waits on the learner (Acme's VariableClient with ``update_period``). The source
-    answers ``get_variables(names)`` with a list, one entry per name, as in Acme."""
+    """An actor's copy of a learner's parameters, kept fresh the way Acme's VariableClient
+    keeps it: the actor calls ``update()`` every step, and every ``update_period`` calls
+    a ``get_variables`` call goes out in a background thread (a topo RPC); its answer is
+    adopted as soon as it is back, so the actor loop never waits on the learner (only the
+    first fetch, ``update(wait=True)``, blocks). The source answers
+    ``get_variables(names)`` with a list, one entry per name, as in Acme.
+
+    ``version`` counts the answers adopted and ``requested_at`` is the ``update()`` call
+    at which the request behind the current parameters went out: the parameters in use
+    are never older than the requests made since then."""
 
     def __init__(self, source: Any, update_period: int = 1, key: str = "policy") -> None:
         self._source = source
         self._period = max(1, update_period)
         self._key = key
-        self._calls = 0
+        self._calls = 0  # update() calls since the last request went out
+        self._total = 0  # update() calls ever
         self._future: Future[Any] | None = None
+        self._future_at = 0
         self._lock = threading.Lock()
         self.params: Any = None
+        self.version = 0
+        self.requested_at = 0
 
     def update(self, wait: bool = False) -> None:
-        """Count one call; start a refresh every ``update_period`` calls and adopt it once
-        it has arrived. With ``wait`` fetch now and block until the answer is here."""
-        if wait:
-            self.params = self._fetch()
-            return
+        """Count one call; adopt an answer that has arrived; send a request once
+        ``update_period`` calls have passed and none is in flight. With ``wait`` fetch
+        now and block until the answer is here."""
         with self._lock:
+            self._total += 1
+            if wait:
+                self._future = None  # an answer still in flight is older than this one
+                self._calls = 0
+                self._adopt(self._fetch(), self._total)
+                return
             self._calls += 1
             future = self._future
             if future is not None and future.done():
                 self._future = None
                 try:
-                    self.params = future.result()[0]
+                    self._adopt(future.result()[0], self._future_at)
                 except Exception:  # a learner restarting: keep acting with what we have
                     pass
-            elif future is None and self._calls >= self._period:
+            if self._future is None and self._calls >= self._period:
                 self._calls = 0
-                self._future = self._source.futures.get_variables([self._key])
+                self._future_at = self._total
+                self._future = self._request()
+
+    def _adopt(self, params: Any, requested_at: int) -> None:
+        self.params = params
+        self.version += 1
+        self.requested_at = requested_at
 
     def _fetch(self) -> Any:
         return self._source.get_variables([self._key])[0]
+
+    def _request(self) -> Future[Any]:
+        """``get_variables`` in a daemon thread (as Acme's client uses a worker thread):
+        its future is done as soon as the answer is back, whatever the actor does
+        meanwhile, and a call to a learner that went away cannot hold the exit."""
+        future: Future[Any] = Future()
+        source, names = self._source, [self._key]
+
+        def call() -> None:
+            try:
+                future.set_result(source.get_variables(names))
+            except BaseException as exc:  # handed to update() through the future
+                future.set_exception(exc)
+
+        context = contextvars.copy_context()  # the node's identity, for the topo call
+        threading.Thread(
+            target=context.run, args=(call,), name="variable-client", daemon=True
+        ).start()
+        return future
 
 
 def until_stopped(fn: Callable[[], T], stop: threading.Event, poll_s: float = 0.1) -> T | None:

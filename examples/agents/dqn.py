@@ -56,6 +56,7 @@ from examples.agents.dqn_core import (
     seed_of,
 )
 from examples.agents.dqn_eval import Evaluator, ModelSaver
+from examples.agents.priorities import PrioritySender
 from topo.nodes import Counter
 
 __all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
@@ -99,7 +100,7 @@ class Learner:
         self._lock = threading.Lock()
         self._version = 0  # bumped whenever the params change
         self._numpy: tuple[int, Any] | None = None  # (version, numpy params)
-        self._priorities: queue.Queue[dict[int, float] | None] | None = None
+        self._priorities: PrioritySender | None = None
         self.steps = 0
         if primary_learner is not None:
             # As in Acme: a secondary starts from the primary's state.
@@ -158,30 +159,16 @@ class Learner:
         return float(loss)
 
     def _send_priorities(self, keys: np.ndarray, priorities: Any) -> None:
-        """Hand the update to a daemon thread (a call to a replay that went away blocks
-        for ever: it must not hold the process's exit); skipped while one is in flight."""
+        """Hand the new priorities to the sender thread (started on first use: the replay's
+        method is looked up here, in a topo node's thread); none are dropped."""
         if self._priorities is None:
-            self._priorities = queue.Queue(maxsize=1)
-            threading.Thread(  # the method is looked up here: a topo node's thread
-                target=self._priority_loop,
-                args=(self._replay.mutate_priorities, self._priorities, topo.stop_event()),
-                name="dqn-priorities",
-                daemon=True,
-            ).start()
-        updates = dict(zip(np.asarray(keys).tolist(), np.asarray(priorities).tolist(), strict=True))
-        with contextlib.suppress(queue.Full):
-            self._priorities.put_nowait(updates)
-
-    def _priority_loop(
-        self, mutate: Any, updates: queue.Queue[dict[int, float] | None], stop: threading.Event
-    ) -> None:
-        while (update := updates.get()) is not None:
             try:
-                mutate(table=TABLE, updates=update)
-            except Exception as exc:  # the replay went away: priorities stay as they are
-                if not stop.is_set():
-                    log.warning("learner: priority updates stopped: %r", exc)
-                return
+                stop = topo.stop_event()
+            except RuntimeError:  # a learner driven by hand, outside a program (tests)
+                stop = threading.Event()
+            self._priorities = PrioritySender(self._replay.mutate_priorities, TABLE, stop)
+        updates = dict(zip(np.asarray(keys).tolist(), np.asarray(priorities).tolist(), strict=True))
+        self._priorities.send(updates)
 
     def run(self) -> None:
         """Learn until the program stops (a secondary: keep syncing from the primary)."""
@@ -192,10 +179,15 @@ class Learner:
             else:
                 self._learn(stop)
         finally:
+            sent = ""
             if self._priorities is not None:
-                with contextlib.suppress(queue.Full):
-                    self._priorities.put_nowait(None)
-            print(f"learner: stopped after {self.steps} learner steps", flush=True)
+                self._priorities.close()
+                sender = self._priorities
+                sent = (
+                    f" (priorities sent: {sender.sent_keys} in {sender.calls} calls,"
+                    f" {sender.superseded} replaced by a newer one before sending, none dropped)"
+                )
+            print(f"learner: stopped after {self.steps} learner steps{sent}", flush=True)
 
     def _learn(self, stop: threading.Event) -> None:
         if self._replay is None:
@@ -278,8 +270,10 @@ class Actor:
     """Acts epsilon-greedily on CartPole and writes n-step transitions into the replay.
 
     ``epsilon`` None gives Ape-X's per-actor value (:func:`dqn_core.apex_epsilon` of
-    ``actor_id`` among ``num_actors``). Parameters are refreshed from ``variable_source``
-    every ``update_period`` steps without waiting for the answer."""
+    ``actor_id`` among ``num_actors``). It asks its variable client for an update every
+    step; the client fetches from ``variable_source`` in the background every
+    ``update_period`` steps, and the actor acts on new parameters from the step after
+    they arrive."""
 
     def __init__(
         self,
@@ -306,6 +300,8 @@ class Actor:
         self._counter = Counter(None if counter is None else StopAware(counter), "actor")
         self._nstep = NStep(n_step, discount)
         self._logger = topo.metrics.logger("actor", every_s=log_every_s)
+        self._layers_of: Any = None  # the params self._layers were converted from
+        self._layers: list[tuple[np.ndarray, np.ndarray]] = []
         self.steps = 0
         self.episodes = 0
 
@@ -318,15 +314,12 @@ class Actor:
         ``stop`` is set or ``max_steps`` steps were taken. At the stop the replay and the
         counter go away with the program: writes refused then end the loop quietly, and
         nothing is counted after the stop (a call to a stopped counter would wait)."""
-        self._variables.update(wait=True)
-        layers_of, layers = self._variables.params, numpy_layers(self._variables.params)
+        self._variables.update(wait=True)  # the first fetch blocks, as in Acme
         started = time.monotonic()
         writer = self._replay.writer(max_sequence_length=1)
         try:
             while not stop.is_set() and (max_steps is None or self.steps < max_steps):
-                if self._variables.params is not layers_of:
-                    layers_of, layers = self._variables.params, numpy_layers(layers_of)
-                length, total = self._episode(writer, layers, stop)
+                length, total = self._episode(writer, stop)
                 self.steps += length
                 self.episodes += 1
                 if stop.is_set():
@@ -363,11 +356,19 @@ class Actor:
             if not stop.is_set():
                 raise
 
-    def _episode(self, writer: Any, layers: Any, stop: threading.Event) -> tuple[int, float]:
+    def _policy(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The layers to act with: the variable client's latest parameters, converted to
+        numpy once each time new ones arrive."""
+        params = self._variables.params
+        if params is not self._layers_of:
+            self._layers_of, self._layers = params, numpy_layers(params)
+        return self._layers
+
+    def _episode(self, writer: Any, stop: threading.Event) -> tuple[int, float]:
         observation, _ = self._env.reset()
         length, total = 0, 0.0
         while True:
-            action = epsilon_greedy(layers, observation, self.epsilon, self._rng)
+            action = epsilon_greedy(self._policy(), observation, self.epsilon, self._rng)
             next_obs, reward, terminated, truncated, _ = self._env.step(action)
             for transition in self._nstep.add(
                 observation, action, float(reward), next_obs, terminated, truncated
