@@ -3,7 +3,9 @@ futures nobody calls ``result()`` on (callbacks, ``wait``, ``as_completed``)."""
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
 from concurrent.futures import as_completed, wait
 
 from rt_support import Spawn
@@ -56,3 +58,24 @@ def test_futures_from_many_threads_and_cancelled(program: ProgramContext, spawn:
         t.join(60)
     assert not errors, errors
     assert h.futures.echo("after").exception(timeout=30) is None
+
+
+def test_a_future_only_polled_with_done_completes_when_its_reply_comes(
+    program: ProgramContext, spawn: Spawn
+) -> None:
+    """As Acme's variable client polls it: no ``result()``, no callback, just ``done()``
+    between steps. The I/O thread, asleep with nothing in flight, must still see it."""
+    spawn("echo/0")
+    h = Handle("echo/0", program=program)
+    assert h.echo(0) == 0
+    waits = []
+    for i in range(5):
+        time.sleep(0.2)  # nothing in flight: the I/O thread goes to its long sleep
+        f = h.futures.echo(i)
+        start = time.monotonic()
+        while not f.done() and time.monotonic() - start < 10:
+            time.sleep(0.002)
+        waits.append(time.monotonic() - start)
+        assert f.result(timeout=0) == i
+    # Before the fix each of these waited out the I/O thread's 1 s sleep.
+    assert statistics.median(waits) < 0.5, waits

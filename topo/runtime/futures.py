@@ -158,6 +158,11 @@ class _Engine:
                 peer.waiting += 1
                 self._inflight[call_id] = req
                 self._drain(peer, done, 1)
+                if self._io_timeout > 10 and not self._wake_pending:
+                    # The I/O thread sleeps watching no replies: have it watch this one,
+                    # or a caller that only polls done() would wait out its sleep.
+                    self._wake_pending = True
+                    self._tx.send(b"")
             else:
                 fut._caller = caller_name(program)
                 peer.pending.append(req)
