@@ -127,7 +127,9 @@ def report(result: dict[str, Any]) -> list[str]:
         for name, b in data["behaviours"].items()
     )
     lines = [
-        "# Offline RL on CartPole: BC, filtered BC and CRR on one mixed dataset",
+        "# Offline RL on CartPole: "
+        + ", ".join(LABELS.get(n, n) for n in result["learners"])
+        + " on one mixed dataset",
         "",
         f"`.venv/bin/python bench/offline_bench.py` — one dataset of {data['episodes']} "
         f"episodes ({data['transitions']} transitions; {data['mix']}): {behaviours}. "
