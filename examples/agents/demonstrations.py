@@ -1,15 +1,35 @@
-"""Demonstrations for the offline CartPole agent: the scripted expert's play, recorded.
+"""The offline CartPole dataset: episodes a mix of behaviour policies played, on file.
 
-``demonstration_dataset(random_key, ...)`` is the default dataset factory of
-``examples/topologies/acme_offline.yaml`` (Acme's ``demonstration_dataset_factory``): the
-learner calls it with a key and the YAML's ``dataset_args`` and draws batches from the
-iterator it returns. Swap in your own with ``-p dataset=package.module:factory``.
+As in Acme's offline agents (which read RLDS/TFDS episode datasets and turn them into
+transitions), the data is what was actually played: each step's observation, the action
+taken, its reward and discount and the next observation. The episodes come from three
+behaviour policies in stated proportions (``MIX``, by episodes):
+
+- ``good`` (20 %): the scripted expert (``common.expert_action``), ε-greedy with ε = 0.1;
+  it balances the pole for the full 500 steps.
+- ``mediocre`` (50 %): a weaker controller that pushes towards the pole's angular
+  velocity only (it ignores the angle and the cart), ε-greedy with ε = 0.1; about 200.
+- ``random`` (30 %): uniformly random actions; about 22.
+
+Why a different mediocre controller rather than the expert with more noise: greedy
+behaviour cloning of ε-greedy copies of one policy recovers that policy exactly (its
+action is the majority everywhere), so the data would not need offline RL. Here the
+mediocre controller plays most of the transitions and disagrees with the expert, so
+cloning the data falls short of the best policy in it; a learner that weighs actions by
+their value can do better.
+
+``transition_dataset(random_key, ...)`` is the default dataset factory of
+``examples/topologies/acme_offline.yaml`` (Acme's ``demonstration_dataset_factory``): it
+writes the episodes to an ``.npz`` file once (``write_episodes``), reads them back
+(``read_episodes``) and draws uniform minibatches of transitions from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,63 +38,133 @@ from examples.agents.common import expert_action, make_environment
 
 Batch = dict[str, np.ndarray]
 NUM_ACTIONS = 2
+FIELDS = ("observation", "action", "reward", "discount", "next_observation")
+BATCH_FIELDS = (*FIELDS, "episode_return")  # each transition's episode's return
+
+
+def mediocre_action(observation: np.ndarray) -> int:
+    """A weaker CartPole controller: push towards where the pole is turning, ignoring the
+    pole's angle and the cart (about 200 steps before the pole or the cart goes out)."""
+    return int(float(observation[3]) > 0.0)
 
 
 @dataclass(frozen=True)
-class Demonstrations:
-    """Transitions recorded from the scripted expert: ``action`` is the expert's label for
-    ``observation``; ``taken`` is what the (noisy) demonstrator actually played there."""
+class Behaviour:
+    """One behaviour policy of the mix: ``share`` of the episodes are played by ``base``
+    acting uniformly at random with probability ``epsilon``."""
+
+    name: str
+    base: Callable[[np.ndarray], int] | None  # None: always random
+    epsilon: float
+    share: float
+
+
+MIX: tuple[Behaviour, ...] = (
+    Behaviour("good", expert_action, 0.1, 0.1),
+    Behaviour("mediocre", mediocre_action, 0.1, 0.6),
+    Behaviour("random", None, 1.0, 0.3),
+)
+
+
+@dataclass(frozen=True)
+class Episodes:
+    """Steps of recorded episodes, flat (one row per transition), with per-episode data:
+    which behaviour (index into ``MIX``) played each episode and its return."""
 
     observation: np.ndarray  # (N, 4) float32
-    action: np.ndarray  # (N,) int32
-    taken: np.ndarray  # (N,) int32
-    episode_returns: np.ndarray  # (episodes,) float64: the noisy demonstrator's returns
+    action: np.ndarray  # (N,) int32: the action actually played
+    reward: np.ndarray  # (N,) float32
+    discount: np.ndarray  # (N,) float32: 0 when the pole fell or the cart left, else 1
+    next_observation: np.ndarray  # (N, 4) float32
+    episode: np.ndarray  # (N,) int32: the episode each step belongs to
+    episode_policy: np.ndarray  # (episodes,) int32: index into MIX
+    episode_return: np.ndarray  # (episodes,) float64
 
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
+    def returns_by_policy(self, mix: Sequence[Behaviour] = MIX) -> dict[str, np.ndarray]:
+        """Each behaviour's episode returns, by name."""
+        return {b.name: self.episode_return[self.episode_policy == i] for i, b in enumerate(mix)}
 
-def make_demonstrations(episodes: int = 20, seed: int = 0, noise: float = 0.3) -> Demonstrations:
-    """Play ``episodes`` CartPole episodes with the scripted expert acting uniformly at
-    random with probability ``noise`` (DART-style noise injection), labelling every state
-    with the expert's own action.
 
-    Why noisy play with clean labels: a noiseless expert keeps the pole in a narrow band,
-    so a cloned policy that errs once lands in states it never saw. The random actions
-    push the demonstrator into those states and the expert's labels show how to recover;
-    recording the random actions instead would only add label noise and teach nothing
-    more. (``taken`` keeps the played actions for learners that want them.)"""
+def assign_policies(episodes: int, mix: Sequence[Behaviour], rng: np.random.Generator) -> Any:
+    """Which behaviour plays each episode: exactly ``round(share * episodes)`` each (the
+    last takes the remainder), in shuffled order."""
+    counts = [round(b.share * episodes) for b in mix[:-1]]
+    counts.append(episodes - sum(counts))
+    if min(counts) < 0:
+        raise ValueError(f"the mix's shares must sum to 1, got {[b.share for b in mix]}")
+    order = np.repeat(np.arange(len(mix), dtype=np.int32), counts)
+    rng.shuffle(order)
+    return order
+
+
+def record_episodes(episodes: int = 100, seed: int = 0, mix: Sequence[Behaviour] = MIX) -> Episodes:
+    """Play ``episodes`` CartPole episodes with the behaviours of ``mix`` in their shares,
+    recording every step as played."""
     if episodes < 1:
         raise ValueError(f"episodes must be ≥ 1, got {episodes}")
-    if not 0.0 <= noise <= 1.0:
-        raise ValueError(f"noise must be in [0, 1], got {noise}")
     rng = np.random.default_rng(seed)
     env = make_environment(seed)
-    observations: list[np.ndarray] = []
-    labels: list[int] = []
-    taken: list[int] = []
+    steps: dict[str, list[Any]] = {k: [] for k in (*FIELDS, "episode")}
+    who = assign_policies(episodes, mix, rng)
     returns = []
-    for _ in range(episodes):
+    for index, behaviour in enumerate(mix[i] for i in who):
         observation, _ = env.reset(seed=int(rng.integers(2**31)))
         total = 0.0
         while True:
-            label = expert_action(observation)
-            action = int(rng.integers(NUM_ACTIONS)) if rng.random() < noise else label
-            observations.append(np.asarray(observation, np.float32))
-            labels.append(label)
-            taken.append(action)
-            observation, reward, terminated, truncated, _ = env.step(action)
+            base = behaviour.base
+            if base is None or rng.random() < behaviour.epsilon:
+                action = int(rng.integers(NUM_ACTIONS))
+            else:
+                action = base(observation)
+            next_observation, reward, terminated, truncated, _ = env.step(action)
+            for key, value in zip(
+                (*FIELDS, "episode"),
+                (observation, action, reward, 0.0 if terminated else 1.0, next_observation, index),
+                strict=True,
+            ):
+                steps[key].append(value)
             total += float(reward)
+            observation = next_observation
             if terminated or truncated:
                 break
         returns.append(total)
     env.close()
-    return Demonstrations(
-        observation=np.stack(observations),
-        action=np.asarray(labels, np.int32),
-        taken=np.asarray(taken, np.int32),
-        episode_returns=np.asarray(returns),
+    return Episodes(
+        observation=np.asarray(steps["observation"], np.float32),
+        action=np.asarray(steps["action"], np.int32),
+        reward=np.asarray(steps["reward"], np.float32),
+        discount=np.asarray(steps["discount"], np.float32),
+        next_observation=np.asarray(steps["next_observation"], np.float32),
+        episode=np.asarray(steps["episode"], np.int32),
+        episode_policy=np.asarray(who, np.int32),
+        episode_return=np.asarray(returns, np.float64),
     )
+
+
+def describe(mix: Sequence[Behaviour] = MIX) -> str:
+    """The mix in words, stored with the file so a reader knows what played the data."""
+    return "; ".join(f"{b.name}: share {b.share:g}, epsilon {b.epsilon:g}" for b in mix)
+
+
+def write_episodes(data: Episodes, path: str | Path, mix: Sequence[Behaviour] = MIX) -> Path:
+    """Write ``data`` to an ``.npz`` file at ``path`` (atomically), with the mix's names
+    and description."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
+    arrays = {k: getattr(data, k) for k in Episodes.__dataclass_fields__}
+    np.savez(tmp, policies=np.asarray([b.name for b in mix]), mix=describe(mix), **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def read_episodes(path: str | Path) -> Episodes:
+    """The episodes a ``write_episodes`` file holds."""
+    with np.load(path) as data:
+        return Episodes(**{k: data[k] for k in Episodes.__dataclass_fields__})
 
 
 def key_seed(random_key: Any) -> list[int]:
@@ -87,18 +177,37 @@ def int_seed(random_key: Any) -> int:
     return int(np.random.SeedSequence(key_seed(random_key)).generate_state(1)[0] >> 1)
 
 
-def batches(demos: Demonstrations, batch_size: int, seed: Any = 0) -> Iterator[Batch]:
-    """Endless minibatches drawn uniformly (with replacement) from ``demos``."""
+def batches(data: Episodes, batch_size: int, seed: Any = 0) -> Iterator[Batch]:
+    """Endless minibatches of transitions drawn uniformly (with replacement) from ``data``."""
     rng = np.random.default_rng(seed)
+    episode_return = data.episode_return.astype(np.float32)[data.episode]
     while True:
-        index = rng.integers(0, len(demos), size=batch_size)
-        yield {"observation": demos.observation[index], "action": demos.action[index]}
+        index = rng.integers(0, len(data), size=batch_size)
+        batch = {k: getattr(data, k)[index] for k in FIELDS}
+        batch["episode_return"] = episode_return[index]
+        yield batch
 
 
-def demonstration_dataset(
-    random_key: Any, episodes: int = 20, noise: float = 0.3, batch_size: int = 256
+def load_or_record(path: str | Path | None, episodes: int, seed: int) -> Episodes:
+    """The dataset at ``path`` when it was recorded with these settings; else record it
+    (and write it there when ``path`` is given)."""
+    if path is not None and Path(path).exists():
+        with np.load(path) as data:
+            same = str(data["mix"]) == describe() and int(data["episode_return"].size) == episodes
+        if same:
+            return read_episodes(path)
+    data = record_episodes(episodes, seed)
+    if path is not None:
+        write_episodes(data, path)
+    return data
+
+
+def transition_dataset(
+    random_key: Any, episodes: int = 100, batch_size: int = 256, path: str | None = None
 ) -> Iterator[Batch]:
-    """The default demonstration dataset factory (Acme's ``demonstration_dataset_factory``):
-    minibatches of ``make_demonstrations(episodes, seed, noise)``, all seeded by the key."""
+    """The default dataset factory (Acme's ``demonstration_dataset_factory``): minibatches
+    of transitions from ``episodes`` episodes of the mix, seeded by the key; recorded once
+    into the ``.npz`` file ``path`` and read from it afterwards (None: kept in memory)."""
     seed = int_seed(random_key)
-    return batches(make_demonstrations(episodes, seed, noise), batch_size, seed + 1)
+    file = None if path is None else Path(path).with_name(f"{Path(path).stem}-{seed}.npz")
+    return batches(load_or_record(file, episodes, seed), batch_size, seed + 1)

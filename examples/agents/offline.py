@@ -1,12 +1,13 @@
-"""Acme's distributed offline agent on CartPole: behaviour cloning from demonstrations.
+"""Acme's distributed offline agent on CartPole: behaviour cloning or CRR on a fixed dataset.
 
 ``examples/topologies/acme_offline.yaml`` runs it as make_distributed_offline_experiment
-does: a ``Learner`` trains a haiku MLP policy (softmax cross-entropy, optax adam) on
-batches from a demonstration dataset factory (a YAML argument, by default
-``examples.agents.demonstrations:demonstration_dataset``; Acme's
-``demonstration_dataset_factory(random_key)``), counts ``learner_steps`` into the
-program's counter and serves ``get_variables``; ``Evaluator`` nodes play greedy episodes
-with its parameters; an optional ``ModelSaver`` snapshots them to ``.npz`` files.
+does: a ``Learner`` trains on batches of transitions from a dataset factory (a YAML
+argument, by default ``examples.agents.demonstrations:transition_dataset``, the episodes
+a mix of good, mediocre and random policies played; Acme's
+``demonstration_dataset_factory(random_key)``) with a learning rule of
+``offline_learners`` (``bc`` or ``crr``), counts ``learner_steps`` into the program's
+counter and serves ``get_variables``; ``Evaluator`` nodes play greedy episodes with its
+policy's parameters; an optional ``ModelSaver`` snapshots them to ``.npz`` files.
 
 Importing this module imports jax/haiku/optax but runs no JAX computation (the procs
 backend forks from a process that imported it). Nothing is module-global per node:
@@ -20,71 +21,32 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 import topo
+from examples.agents import offline_learners
 from examples.agents.common import Policy, VariableClient, make_environment, run_episode
-from examples.agents.demonstrations import NUM_ACTIONS, Batch, int_seed, key_seed
+from examples.agents.demonstrations import Batch, int_seed, key_seed
 from topo.nodes import Counter
 from topo.runtime import Handle
 from topo.targets import import_target
 
 Params = Any  # a haiku parameter tree: {module: {name: array}}
 DatasetFactory = Callable[..., Iterator[Batch]]
-DEFAULT_DATASET = "examples.agents.demonstrations:demonstration_dataset"
+DEFAULT_DATASET = "examples.agents.demonstrations:transition_dataset"
 STOP_DEADLINE_S = 2.0  # RPCs made while the program stops: its peers may be gone already
 COUNTER_DEADLINE_S = 4.0  # under the default 5 s stop grace period
+SHOWN = ("loss", "accuracy", "critic_loss", "mean_q_target")  # printed learner metrics
 RPC_ERRORS = (ConnectionError, TimeoutError)  # topo's PeerUnavailable, DeadlineExceeded
 
 
-# -- the network and the learning step ---------------------------------------------------
+# -- the network ------------------------------------------------------------------------
 
-
-def make_network(hidden_sizes: Sequence[int] = (64, 64)) -> hk.Transformed:
-    """The policy network: an MLP from observations to one logit per action."""
-
-    def forward(observation: jax.Array) -> jax.Array:
-        return hk.nets.MLP([*hidden_sizes, NUM_ACTIONS])(observation)
-
-    return hk.without_apply_rng(hk.transform(forward))
-
-
-class TrainingState(NamedTuple):
-    """What one behaviour-cloning step reads and writes."""
-
-    params: Params
-    opt_state: optax.OptState
-    steps: jax.Array
-
-
-SgdStep = Callable[[TrainingState, Batch], tuple[TrainingState, dict[str, jax.Array]]]
-
-
-def make_sgd_step(network: hk.Transformed, optimizer: optax.GradientTransformation) -> SgdStep:
-    """A jitted behaviour-cloning step: softmax cross-entropy of the network's logits
-    against the expert's actions, one optimizer update; returns loss and accuracy."""
-
-    def loss_fn(params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
-        logits = network.apply(params, batch["observation"])
-        labels = batch["action"]
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-        accuracy = (jnp.argmax(logits, axis=-1) == labels).mean()
-        return loss, accuracy
-
-    def step(state: TrainingState, batch: Batch) -> tuple[TrainingState, dict[str, jax.Array]]:
-        (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        metrics = {"loss": loss, "accuracy": accuracy}
-        return TrainingState(params, opt_state, state.steps + 1), metrics
-
-    return jax.jit(step)
+make_network = offline_learners.make_network  # the policy network (evaluators play it)
 
 
 def greedy_policy(params: Params) -> Policy:
@@ -137,8 +99,10 @@ def to_numpy(tree: Any) -> Any:
 
 
 class Learner:
-    """Behaviour cloning from a demonstration dataset (Acme's BCLearner): ``run()`` steps
-    until the program stops; ``get_variables(["policy"])`` serves the parameters."""
+    """An offline learner on a fixed dataset: behaviour cloning (``algorithm="bc"``,
+    Acme's BCLearner) or CRR (``"crr"``, Acme's CRRLearner), from
+    ``offline_learners``; ``run()`` steps until the program stops;
+    ``get_variables(["policy"])`` serves the policy's parameters."""
 
     def __init__(
         self,
@@ -148,6 +112,8 @@ class Learner:
         dataset_args: Mapping[str, Any] | None = None,
         hidden_sizes: Sequence[int] = (64, 64),
         learning_rate: float = 1e-3,
+        algorithm: str = "bc",
+        algorithm_args: Mapping[str, Any] | None = None,
         log_every_s: float = 1.0,
         print_every_s: float = 2.0,
     ) -> None:
@@ -155,11 +121,10 @@ class Learner:
         dataset_key, init_key = jax.random.split(key)
         factory = import_target(dataset) if isinstance(dataset, str) else dataset
         self._iterator = iter(factory(np.asarray(dataset_key), **dict(dataset_args or {})))
-        self._network = make_network(hidden_sizes)
-        optimizer = optax.adam(learning_rate)
-        params = self._network.init(init_key, next(self._iterator)["observation"])
-        self._state = TrainingState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-        self._sgd_step = make_sgd_step(self._network, optimizer)
+        self._algorithm = offline_learners.make_algorithm(
+            algorithm, tuple(hidden_sizes), learning_rate, **dict(algorithm_args or {})
+        )
+        self._state = self._algorithm.init(init_key, next(self._iterator))
         # Counts go to the program's counter as ``learner_steps`` (at most once a second),
         # with a deadline under the stop grace period so a stop never waits on it.
         self._parent = counter
@@ -182,7 +147,7 @@ class Learner:
 
     def step(self) -> dict[str, float]:
         """One behaviour-cloning step on the next batch; its metrics when a log row is due."""
-        self._state, metrics = self._sgd_step(self._state, next(self._iterator))
+        self._state, metrics = self._algorithm.step(self._state, next(self._iterator))
         self._steps += 1
         try:
             self._counter.increment(steps=1)
@@ -204,9 +169,10 @@ class Learner:
         self._logger.write(row)
         if now - self._last_print >= self._print_every_s:
             self._last_print = now
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in row.items() if k in SHOWN)
             print(
-                f"{_node_id('learner')}: step {self._steps}  loss {row['loss']:.4f}  "
-                f"accuracy {row['accuracy']:.3f}  {row['steps_per_s']:.0f} steps/s",
+                f"{_node_id('learner')}: step {self._steps}  {shown}  "
+                f"{row['steps_per_s']:.0f} steps/s",
                 flush=True,
             )
         return row
@@ -233,25 +199,24 @@ class Learner:
         with self._lock:
             state, steps = self._state, self._steps
             if self._variables is None or self._variables[0] != steps:
-                self._variables = (steps, to_numpy(state.params))
+                self._variables = (steps, to_numpy(self._algorithm.policy_params(state)))
             return [self._variables[1] for _ in names]
 
     def save(self) -> dict[str, Any]:
-        """A checkpointable copy of the learner: parameters, optimizer state, steps."""
-        state = self._state
-        return {
-            "params": to_numpy(state.params),
-            "opt_state": to_numpy(state.opt_state),
-            "steps": self._steps,
-        }
+        """A checkpointable copy of the learner: its whole training state (networks,
+        optimizer states) as numpy leaves, and the steps."""
+        leaves = jax.tree_util.tree_leaves(self._state)
+        return {"state": [np.asarray(v) for v in jax.device_get(leaves)], "steps": self._steps}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Continue from a ``save()`` copy."""
-        params = jax.tree_util.tree_map(jnp.asarray, state["params"])
-        opt_state = jax.tree_util.tree_map(jnp.asarray, state["opt_state"])
+        treedef = jax.tree_util.tree_structure(self._state)
+        if treedef.num_leaves != len(state["state"]):
+            raise ValueError("this checkpoint is of another learner (its state does not fit)")
+        restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(v) for v in state["state"]])
         with self._lock:
             self._steps = int(state["steps"])
-            self._state = TrainingState(params, opt_state, jnp.asarray(self._steps, jnp.int32))
+            self._state = restored
             self._variables = None
             self._counter.restore({"steps": self._steps})
 

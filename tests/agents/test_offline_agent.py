@@ -1,5 +1,5 @@
-"""The offline (behaviour cloning) agent's pieces, run in-process: the demonstration
-dataset factory, the learner's step on a fixed batch, its variables and checkpoints."""
+"""The offline agent's learner, run in-process: its step on a fixed batch (behaviour
+cloning and CRR), its variables and checkpoints, its snapshots and its import."""
 
 from __future__ import annotations
 
@@ -25,15 +25,19 @@ demos_mod: Any = importlib.import_module("examples.agents.demonstrations")
 
 
 def fixed_batch(size: int = 256) -> dict[str, np.ndarray]:
-    """``size`` expert-labelled transitions from two noisy demonstration episodes."""
-    demos = demos_mod.make_demonstrations(episodes=2, seed=3, noise=0.3)
-    return {"observation": demos.observation[:size], "action": demos.action[:size]}
+    """``size`` transitions drawn from five recorded episodes of the mix."""
+    data = demos_mod.record_episodes(episodes=5, seed=3)
+    batch = next(demos_mod.batches(data, size, 0))
+    return batch
 
 
-def fixed_learner(seed: int, batch: dict[str, np.ndarray]) -> Any:
+def fixed_learner(seed: int, batch: dict[str, np.ndarray], algorithm: str = "bc") -> Any:
     """A learner whose dataset factory repeats ``batch`` forever; a log row every step."""
     return offline.Learner(
-        [0, seed], dataset=lambda key, **_: itertools.repeat(batch), log_every_s=0.0
+        [0, seed],
+        dataset=lambda key, **_: itertools.repeat(batch),
+        algorithm=algorithm,
+        log_every_s=0.0,
     )
 
 
@@ -42,57 +46,25 @@ def policy_params(learner: Any) -> list[np.ndarray]:
     return [params[m][n] for m in sorted(params) for n in sorted(params[m])]
 
 
-def test_demonstrations_are_expert_labelled_noisy_play_and_seeded() -> None:
-    demos = demos_mod.make_demonstrations(episodes=3, seed=7, noise=0.3)
-    n = len(demos)
-    assert demos.observation.shape == (n, 4) and demos.observation.dtype == np.float32
-    assert demos.action.shape == demos.taken.shape == (n,) and demos.action.dtype == np.int32
-    assert demos.episode_returns.shape == (3,) and demos.episode_returns.sum() == n  # 1 per step
-    assert n > 600  # the noisy demonstrator still balances the pole for long episodes
-    labels = [common.expert_action(o) for o in demos.observation]
-    assert demos.action.tolist() == labels  # the label is always the expert's action
-    off_expert = float(np.mean(demos.taken != demos.action))
-    assert 0.05 < off_expert < 0.25  # noise 0.3: a random action differs half the time
-
-    again = demos_mod.make_demonstrations(episodes=3, seed=7, noise=0.3)
-    assert np.array_equal(again.observation, demos.observation)
-    assert np.array_equal(again.taken, demos.taken)
-    other = demos_mod.make_demonstrations(episodes=3, seed=8, noise=0.3)
-    assert not np.array_equal(other.observation[:50], demos.observation[:50])
-    clean = demos_mod.make_demonstrations(episodes=1, seed=7, noise=0.0)
-    assert np.array_equal(clean.taken, clean.action)
-    with pytest.raises(ValueError, match="episodes"):
-        demos_mod.make_demonstrations(episodes=0)
-
-
-def test_dataset_factory_yields_batches_seeded_by_the_key() -> None:
-    def first(key: list[int]) -> dict[str, np.ndarray]:
-        return next(demos_mod.demonstration_dataset(key, episodes=2, noise=0.3, batch_size=32))
-
-    batch = first([0, 1])
-    assert batch["observation"].shape == (32, 4) and batch["action"].shape == (32,)
-    assert set(np.unique(batch["action"])) <= {0, 1}
-    assert all(np.array_equal(batch[k], first([0, 1])[k]) for k in batch)
-    assert not np.array_equal(batch["observation"], first([0, 2])["observation"])
-
-
-def test_learner_step_on_a_fixed_batch_lowers_the_loss() -> None:
+@pytest.mark.parametrize("algorithm", ["bc", "filtered_bc", "crr"])
+def test_learner_step_on_a_fixed_batch_lowers_the_loss(algorithm: str) -> None:
     batch = fixed_batch()
-    learner = fixed_learner(0, batch)
+    learner = fixed_learner(0, batch, algorithm)
     before = policy_params(learner)
     rows = [learner.step() for _ in range(30)]
     losses = [row["loss"] for row in rows]
     assert losses[-1] < 0.8 * losses[0], losses
     assert rows[-1]["learner_steps"] == learner.steps == 30
-    assert rows[-1]["steps_per_s"] > 0 and 0.0 <= rows[-1]["accuracy"] <= 1.0
+    assert rows[-1]["steps_per_s"] > 0
     after = policy_params(learner)
     assert all(a.shape == b.shape for a, b in zip(before, after, strict=True))
     assert not any(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
 
 
-def test_get_variables_save_restore_round_trip() -> None:
+@pytest.mark.parametrize("algorithm", ["bc", "filtered_bc", "crr"])
+def test_get_variables_save_restore_round_trip(algorithm: str) -> None:
     batch = fixed_batch()
-    trained = fixed_learner(0, batch)
+    trained = fixed_learner(0, batch, algorithm)
     trained.run(num_steps=25)
     assert trained.steps == 25
     a, b = trained.get_variables(["policy", "policy"])
@@ -101,13 +73,13 @@ def test_get_variables_save_restore_round_trip() -> None:
         trained.get_variables(["critic"])
 
     state = pickle.loads(pickle.dumps(trained.save()))  # a checkpoint travels over RPC
-    fresh = fixed_learner(1, batch)
+    fresh = fixed_learner(1, batch, algorithm)
     assert not np.array_equal(policy_params(fresh)[0], policy_params(trained)[0])
     fresh.restore(state)
     assert fresh.steps == 25
     for x, y in zip(policy_params(fresh), policy_params(trained), strict=True):
         assert np.array_equal(x, y)
-    # the optimizer state came back too: the next step is the same on both
+    # the optimizer state (and CRR's critics) came back too: the next step is the same
     trained.step()
     fresh.step()
     for x, y in zip(policy_params(fresh), policy_params(trained), strict=True):
@@ -121,7 +93,7 @@ def test_greedy_policy_and_snapshots_agree_with_the_network(tmp_path: Path) -> N
     path = offline.save_snapshot(params, tmp_path / "snap" / "policy.npz")
     loaded = offline.load_snapshot(path)
     assert {m: set(d) for m, d in loaded.items()} == {m: set(d) for m, d in params.items()}
-    observations = demos_mod.make_demonstrations(episodes=1, seed=0, noise=0.5).observation
+    observations = demos_mod.record_episodes(episodes=3, seed=0).observation
     network = offline.make_network((64, 64))
     expected = np.asarray(network.apply(params, observations)).argmax(axis=-1)
     policy = offline.greedy_policy(loaded)
@@ -146,3 +118,12 @@ def test_importing_the_agent_runs_no_jax() -> None:
 def test_a_dataset_factory_that_does_not_import_is_named() -> None:
     with pytest.raises(TargetError, match=r"cannot import 'examples\.agents\.nope:factory'"):
         offline.Learner([0, 0], dataset="examples.agents.nope:factory")
+
+
+def test_an_unknown_learner_is_named() -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown offline learner 'cql'.*\['bc', 'crr', 'filtered_bc'\]"
+    ):
+        fixed_learner(0, fixed_batch(), "cql")
+    with pytest.raises(ValueError, match="this checkpoint is of another learner"):
+        fixed_learner(0, fixed_batch(), "crr").restore(fixed_learner(0, fixed_batch()).save())

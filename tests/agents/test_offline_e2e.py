@@ -1,5 +1,6 @@
-"""acme_offline.yaml end to end: behaviour cloning learns CartPole from the scripted
-expert's demonstrations, and the steps limiter stops the program by itself."""
+"""acme_offline.yaml end to end: the learner records the mixed dataset to its file and
+learns from it (filtered BC reaches the good policy's return; CRR runs), and the steps
+limiter stops the program by itself."""
 
 from __future__ import annotations
 
@@ -14,27 +15,32 @@ import pytest
 from topo.testing import wait_gone
 
 PATH = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "acme_offline.yaml"
-MAX_STEPS = 2000
+MAX_STEPS = 1000
 RANDOM_RETURN = 22.0  # a uniformly random CartPole policy
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["procs", "threads"])
+@pytest.mark.parametrize(
+    ("backend", "learner"),
+    [("procs", "filtered_bc"), ("threads", "filtered_bc"), ("threads", "crr")],
+)
 def test_acme_offline_learns_and_stops_by_itself(
-    topo_launch: Callable[..., Any], backend: str, tmp_path: Path
+    topo_launch: Callable[..., Any], backend: str, learner: str, tmp_path: Path
 ) -> None:
     params = {
         "max_learner_steps": MAX_STEPS,
-        "demo_episodes": 10,
+        "learner": learner,
+        "dataset_episodes": 20,
+        "dataset_path": str(tmp_path / "data" / "episodes.npz"),
         "eval_every_s": 1.0,
         "snapshots": True,
         "snapshot_dir": str(tmp_path / "snapshots"),
     }
     run = topo_launch(PATH, backend=backend, params=params)
-    assert run.wait(90) == 0, run.failure
+    assert run.wait(240) == 0, run.failure
     assert wait_gone(run.pids(), 10) == []
     status = json.loads((run.run_dir / "status.json").read_text())
-    assert re.match(r"learner_steps reached \d+, over 2000", status["stop_reason"]), status
+    assert re.match(r"learner_steps reached \d+, over 1000", status["stop_reason"]), status
     if backend == "procs":  # every node done within the grace period
         # (On threads, a learner's RPC server once took the whole 5 s grace to close under
         # the full suite's load; tracked as a known issue, not asserted here.)
@@ -42,8 +48,11 @@ def test_acme_offline_learns_and_stops_by_itself(
     evaluator = run.log("evaluator/0")
     final = re.findall(r"final evaluation at learner_steps \d+: mean return ([\d.]+)", evaluator)
     assert len(final) == 1, evaluator
-    assert float(final[0]) > 200.0 > 5 * RANDOM_RETURN, evaluator
+    if learner == "filtered_bc":  # the good policy in the data plays 500
+        assert float(final[0]) > 400.0 > 5 * RANDOM_RETURN, evaluator
     learner = run.log("learner")
     stopped = re.search(r"stopped after (\d+) steps", learner)
     assert stopped and int(stopped[1]) > MAX_STEPS, learner
     assert (tmp_path / "snapshots" / "policy.npz").stat().st_size > 0
+    [dataset] = (tmp_path / "data").glob("episodes-*.npz")  # recorded once, by the learner
+    assert dataset.stat().st_size > 0
