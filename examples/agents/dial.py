@@ -1,23 +1,27 @@
 """DIAL (Foerster et al., 2016) for the switch riddle, on jax + dm-haiku + optax.
 
-Every prisoner runs the same recurrent network (a GRU; parameters shared, the agent's
-id is an input). Each day it outputs Q-values for the environment actions (NONE/TELL)
-and a message logit. The message of the prisoner in the room becomes the bulb the
-next prisoner in the room sees. While training the message goes through the
-discretise/regularise unit as ``sigmoid(m + noise)``, so the recipient's TD error
-flows back through it into the sender, across agents and days; while executing the
-unit is a hard threshold ``m > 0``, which is the environment's bulb.
+Every prisoner runs the same recurrent network (parameters shared). As in the paper its
+input is the sum of four embeddings: the agent's index, its observation (in the room or
+not), the message it receives (the bulb, seen in the room only) and its last action;
+then a 2-layer GRU of 128 units and a 2-layer output MLP giving Q-values for the
+environment actions (NONE/TELL) and a message logit. The message of the prisoner in the
+room is what the next prisoner in the room receives. While training it goes through the
+discretise/regularise unit (DRU) as ``sigmoid(m + noise)``, so the recipient's TD error
+flows back through it into the sender, across agents and days; while executing the unit
+is a hard threshold ``m > 0``.
 
-Only the prisoner in the room acts and speaks, so the loss is the TD error of the
-prisoner in the room on each day, bootstrapped (undiscounted, as in the paper) from
-the target network's value for the next day's prisoner in the room.
+Executors play training episodes with the DRU in training mode and record its noise;
+the trainer unrolls the whole batch again (``lax.scan`` over days) with its current
+parameters and that noise, soft messages included, and differentiates through them.
+Only the prisoner in the room acts, so the loss is his TD error on each day,
+bootstrapped (undiscounted) from the target network's value for the next day.
 
 Nothing here runs JAX at import time (the procs backend forks after importing it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,18 +32,20 @@ import numpy as np
 import optax
 
 NUM_ACTIONS = 2  # NONE, TELL
+NO_ACTION = NUM_ACTIONS  # the "last action" of a prisoner who was not in the room
 
 
 @dataclass(frozen=True)
 class Config:
-    """DIAL's hyper-parameters (the paper's values where they fit a CPU)."""
+    """DIAL's hyper-parameters: the paper's values."""
 
     num_agents: int = 3
-    hidden: int = 64
-    sigma: float = 2.0  # the DRU's noise while training (the paper uses 2)
-    learning_rate: float = 5e-4
+    hidden: int = 128  # 2-layer GRU of 128 units
+    sigma: float = 2.0  # the DRU's noise while training
+    learning_rate: float = 5e-4  # RMSProp
+    rms_decay: float = 0.95  # the paper's "momentum 0.95" (Torch RMSProp's alpha)
     gamma: float = 1.0
-    target_period: int = 100  # learner steps between target-network copies
+    target_period: int = 100  # learner steps (batches) between target-network copies
     max_grad_norm: float = 10.0
 
     @property
@@ -64,82 +70,103 @@ class Episode(NamedTuple):
     actions: jax.Array  # (B, T) int, the action of the prisoner in the room
     rewards: jax.Array  # (B, T)
     mask: jax.Array  # (B, T) 1.0 on days that happened
+    noise: jax.Array  # (B, T) the DRU's standard-normal noise on each day's message
+    messages: jax.Array  # (B, T) the soft message the executor's sender put out that day
 
 
-def _inputs(cfg: Config, in_room: jax.Array, bulb: jax.Array, day: int) -> jax.Array:
-    """Per-agent inputs (B, n, features): in-room flag, the bulb (seen in the room only),
-    the agent's id and the day."""
-    batch = in_room.shape[0]
-    ids = jnp.broadcast_to(jnp.eye(cfg.num_agents), (batch, cfg.num_agents, cfg.num_agents))
-    days = jnp.zeros((batch, cfg.num_agents, cfg.limit)).at[:, :, day].set(1.0)
-    seen = in_room * bulb[:, None]
-    return jnp.concatenate([in_room[..., None], seen[..., None], ids, days], axis=-1)
+FIELDS = Episode._fields
 
 
-def make_core(cfg: Config) -> hk.Transformed:
-    """The per-day step ``(inputs (B*n, F), state) -> (q (B*n, 2), message (B*n,), state)``
-    and its initial state, as one haiku transform with methods."""
+class Core(NamedTuple):
+    """The network: ``step(params, x, state)`` and ``initial_state(batch)``."""
 
-    def step(x: jax.Array, state: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        embed = jax.nn.relu(hk.Linear(cfg.hidden, name="embed")(x))
-        out, state = hk.GRU(cfg.hidden, name="gru")(embed, state)
-        head = jax.nn.relu(hk.Linear(cfg.hidden, name="head")(out))
-        q = hk.Linear(NUM_ACTIONS, name="q")(head)
-        message = hk.Linear(1, name="message")(head)[..., 0]
-        return q, message, state
+    init: Callable[..., Any]
+    step: Callable[..., tuple[jax.Array, jax.Array, Any]]
+    initial_state: Callable[[int], Any]
 
-    def initial_state(batch: int) -> jax.Array:
-        return jnp.zeros((batch, cfg.hidden))
 
-    def init(x: jax.Array, state: jax.Array) -> Any:
-        return step(x, state)
+def make_core(cfg: Config) -> Core:
+    """The per-day step ``(agent (M,), in_room (M,), message (M,), last_action (M,), state)
+    -> (q (M, 2), message logit (M,), state)``, M = batch x agents."""
+    h = cfg.hidden
 
-    return hk.without_apply_rng(hk.multi_transform(lambda: (init, (step, initial_state))))
+    def step(
+        agent: jax.Array, obs: jax.Array, message: jax.Array, last: jax.Array, state: Any
+    ) -> tuple[jax.Array, jax.Array, Any]:
+        z = hk.Embed(cfg.num_agents, h, name="agent")(agent)
+        z += hk.Embed(2, h, name="obs")(obs)
+        z += hk.Embed(NUM_ACTIONS + 1, h, name="last_action")(last)
+        m = jax.nn.relu(hk.Linear(h, name="message_in")(message[:, None]))
+        z += hk.Linear(h, name="message_in2")(m)
+        out, state = hk.DeepRNN([hk.GRU(h, name="gru1"), hk.GRU(h, name="gru2")])(z, state)
+        out = jax.nn.relu(hk.Linear(h, name="head")(out))
+        out = hk.Linear(NUM_ACTIONS + 1, name="out")(out)
+        return out[:, :NUM_ACTIONS], out[:, NUM_ACTIONS], state
+
+    def initial_state(batch: int) -> Any:
+        return (jnp.zeros((batch, h)), jnp.zeros((batch, h)))
+
+    fns: Any = hk.without_apply_rng(hk.transform(step))
+    return Core(init=fns.init, step=fns.apply, initial_state=initial_state)
+
+
+def _day_inputs(
+    cfg: Config, in_room: jax.Array, bulb: jax.Array, last: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """One day's inputs, flattened over (B, n): agent index, in-room flag, the message
+    received (the bulb for the prisoner in the room, 0 elsewhere) and the last action."""
+    batch, n = in_room.shape
+    agent = jnp.broadcast_to(jnp.arange(n), (batch, n)).reshape(-1)
+    obs = in_room.astype(jnp.int32).reshape(-1)
+    received = (in_room * bulb[:, None]).reshape(-1)
+    return agent, obs, received, last.reshape(-1)
 
 
 def unroll(
     cfg: Config,
-    core: hk.MultiTransformed,
+    core: Core,
     params: Any,
-    in_room: jax.Array,
-    key: jax.Array | None,
-    training: bool,
-) -> tuple[jax.Array, jax.Array]:
-    """Run all prisoners through the episodes ``in_room`` (B, T, n): the Q-values of the
-    prisoner in the room on each day (B, T, 2) and the bulbs they saw (B, T)."""
-    step, initial_state = core.apply
-    batch, days, n = in_room.shape
-    state = initial_state(params, batch * n)
-    bulb = jnp.zeros((batch,))
-    qs, bulbs = [], []
-    for day in range(days):
-        x = _inputs(cfg, in_room[:, day], bulb, day).reshape(batch * n, -1)
-        q, message, state = step(params, x, state)
-        q = q.reshape(batch, n, NUM_ACTIONS)
-        message = message.reshape(batch, n)
-        qs.append(jnp.einsum("bn,bna->ba", in_room[:, day], q))
-        bulbs.append(bulb)
-        spoken = jnp.sum(in_room[:, day] * message, axis=1)
-        day_key = None if key is None else jax.random.fold_in(key, day)
-        bulb = dru(spoken, day_key, cfg.sigma, training)
-    return jnp.stack(qs, axis=1), jnp.stack(bulbs, axis=1)
-
-
-def loss_fn(
-    cfg: Config,
-    core: hk.MultiTransformed,
-    params: Any,
-    target_params: Any,
     batch: Episode,
-    key: jax.Array,
-) -> jax.Array:
+    training: bool = True,
+) -> tuple[jax.Array, jax.Array]:
+    """Run all prisoners through the recorded episodes with ``params`` (messages through
+    the DRU with the recorded noise while training): the Q-values of the prisoner in the
+    room on each day (B, T, 2) and the message each day's sender put out (B, T)."""
+    size, _, n = batch.in_room.shape
+
+    def day(carry: Any, xs: Any) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+        state, bulb, last = carry
+        in_room, action, mask, noise = xs
+        q, logit, state = core.step(params, *_day_inputs(cfg, in_room, bulb, last), state)
+        q = jnp.einsum("bn,bna->ba", in_room, q.reshape(size, n, NUM_ACTIONS))
+        spoken = jnp.sum(in_room * logit.reshape(size, n), axis=1)
+        if training:
+            sent = jax.nn.sigmoid(spoken + cfg.sigma * noise)
+        else:
+            sent = (spoken > 0).astype(spoken.dtype)
+        acted = in_room * mask[:, None]
+        last = jnp.where(acted > 0, action[:, None], NO_ACTION).astype(jnp.int32)
+        return (state, sent, last), (q, sent)
+
+    carry = (
+        core.initial_state(size * n),
+        jnp.zeros((size,)),
+        jnp.full((size, n), NO_ACTION, jnp.int32),
+    )
+    xs = tuple(
+        jnp.swapaxes(a, 0, 1) for a in (batch.in_room, batch.actions, batch.mask, batch.noise)
+    )
+    _, (qs, sent) = jax.lax.scan(day, carry, xs)
+    return jnp.swapaxes(qs, 0, 1), jnp.swapaxes(sent, 0, 1)
+
+
+def loss_fn(cfg: Config, core: Core, params: Any, target_params: Any, batch: Episode) -> jax.Array:
     """Mean squared TD error of the prisoner in the room over the days that happened."""
-    q, _ = unroll(cfg, core, params, batch.in_room, key, training=True)
-    q_target, _ = unroll(cfg, core, target_params, batch.in_room, key, training=True)
+    q, _ = unroll(cfg, core, params, batch)
+    q_target, _ = unroll(cfg, core, target_params, batch)
     taken = jnp.take_along_axis(q, batch.actions[..., None], axis=-1)[..., 0]
-    next_value = jnp.max(q_target, axis=-1)[:, 1:]
-    next_mask = batch.mask[:, 1:]
-    bootstrap = jnp.concatenate([next_value * next_mask, jnp.zeros_like(next_value[:, :1])], axis=1)
+    next_value = jnp.max(q_target, axis=-1)[:, 1:] * batch.mask[:, 1:]
+    bootstrap = jnp.concatenate([next_value, jnp.zeros_like(next_value[:, :1])], axis=1)
     target = batch.rewards + cfg.gamma * jax.lax.stop_gradient(bootstrap)
     error = (taken - target) * batch.mask
     return jnp.sum(error**2) / jnp.maximum(jnp.sum(batch.mask), 1.0)
@@ -158,28 +185,29 @@ class Learning(NamedTuple):
     """The jitted functions of one DIAL configuration."""
 
     init: Callable[[jax.Array], TrainState]
-    update: Callable[[TrainState, Episode, jax.Array], tuple[TrainState, jax.Array]]
-    # act(params, in_room (n,), bulb, hidden (n, H), day) -> (Q (n, 2), bulb left, hidden):
-    # one day of one episode while executing, messages as hard bits.
-    act: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
-    initial_state: Callable[[Any, int], jax.Array]
+    update: Callable[[TrainState, Episode], tuple[TrainState, jax.Array]]
+    # act(params, in_room (B, n), bulb (B,), last (B, n), state, noise (B,), training)
+    #   -> (Q (B, n, 2), message sent (B,), state): one day of B episodes.
+    act: Callable[..., tuple[jax.Array, jax.Array, Any]]
+    initial_state: Callable[[int], Any]
 
 
 def make_learning(cfg: Config) -> Learning:
     """Build (and jit) init, update and act for ``cfg``."""
     core = make_core(cfg)
     optimiser = optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.learning_rate)
+        optax.clip_by_global_norm(cfg.max_grad_norm),
+        optax.rmsprop(cfg.learning_rate, decay=cfg.rms_decay, eps=1e-6),
     )
-    features = 2 + cfg.num_agents + cfg.limit
 
     def init(key: jax.Array) -> TrainState:
-        params = core.init(key, jnp.zeros((1, features)), jnp.zeros((1, cfg.hidden)))
+        zeros = jnp.zeros((1,), jnp.int32)
+        params = core.init(key, zeros, zeros, jnp.zeros((1,)), zeros, core.initial_state(1))
         return TrainState(params, params, optimiser.init(params), jnp.zeros((), jnp.int32))
 
-    def update(state: TrainState, batch: Episode, key: jax.Array) -> tuple[TrainState, jax.Array]:
+    def update(state: TrainState, batch: Episode) -> tuple[TrainState, jax.Array]:
         loss, grads = jax.value_and_grad(
-            lambda p: loss_fn(cfg, core, p, state.target_params, batch, key)
+            lambda p: loss_fn(cfg, core, p, state.target_params, batch)
         )(state.params)
         updates, opt_state = optimiser.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -187,33 +215,86 @@ def make_learning(cfg: Config) -> Learning:
         target = optax.periodic_update(params, state.target_params, steps, cfg.target_period)
         return TrainState(params, target, opt_state, steps), loss
 
-    step, initial_state = core.apply
-
-    def act_day(
-        params: Any, in_room: jax.Array, bulb: jax.Array, hidden: jax.Array, day: jax.Array
-    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """One executing day: the same network and inputs as ``unroll`` for one episode."""
-        days = jax.nn.one_hot(day, cfg.limit)
-        n = cfg.num_agents
-        x = jnp.concatenate(
-            [
-                in_room[:, None],
-                (in_room * bulb)[:, None],
-                jnp.eye(n),
-                jnp.broadcast_to(days, (n, cfg.limit)),
-            ],
-            axis=-1,
-        )
-        q, message, hidden = step(params, x, hidden)
-        spoken = jnp.sum(in_room * message)
-        return q, dru(spoken, None, cfg.sigma, training=False), hidden
+    def act(
+        params: Any,
+        in_room: jax.Array,
+        bulb: jax.Array,
+        last: jax.Array,
+        state: Any,
+        noise: jax.Array,
+        training: bool,
+    ) -> tuple[jax.Array, jax.Array, Any]:
+        size, n = in_room.shape
+        q, logit, state = core.step(params, *_day_inputs(cfg, in_room, bulb, last), state)
+        spoken = jnp.sum(in_room * logit.reshape(size, n), axis=1)
+        if training:
+            sent = jax.nn.sigmoid(spoken + cfg.sigma * noise)
+        else:
+            sent = (spoken > 0).astype(spoken.dtype)
+        return q.reshape(size, n, NUM_ACTIONS), sent, state
 
     return Learning(
         init=jax.jit(init),
         update=jax.jit(update),
-        act=jax.jit(act_day),
-        initial_state=lambda params, batch: initial_state(params, batch),
+        act=jax.jit(act, static_argnames="training"),
+        initial_state=core.initial_state,
     )
+
+
+def play_batch(
+    learning: Learning,
+    params: Any,
+    games: Sequence[Any],
+    epsilon: float,
+    rng: np.random.Generator,
+    training: bool = True,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Play one episode in each of ``games`` at once with the ε-greedy policy of
+    ``params``. While ``training`` messages go through the DRU with noise drawn here and
+    recorded, so the trainer can unroll the same episodes with soft messages; otherwise
+    they are hard bits. Returns the padded episodes (the fields of ``Episode``, each with
+    a leading axis over games) and each episode's return."""
+    size = len(games)
+    n, limit = games[0].num_agents, games[0].limit
+    data = {
+        "in_room": np.zeros((size, limit, n), np.float32),
+        "actions": np.zeros((size, limit), np.int32),
+        "rewards": np.zeros((size, limit), np.float32),
+        "mask": np.zeros((size, limit), np.float32),
+        "noise": np.zeros((size, limit), np.float32),
+        "messages": np.zeros((size, limit), np.float32),
+    }
+    observations = [game.reset() for game in games]
+    live = np.ones(size, bool)
+    state = learning.initial_state(size * n)
+    bulb = np.zeros(size, np.float32)
+    last = np.full((size, n), NO_ACTION, np.int32)
+    for day in range(limit):
+        in_room = np.stack([o.in_room for o in observations]).astype(np.float32)
+        in_room[~live] = 0.0
+        noise = (rng.standard_normal(size) if training else np.zeros(size)).astype(np.float32)
+        out = learning.act(params, in_room, bulb, last, state, noise, training)
+        q, sent, state = np.asarray(out[0]), np.asarray(out[1]), out[2]
+        greedy = q[np.arange(size), in_room.argmax(axis=1)].argmax(axis=1)
+        explore = rng.random(size) < epsilon
+        actions = np.where(explore, rng.integers(NUM_ACTIONS, size=size), greedy)
+        last = np.full((size, n), NO_ACTION, np.int32)
+        for b in np.flatnonzero(live):
+            game, who = games[b], observations[b].interrogated
+            step = game.step([int(actions[b]) if i == who else 0 for i in range(n)], float(sent[b]))
+            data["in_room"][b, day] = in_room[b]
+            data["actions"][b, day] = actions[b]
+            data["rewards"][b, day] = step.reward
+            data["mask"][b, day] = 1.0
+            data["noise"][b, day] = noise[b]
+            data["messages"][b, day] = sent[b]
+            last[b, who] = actions[b]
+            observations[b] = step.observation
+            live[b] = not step.done
+        bulb = sent.astype(np.float32)
+        if not live.any():
+            break
+    return data, data["rewards"].sum(axis=1)
 
 
 def play_episode(
@@ -222,40 +303,8 @@ def play_episode(
     game: Any,
     epsilon: float,
     rng: np.random.Generator,
-    communicate: bool = True,
-) -> tuple[dict[str, np.ndarray], float, bool]:
-    """Play one switch-riddle episode with the ε-greedy policy of ``params`` (messages as
-    hard bits; ``communicate=False`` keeps the bulb off). Returns the padded episode
-    (in_room, actions, rewards, mask), its return and whether everyone was interrogated."""
-    n, limit = game.num_agents, game.limit
-    episode = {
-        "in_room": np.zeros((limit, n), np.float32),
-        "actions": np.zeros((limit,), np.int32),
-        "rewards": np.zeros((limit,), np.float32),
-        "mask": np.zeros((limit,), np.float32),
-    }
-    obs = game.reset()
-    hidden = learning.initial_state(params, n)
-    bulb = jnp.zeros(())
-    total, everyone = 0.0, False
-    for day in range(limit):
-        q, spoken, hidden = learning.act(params, jnp.asarray(obs.in_room), bulb, hidden, day)
-        who = obs.interrogated
-        if rng.random() < epsilon:
-            action = int(rng.integers(NUM_ACTIONS))
-        else:
-            action = int(np.argmax(np.asarray(q[who])))
-        bulb = spoken if communicate else jnp.zeros(())
-        actions = [0] * n
-        actions[who] = action
-        step = game.step(actions, bulb=float(bulb))
-        episode["in_room"][day] = obs.in_room
-        episode["actions"][day] = action
-        episode["rewards"][day] = step.reward
-        episode["mask"][day] = 1.0
-        total += step.reward
-        everyone = step.all_interrogated
-        obs = step.observation
-        if step.done:
-            break
-    return episode, total, everyone
+    training: bool = True,
+) -> tuple[dict[str, np.ndarray], float]:
+    """One episode of ``play_batch``: its fields (no leading axis) and its return."""
+    data, returns = play_batch(learning, params, [game], epsilon, rng, training)
+    return {k: v[0] for k, v in data.items()}, float(returns[0])

@@ -1,18 +1,23 @@
 """The nodes of Mava's DIAL system on the switch riddle (``examples/topologies/mava_dial.yaml``).
 
-* ``make_replay_tables``: a Reverb table of whole episodes (uniform, FIFO).
-* ``Trainer``: samples batches of episodes, takes DIAL steps (``examples.agents.dial``),
-  serves ``get_variables`` (through the cachers when the topology has them).
-* ``Executor``: plays ε-greedy episodes with the trainer's latest parameters (refreshed
-  without blocking through its variable source) and inserts them into the replay.
-* ``Evaluator``: plays greedy episodes and reports the normalised reward: the return
-  divided by the best return possible given who was interrogated when.
+* ``make_replay_tables``: a Reverb queue of whole episodes: each is sampled once, in
+  the order played, so every update sees a fresh batch (the paper trains on fresh
+  batches of 32 episodes, not on a replay of old ones).
+* ``Trainer``: takes batches of episodes, one DIAL step each (``examples.agents.dial``:
+  it unrolls them with soft messages and the recorded DRU noise), serves
+  ``get_variables`` (through the cachers when the topology has them).
+* ``Executor``: plays ε-greedy episodes (ε = 0.05, messages through the DRU with noise,
+  as in training) with the trainer's latest parameters, refreshed without blocking
+  through its variable source, and inserts them, noise and messages included.
+* ``Evaluator``: plays greedy episodes (hard bits) and reports the normalised reward:
+  the return divided by the best return possible given who was interrogated when.
 
 Nodes take ``counter`` as None when the topology has no counter (Mava's checkpoint off).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -27,38 +32,18 @@ import reverb
 
 import topo
 from examples.agents.common import StopAware, Stopping, VariableClient, until_stopped
-from examples.agents.dial import Config, Episode, Learning, make_learning, play_episode
+from examples.agents.dial import FIELDS, Config, Episode, Learning, make_learning, play_batch
 from examples.agents.switch import SwitchGame, oracle_return
 from topo.nodes import Counter
 
 TABLE = "episodes"
-FIELDS = ("in_room", "actions", "rewards", "mask")
 
 
-def make_replay_tables(
-    max_size: int = 5_000, min_size: int = 64, samples_per_insert: float | None = 8.0
-) -> list[reverb.Table]:
-    """One table of whole episodes: uniform sampling, oldest removed first, sampling
-    allowed once ``min_size`` episodes are in. With ``samples_per_insert`` the executors
-    wait when they run ahead of the trainer (on few cores that leaves the trainer the
-    CPU); None lets them run free."""
-    if samples_per_insert is None:
-        limiter = reverb.rate_limiters.MinSize(min_size)
-    else:
-        limiter = reverb.rate_limiters.SampleToInsertRatio(
-            samples_per_insert=samples_per_insert,
-            min_size_to_sample=min_size,
-            error_buffer=max(1.0, 2 * min_size * samples_per_insert),
-        )
-    return [
-        reverb.Table(
-            name=TABLE,
-            sampler=reverb.selectors.Uniform(),
-            remover=reverb.selectors.Fifo(),
-            max_size=max_size,
-            rate_limiter=limiter,
-        )
-    ]
+def make_replay_tables(max_size: int = 128) -> list[reverb.Table]:
+    """One queue of whole episodes: sampled in insertion order and removed once sampled;
+    executors wait while it is full, so the trainer learns from episodes played with
+    recent parameters and the executors cannot run far ahead of it on few cores."""
+    return [reverb.Table.queue(TABLE, max_size)]
 
 
 class Trainer:
@@ -70,9 +55,8 @@ class Trainer:
         counter: Any = None,
         num_agents: int = 3,
         batch_size: int = 32,
-        min_replay_size: int = 64,
         seed: int = 0,
-        learning_rate: float = 1e-3,
+        learning_rate: float = 5e-4,
         target_period: int = 100,
     ) -> None:
         self._replay = replay
@@ -83,7 +67,6 @@ class Trainer:
             num_agents=num_agents, learning_rate=learning_rate, target_period=target_period
         )
         self._batch_size = batch_size
-        self._min_size = min_replay_size
         self._seed = seed
         self._learning: Learning | None = None
         self._state: Any = None
@@ -111,7 +94,8 @@ class Trainer:
         return int(info[TABLE].current_size)
 
     def _sample(self) -> Episode:
-        # Each sample is one inserted episode, its fields with a leading item axis of 1.
+        # Each sample is one inserted episode, its fields with a leading item axis of 1;
+        # the queue hands out each episode once, oldest first.
         samples = list(self._replay.sample(TABLE, self._batch_size, emit_timesteps=False))
         columns = zip(*(s.data for s in samples), strict=True)
         return Episode(*(jnp.asarray(np.concatenate(c)) for c in columns))
@@ -121,17 +105,15 @@ class Trainer:
         self._setup()
         assert self._learning is not None
         stop = topo.stop_event()
-        while self._replay_size() < self._min_size:
+        while self._replay_size() < self._batch_size:
             if stop.wait(0.2):
                 return
-        key = jax.random.PRNGKey(self._seed + 1)
         start, steps = time.monotonic(), 0
         while not stop.is_set():
             batch = until_stopped(self._sample, stop)
             if batch is None:  # the program is stopping (a sample may hang on a closed replay)
                 return
-            key, sub = jax.random.split(key)
-            state, loss = self._learning.update(self._state, batch, sub)
+            state, loss = self._learning.update(self._state, batch)
             with self._lock:
                 self._state = state
             steps += 1
@@ -160,9 +142,9 @@ class Executor:
         counter: Any = None,
         trainer: Any = None,
         num_agents: int = 3,
-        epsilon_decay_episodes: int = 3_000,
-        min_epsilon: float = 0.05,
-        update_period: int = 10,
+        epsilon: float = 0.05,
+        episodes_per_round: int = 16,
+        update_period: int = 1,
         seed: int = 0,
     ) -> None:
         self._id = executor_id
@@ -172,41 +154,46 @@ class Executor:
             parent=None if counter is None else StopAware(counter), prefix="executor"
         )
         self._cfg = Config(num_agents=num_agents)
-        self._decay = max(1, epsilon_decay_episodes)
-        self._min_epsilon = min_epsilon
+        self._epsilon = epsilon
+        self._round = max(1, episodes_per_round)
         self._seed = seed
         self._log = topo.metrics.logger("executor", every_s=1.0)
 
     def run(self) -> None:
-        """Act until the program stops."""
+        """Act until the program stops: play ``episodes_per_round`` episodes side by side
+        (one network call per day for all of them), insert them, refresh the parameters."""
         learning = make_learning(self._cfg)
-        game = SwitchGame(self._cfg.num_agents, seed=self._seed + 1000 * self._id)
-        rng = np.random.default_rng(self._seed + self._id)
+        base = self._seed * 10_000 + 1000 * self._id
+        games = [SwitchGame(self._cfg.num_agents, seed=base + i) for i in range(self._round)]
+        rng = np.random.default_rng(base)
         self._variables.update(wait=True)
         stop = topo.stop_event()
-        episodes, returns = 0, []
+        returns: list[float] = []
         while not stop.is_set():
-            epsilon = max(self._min_epsilon, 1.0 - episodes / self._decay)
-            episode, total, _ = play_episode(learning, self._variables.params, game, epsilon, rng)
-            data = [episode[f] for f in FIELDS]
-            inserted = until_stopped(
-                lambda data=data: self._replay.insert(data, priorities={TABLE: 1.0}) or True,
-                stop,
-            )
-            if inserted is None:  # stopping while the rate limiter held the insert back
-                return
-            episodes += 1
-            returns = [*returns, total][-100:]
+            data, totals = play_batch(learning, self._variables.params, games, self._epsilon, rng)
+            for b in range(self._round):
+                item = [data[f][b] for f in FIELDS]
+
+                def insert(item: list[np.ndarray] = item) -> bool:
+                    self._replay.insert(item, priorities={TABLE: 1.0})
+                    return True
+
+                # None: stopping while the full queue held the insert back.
+                if until_stopped(insert, stop) is None:
+                    return
+            returns = [*returns, *totals.tolist()][-100:]
             try:
-                counts = self._counter.increment(steps=int(episode["mask"].sum()), episodes=1)
+                counts = self._counter.increment(
+                    steps=int(data["mask"].sum()), episodes=self._round
+                )
             except Stopping:  # the counter may be gone
                 return
             self._variables.update()
             self._log.write(
                 {
-                    "episode_return": total,
+                    "episode_return": float(totals.mean()),
                     "mean_return_100": float(np.mean(returns)),
-                    "epsilon": epsilon,
+                    "epsilon": self._epsilon,
                     "executor_steps": counts.get("executor_steps", 0),
                 }
             )
@@ -221,7 +208,8 @@ class Evaluator:
         counter: Any = None,
         trainer: Any = None,
         num_agents: int = 3,
-        episodes: int = 200,
+        episodes: int = 1000,
+        exact_up_to: int = 5000,
         every_s: float = 5.0,
         seed: int = 0,
     ) -> None:
@@ -229,6 +217,7 @@ class Evaluator:
         self._counter = counter
         self._cfg = Config(num_agents=num_agents)
         self._episodes = episodes
+        self._exact_up_to = exact_up_to
         self._every_s = every_s
         self._seed = seed
         self._log = topo.metrics.logger("evaluator")
@@ -237,15 +226,21 @@ class Evaluator:
         self.normalised_reward: float | None = None
 
     def evaluate(self, learning: Learning, params: Any) -> float:
-        """Normalised reward of the greedy policy over a fixed set of episodes."""
-        game = SwitchGame(self._cfg.num_agents, seed=self._seed + 7)
-        rng = np.random.default_rng(self._seed)
-        total = best = 0.0
-        for _ in range(self._episodes):
-            _, ret, _ = play_episode(learning, params, game, 0.0, rng)
-            total += ret
-            best += oracle_return(game.schedule, self._cfg.num_agents)
-        return total / max(best, 1.0)
+        """Normalised reward of the greedy policy (messages as hard bits): exactly, over
+        every schedule of who is interrogated when if there are at most
+        ``exact_up_to`` of them (729 for 3 prisoners), else over ``episodes`` drawn ones."""
+        n, limit = self._cfg.num_agents, self._cfg.limit
+        if n**limit <= self._exact_up_to:
+            schedules = [list(s) for s in itertools.product(range(n), repeat=limit)]
+        else:
+            draw = np.random.default_rng(self._seed + 7)
+            schedules = [list(draw.integers(n, size=limit)) for _ in range(self._episodes)]
+        games = [SwitchGame(n, schedule=s) for s in schedules]
+        _, returns = play_batch(
+            learning, params, games, 0.0, np.random.default_rng(self._seed), training=False
+        )
+        best = sum(oracle_return(s, n) for s in schedules)
+        return float(returns.sum()) / max(best, 1.0)
 
     def _once(self, learning: Learning, final: bool) -> None:
         # At the stop the trainer may already be gone: then the final score is of the
