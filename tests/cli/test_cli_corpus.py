@@ -70,7 +70,7 @@ def _group_field_lines(lines: Lines, field: str | None = None) -> list[int]:
     for i, line in enumerate(lines):
         if i in groups:
             current = i
-        elif current is not None and _indent(line) == 4 and line.strip():
+        elif current is not None and _indent(line) == 4 and line.strip()[:1] not in ("", "#"):
             key = line.strip().split(":")[0]
             if field is None or key == field:
                 out.append(i)

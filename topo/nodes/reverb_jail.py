@@ -80,6 +80,7 @@ class Jail:
         if _grpc_running():
             pid = self._spawn(spec, mine, theirs)
         else:
+            _import_for_child(spec)
             pid = os.fork()
         if pid == 0:  # pragma: no cover - the child (covered by the tests' real runs)
             code = 1
@@ -179,6 +180,24 @@ class Jail:
                 pass
         self._ended = True
         self._control.close()
+
+
+def _import_for_child(spec: JailSpec) -> None:
+    """Import here, before the fork, every module the child imports. Another thread of
+    this process (another node, on the threads backend) may be importing one of them
+    at the moment of the fork: the child would inherit that module's import lock held
+    by a thread it does not have, and wait on it for ever."""
+    import reverb  # noqa: F401
+
+    import topo.nodes.relay
+    import topo.runtime.auth
+    import topo.runtime.isolation
+    import topo.runtime.rights
+    import topo.runtime.streams  # noqa: F401
+    from topo.targets import load_target
+
+    if isinstance(spec.tables, str):
+        load_target(spec.tables)
 
 
 def _grpc_running() -> bool:
