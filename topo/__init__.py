@@ -18,6 +18,8 @@ _LAZY: dict[str, str] = {
     "wait_for_stop": "topo.runtime.lifecycle",
     "stop_event": "topo.runtime.lifecycle",
     "current_node": "topo.runtime.lifecycle",
+    "pausepoint": "topo.runtime.pause",
+    "pausable": "topo.runtime.pause",
     "batched": "topo.runtime.batching",
     "PeerUnavailable": "topo.runtime.errors",
     "PermissionDenied": "topo.runtime.errors",
