@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from topo.backends.base import Backend, Event
     from topo.loader import LoadedSpec
     from topo.runtime import Handle, ProgramContext
+    from topo.snapshots.store import Snapshot
     from topo.supervisor.launcher import Launcher
     from topo.supervisor.state import Failure, NodeStatus
 
@@ -119,6 +120,10 @@ class RunningProgram:
             self._client = connect_program(self.launcher.registry.info)
         return Handle(node_id, timeout, program=self._client)
 
+    def snapshot(self) -> Snapshot:
+        """Take a consistent snapshot of the running program now (see ``topo snapshot``)."""
+        return self.launcher.snapshot("topo.launch's snapshot()")
+
     def wait_ready(self, timeout: float | None = 60.0) -> bool:
         """Wait until every node is up (served / running)."""
         return self.launcher.wait_ready(timeout)
@@ -184,6 +189,7 @@ def launch(
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
     listeners: Sequence[Callable[[Event], None]] = (),
+    start_from: str | Path | None = None,
 ) -> RunningProgram:
     """Start a program (a compiled ``Program``, a topology file, or a function making the
     ``Program``) and return at once.
@@ -192,9 +198,11 @@ def launch(
     ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
     drive nodes through handles). With ``ready_timeout`` wait that long for every node
     to be up (``TimeoutError`` otherwise). ``listeners`` get every event from the start
-    (status changes, node log lines). Each node log file is rotated past ``log_max_mb``
-    MiB, ``log_keep`` rotated files kept (``log_max_mb`` None or 0: no cap). A program
-    the backend cannot run raises ``topo.diagnostics.TopoError`` before anything starts."""
+    (status changes, node log lines). ``start_from`` (a snapshot directory,
+    ``<run_dir>/snapshots/<n>``): every node with a state there starts from it. Each
+    node log file is rotated past ``log_max_mb`` MiB, ``log_keep`` rotated files kept
+    (``log_max_mb`` None or 0: no cap). A program the backend cannot run raises
+    ``topo.diagnostics.TopoError`` before anything starts."""
     launcher = prepare(
         program_or_path,
         backend,
@@ -206,6 +214,7 @@ def launch(
         log_keep=log_keep,
         disable_run=disable_run,
         backend_options=backend_options,
+        start_from=start_from,
     )
     return start(launcher, listeners, ready_timeout)
 
@@ -225,6 +234,7 @@ def prepare(
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
     check_imports: bool = False,
+    start_from: str | Path | None = None,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
     ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
@@ -288,6 +298,7 @@ def prepare(
             log_max_mb=log_max_mb,
             log_keep=log_keep,
             record=record,
+            start_from=None if start_from is None else Path(start_from),
         )
         return Launcher(program, chosen, options)
     except BaseException:  # a bad program: what the warm-up started ends here

@@ -58,6 +58,7 @@ EventKind = Literal[
     "metrics",
     "stalled",
     "busy",
+    "snapshot",
 ]
 
 
@@ -87,6 +88,7 @@ class RunOptions:
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
     log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
     record: RunRecord | None = None  # how the run was started: run.json in the run directory
+    start_from: Path | None = None  # a snapshot directory: nodes start from its states
 
     @property
     def log_limit(self) -> LogLimit | None:

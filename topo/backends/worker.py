@@ -17,7 +17,7 @@ from typing import Any
 
 from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
-from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, serve_node
+from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, node_state, serve_node
 from topo.runtime import metrics as node_metrics
 from topo.runtime.rights import offering
 from topo.targets import load_target
@@ -130,6 +130,10 @@ def run_one_node(
                 raise NotImplementedError(f"node kind {kind.name!r} is not supported yet")
             if kind.served:
                 obj = target(*args, **kwargs)
+                saved = context.address_book.saved_state(node.id)
+                if saved is not None:  # resumed, or restarted after a snapshot
+                    node_state.restore(obj, node.id, saved)
+                    print(f"topo: {node.id} restored its state ({len(saved):,} bytes)")
                 server = serve_node(
                     obj,
                     node.id,

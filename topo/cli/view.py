@@ -72,6 +72,9 @@ def status_line(event: Event, source: RunSource, kill_hint: str = KILL_HINT) -> 
         if event.data.get("busy"):
             return Text(f"⚠ {event.message} (stacks in its log)", style="bold yellow")
         return Text(f"✓ {event.message}", style="green")
+    if k == "snapshot":  # taken (ok) or failed; the run goes on either way
+        style = "cyan" if event.data.get("ok") else "bold yellow"
+        return Text(f"{'◆' if event.data.get('ok') else '⚠'} {event.message}", style=style)
     return None
 
 

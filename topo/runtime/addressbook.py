@@ -37,6 +37,10 @@ class AddressBook(ABC):
         """The CURVE public key (Z85) ``node_id``'s server proves (None: not known)."""
         return None
 
+    def saved_state(self, node_id: str) -> bytes | None:
+        """The state ``node_id`` is to start from (a snapshot's), pickled; None: none."""
+        return None
+
     @abstractmethod
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         """Ask the whole program to stop."""

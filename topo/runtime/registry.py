@@ -274,6 +274,10 @@ class RegistryClient(AddressBook):
         result: str | None = self._call("server_key", node_id)
         return result
 
+    def saved_state(self, node_id: str) -> bytes | None:
+        result: bytes | None = self._call("saved_state", node_id)
+        return result
+
     def request_stop(self, reason: str, node_id: str | None = None) -> None:
         # The registry first: once this process sees its own stop it may close and exit,
         # and a request still unsent would be lost with it. Marked locally in any case.

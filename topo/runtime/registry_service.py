@@ -24,6 +24,8 @@ ReportHandler = Callable[[str, str, str, int, int, str], None]
 # on_metrics(rows, over): at most MAX_METRIC_ROWS rows as sent (the handler checks each
 # one), and how many more the call had (dropped here)
 MetricsHandler = Callable[[list[Any], int], None]
+# states(node_id): the pickled state a node is to start from (a snapshot's), or None
+StatesHandler = Callable[[str], bytes | None]
 MAX_METRIC_ROWS = 1000  # rows taken from one ``metrics`` call; the rest are dropped
 
 
@@ -43,8 +45,10 @@ class RegistryService(InProcessAddressBook):
         on_report: ReportHandler | None,
         on_metrics: MetricsHandler | None = None,
         authority: Authority | None = None,
+        states: StatesHandler | None = None,
     ) -> None:
         super().__init__(on_stop=on_stop)
+        self.states = states
         self._authority = authority
         self._on_report = on_report
         self._on_metrics = on_metrics
@@ -75,6 +79,11 @@ class RegistryService(InProcessAddressBook):
         """Forget ``node_id`` at ``endpoint`` (only the executable that runs it may)."""
         self._check(node_id, "unregister")
         super().unregister(node_id, endpoint)
+
+    def saved_state(self, node_id: str) -> bytes | None:
+        """The state ``node_id`` is to start from (only its own executable may ask)."""
+        self._check(node_id, "give the saved state of")
+        return None if self.states is None else self.states(node_id)
 
     def server_key(self, node_id: str) -> str | None:
         """The CURVE public key ``node_id``'s server proves."""

@@ -32,6 +32,8 @@ from topo.runtime.context import (
     remove_process_node,
 )
 from topo.runtime.errors import MessageTooLarge, NodeBusy, UnknownMethod, encode_exception
+from topo.runtime.node_state import STATE_METHOD, StateDoor, state_proof
+from topo.runtime.pause import forget_gate
 from topo.runtime.pool import BUSY_AFTER_S, LeaderPool
 from topo.runtime.stuck import OnBusy
 
@@ -130,6 +132,8 @@ class NodeServer:
         self._identify = identify
         if auth is None:
             token, secret = program.serving(node.id)
+            # the launcher's door for snapshots (a node server's, not a gateway's)
+            self.methods[STATE_METHOD] = StateDoor(obj, node.id, state_proof(secret))
             auth = ServerAuth(
                 rights.zap_domain(program.program_id, node.id),
                 rights.node_acceptor(token),
@@ -297,6 +301,7 @@ class NodeServer:
             b.close()
         if self._track:
             remove_process_node(self.node.id)
+        forget_gate(self.node.id)
 
     def __enter__(self) -> NodeServer:
         return self

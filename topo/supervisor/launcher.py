@@ -34,12 +34,14 @@ from topo.runs import index
 from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
+from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
 from topo.supervisor.benign import is_benign
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder, write_status
+from topo.supervisor.snapshotter import Snapshotter
 from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
 
 Listener = Callable[[Event], None]
@@ -66,6 +68,9 @@ class Launcher(Sink):
         self.metrics: MetricsStore | None = None
         self.run_id = ""
         self.control: ControlServer | None = None
+        self.snapshots: Snapshotter | None = None
+        self._stop_lock = threading.Lock()
+        self._stop_pending = False  # a snapshot at the stop is being taken first
         self._launcher = launcher_record()
         self._state = RunState.of(program, [d.headline() for d in found if d.severity != "error"])
         self._supervisor = Supervisor(program, backend, self._state, self._emit, self.grace_s)
@@ -155,6 +160,8 @@ class Launcher(Sink):
         self.all_pids.update(self.backend.helper_pids())
         self._supervisor.start_all()
         self._thread.start()
+        if self.snapshots is not None:
+            self.snapshots.start_clock()
 
     def _open_run(self) -> None:
         """The run directory, status record, metrics store, registry and log source, then
@@ -200,6 +207,15 @@ class Launcher(Sink):
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
+        self.snapshots = Snapshotter(
+            self.program,
+            self.run_dir,
+            self.registry,
+            lambda node: self.nodes[node].state,
+            self._on_snapshot,
+            read_snapshot(opts.start_from) if opts.start_from is not None else None,
+        )
+        self.registry.service.states = self.snapshots.state_for
         self._state.started_at = time.time()
         self.backend.open(job, self)
 
@@ -210,6 +226,8 @@ class Launcher(Sink):
             self.warnings.extend(self.backend.left_behind())
         except Exception as exc:
             self.warnings.append(f"backend shutdown failed: {exc!r}")
+        if self.snapshots is not None:
+            self.snapshots.close()
         if self._tailer is not None:
             self._tailer.close()
         if self.registry is not None:
@@ -226,7 +244,37 @@ class Launcher(Sink):
         kill. ``code`` is the exit code of a clean stop (e.g. 130 for Ctrl-C)."""
         if grace_s is not None and not self._supervisor.stopping:
             self.grace_s = self._supervisor.grace_s = grace_s
+        with self._stop_lock:
+            first, self._stop_pending = not self._stop_pending, True
+        snap = self.snapshots
+        if first and snap is not None and snap.settings.at_stop and self.phase == "running":
+            # the snapshot first, on a thread of its own (this may be a signal handler);
+            # a second request while it is taken stops at once
+            threading.Thread(
+                target=self._snapshot_then_stop,
+                args=(snap, reason, code),
+                name="topo-stop-snapshot",
+                daemon=True,
+            ).start()
+            return
         self._supervisor.request_stop(reason, code)
+
+    def _snapshot_then_stop(self, snap: Snapshotter, reason: str, code: int) -> None:
+        try:
+            snap.try_take("at the stop")
+        finally:
+            self._supervisor.request_stop(reason, code)
+
+    def snapshot(self, reason: str = "asked") -> Snapshot:
+        """Take a snapshot of the running program now (``SnapshotError`` if it cannot)."""
+        if self.snapshots is None or self.done:
+            raise SnapshotError("the run is not running")
+        return self.snapshots.take(reason)
+
+    def _on_snapshot(self, ok: bool, message: str, figures: dict[str, Any]) -> None:
+        if not ok:
+            self.warnings.append(message)
+        self._emit("snapshot", message=message, ok=ok, **figures)
 
     def kill(self) -> None:
         """Kill every executable now (a second Ctrl-C)."""
@@ -278,6 +326,19 @@ class Launcher(Sink):
             if request.get("kill"):
                 self.kill()
             return {"ok": True, "state": self.phase, "grace_s": self.grace_s}
+        if op == "snapshot":
+            try:
+                taken = self.snapshot(str(request.get("by") or "topo snapshot"))
+            except SnapshotError as exc:
+                return {"ok": False, "error": str(exc)}
+            return {
+                "ok": True,
+                "number": taken.number,
+                "path": str(taken.path),
+                "pause_s": taken.pause_s,
+                "bytes": taken.size,
+                "nodes": sorted(taken.nodes),
+            }
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def pids(self) -> dict[str, int]:

@@ -1,0 +1,79 @@
+"""Nodes for the snapshot tests: a stepping node wired to a counter, as a learner is."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any
+
+import topo
+
+
+class Stepper:
+    """Counts its steps and tells the counter after each; keeps an RNG stream."""
+
+    def __init__(self, counter: Any, key: str = "steps", sleep_s: float = 0.002) -> None:
+        self.counter = counter
+        self.key = key
+        self.sleep_s = sleep_s
+        self.steps = 0
+        self.rng = random.Random(1234)
+        self.draws: list[float] = []
+        self.restored_from: int | None = None
+
+    def run(self) -> None:
+        while not topo.stop_event().is_set():
+            self.draws.append(self.rng.random())
+            self.steps += 1
+            self.counter.increment(**{self.key: 1})
+            topo.pausepoint()
+            time.sleep(self.sleep_s)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "restored_from": self.restored_from,
+            "draws": self.draws[-3:],
+            "pid": os.getpid(),
+        }
+
+    def save(self) -> dict[str, Any]:
+        return {"steps": self.steps, "rng": self.rng.getstate()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.steps = self.restored_from = int(state["steps"])
+        self.rng.setstate(state["rng"])
+
+
+class Crasher(Stepper):
+    """A Stepper whose loop raises once asked to with ``fail()``."""
+
+    def __init__(self, counter: Any, **kwargs: Any) -> None:
+        super().__init__(counter, **kwargs)
+        self._fail = False
+
+    def fail(self) -> None:
+        self._fail = True
+
+    def run(self) -> None:
+        while not topo.stop_event().is_set():
+            if self._fail:
+                raise RuntimeError(f"crashed at step {self.steps}")
+            self.steps += 1
+            self.counter.increment(**{self.key: 1})
+            topo.pausepoint()
+            time.sleep(self.sleep_s)
+
+
+class Picky:
+    """Refuses any state it is given (a state its restore rejects)."""
+
+    def save(self) -> dict[str, Any]:
+        return {"v": 1}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        raise ValueError(f"this version cannot read state {sorted(state)}")
+
+    def ping(self) -> str:
+        return "pong"

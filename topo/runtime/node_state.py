@@ -1,0 +1,66 @@
+"""A node's state for snapshots: the launcher's door into a node server (pause, save,
+resume) and the restore of a state into a new node object.
+
+Only the launcher may use the door: each call carries a proof derived from the node's
+CURVE server secret, which only the node's own executable and the launcher hold (a
+peer holds the right to call the node, never its server secret). A state leaves the
+node as pickled bytes; the launcher stores them as they are and never unpickles them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import pickle
+from typing import Any
+
+from topo.runtime.errors import PermissionDenied
+from topo.runtime.pause import gate_of
+
+STATE_METHOD = "__topo_state__"
+
+
+def state_proof(server_secret: str) -> str:
+    """What the launcher shows a node to pause, save or resume it."""
+    return hashlib.sha256(b"topo-node-state\0" + server_secret.encode()).hexdigest()
+
+
+def has_state(obj: Any) -> bool:
+    """Whether a node object keeps a state topo can snapshot (``save`` and ``restore``)."""
+    return callable(getattr(obj, "save", None)) and callable(getattr(obj, "restore", None))
+
+
+class StateDoor:
+    """Served as ``__topo_state__`` on every node server."""
+
+    def __init__(self, obj: Any, node_id: str, proof: str) -> None:
+        self._obj = obj
+        self._node_id = node_id
+        self._proof = proof
+
+    def __call__(self, proof: str, op: str, *args: Any) -> Any:
+        if not isinstance(proof, str) or not hmac.compare_digest(proof, self._proof):
+            raise PermissionDenied(
+                "-", self._node_id, f"only the launcher may {op} node {self._node_id!r}"
+            )
+        gate = gate_of(self._node_id)
+        if op == "pause":  # -> the names of the node's threads still moving after timeout
+            return gate.pause(float(args[0]))
+        if op == "resume":
+            gate.resume()
+            return None
+        if op == "save":  # -> pickled state, or None for a node that keeps none
+            if not has_state(self._obj):
+                return None
+            return pickle.dumps(self._obj.save(), protocol=5)
+        raise ValueError(f"unknown state operation {op!r}")
+
+
+def restore(obj: Any, node_id: str, data: bytes) -> None:
+    """Give a newly built node object the state it saved (before it serves or runs)."""
+    if not callable(getattr(obj, "restore", None)):
+        raise TypeError(
+            f"node {node_id!r} has a saved state in the snapshot, but its class "
+            f"{type(obj).__qualname__} has no restore(state) method to take it"
+        )
+    obj.restore(pickle.loads(data))

@@ -1,0 +1,237 @@
+"""The launcher's snapshots of a running program: pause every node, save each state,
+let them all go, write the states atomically (``topo.snapshots.store``).
+
+Every node is asked to pause at once; each holds its threads at their next pause point
+(``topo.pausepoint``), so nothing that calls another node moves while the states are
+taken: the counter's counts, the learner's step and the replay's items are of one
+moment. States travel to the launcher over the run's authenticated RPC and are written
+in its run directory, so a host lost later loses nothing that was snapshotted.
+
+The same object serves the states a node starts from (``RegistryService.states``): a
+resumed run's snapshot at first, then the newest snapshot of this run, so a node that
+crashed and is restarted takes its state back instead of starting empty.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topo.ir import Program
+from topo.ir.structure import node_target, structure_digest
+from topo.kinds import get_kind
+from topo.runtime import Handle, RegistryServer, connect_program
+from topo.runtime.node_state import STATE_METHOD, state_proof
+from topo.snapshots.store import Snapshot, SnapshotError, write_snapshot
+
+SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
+RUNNING = ("running", "starting")
+Say = Callable[[bool, str, dict[str, Any]], None]  # (ok, message, figures)
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """When a run takes snapshots (the topology's ``snapshots:``)."""
+
+    every_s: float | None = None
+    keep: int = 3
+    at_stop: bool = False
+    pause_timeout_s: float = 30.0
+
+
+def settings_of(program: Program) -> SnapshotSettings:
+    """The program's snapshot settings (none on a clock, none at stop by default)."""
+    given = getattr(program, "snapshots", None)
+    if given is None:
+        return SnapshotSettings()
+    return SnapshotSettings(given.every_s, given.keep, given.at_stop, given.pause_timeout_s)
+
+
+class Snapshotter:
+    """Takes and serves one run's snapshots."""
+
+    def __init__(
+        self,
+        program: Program,
+        run_dir: Path,
+        registry: RegistryServer,
+        node_state: Callable[[str], str],
+        say: Say,
+        start_from: Snapshot | None = None,
+    ) -> None:
+        self.program = program
+        self.run_dir = run_dir
+        self.settings = settings_of(program)
+        self.structure = structure_digest(program)
+        self._registry = registry
+        self._node_state = node_state
+        self._say = say
+        self._lock = threading.Lock()
+        self._latest = start_from
+        self._client = connect_program(registry.info)
+        self._stop = threading.Event()
+        self._clock: threading.Thread | None = None
+        self.served = [
+            n.id for n in program.nodes if get_kind(program.kind_of(n.id)).served is True
+        ]
+
+    # -- what a starting node restores ------------------------------------------------
+    def state_for(self, node_id: str) -> bytes | None:
+        """The state ``node_id`` is to start from: the newest snapshot's, or None."""
+        snapshot = self._latest
+        return None if snapshot is None else snapshot.state(node_id)
+
+    # -- taking one --------------------------------------------------------------------
+    def take(self, reason: str) -> Snapshot:
+        """Pause, save, resume, write: the snapshot as written. One at a time."""
+        with self._lock:
+            return self._take(reason)
+
+    def _handle(self, node_id: str, timeout: float) -> Handle:
+        return Handle(node_id, timeout, program=self._client)
+
+    def _proof(self, node_id: str) -> str:
+        return state_proof(self._registry.authority.server_secret(node_id))
+
+    def _take(self, reason: str) -> Snapshot:
+        up = [n for n in self.served if self._node_state(n) in RUNNING]
+        if not up:
+            raise SnapshotError("no node is running: there is nothing to snapshot")
+        timeout = self.settings.pause_timeout_s
+        started = time.monotonic()
+        pauses = {
+            n: self._handle(n, timeout + 30).submit(STATE_METHOD, self._proof(n), "pause", timeout)
+            for n in up
+        }
+        try:
+            moving: dict[str, list[str]] = {}
+            for node_id, fut in pauses.items():
+                threads = _result(fut, node_id, "pause")
+                if threads:
+                    moving[node_id] = list(threads)
+            paused_s = time.monotonic() - started
+            saves = {
+                n: self._handle(n, SAVE_DEADLINE_S).submit(STATE_METHOD, self._proof(n), "save")
+                for n in up
+            }
+            states: dict[str, bytes] = {}
+            for node_id, fut in saves.items():
+                data = _result(fut, node_id, "save")
+                if data is not None:
+                    states[node_id] = data
+            counts = self._counts(up)
+        finally:
+            self._resume(up)
+        pause_s = time.monotonic() - started
+        carried = self._carry(states, up)
+        snapshot = write_snapshot(
+            self.run_dir,
+            states,
+            program=self.program.name,
+            structure=self.structure,
+            pause_s=pause_s,
+            targets={n: node_target(self.program, n) for n in states},
+            counts=counts,
+            still_moving=moving,
+            reason=reason,
+            keep=self.settings.keep,
+        )
+        self._latest = snapshot
+        notes = []
+        if moving:
+            notes.append(f"not paused: {', '.join(sorted(moving))}")
+        if carried:
+            notes.append(f"kept from the last snapshot: {', '.join(carried)}")
+        self._say(
+            True,
+            f"snapshot {snapshot.number} ({reason}): {len(states)} node state(s), "
+            f"{_size(snapshot.size)}, paused {pause_s:.2f}s"
+            + (f" (pausing took {paused_s:.2f}s)" if paused_s > 1 else "")
+            + (f"; {'; '.join(notes)}" if notes else ""),
+            {"number": snapshot.number, "pause_s": pause_s, "bytes": snapshot.size},
+        )
+        return snapshot
+
+    def _counts(self, up: list[str]) -> dict[str, Any]:
+        """The counters' counts at the snapshot (shown in its manifest)."""
+        counts: dict[str, Any] = {}
+        for node_id in up:
+            if node_target(self.program, node_id) == "topo.nodes:Counter":
+                try:
+                    counts[node_id] = self._handle(node_id, 10.0).call("get_counts")
+                except Exception as exc:  # the snapshot does not depend on it
+                    counts[node_id] = f"unread: {exc!r:.200}"
+        return counts
+
+    def _resume(self, up: list[str]) -> None:
+        futures = [self._handle(n, 10.0).submit(STATE_METHOD, self._proof(n), "resume") for n in up]
+        for fut in futures:
+            try:
+                fut.result()
+            except Exception:  # a node that ended meanwhile has nothing to resume
+                pass
+
+    def _carry(self, states: dict[str, bytes], up: list[str]) -> list[str]:
+        """Nodes down at this snapshot keep the state of the previous one."""
+        previous = self._latest
+        if previous is None:
+            return []
+        carried = []
+        for node_id in previous.nodes:
+            if node_id not in up and node_id not in states:
+                data = previous.state(node_id)
+                if data is not None:
+                    states[node_id] = data
+                    carried.append(node_id)
+        return carried
+
+    # -- on a clock, and at the stop -------------------------------------------------
+    def start_clock(self) -> None:
+        """Take a snapshot every ``every_s`` seconds until ``close``."""
+        every = self.settings.every_s
+        if not every:
+            return
+        self._clock = threading.Thread(
+            target=self._tick, args=(every,), name="topo-snapshots", daemon=True
+        )
+        self._clock.start()
+
+    def _tick(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self.try_take(f"every {every:g}s")
+
+    def try_take(self, reason: str) -> Snapshot | None:
+        """``take``, telling the user instead of raising when it fails."""
+        try:
+            return self.take(reason)
+        except Exception as exc:
+            self._say(False, f"snapshot failed ({reason}): {exc}", {})
+            return None
+
+    def close(self) -> None:
+        """Stop the clock (a snapshot under way finishes first)."""
+        self._stop.set()
+        if self._clock is not None:
+            self._clock.join(timeout=SAVE_DEADLINE_S)
+        with self._lock:
+            self._client.address_book.close()
+
+
+def _result(fut: Future, node_id: str, what: str) -> Any:
+    try:
+        return fut.result()
+    except Exception as exc:
+        raise SnapshotError(f"node {node_id!r} could not {what} its state: {exc}") from exc
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
