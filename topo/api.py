@@ -235,6 +235,7 @@ def prepare(
     from_run: str | Path | None = None,
     check_imports: bool = False,
     start_from: str | Path | None = None,
+    same_program: bool = False,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
     ``lp.launch`` do it. The backend (by name with its options, or given) warms up while
@@ -245,7 +246,10 @@ def prepare(
     --check-imports`` does: a wrong argument name is a ``TopoError`` at its line, not a
     node failing after the start. If any step fails, what the warm-up started is closed.
     The run directory's ``run.json`` records how the run was started: ``argv`` (default:
-    ``sys.argv``) and, for ``topo run --from``, the run directory ``from_run`` it reruns."""
+    ``sys.argv``) and, for ``topo run --from``, the run directory ``from_run`` it reruns.
+    ``start_from``: a snapshot every node with a saved state starts from; it must fit
+    the program (``same_program``: be of this very program, as ``--resume`` asks), else
+    ``topo.snapshots.store.SnapshotError`` says what differs and nothing starts."""
     from topo.backends.base import RunOptions
     from topo.backends.rerun import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
@@ -274,6 +278,10 @@ def prepare(
             file, resolved = source, loaded.spec.param_values
         else:
             program = source()
+        if start_from is not None:
+            from topo.snapshots.fit import check_fit
+
+            check_fit(program, Path(start_from), same_program=same_program)
         record = make_record(
             backend=chosen.name,
             backend_options=backend_options,

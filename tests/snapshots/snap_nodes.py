@@ -34,7 +34,7 @@ class Stepper:
         return {
             "steps": self.steps,
             "restored_from": self.restored_from,
-            "draws": self.draws[-3:],
+            "first_draw": self.draws[0] if self.draws else None,
             "pid": os.getpid(),
         }
 
@@ -64,6 +64,21 @@ class Crasher(Stepper):
             self.counter.increment(**{self.key: 1})
             topo.pausepoint()
             time.sleep(self.sleep_s)
+
+
+class SlowSaver(Stepper):
+    """A Stepper whose save takes ``save_s`` seconds (a snapshot to interrupt)."""
+
+    def __init__(self, counter: Any, save_s: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(counter, **kwargs)
+        self.save_s = save_s
+
+    def slow_down(self, save_s: float) -> None:
+        self.save_s = save_s
+
+    def save(self) -> dict[str, Any]:
+        time.sleep(self.save_s)
+        return super().save()
 
 
 class Picky:

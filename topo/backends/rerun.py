@@ -206,16 +206,16 @@ def read_record(run_dir: Path) -> RunRecord:
 
 
 def named_run_dir(args: Sequence[str]) -> str | None:
-    """The run directory a command line names with ``--from DIR`` or ``--from=DIR`` (the
-    last one given), None when none is; ``args`` are the words after the command."""
+    """The run directory a command line names with ``--from DIR`` or ``--resume DIR`` (or
+    ``=DIR``; the last one given), None when none is; ``args`` are the words after the command."""
     found = None
     rest = iter(args)
     for arg in rest:
         if arg == "--":
             break
-        if arg == "--from":
+        if arg in ("--from", "--resume"):
             found = next(rest, None)
-        elif arg.startswith("--from="):
+        elif arg.startswith(("--from=", "--resume=")):
             found = arg.partition("=")[2]
     return found
 

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "status": "topo.cli.operate",
     "logs": "topo.cli.logs",
     "stop": "topo.cli.operate",
+    "snapshot": "topo.cli.snapshot",
     "attach": "topo.cli.attach",
 }
 
@@ -56,6 +57,8 @@ HELP: dict[str, str] = {
     "status": "Show one run's nodes once: state, host, pid, restarts, uptime, metrics, last line.",
     "logs": "Print a run's node output (with -f: and follow it until the run ends).",
     "stop": "Stop a run as Ctrl-C in its terminal would; exit with the run's exit code.",
+    "snapshot": "Snapshot a live run now (every node's state, at one consistent point), or "
+    "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
 }
 

@@ -133,6 +133,33 @@ def run(
             "with, its backend and run options; options given here override them).",
         ),
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN_DIR",
+            help="Bring RUN_DIR's program back from its newest snapshot (or --snapshot N): "
+            "counters, learners, replays and random streams go on where they were.",
+        ),
+    ] = None,
+    fork: Annotated[
+        Path | None,
+        typer.Option(
+            "--fork",
+            metavar="RUN_DIR",
+            help="Start a new run of FILE from RUN_DIR's newest snapshot (or --snapshot N); "
+            "parameters may change where the saved states still fit (e.g. more actors).",
+        ),
+    ] = None,
+    snapshot: Annotated[
+        int | None,
+        typer.Option(
+            "--snapshot",
+            metavar="N",
+            min=1,
+            help="With --resume or --fork: snapshot N (see topo snapshot --list RUN).",
+        ),
+    ] = None,
     plot: Annotated[
         bool,
         typer.Option(
@@ -155,12 +182,14 @@ def run(
     from topo.backends.base import BackendNotFound, BackendOptionError
     from topo.backends.titles import set_title
     from topo.cli.rerun import rerun_of, warn_reused
+    from topo.snapshots.store import SnapshotError
 
     name, options = chosen_backend(ctx)
     assert name is not None
     settings: dict[str, Any] = dict(
         grace_s=grace, log_dir=log_dir, log_max_mb=log_max_mb, log_keep=log_keep
     )
+    from_run, start_from = _snapshot_options(file, from_run, resume, fork, snapshot)
     rerun = rerun_of(file, from_run)  # --from RUN_DIR: its file and recorded options
     if rerun is not None:
         file, settings = rerun.file, rerun.settings(ctx, settings)
@@ -173,6 +202,8 @@ def run(
             run_dir=run_dir,
             backend_options=options,
             from_run=from_run,
+            start_from=start_from,
+            same_program=resume is not None,
             **settings,
             check_imports=True,  # imports and node arguments, before anything starts
         )
@@ -180,6 +211,8 @@ def run(
         raise error(str(exc)) from None
     except TopoError as exc:  # a bad file or inventory, or a program the backend refuses
         raise fail(exc) from None
+    except SnapshotError as exc:  # --resume / --fork: a snapshot that does not fit
+        raise error(str(exc)) from None
     set_title(f"topo: run {launcher.program.name} ({name})")
     warn_reused(run_dir)
     from topo.backends.base import Event
@@ -243,6 +276,35 @@ def run(
     _outcome(launcher, code)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _snapshot_options(
+    file: Path | None,
+    from_run: Path | None,
+    resume: Path | None,
+    fork: Path | None,
+    number: int | None,
+) -> tuple[Path | None, Path | None]:
+    """(the run directory to rerun, the snapshot to start from) for --resume / --fork."""
+    given = [
+        name for name, v in (("--from", from_run), ("--resume", resume), ("--fork", fork)) if v
+    ]
+    if len(given) > 1:
+        raise error(f"give one of {', '.join(given)}, not several")
+    if number is not None and not (resume or fork):
+        raise error("--snapshot N goes with --resume RUN_DIR or --fork RUN_DIR")
+    source = resume or fork
+    if source is None:
+        return from_run, None
+    if fork is not None and file is None:
+        raise error("missing FILE: --fork RUN_DIR starts FILE from RUN_DIR's snapshot")
+    from topo.snapshots.store import SnapshotError, find
+
+    try:
+        snap = find(source, number)
+    except SnapshotError as exc:
+        raise error(str(exc)) from None
+    return (resume if resume is not None else None), snap.path
 
 
 def _detach(log_dir: Path) -> None:

@@ -269,3 +269,12 @@ def find(run_dir: Path, number: int | None = None) -> Snapshot:
             f"run {run_dir} has no snapshot {number}; it has {', '.join(map(str, done))}"
         )
     return read_snapshot(snapshots_dir(run_dir) / str(number))
+
+
+def human_size(n: float) -> str:
+    """``512 B``, ``3.4 KiB``, ``12.0 MiB``, ``1.2 GiB``."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

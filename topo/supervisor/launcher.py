@@ -211,7 +211,7 @@ class Launcher(Sink):
             self.program,
             self.run_dir,
             self.registry,
-            lambda node: self.nodes[node].state,
+            lambda node: (self.nodes[node].state, self.nodes[node].restarts, self.nodes[node].pid),
             self._on_snapshot,
             read_snapshot(opts.start_from) if opts.start_from is not None else None,
         )

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from topo.ir.structure import node_target, structure_digest
 from topo.kinds import get_kind
 from topo.runtime import Handle, RegistryServer, connect_program
 from topo.runtime.node_state import STATE_METHOD, state_proof
-from topo.snapshots.store import Snapshot, SnapshotError, write_snapshot
+from topo.snapshots.store import Snapshot, SnapshotError, human_size, write_snapshot
 
 SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
 RUNNING = ("running", "starting")
@@ -60,7 +61,7 @@ class Snapshotter:
         program: Program,
         run_dir: Path,
         registry: RegistryServer,
-        node_state: Callable[[str], str],
+        node_state: Callable[[str], tuple[str, int, int | None]],
         say: Say,
         start_from: Snapshot | None = None,
     ) -> None:
@@ -99,7 +100,8 @@ class Snapshotter:
         return state_proof(self._registry.authority.server_secret(node_id))
 
     def _take(self, reason: str) -> Snapshot:
-        up = [n for n in self.served if self._node_state(n) in RUNNING]
+        before = {n: self._node_state(n) for n in self.served}
+        up = [n for n in self.served if before[n][0] in RUNNING]
         if not up:
             raise SnapshotError("no node is running: there is nothing to snapshot")
         timeout = self.settings.pause_timeout_s
@@ -111,7 +113,7 @@ class Snapshotter:
         try:
             moving: dict[str, list[str]] = {}
             for node_id, fut in pauses.items():
-                threads = _result(fut, node_id, "pause")
+                threads = self._result(fut, node_id, "pause", before[node_id])
                 if threads:
                     moving[node_id] = list(threads)
             paused_s = time.monotonic() - started
@@ -121,10 +123,12 @@ class Snapshotter:
             }
             states: dict[str, bytes] = {}
             for node_id, fut in saves.items():
-                data = _result(fut, node_id, "save")
+                data = self._result(fut, node_id, "save", before[node_id])
                 if data is not None:
                     states[node_id] = data
             counts = self._counts(up)
+            for node_id in up:  # a state saved by a new attempt is not of the paused moment
+                self._same_attempt(node_id, before[node_id])
         finally:
             self._resume(up)
         pause_s = time.monotonic() - started
@@ -150,12 +154,32 @@ class Snapshotter:
         self._say(
             True,
             f"snapshot {snapshot.number} ({reason}): {len(states)} node state(s), "
-            f"{_size(snapshot.size)}, paused {pause_s:.2f}s"
+            f"{human_size(snapshot.size)}, paused {pause_s:.2f}s"
             + (f" (pausing took {paused_s:.2f}s)" if paused_s > 1 else "")
             + (f"; {'; '.join(notes)}" if notes else ""),
             {"number": snapshot.number, "pause_s": pause_s, "bytes": snapshot.size},
         )
         return snapshot
+
+    def _same_attempt(self, node_id: str, before: tuple[str, int, int | None]) -> None:
+        now = self._node_state(node_id)
+        if now[0] not in RUNNING or now[1:] != before[1:]:
+            raise SnapshotError(
+                f"node {node_id!r} ended or restarted while the snapshot was taken; the "
+                "snapshot is dropped (the previous one stays the newest)"
+            )
+
+    def _result(
+        self, fut: Future, node_id: str, what: str, before: tuple[str, int, int | None]
+    ) -> Any:
+        """The reply of a pause or save call, given up as soon as the node is gone."""
+        while True:
+            try:
+                return fut.result(timeout=0.2)
+            except FutureTimeout:
+                self._same_attempt(node_id, before)
+            except Exception as exc:
+                raise SnapshotError(f"node {node_id!r} could not {what} its state: {exc}") from exc
 
     def _counts(self, up: list[str]) -> dict[str, Any]:
         """The counters' counts at the snapshot (shown in its manifest)."""
@@ -220,18 +244,3 @@ class Snapshotter:
             self._clock.join(timeout=SAVE_DEADLINE_S)
         with self._lock:
             self._client.address_book.close()
-
-
-def _result(fut: Future, node_id: str, what: str) -> Any:
-    try:
-        return fut.result()
-    except Exception as exc:
-        raise SnapshotError(f"node {node_id!r} could not {what} its state: {exc}") from exc
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"

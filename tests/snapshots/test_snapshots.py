@@ -1,0 +1,222 @@
+"""Issue 29: consistent program snapshots, resume, fork and restart with state, on the
+threads and procs backends (ssh in tests/ssh/test_ssh_snapshots.py)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from topo.snapshots.store import SnapshotError, latest, numbers, read_snapshot, snapshots_dir
+
+STEPPERS = """
+    name: snap
+    nodes:
+      counter:
+        target: "topo.nodes:Counter"
+      stepper:
+        count: 2
+        target: "snap_nodes:{cls}"
+        args: {{counter: "@counter"{extra}}}
+        restart: {{policy: on-failure, max_restarts: 2, backoff: {{initial_s: 0.2}}}}
+"""
+
+
+def steppers(topology: Callable[..., Path], cls: str = "Stepper", extra: str = "") -> Path:
+    return topology(STEPPERS.format(cls=cls, extra=extra))
+
+
+def states(snap: Any) -> dict[str, Any]:
+    return {n: pickle.loads(snap.state(n)) for n in snap.nodes}
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_a_snapshot_is_one_consistent_point(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
+    run = topo_launch(steppers(topology), backend, ready_timeout=60)
+    stepper = run.handle("stepper/0", timeout=30)
+    wait_for(lambda: stepper.status()["steps"] > 50)
+    for _ in range(3):  # taken while the steppers and the counter keep moving
+        snap = run.snapshot()
+        saved = states(snap)
+        total = saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
+        assert saved["counter"]["steps"] == total > 0
+        assert snap.counts["counter"]["steps"] == total
+        assert snap.still_moving == {}
+        time.sleep(0.2)
+    assert numbers(run.run_dir) == [1, 2, 3]
+    manifest = read_snapshot(snapshots_dir(run.run_dir) / "3")
+    assert manifest.nodes["stepper/1"].target == "snap_nodes:Stepper"
+    after = stepper.status()["steps"]
+    wait_for(lambda: stepper.status()["steps"] > after + 20)  # let go after the snapshot
+
+
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_resume_continues_counts_steps_and_random_streams(
+    topo_launch: Callable, topology: Callable, backend: str
+) -> None:
+    path = steppers(topology)
+    first = topo_launch(path, backend, ready_timeout=60)
+    wait_for(lambda: first.handle("stepper/1").status()["steps"] > 30)
+    snap = first.snapshot()
+    saved = states(snap)
+    assert first.stop(timeout=60) == 0
+    resumed = topo_launch(path, backend, ready_timeout=60, start_from=snap.path)
+    for i in range(2):
+        status = resumed.handle(f"stepper/{i}", timeout=30).status()
+        assert status["restored_from"] == saved[f"stepper/{i}"]["steps"]
+        stream = random.Random()
+        stream.setstate(saved[f"stepper/{i}"]["rng"])
+        assert status["first_draw"] == stream.random()  # goes on; does not repeat
+        assert status["first_draw"] != random.Random(1234).random()
+    counts = resumed.handle("counter").get_counts()
+    assert counts["steps"] >= saved["counter"]["steps"]
+    assert "restored its state" in resumed.log("stepper/0")
+
+
+def test_a_restarted_node_takes_its_state_back(topo_launch: Callable, topology: Callable) -> None:
+    run = topo_launch(steppers(topology, "Crasher"), "procs", ready_timeout=60)
+    crasher = run.handle("stepper/0", timeout=30)
+    wait_for(lambda: crasher.status()["steps"] > 20)
+    snap = run.snapshot()
+    saved = states(snap)["stepper/0"]["steps"]
+    first_pid = crasher.status()["pid"]
+    crasher.fail()
+    status = wait_for(
+        lambda: (s := _status(crasher)) and s["pid"] != first_pid and s,
+        timeout=60,
+    )
+    assert status["restored_from"] == saved
+    assert run.exit_code is None
+
+
+def _status(handle: Any) -> dict[str, Any] | None:
+    try:
+        return dict(handle.status())
+    except Exception:
+        return None
+
+
+def test_a_node_killed_during_a_snapshot_leaves_the_previous_one(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    run = topo_launch(steppers(topology, "SlowSaver", ", save_s: 0"), "procs", ready_timeout=60)
+    one = run.snapshot()
+    slow = run.handle("stepper/0", timeout=30)
+    # the next save takes long: the node dies in it
+    pid = slow.status()["pid"]
+    slow.slow_down(30)
+    errors: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            run.snapshot()
+        except BaseException as exc:  # noqa: BLE001 - the failure is what is checked
+            errors.append(exc)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    taker.join(120)
+    assert errors and isinstance(errors[0], SnapshotError)
+    assert "stepper/0" in str(errors[0])
+    assert numbers(run.run_dir) == [1]
+    again = latest(run.run_dir)
+    assert again is not None and again.number == one.number
+    again.verify()
+    assert not [p for p in snapshots_dir(run.run_dir).iterdir() if p.name.startswith(".part")]
+
+
+def test_a_launcher_killed_while_writing_leaves_the_previous_snapshot(tmp_path: Path) -> None:
+    from topo.snapshots.store import write_snapshot
+
+    run_dir = tmp_path / "run"
+    first = write_snapshot(
+        run_dir, {"a": b"1" * 100}, program="p", structure="s", pause_s=0.1, keep=3
+    )
+    pid = os.fork()
+    if pid == 0:  # the writer: a big state, killed half-way
+        try:
+            write_snapshot(
+                run_dir,
+                {f"n{i}": os.urandom(1 << 20) * 64 for i in range(8)},
+                program="p",
+                structure="s",
+                pause_s=0.1,
+            )
+        finally:
+            os._exit(0)
+    part = wait_for(lambda: list(snapshots_dir(run_dir).glob(".part-*")), timeout=30)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert part and numbers(run_dir) == [1]
+    kept = latest(run_dir)
+    assert kept is not None and kept.number == first.number
+    assert kept.state("a") == b"1" * 100
+    write_snapshot(run_dir, {"a": b"2"}, program="p", structure="s", pause_s=0.1, keep=3)
+    assert numbers(run_dir) == [1, 2]
+    assert not list(snapshots_dir(run_dir).glob(".part-*"))  # the dead writer's part is gone
+
+
+def test_a_snapshot_that_does_not_fit_is_refused_before_anything_starts(
+    topo_launch: Callable, topology: Callable, tmp_path: Path
+) -> None:
+    from topo.api import launch
+
+    run = topo_launch(steppers(topology), "threads", ready_timeout=60)
+    snap = run.snapshot()
+    run.stop(timeout=60)
+    renamed = topology(
+        STEPPERS.format(cls="Crasher", extra="").replace("stepper:", "worker:"), "other.yaml"
+    )
+    with pytest.raises(SnapshotError) as refused:
+        launch(renamed, "threads", log_dir=tmp_path / "r2", start_from=snap.path)
+    text = str(refused.value)
+    assert "'stepper/0' has a saved state but is not in this program" in text
+    assert str(snap.path) in text
+    assert not (tmp_path / "r2").exists()  # nothing started, no run directory
+    other = topology(STEPPERS.format(cls="Crasher", extra=""), "crasher.yaml")
+    with pytest.raises(SnapshotError, match="was built by snap_nodes:Stepper when saved"):
+        launch(other, "threads", log_dir=tmp_path / "r3", start_from=snap.path)
+    state_file = snap.path / snap.nodes["counter"].file
+    state_file.write_bytes(state_file.read_bytes()[:-1] + b"!")
+    with pytest.raises(SnapshotError, match="state file of node 'counter'.*damaged"):
+        launch(steppers(topology), "threads", log_dir=tmp_path / "r4", start_from=snap.path)
+
+
+def test_a_state_the_node_rejects_fails_the_run_naming_it(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    path = topology("""
+        name: picky
+        nodes:
+          picky:
+            target: "snap_nodes:Picky"
+    """)
+    run = topo_launch(path, "procs", ready_timeout=60)
+    snap = run.snapshot()
+    run.stop(timeout=60)
+    again = topo_launch(path, "procs", start_from=snap.path)
+    assert again.wait(60) == 1
+    assert again.failure is not None and again.failure.node == "picky"
+    assert "cannot read state ['v']" in again.failure.traceback
