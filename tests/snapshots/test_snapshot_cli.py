@@ -1,0 +1,89 @@
+"""Issue 29 from a user's shells: ``topo snapshot`` a detached run, list its snapshots,
+stop it, ``topo run --resume`` it; bad --resume input says what is wrong and starts
+nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+
+from tests.cli.operate import run_detached, run_pids, status, topo, wait_for, wait_gone
+
+HERE = Path(__file__).resolve().parent
+TOPOLOGY = """\
+name: snapcli
+nodes:
+  counter:
+    target: "topo.nodes:Counter"
+  stepper:
+    count: 2
+    target: "snap_nodes:Stepper"
+    args: {counter: "@counter"}
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    shutil.copy(HERE / "snap_nodes.py", tmp_path / "snap_nodes.py")
+    path = tmp_path / "steps.yaml"
+    path.write_text(TOPOLOGY)
+    return path
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
+    file = _project(tmp_path)
+    run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")
+    pids = run_pids(run_dir)
+    try:
+        taken = topo("snapshot", run_id, cwd=tmp_path)
+        assert taken.returncode == 0, taken.stderr
+        assert re.search(r"◆ snapshot 1 of run \S+: 3 node state\(s\), .* paused", taken.stderr)
+        assert Path(taken.stdout.strip()) == run_dir / "snapshots" / "1"
+        assert topo("snapshot", cwd=tmp_path).returncode == 0  # the latest run, again
+        listed = topo("snapshot", "--list", run_id, cwd=tmp_path)
+        assert re.search(r"^\s+1 .* 3 .* topo snapshot$", listed.stdout, re.M), listed.stdout
+        assert re.search(r"^\s+2 ", listed.stdout, re.M)
+        assert topo("stop", run_id, cwd=tmp_path).returncode == 0
+        assert not wait_gone(pids)
+
+        not_live = topo("snapshot", run_id, cwd=tmp_path)
+        assert not_live.returncode == 1 and "is not running" in not_live.stderr
+        _, again = run_detached(tmp_path, "--resume", str(run_dir), "--snapshot", "1")
+        pids |= run_pids(again)
+        assert status(again)["backend"] == "procs"  # as the resumed run was started
+        assert wait_for(lambda: "restored its state" in _log(again, "stepper/1"), 60)
+        assert topo("stop", cwd=tmp_path).returncode == 0
+        assert not wait_gone(pids)
+    finally:
+        _kill(pids)
+
+
+def _log(run_dir: Path, node: str) -> str:
+    path = run_dir / "logs" / f"{node.replace('/', '_')}.log"
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def test_resume_of_a_run_without_snapshots_or_a_changed_program_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    file = _project(tmp_path)
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    none = topo("run", "--resume", str(empty), cwd=tmp_path)
+    assert none.returncode == 1 and "has no snapshot" in none.stderr
+    assert "Traceback" not in none.stderr
+    both = topo("run", str(file), "--resume", str(empty), "--fork", str(empty), cwd=tmp_path)
+    assert both.returncode == 1 and "not several" in both.stderr
+    lone = topo("run", str(file), "--snapshot", "2", cwd=tmp_path)
+    assert lone.returncode == 1 and "--snapshot N goes with --resume" in lone.stderr
+    assert not (tmp_path / "runs").exists()
