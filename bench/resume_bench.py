@@ -1,0 +1,227 @@
+"""A crash in the middle of training costs minutes, not the run (issue 29).
+
+Distributed DQN on CartPole (``acme_distributed.yaml`` on procs), each seed twice:
+
+* **uninterrupted**: ``topo run -d`` until the evaluator's mean return first reaches 475;
+* **crashed**: the same with program snapshots every ``--every-s`` seconds; at about
+  ``--crash-at`` (60 %) of the uninterrupted run's actor steps to 475 the launcher is
+  killed with SIGKILL (its nodes end with it), then ``topo run --resume RUN_DIR`` brings
+  the program back from its newest snapshot and runs until 475.
+
+Reported: the last evaluation before the kill and the first after the resume (the
+resumed policy must not fall back to random: within 10 %), the actor steps executed to
+reach 475 with the crash (steps before the kill + steps after the resume) against the
+uninterrupted run's (goal ≤ 1.2×), the snapshot's pause and size. Writes
+bench/results/<out>.json, <out>.md and <out>.png (both learning curves against actor
+steps executed). ``.venv/bin/python bench/resume_bench.py --seeds 0 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
+EVAL = re.compile(
+    r"evaluator:\s+([0-9.]+)s actor_steps=(\d+) learner_steps=(\d+) "
+    r"mean return over (\d+) episodes: ([0-9.]+)"
+)
+GOAL = 475.0
+
+
+def topo(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "TOPO_HOME": str(cwd / ".h")}
+    return subprocess.run(
+        [sys.executable, "-m", "topo", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start(cwd: Path, *args: str) -> Path:
+    """``topo run ARGS -d``: the run directory of the run it started."""
+    done = topo("run", *args, "-d", cwd=cwd)
+    if done.returncode != 0:
+        raise RuntimeError(f"topo run {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return Path(done.stdout.split()[1])
+
+
+def curve_of(run_dir: Path) -> list[dict[str, float]]:
+    """The evaluator's evaluations so far: actor steps (the counter's) and mean return."""
+    path = run_dir / "logs" / "evaluator_0.log"
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    return [
+        {"actor_steps": int(m[1]), "learner_steps": int(m[2]), "mean_return": float(m[4])}
+        for m in EVAL.findall(text)
+    ]
+
+
+def wait_until(run_dir: Path, done: Any, cap_s: float) -> list[dict[str, float]]:
+    """Follow the evaluator until ``done(curve)`` or ``cap_s`` seconds."""
+    end = time.monotonic() + cap_s
+    curve = curve_of(run_dir)
+    while time.monotonic() < end and not done(curve):
+        time.sleep(1.0)
+        curve = curve_of(run_dir)
+    return curve
+
+
+def launcher_pid(run_dir: Path) -> int:
+    return int(json.loads((run_dir / "status.json").read_text())["launcher"]["pid"])
+
+
+def reached(curve: list[dict[str, float]]) -> dict[str, float] | None:
+    return next((p for p in curve if p["mean_return"] >= GOAL), None)
+
+
+def one_seed(
+    seed: int, work: Path, every_s: float, crash_at: float, cap_s: float
+) -> dict[str, Any]:
+    params = [
+        "-p", f"seed={seed}", "-p", "max_actor_steps=null", "-p", "eval_episodes=20",
+        "-p", "eval_every_s=5.0", "-p", "num_actors=2",
+    ]  # fmt: skip
+    # 1. uninterrupted
+    base_dir = start(work, str(TOPOLOGY), "-b", "procs", *params, "-p", "checkpoint_every_s=null")
+    base = wait_until(base_dir, reached, cap_s)
+    topo("stop", str(base_dir), cwd=work)
+    goal = reached(base)
+    if goal is None:
+        return {"seed": seed, "error": "the uninterrupted run did not reach 475", "base": base}
+    kill_at = int(goal["actor_steps"] * crash_at)
+    # 2. crashed at ~60 %, resumed
+    crash_params = [*params, "-p", f"checkpoint_every_s={every_s}"]
+    first_dir = start(work, str(TOPOLOGY), "-b", "procs", *crash_params)
+    before = wait_until(first_dir, lambda c: c and c[-1]["actor_steps"] >= kill_at, cap_s)
+    os.kill(launcher_pid(first_dir), signal.SIGKILL)
+    killed_at = before[-1]["actor_steps"] if before else 0
+    time.sleep(3.0)  # the nodes end with their launcher
+    snaps = sorted(
+        (int(p.name), p) for p in (first_dir / "snapshots").iterdir() if p.name.isdigit()
+    )
+    manifest = json.loads((snaps[-1][1] / "manifest.json").read_text())
+    resumed_from = int(manifest["counts"].get("counter", {}).get("actor_steps", 0))
+    second_dir = start(work, "--resume", str(first_dir))
+    after = wait_until(second_dir, reached, cap_s)
+    topo("stop", str(second_dir), cwd=work)
+    goal_after = reached(after)
+    executed = None
+    if goal_after is not None:
+        # what the actors really ran: up to the kill, then from the snapshot's count on
+        executed = killed_at + (goal_after["actor_steps"] - resumed_from)
+    return {
+        "seed": seed,
+        "base_steps_to_goal": goal["actor_steps"],
+        "kill_at_steps": killed_at,
+        "snapshot_steps": resumed_from,
+        "snapshot_pause_s": manifest["pause_s"],
+        "snapshot_bytes": sum(n["size"] for n in manifest["nodes"].values()),
+        "snapshots_taken": len(snaps),
+        "last_before": before[-1]["mean_return"] if before else None,
+        "first_after": after[0]["mean_return"] if after else None,
+        "crashed_steps_to_goal": executed,
+        "ratio": None if executed is None else round(executed / goal["actor_steps"], 3),
+        "base": base,
+        "before": before,
+        "after": after,
+    }
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    for ax, r in zip(axes[0], results, strict=True):
+        if "base" in r:
+            xs = [p["actor_steps"] for p in r["base"]]
+            ax.plot(xs, [p["mean_return"] for p in r["base"]], label="uninterrupted")
+        if r.get("before"):
+            xs = [p["actor_steps"] for p in r["before"]]
+            ax.plot(xs, [p["mean_return"] for p in r["before"]], label="crashed: before the kill")
+            shift = r["kill_at_steps"] - r["snapshot_steps"]
+            xs = [p["actor_steps"] + shift for p in r["after"]]
+            ax.plot(xs, [p["mean_return"] for p in r["after"]], label="resumed")
+            ax.axvline(r["kill_at_steps"], color="grey", linestyle=":", label="launcher killed")
+        ax.axhline(GOAL, color="black", linewidth=0.5)
+        ax.set_title(f"seed {r['seed']}")
+        ax.set_xlabel("actor steps executed")
+        ax.set_ylabel("mean return (20 episodes)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = [
+        "| seed | uninterrupted: steps to 475 | killed at | snapshot at | last eval before | "
+        "first eval after | with the crash: steps to 475 | ratio | pause | size |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        if "error" in r:
+            rows.append(f"| {r['seed']} | {r['error']} |||||||||")
+            continue
+        rows.append(
+            f"| {r['seed']} | {r['base_steps_to_goal']} | {r['kill_at_steps']} | "
+            f"{r['snapshot_steps']} | {r['last_before']} | {r['first_after']} | "
+            f"{r['crashed_steps_to_goal']} | {r['ratio']} | {r['snapshot_pause_s']:.2f}s | "
+            f"{r['snapshot_bytes'] / 2**20:.1f} MiB |"
+        )
+    ratios = [r["ratio"] for r in report["results"] if r.get("ratio") is not None]
+    summary = f"median ratio {statistics.median(ratios):.3f}" if ratios else "no ratio"
+    return (
+        f"# Resume after a crash (bench/resume_bench.py)\n\n{report['command']}\n\n"
+        f"Snapshots every {report['every_s']} s; the launcher SIGKILLed at "
+        f"{report['crash_at']:.0%} of the uninterrupted run's steps to 475; {summary}.\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--every-s", type=float, default=15.0)
+    parser.add_argument("--crash-at", type=float, default=0.6)
+    parser.add_argument("--cap-s", type=float, default=600.0)
+    parser.add_argument("--out", default="resume")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="resume-bench-") as tmp:
+        results = [
+            one_seed(seed, Path(tmp), args.every_s, args.crash_at, args.cap_s)
+            for seed in args.seeds
+        ]
+    report = {
+        "command": "`" + " ".join(["python", "bench/resume_bench.py", *sys.argv[1:]]) + "`",
+        "every_s": args.every_s,
+        "crash_at": args.crash_at,
+        "load": os.getloadavg(),
+        "results": results,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / f"{args.out}.md").write_text(markdown(report))
+    plot(results, RESULTS / f"{args.out}.png")
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
