@@ -41,6 +41,7 @@ from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder, write_status
+from topo.supervisor.requests import answer
 from topo.supervisor.snapshotter import Snapshotter
 from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
 
@@ -173,7 +174,7 @@ class Launcher(Sink):
             self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, opts.record
         )
         self.run_id = index.new_run_id()
-        self.control = ControlServer(self.run_dir, self._on_control)
+        self.control = ControlServer(self.run_dir, lambda request: answer(self, request))
         index.register(self.run_id, self.run_dir, opts.log_dir)
         recorder = StatusRecorder(self.run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
@@ -313,33 +314,6 @@ class Launcher(Sink):
         if self._supervisor.stopping:
             return "stopping"
         return "running" if self.ready_at is not None else "starting"
-
-    def _on_control(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A request from ``topo stop`` (or another client) on the control channel."""
-        op = request.get("op")
-        if op == "ping":
-            return {"ok": True, "state": self.phase}
-        if op == "stop":
-            grace = request.get("grace")
-            by = request.get("by") or "topo stop"
-            self.request_stop(by, 0, None if grace is None else float(grace))
-            if request.get("kill"):
-                self.kill()
-            return {"ok": True, "state": self.phase, "grace_s": self.grace_s}
-        if op == "snapshot":
-            try:
-                taken = self.snapshot(str(request.get("by") or "topo snapshot"))
-            except SnapshotError as exc:
-                return {"ok": False, "error": str(exc)}
-            return {
-                "ok": True,
-                "number": taken.number,
-                "path": str(taken.path),
-                "pause_s": taken.pause_s,
-                "bytes": taken.size,
-                "nodes": sorted(taken.nodes),
-            }
-        return {"ok": False, "error": f"unknown request {op!r}"}
 
     def pids(self) -> dict[str, int]:
         """Executable id -> pid of its current attempt (running ones)."""
