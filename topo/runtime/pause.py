@@ -76,7 +76,9 @@ class Gate:
             self.requested = True
             while True:
                 moving = [
-                    t.name for t in list(self._members) if t.is_alive() and t.ident not in self._held
+                    t.name
+                    for t in list(self._members)
+                    if t.is_alive() and t.ident not in self._held
                 ]
                 left = end - time.monotonic()
                 if not moving or left <= 0 or self._stopping():
