@@ -166,7 +166,8 @@ def wrong_type(lines: Lines, rng: random.Random) -> Lines | None:
 def wrong_top_type(lines: Lines, rng: random.Random) -> Lines | None:
     field, bad = rng.choice(
         [("name", ["[a]", "'has space'", "3", "'-x'"]), ("seed", ["abc", "1.5", "[1]"]),
-         ("stop", ["3", "{grace_s: -1}", "{grace_s: x}"]), ("colocation", ["3", "{a: 1}"])]
+         ("stop", ["3", "{grace_s: -1}", "{grace_s: x}"]), ("colocation", ["3", "{a: 1}"]),
+         ("snapshots", ["3", "{keep: 0}", "{every_s: x}", "{every_s: 0}", "{at_stop: 2}"])]
     )  # fmt: skip
     keep = [i for i in _key_lines(lines, 0) if lines[i].startswith(f"{field}:")]
     if keep:

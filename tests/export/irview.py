@@ -88,7 +88,13 @@ def view(program: Program, exported: Exported | None = None) -> dict[str, Any]:
         exes.get(e.id, e.id): (tuple(ids.get(n, n) for n in e.nodes), e.mode, e.placement)
         for e in program.executables
     }
-    top = {"name": program.name, "seed": program.seed, "stop": program.stop, "v": program.version}
+    top = {
+        "name": program.name,
+        "seed": program.seed,
+        "stop": program.stop,
+        "snapshots": program.snapshots,
+        "v": program.version,
+    }
     return {"program": top, "groups": groups, "nodes": nodes, "edges": edges, "exes": executables}
 
 

@@ -25,6 +25,7 @@ from topo.ir import (
     Node,
     Opaque,
     Program,
+    SnapshotSettings,
     SourcePos,
     dumps,
     loads,
@@ -82,6 +83,7 @@ def test_json_keeps_the_v1_layout(compile_text: Any) -> None:
         "source",
         "params",
         "stop",
+        "snapshots",
         "groups",
         "nodes",
         "edges",
@@ -165,6 +167,50 @@ def test_a_missing_field_with_a_default_takes_it(compile_text: Any) -> None:
     program = program_from_dict(data)
     assert program.groups[0].description == ""
     assert program.stop == type(program.stop)()
+
+
+def test_snapshot_settings_round_trip_as_a_mapping(compile_text: Any) -> None:
+    program = compile_text(
+        "{name: t, nodes: {a: {target: 'm:A'}}, snapshots: {every_s: 600, keep: 2}}"
+    )
+    text = dumps(program)
+    assert json.loads(text)["snapshots"] == {
+        "every_s": 600.0,
+        "keep": 2,
+        "at_stop": True,
+        "pause_timeout_s": 30.0,
+    }
+    again = loads(text)
+    assert again.snapshots == SnapshotSettings(600.0, 2, True, 30.0) == program.snapshots
+    assert dumps(again) == text
+
+
+def test_a_program_json_from_before_snapshots_loads_without_them(compile_text: Any) -> None:
+    """A program.json written before the field existed (same IR version) still loads."""
+    program = compile_text("{name: t, nodes: {a: {target: 'm:A'}}, stop: {grace_s: 2}}")
+    data = program_to_dict(program)
+    del data["snapshots"]
+    old = program_from_dict(json.loads(json.dumps(data)))
+    assert old.snapshots == SnapshotSettings() and not old.snapshots.enabled
+    assert old == program and old.stop.grace_s == 2.0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"keep": "3"}, r"snapshots\.keep: expected int"),
+        ({"keep": True}, r"snapshots\.keep: expected int"),
+        ({"every_s": "600"}, r"snapshots\.every_s: expected int or float"),
+        ({"at_stop": 1}, r"snapshots\.at_stop: expected bool"),
+    ],
+)
+def test_malformed_snapshot_settings_name_the_field(
+    compile_text: Any, change: dict[str, Any], message: str
+) -> None:
+    data = program_to_dict(compile_text("{name: t, nodes: {a: {target: 'm:A'}}, snapshots: {}}"))
+    data["snapshots"].update(change)
+    with pytest.raises(IRFormatError, match=message):
+        program_from_dict(data)
 
 
 def test_a_new_group_field_needs_no_codec_edit() -> None:

@@ -14,8 +14,8 @@ from rich.text import Text
 from topo.cli.app import app
 from topo.cli.common import FileArgument, ParamsOption, load_topology, stderr, stdout
 from topo.diagnostics import render_diagnostics
-from topo.ir import Program
-from topo.ir.printer import format_value
+from topo.ir import Program, SnapshotSettings
+from topo.ir.printer import format_snapshots, format_value
 
 
 def summary(program: Program, params_help: dict[str, str], overridden: set[str]) -> list[Table]:
@@ -86,6 +86,8 @@ def validate(
     for table in summary(program, helps, overridden):
         stdout.print(table)
         stdout.print()
+    if program.snapshots != SnapshotSettings():
+        stdout.print(f"snapshots: {format_snapshots(program.snapshots)}", highlight=False)
     stdout.print(
         f"[green]✓[/green] [bold]{escape(str(Path(file)))}[/bold]: program "
         f"[bold]{escape(program.name)}[/bold] — "

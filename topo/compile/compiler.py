@@ -27,12 +27,13 @@ from topo.ir import (
     Resources,
     RestartPolicy,
     RpcSettings,
+    SnapshotSettings,
     StopSettings,
     freeze,
 )
 from topo.ir.seeds import derive_seeds, key_data
 from topo.kinds import UnknownKindError, get_kind
-from topo.loader.models import GroupSpec, RpcSpec
+from topo.loader.models import GroupSpec, RpcSpec, SnapshotsSpec
 from topo.loader.read import LoadedSpec
 from topo.syntax.source import SourceMap
 from topo.vocab import parse_size
@@ -50,6 +51,13 @@ def _rpc(program: RpcSpec | None, group: RpcSpec | None) -> RpcSettings:
         max_message_mb=values.get("max_message_mb", base.max_message_mb),
         call_timeout_s=values.get("call_timeout_s", base.call_timeout_s),
     )
+
+
+def _snapshots(spec: SnapshotsSpec | None) -> SnapshotSettings:
+    """The snapshot settings; none taken without being asked when the section is absent."""
+    if spec is None:
+        return SnapshotSettings()
+    return SnapshotSettings(spec.every_s, spec.keep, spec.at_stop, spec.pause_timeout_s)
 
 
 def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
@@ -192,6 +200,7 @@ def compile_spec(
         edges=tuple(build.edges),
         executables=tuple(packing.executables),
         stop=StopSettings(spec.stop.grace_s, spec.stop.timeout_s),
+        snapshots=_snapshots(spec.snapshots),
         source=loaded.file,
     )
     if check_imports:

@@ -17,7 +17,14 @@ from typing import Any
 from topo.diagnostics import Diagnostic, TopoError
 from topo.export.args import ArgWriter, Problem
 from topo.export.layout import Layout, OutGroup, split_groups
-from topo.ir import Program, Resources, RestartPolicy, RpcSettings, StopSettings
+from topo.ir import (
+    Program,
+    Resources,
+    RestartPolicy,
+    RpcSettings,
+    SnapshotSettings,
+    StopSettings,
+)
 from topo.ir.program import DEFAULT_READY_TIMEOUT_S, DEFAULT_STALL_AFTER_S
 from topo.kinds import DEFAULT_KIND, NodeKind, UnknownKindError, get_kind
 from topo.vocab import format_size
@@ -73,6 +80,10 @@ def export_doc(program: Program) -> Document:
     stop = _changed(program.stop, StopSettings())
     if stop:
         doc["stop"] = stop
+    if program.snapshots != SnapshotSettings():
+        # Written as a section, whose at_stop defaults to true (the IR's to false: none
+        # are taken when the section is absent).
+        doc["snapshots"] = _changed(program.snapshots, SnapshotSettings(at_stop=True))
     doc["nodes"] = nodes
     if layout.colocation:
         doc["colocation"] = layout.colocation

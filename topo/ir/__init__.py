@@ -24,6 +24,7 @@ from topo.ir.program import (
     Resources,
     RestartPolicy,
     RpcSettings,
+    SnapshotSettings,
     SourcePos,
     StopSettings,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "Resources",
     "RestartPolicy",
     "RpcSettings",
+    "SnapshotSettings",
     "SourcePos",
     "StopSettings",
     "Value",

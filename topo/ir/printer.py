@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topo.ir.program import Program
+from topo.ir.program import Program, SnapshotSettings
 from topo.ir.values import FrozenMap, Opaque, Ref, Value
 
 
@@ -27,6 +27,15 @@ def format_value(value: Value, limit: int = 6) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def format_snapshots(settings: SnapshotSettings) -> str:
+    """``every 600s, keep 3, at stop, pause timeout 30s``: when snapshots are taken."""
+    when = [f"every {settings.every_s:g}s"] if settings.every_s is not None else []
+    when += ["at stop"] if settings.at_stop else []
+    keep = f"keep {settings.keep}"
+    pause = f"pause timeout {settings.pause_timeout_s:g}s"
+    return ", ".join([*(when or ["only when asked"]), keep, pause])
+
+
 def format_program(program: Program) -> str:
     """The whole program: header, then each executable with the nodes it runs."""
     lines = [
@@ -34,6 +43,8 @@ def format_program(program: Program) -> str:
         f"{len(program.nodes)} nodes, {len(program.executables)} executables, "
         f"{len(program.edges)} edges)"
     ]
+    if program.snapshots != SnapshotSettings():
+        lines.append(f"  snapshots: {format_snapshots(program.snapshots)}")
     disabled = [g.name for g in program.groups if not g.enabled]
     if disabled:
         lines.append(f"  disabled: {', '.join(disabled)}")

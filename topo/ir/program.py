@@ -39,6 +39,7 @@ __all__ = [
     "Resources",
     "RestartPolicy",
     "RpcSettings",
+    "SnapshotSettings",
     "SourcePos",
     "StopSettings",
 ]
@@ -156,6 +157,22 @@ class StopSettings:
     timeout_s: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotSettings:
+    """When the program takes snapshots of its nodes' state, and how many a run keeps.
+    The defaults take none: no clock, and none at a clean stop."""
+
+    every_s: float | None = None  # a snapshot every this many seconds of running; None: never
+    keep: int = 3  # snapshots a run keeps, the oldest removed first
+    at_stop: bool = False  # one more at a clean stop
+    pause_timeout_s: float = 30.0  # how long a snapshot waits for every node to pause
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any snapshot is taken without being asked for (on the clock or at stop)."""
+        return self.every_s is not None or self.at_stop
+
+
 @dataclass(frozen=True)
 class Program:
     """A compiled topology. Immutable; JSON round-trip via :mod:`topo.ir.codec` is lossless."""
@@ -168,6 +185,7 @@ class Program:
     edges: tuple[Edge, ...]
     executables: tuple[Executable, ...]
     stop: StopSettings = field(default_factory=StopSettings)
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     source: str | None = None
     version: int = IR_VERSION
 

@@ -217,6 +217,24 @@ class StopSpec(_Model):
     )
 
 
+class SnapshotsSpec(_Model):
+    """When the program snapshots its nodes' state, and how many snapshots a run keeps."""
+
+    every_s: float | None = Field(
+        None,
+        gt=0,
+        description="Take a snapshot every this many seconds of running (null: not on a clock).",
+    )
+    keep: int = Field(3, ge=1, description="Snapshots a run keeps; the oldest is removed first.")
+    at_stop: bool = Field(True, description="Take a snapshot at a clean stop.")
+    pause_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a snapshot waits for every node to reach a pause point before "
+        "it is given up.",
+    )
+
+
 class TopologySpec(_Model):
     """A topology file."""
 
@@ -240,6 +258,11 @@ class TopologySpec(_Model):
     )
     rpc: RpcSpec | None = Field(None, description="Program-wide RPC defaults.")
     stop: StopSpec = Field(default_factory=lambda: StopSpec(), description="Program stop settings.")
+    snapshots: SnapshotsSpec | None = Field(
+        None,
+        description="Snapshots of the program's state: every_s, keep, at_stop, pause_timeout_s "
+        "(absent: none on a clock and none at the stop).",
+    )
     nodes: dict[str, GroupSpec] = Field(
         min_length=1, description="The groups of nodes, by group name."
     )
@@ -313,6 +336,7 @@ __all__ = [
     "CheckpointSpec",
     "ColocationSpec",
     "GroupSpec",
+    "SnapshotsSpec",
     "TopologySpec",
     "topology_model",
 ]
