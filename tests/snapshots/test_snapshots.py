@@ -220,3 +220,24 @@ def test_a_state_the_node_rejects_fails_the_run_naming_it(
     assert again.wait(60) == 1
     assert again.failure is not None and again.failure.node == "picky"
     assert "cannot read state ['v']" in again.failure.traceback
+
+
+def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    path = topology(
+        STEPPERS.format(cls="Stepper", extra="")
+        + "    snapshots: {every_s: 0.5, keep: 2, at_stop: true}\n"
+    )
+    events: list[Any] = []
+    run = topo_launch(path, "procs", ready_timeout=60, listeners=[events.append])
+    wait_for(lambda: (n := numbers(run.run_dir)) and n[-1] >= 4, timeout=60)
+    assert len(numbers(run.run_dir)) == 2  # the older ones were removed
+    assert run.stop(timeout=60) == 0
+    last = latest(run.run_dir)
+    assert last is not None and last.reason == "at the stop"
+    saved = states(last)
+    assert saved["counter"]["steps"] == saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
+    shown = [e.message for e in events if e.kind == "snapshot"]
+    assert any(m.startswith(f"snapshot {last.number} (at the stop): 3 node state(s)") for m in shown)
+    assert any("(every 0.5s)" in m for m in shown)

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from topo.ir import Program
+from topo.ir.program import SnapshotSettings
 from topo.ir.structure import node_target, structure_digest
 from topo.kinds import get_kind
 from topo.runtime import Handle, RegistryServer, connect_program
@@ -33,24 +33,6 @@ from topo.snapshots.store import Snapshot, SnapshotError, human_size, write_snap
 SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
 RUNNING = ("running", "starting")
 Say = Callable[[bool, str, dict[str, Any]], None]  # (ok, message, figures)
-
-
-@dataclass(frozen=True)
-class SnapshotSettings:
-    """When a run takes snapshots (the topology's ``snapshots:``)."""
-
-    every_s: float | None = None
-    keep: int = 3
-    at_stop: bool = False
-    pause_timeout_s: float = 30.0
-
-
-def settings_of(program: Program) -> SnapshotSettings:
-    """The program's snapshot settings (none on a clock, none at stop by default)."""
-    given = getattr(program, "snapshots", None)
-    if given is None:
-        return SnapshotSettings()
-    return SnapshotSettings(given.every_s, given.keep, given.at_stop, given.pause_timeout_s)
 
 
 class Snapshotter:
@@ -67,7 +49,7 @@ class Snapshotter:
     ) -> None:
         self.program = program
         self.run_dir = run_dir
-        self.settings = settings_of(program)
+        self.settings: SnapshotSettings = program.snapshots
         self.structure = structure_digest(program)
         self._registry = registry
         self._node_state = node_state
