@@ -239,5 +239,6 @@ def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
     saved = states(last)
     assert saved["counter"]["steps"] == saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
     shown = [e.message for e in events if e.kind == "snapshot"]
-    assert any(m.startswith(f"snapshot {last.number} (at the stop): 3 node state(s)") for m in shown)
+    at_stop = f"snapshot {last.number} (at the stop): 3 node state(s)"
+    assert any(m.startswith(at_stop) for m in shown)
     assert any("(every 0.5s)" in m for m in shown)
