@@ -92,3 +92,10 @@ class Picky:
 
     def ping(self) -> str:
         return "pong"
+
+
+def probe(steppers: list[Any], seconds: float = 3.0) -> None:
+    """Let the steppers run a while, then print where each started from (a ``py`` node
+    that ends the program)."""
+    time.sleep(seconds)
+    print("RESTORED_FROM", [s.status()["restored_from"] for s in steppers], flush=True)

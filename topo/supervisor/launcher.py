@@ -215,6 +215,7 @@ class Launcher(Sink):
             lambda node: (self.nodes[node].state, self.nodes[node].restarts, self.nodes[node].pid),
             self._on_snapshot,
             read_snapshot(opts.start_from) if opts.start_from is not None else None,
+            lambda: self.phase == "running",
         )
         self.registry.service.states = self.snapshots.state_for
         self._state.started_at = time.time()

@@ -46,6 +46,7 @@ class Snapshotter:
         node_state: Callable[[str], tuple[str, int, int | None]],
         say: Say,
         start_from: Snapshot | None = None,
+        running: Callable[[], bool] = lambda: True,
     ) -> None:
         self.program = program
         self.run_dir = run_dir
@@ -54,6 +55,7 @@ class Snapshotter:
         self._registry = registry
         self._node_state = node_state
         self._say = say
+        self._running = lambda: running() and not registry.stop_event.is_set()
         self._lock = threading.Lock()
         self._latest = start_from
         self._client = connect_program(registry.info)
@@ -82,6 +84,8 @@ class Snapshotter:
         return state_proof(self._registry.authority.server_secret(node_id))
 
     def _take(self, reason: str) -> Snapshot:
+        if not self._running():
+            raise SnapshotError("the run is not running (it is starting or stopping)")
         before = {n: self._node_state(n) for n in self.served}
         up = [n for n in self.served if before[n][0] in RUNNING]
         if not up:
@@ -99,6 +103,8 @@ class Snapshotter:
                 if threads:
                     moving[node_id] = list(threads)
             paused_s = time.monotonic() - started
+            if not self._running():  # nodes stopping are let go at once: not one moment
+                raise SnapshotError("the program began to stop while the snapshot was taken")
             saves = {
                 n: self._handle(n, SAVE_DEADLINE_S).submit(STATE_METHOD, self._proof(n), "save")
                 for n in up
@@ -209,7 +215,8 @@ class Snapshotter:
 
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
-            self.try_take(f"every {every:g}s")
+            if self._running():
+                self.try_take(f"every {every:g}s")
 
     def try_take(self, reason: str) -> Snapshot | None:
         """``take``, telling the user instead of raising when it fails."""
