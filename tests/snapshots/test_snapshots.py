@@ -242,3 +242,24 @@ def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
     at_stop = f"snapshot {last.number} (at the stop): 3 node state(s)"
     assert any(m.startswith(at_stop) for m in shown)
     assert any("(every 0.5s)" in m for m in shown)
+
+
+def test_fork_starts_a_bigger_program_from_a_snapshot(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    first = topo_launch(steppers(topology), "procs", ready_timeout=60)
+    wait_for(lambda: first.handle("stepper/1").status()["steps"] > 10)
+    snap = first.snapshot()
+    saved = states(snap)
+    first.stop(timeout=60)
+    more = topology(
+        STEPPERS.format(cls="Stepper", extra="").replace("count: 2", "count: 3"), "3.yaml"
+    )
+    forked = topo_launch(more, "procs", ready_timeout=60, start_from=snap.path)
+    restored = [forked.handle(f"stepper/{i}").status()["restored_from"] for i in range(3)]
+    assert restored == [saved["stepper/0"]["steps"], saved["stepper/1"]["steps"], None]
+    assert forked.handle("counter").get_counts()["steps"] >= saved["counter"]["steps"]
+    with pytest.raises(SnapshotError, match="structure"):  # --resume asks for the same program
+        from topo.api import prepare
+
+        prepare(more, "threads", start_from=snap.path, same_program=True)
