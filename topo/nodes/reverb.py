@@ -28,9 +28,11 @@ checkpointer would leave an empty temporary directory behind for every run.
 State (``save()``/``restore()``, for topo's program snapshots): the bytes of an
 uncompressed tar holding one directory, ``checkpoint/``, a Reverb checkpoint as Reverb
 writes it (``tables.tfrecord``, ``items.tfrecord``, ``chunks.tfrecord``, ``DONE``;
-Reverb compresses the data itself). ``save()`` has the server checkpoint (Reverb holds
-each table's lock while it writes it) into ``checkpoint_dir``, or into a scratch
-directory beside the node's socket that is removed at the end. ``restore()`` replaces
+Reverb compresses the data itself). ``save()`` has the server checkpoint into
+``checkpoint_dir``, or into a scratch directory beside the node's socket that is removed
+at the end. Reverb reads each table under that table's lock, so every table is whole; an
+item written to two tables while it runs could be in one only, which is why a snapshot
+takes it while the writers are held at their pause points. ``restore()`` replaces
 the server by one loaded from the state, behind the same doors. The tables keep the
 settings they were saved with (size, sampler, rate limiter): Reverb takes them from
 the checkpoint; a table the factory makes and the state lacks starts empty, and a
