@@ -348,14 +348,17 @@ def _restored(spec: JailSpec, checkpoint: str, root: str) -> _Served:  # pragma:
         checkpointer = reverb.checkpointers.DefaultCheckpointer(
             root, fallback_checkpoint_path=checkpoint
         )
+        served = None
         try:
             served = _Served(spec, checkpointer)
+            os.makedirs(spec.checkpoint_path, exist_ok=True)
+            os.symlink(spec.checkpoint_path, root + ".next")
+            os.replace(root + ".next", root)
         except BaseException:
+            if served is not None:
+                served.server.stop()
             os.unlink(root)
             raise
-        os.makedirs(spec.checkpoint_path, exist_ok=True)
-        os.symlink(spec.checkpoint_path, root + ".next")
-        os.replace(root + ".next", root)
     finally:
         os.rmdir(empty)
     return served
