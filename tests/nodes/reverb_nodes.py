@@ -94,3 +94,72 @@ class UnisolatedReverb(ReverbServer):
 
         isolation.isolate = lambda: "namespaces are off in this test"  # the forked child's
         super().__init__(**kwargs)
+
+
+QUEUE = "queue"
+
+
+def make_state_tables() -> list[reverb.Table]:
+    """The uniform table and a queue beside it (reading the queue gives back every item
+    once, in order)."""
+    return [*make_tables(), reverb.Table.queue(QUEUE, 1000)]
+
+
+class QueueUser(User):
+    """Inserts each value into both tables; takes items back from the queue. A replay
+    node of a class of its own (not ``kind: reverb``) comes as a topo Handle: made a
+    reverb.Client here as the kind would."""
+
+    def __init__(self, replay: Any) -> None:
+        from topo.kinds.clients import ReverbClient
+
+        if not isinstance(replay, ReverbClient):
+            replay = ReverbClient("replay", 60.0, handle=replay)
+        super().__init__(replay)
+
+    def insert(self, values: list[int]) -> int:
+        for v in values:
+            self.replay.insert([v], priorities={TABLE: 1.0, QUEUE: 1.0})
+        return len(values)
+
+    def sizes(self) -> dict[str, int]:
+        return {k: int(v.current_size) for k, v in self.replay.server_info().items()}
+
+    def take(self, n: int) -> list[int]:
+        return [int(s[0].data[0]) for s in self.replay.sample(QUEUE, num_samples=n)]
+
+
+class RestoredReverb(ReverbServer):
+    """A reverb node given a saved state, restored right after it is made (as topo does
+    on resume); ``isolate=False`` simulates a host without network namespaces."""
+
+    def __init__(self, state_file: str, isolate: bool = True, **kwargs: Any) -> None:
+        from pathlib import Path
+
+        if not isolate:
+            import topo.runtime.isolation as isolation
+
+            isolation.isolate = lambda: "namespaces are off in this test"  # the forked child's
+        super().__init__(**kwargs)
+        self.restore(Path(state_file).read_bytes())
+
+
+class Pacer:
+    """Inserts one item per step, passing topo's pause point between steps (an actor's
+    loop as a snapshot wants it); ``inserted`` is its own count of what it inserted."""
+
+    def __init__(self, replay: Any) -> None:
+        self.replay = replay
+        self.inserted = 0
+
+    def count(self) -> int:
+        return self.inserted
+
+    def run(self) -> None:
+        import topo
+
+        stop = topo.stop_event()
+        while not stop.is_set():
+            topo.pausepoint()
+            self.replay.insert([self.inserted], priorities={TABLE: 1.0, QUEUE: 1.0})
+            self.inserted += 1

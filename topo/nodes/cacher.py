@@ -5,6 +5,10 @@ that variable requests do not all reach the trainer. A reply younger than
 ``refresh_ms`` is served as is; an older one is served while a refresh runs in
 the background; one older than ``stale_ms`` makes the caller wait for the
 refresh. Cached per (method, arguments).
+
+A cacher has no state to snapshot (no ``save``/``restore``, so topo saves nothing for
+it): its entries are copies of its source's replies, and a resumed or restarted cacher
+asks its source again (the source, restored, answers what was snapshotted).
 """
 
 from __future__ import annotations

@@ -1,7 +1,13 @@
 """StepsLimiter: stops the program once a counter key exceeds ``max_steps`` (as Acme's does).
 
 Each poll it also writes its progress as metrics (``limit_key``, the key's count,
-``limit`` and ``eta_s``), so ``topo run`` shows ``actor_steps 47.1k/50k · ~20 s``."""
+``limit`` and ``eta_s``), so ``topo run`` shows ``actor_steps 47.1k/50k · ~20 s``.
+
+It has no state of its own to snapshot (no ``save``/``restore``): the steps live in the
+counter, which is restored on resume, so a run resumed at 60 % stops at the same
+``max_steps`` as one never interrupted. Its ETA baseline (recent polls, timed on this
+process's monotonic clock) would mean nothing in another process; a resumed limiter
+estimates again from its own polls."""
 
 from __future__ import annotations
 

@@ -63,6 +63,11 @@ class UnixRelay:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
+    def retarget(self, port: int) -> None:
+        """Relay new connections to ``port`` from now on (the server was replaced by one
+        restored from a checkpoint; connections to the old one end with it)."""
+        self._port = port
+
     def _accept(self) -> None:
         while not self._closed:
             try:

@@ -22,8 +22,21 @@ starts (so a restarted replay keeps its data), checkpoints every ``checkpoint_ev
 seconds and once more when the program stops. A relative ``checkpoint_dir`` resolves
 against the node's working directory (the group's ``workdir`` if set, else the
 directory ``topo run`` was started from), so checkpoints outlive a single run. Without
-``checkpoint_dir`` nothing is written: Reverb's own default checkpointer would leave an
-empty temporary directory behind for every run.
+``checkpoint_dir`` nothing is written unless a snapshot is taken: Reverb's own default
+checkpointer would leave an empty temporary directory behind for every run.
+
+State (``save()``/``restore()``, for topo's program snapshots): the bytes of an
+uncompressed tar holding one directory, ``checkpoint/``, a Reverb checkpoint as Reverb
+writes it (``tables.tfrecord``, ``items.tfrecord``, ``chunks.tfrecord``, ``DONE``;
+Reverb compresses the data itself). ``save()`` has the server checkpoint into
+``checkpoint_dir``, or into a scratch directory beside the node's socket that is removed
+at the end. Reverb reads each table under that table's lock, so every table is whole; an
+item written to two tables while it runs could be in one only, which is why a snapshot
+takes it while the writers are held at their pause points. ``restore()`` replaces
+the server by one loaded from the state, behind the same doors. The tables keep the
+settings they were saved with (size, sampler, rate limiter): Reverb takes them from
+the checkpoint; a table the factory makes and the state lacks starts empty, and a
+state holding a table the factory does not make is refused.
 
 A restarted reverb node keeps its doors (remembered in the program's address book):
 the same Unix socket path and the same gateway port, so the ``reverb.Client``s,
@@ -37,11 +50,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
 import shutil
+import tarfile
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -135,18 +151,22 @@ class ReverbServer:
     ) -> None:
         self._dir = None if checkpoint_dir is None else Path(checkpoint_dir).resolve()
         self._every_s = checkpoint_every_s
-        if self._dir is not None:
-            self._dir.mkdir(parents=True, exist_ok=True)
-            # The server loads the newest checkpoint in this directory, if any, at start.
-            path = str(self._dir)
-        else:  # never made: nothing loads from it, and checkpoint() refuses (a
-            # reverb.Client's checkpoint() writes there: removed when the node ends)
-            path = os.path.join(tempfile.gettempdir(), f"topo-reverb-unused-{uuid.uuid4().hex}")
-        self._scratch = path if self._dir is None else None
+        self._saving = threading.Lock()  # one checkpoint at a time: Reverb keeps the newest
         program = maybe_current_program()
         self._host = program.bind_host if program is not None else "127.0.0.1"
         key, earlier = remembered_doors(self._host)
         self._own_dir, unix_path = self._unix_path(program, earlier.get("unix"))
+        # The node's own space for snapshots, beside its socket (in a 0700 directory that
+        # is removed with the node or the run); emptied of an earlier attempt's leftovers.
+        self._space = unix_path + ".state"
+        shutil.rmtree(self._space, ignore_errors=True)
+        os.mkdir(self._space, 0o700)
+        if self._dir is not None:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            # The server loads the newest checkpoint in this directory, if any, at start.
+            path = str(self._dir)
+        else:  # made by the first save(): empty at the start, nothing loads from it
+            path = os.path.join(self._space, "checkpoints")
         listener = None
         if program is not None and program.ipc_dir is None:  # peers on other hosts
             port = int(earlier.get("port") or 0)
@@ -171,12 +191,18 @@ class ReverbServer:
         try:
             self._jail = Jail(spec)
         except JailError:
+            shutil.rmtree(self._space, ignore_errors=True)
             self._remove_own_dir()
             raise
         self._doors: dict[str, Any] = {"host": self._host, "unix": unix_path}
         if listener is not None:
             self._doors.update(port=port, gateway=tcp_endpoint(self._host, port))
         self._doors["isolated"] = self._jail.isolated is None
+        self._warn_if_open()
+        remember_doors(key, self._doors)
+
+    def _warn_if_open(self) -> None:
+        """Say so when the server could not be isolated: its port is open."""
         if self._jail.isolated is not None:
             node = current_node_info()
             print(
@@ -185,7 +211,6 @@ class ReverbServer:
                 "open to every host and local user that can reach this host",
                 flush=True,
             )
-        remember_doors(key, self._doors)
 
     def _unix_path(self, program: ProgramContext | None, earlier: str | None) -> tuple[str, str]:
         """(directory to remove at the end or "", socket path) of the Unix door."""
@@ -211,7 +236,40 @@ class ReverbServer:
         """Write a checkpoint now; returns its path (needs ``checkpoint_dir``)."""
         if self._dir is None:
             raise RuntimeError("this reverb node has no checkpoint dir (checkpoint: {dir: ...})")
-        return str(self._jail.request("checkpoint")["path"])
+        with self._saving:
+            return os.path.realpath(self._jail.request("checkpoint")["path"])
+
+    def save(self) -> bytes:
+        """The replay's state for a snapshot: a Reverb checkpoint taken now, as the bytes
+        of a tar (see the module's docstring)."""
+        with self._saving:
+            path = os.path.realpath(self._jail.request("checkpoint")["path"])
+            try:
+                return _packed(path, self._space)
+            finally:
+                if self._dir is None:  # a scratch copy: the state holds it now
+                    shutil.rmtree(path, ignore_errors=True)
+
+    def restore(self, state: bytes) -> None:
+        """Serve the tables of a ``save()`` state from now on (its items replace what the
+        server holds), behind the same doors."""
+        work = tempfile.mkdtemp(prefix="restore-", dir=self._space)
+        try:
+            checkpoint = _unpacked(state, work)
+            root = os.path.join(self._space, f"root-{uuid.uuid4().hex[:8]}")
+            with self._saving:
+                try:
+                    answer = self._jail.request("restore", checkpoint=checkpoint, root=root)
+                except JailError:
+                    raise
+                except RuntimeError as exc:
+                    raise ValueError(
+                        f"the reverb node could not load the tables of its saved state: {exc}"
+                    ) from None
+            self._jail.port = int(answer["port"])
+            self._warn_if_open()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def run(self) -> None:
         """Serve until the program stops, checkpointing periodically and at the stop."""
@@ -229,10 +287,45 @@ class ReverbServer:
             self._jail.request("release")
         finally:
             self._jail.stop()
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+            shutil.rmtree(self._space, ignore_errors=True)
             self._remove_own_dir()
 
     def _remove_own_dir(self) -> None:
         if self._own_dir:
             shutil.rmtree(self._own_dir, ignore_errors=True)
+
+
+STATE_DIR = "checkpoint"  # the one directory in a reverb node's state (a tar)
+
+
+def _packed(checkpoint: str, space: str) -> bytes:
+    """The Reverb checkpoint directory ``checkpoint`` as the bytes of a tar, built in a
+    file of ``space`` so that memory holds the result once."""
+    fd, tar_path = tempfile.mkstemp(suffix=".tar", dir=space)
+    try:
+        with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w") as tar:
+            tar.add(checkpoint, arcname=STATE_DIR)
+        return Path(tar_path).read_bytes()
+    finally:
+        os.unlink(tar_path)
+
+
+def _unpacked(state: Any, into: str) -> str:
+    """Unpack a ``save()`` state under ``into``; the checkpoint directory's path. A
+    clear error for anything else (not bytes, not a tar, no complete checkpoint)."""
+    what = "a reverb node's state is the bytes of a tar of a Reverb checkpoint (its save())"
+    if not isinstance(state, bytes | bytearray | memoryview):
+        raise ValueError(f"{what}; got {type(state).__name__}")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(state), mode="r:") as tar:
+            names = tar.getnames()
+            stray = [n for n in names if n != STATE_DIR and not n.startswith(STATE_DIR + "/")]
+            if stray or f"{STATE_DIR}/DONE" not in names:
+                raise ValueError(
+                    f"{what}; this one holds no complete checkpoint "
+                    f"({'unexpected ' + repr(stray[:3]) if stray else 'no DONE mark'})"
+                )
+            tar.extractall(into, filter="data")
+    except tarfile.TarError as exc:
+        raise ValueError(f"{what}; this one is not a readable tar ({exc})") from None
+    return os.path.join(into, STATE_DIR)

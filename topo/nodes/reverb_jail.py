@@ -130,13 +130,13 @@ class Jail:
             raise JailError("the reverb server's process ended")
         return dict(json.loads(data))
 
-    def request(self, op: str, timeout_s: float | None = None) -> dict[str, Any]:
-        """Ask the child to do ``op`` (``checkpoint``, ``release``); its answer."""
+    def request(self, op: str, timeout_s: float | None = None, **args: str) -> dict[str, Any]:
+        """Ask the child to do ``op`` (``checkpoint``, ``restore``, ``release``); its answer."""
         with self._lock:
             if self._ended:
                 raise JailError("the reverb server's process ended")
             try:
-                self._control.send(json.dumps({"op": op}).encode())
+                self._control.send(json.dumps({"op": op, **args}).encode())
             except OSError as exc:
                 self._ended = True
                 raise JailError("the reverb server's process ended") from exc
@@ -270,11 +270,8 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
         from topo.runtime.rights import node_acceptor
         from topo.runtime.streams import Gateway
 
-        tables = _build_tables(spec)
-        port = _free_port()  # in a namespace of our own every port is free
-        checkpointer = reverb.checkpointers.DefaultCheckpointer(spec.checkpoint_path)
-        server = reverb.Server(tables, port=port, checkpointer=checkpointer)
-        relay = UnixRelay(spec.unix_path, port)
+        served = _Served(spec, reverb.checkpointers.DefaultCheckpointer(spec.checkpoint_path))
+        relay = UnixRelay(spec.unix_path, served.port)
         gateway = None
         if spec.listener is not None and spec.keys is not None:
             keys = spec.keys
@@ -283,8 +280,7 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
     except BaseException:
         control.send(json.dumps({"error": traceback.format_exc()}).encode())
         return 1
-    client = reverb.Client(f"127.0.0.1:{port}")
-    control.send(json.dumps({"port": port, "why_not_isolated": why_not}).encode())
+    control.send(json.dumps({"port": served.port, "why_not_isolated": why_not}).encode())
     try:
         while os.getppid() == parent:
             ready, _, _ = select.select([control], [], [], 0.5)
@@ -293,14 +289,20 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
             data = control.recv(1 << 16)
             if not data:
                 break
-            op = json.loads(data).get("op")
+            message = json.loads(data)
+            op = message.get("op")
             if op == "stop":
                 break
             try:
                 if op == "checkpoint":
-                    answer: dict[str, Any] = {"path": str(client.checkpoint())}
+                    answer: dict[str, Any] = {"path": str(served.client.checkpoint())}
+                elif op == "restore":
+                    old, served = served, _restored(spec, message["checkpoint"], message["root"])
+                    relay.retarget(served.port)  # the doors stay, they lead to the new one
+                    old.server.stop()
+                    answer = {"port": served.port}
                 elif op == "release":
-                    _release_writers(tables, client)
+                    _release_writers(served.tables, served.client)
                     doors = [relay] if gateway is None else [relay, gateway]
                     _wait_quiet(doors)
                     answer = {}
@@ -313,8 +315,53 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
         if gateway is not None:
             gateway.close()
         relay.close()
-        server.stop()
+        served.server.stop()
     return 0
+
+
+class _Served:  # pragma: no cover - runs in the child
+    """The Reverb server the child runs now (a restore replaces it) and a client of it."""
+
+    def __init__(self, spec: JailSpec, checkpointer: Any) -> None:
+        import reverb
+
+        self.tables = _build_tables(spec)
+        self.port = _free_port()  # in a namespace of our own every port is free
+        self.server = reverb.Server(self.tables, port=self.port, checkpointer=checkpointer)
+        self.client = reverb.Client(f"127.0.0.1:{self.port}")
+
+
+def _restored(spec: JailSpec, checkpoint: str, root: str) -> _Served:  # pragma: no cover
+    """A new server holding the tables of the Reverb checkpoint directory ``checkpoint``
+    that then checkpoints where the node's always did (``spec.checkpoint_path``).
+
+    Reverb loads the newest checkpoint under its checkpointer's root, and a given one
+    (its fallback) only when that root holds none; the node's own root may hold a newer
+    one than the snapshot's. So the server's root is ``root``, a symbolic link: to an
+    empty directory while the server loads, to the node's root from then on."""
+    import reverb
+
+    empty = root + ".empty"
+    os.mkdir(empty, 0o700)
+    try:
+        os.symlink(empty, root)
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(
+            root, fallback_checkpoint_path=checkpoint
+        )
+        served = None
+        try:
+            served = _Served(spec, checkpointer)
+            os.makedirs(spec.checkpoint_path, exist_ok=True)
+            os.symlink(spec.checkpoint_path, root + ".next")
+            os.replace(root + ".next", root)
+        except BaseException:
+            if served is not None:
+                served.server.stop()
+            os.unlink(root)
+            raise
+    finally:
+        os.rmdir(empty)
+    return served
 
 
 def _wait_quiet(doors: list[Any], quiet_s: float = 0.5, within_s: float = DRAIN_S) -> None:
