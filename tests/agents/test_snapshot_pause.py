@@ -76,10 +76,11 @@ def held_still(read: Callable[[], Any], node_id: str) -> Any:
     return first
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+def wait_until(condition: Callable[[], bool], timeout: float = 180.0) -> None:
+    """Wait for ``condition`` (JAX compiles first: minutes on a loaded 2-core machine)."""
     end = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < end, "timed out"
+        assert time.monotonic() < end, f"timed out after {timeout}s"
         time.sleep(0.05)
 
 
@@ -101,14 +102,14 @@ def test_an_offline_learner_is_held_between_steps_and_goes_on_after(
         learner._stop = stop
         learner.run()
 
-    node = NodeThread("learner", loop)
+    node = NodeThread("offline-learner", loop)
     try:
         wait_until(lambda: learner.steps >= 20)
-        steps = held_still(lambda: learner.steps, "learner")
+        steps = held_still(lambda: learner.steps, "offline-learner")
         state = learner.save()  # what a snapshot takes while the node is held
         assert state["steps"] == steps
         assert counter.get_counts()["learner_steps"] == steps  # sent before it held
-        gate_of("learner").resume()
+        gate_of("offline-learner").resume()
         wait_until(lambda: learner.steps > steps + 10)
     finally:
         node.close()
@@ -246,16 +247,16 @@ def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
     fill(client, table, 40, seed=0)
     counter = Counter()
     learner = agents.dqn.Learner(0, Replay(server, client), counter, batch_size=8)
-    node = NodeThread("learner", lambda stop: learner.run())
+    node = NodeThread("dqn-learner", lambda stop: learner.run())
     try:
         wait_until(lambda: learner.steps >= 3)
         time.sleep(1.5)  # the samples the limiter allows are used up
         waiting = learner.steps
         time.sleep(0.5)
         assert learner.steps == waiting  # the sampler waits on the limiter
-        steps = held_still(lambda: learner.save()["steps"], "learner")
+        steps = held_still(lambda: learner.save()["steps"], "dqn-learner")
         assert counter.get_counts()["learner_steps"] == steps == learner.steps
-        gate_of("learner").resume()
+        gate_of("dqn-learner").resume()
         fill(client, table, 40, seed=1)  # more inserts: more samples allowed
         wait_until(lambda: learner.steps > steps)
     finally:
@@ -281,7 +282,7 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
         NodeThread("trainer", lambda stop: trainer.run()),
     ]
     try:
-        wait_until(lambda: trainer.steps >= 3, timeout=120)
+        wait_until(lambda: trainer.steps >= 3)
         states = {
             "executor": held_still(executor.save, "executor"),
             "trainer": held_still(lambda: trainer.save()["steps"], "trainer"),
@@ -292,7 +293,7 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
         assert counts["trainer_steps"] == states["trainer"]
         gate_of("executor").resume()
         gate_of("trainer").resume()
-        wait_until(lambda: trainer.steps > states["trainer"] + 2, timeout=120)
+        wait_until(lambda: trainer.steps > states["trainer"] + 2)
     finally:
         for node in nodes:
             node.stop.set()
