@@ -177,15 +177,39 @@ def int_seed(random_key: Any) -> int:
     return int(np.random.SeedSequence(key_seed(random_key)).generate_state(1)[0] >> 1)
 
 
-def batches(data: Episodes, batch_size: int, seed: Any = 0) -> Iterator[Batch]:
-    """Endless minibatches of transitions drawn uniformly (with replacement) from ``data``."""
-    rng = np.random.default_rng(seed)
-    episode_return = data.episode_return.astype(np.float32)[data.episode]
-    while True:
-        index = rng.integers(0, len(data), size=batch_size)
-        batch = {k: getattr(data, k)[index] for k in FIELDS}
-        batch["episode_return"] = episode_return[index]
-        yield batch
+class Batches:
+    """Endless minibatches of transitions drawn uniformly (with replacement) from ``data``.
+    ``save()``/``restore()`` give and set where its random stream is, so a learner
+    restored from a snapshot draws the batches the saved one would have drawn next."""
+
+    def __init__(self, data: Episodes, batch_size: int, seed: Any = 0) -> None:
+        self._data = data
+        self._size = batch_size
+        self._rng = np.random.default_rng(seed)
+        self._episode_return = data.episode_return.astype(np.float32)[data.episode]
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        index = self._rng.integers(0, len(self._data), size=self._size)
+        batch = {k: getattr(self._data, k)[index] for k in FIELDS}
+        batch["episode_return"] = self._episode_return[index]
+        return batch
+
+    def save(self) -> dict[str, Any]:
+        """Where the draws are (the generator's state)."""
+        return dict(self._rng.bit_generator.state)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Draw on from where a saved iterator was."""
+        self._rng.bit_generator.state = dict(state)
+
+
+def batches(data: Episodes, batch_size: int, seed: Any = 0) -> Batches:
+    """Endless minibatches of transitions drawn uniformly (with replacement) from ``data``
+    (an iterator whose position a snapshot keeps)."""
+    return Batches(data, batch_size, seed)
 
 
 def load_or_record(path: str | Path | None, episodes: int, seed: int) -> Episodes:

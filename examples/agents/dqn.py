@@ -6,13 +6,18 @@
   ``learner_steps``; peers call ``get_variables``/``save``/``restore``. A secondary
   learner (``primary_learner`` set) starts from the primary's state and keeps syncing its
   parameters from it, serving ``get_variables`` to spread the actors' load.
-- :class:`Actor`: epsilon-greedy (Ape-X epsilons per actor) on CartPole, writes
-  transitions into Reverb, refreshes its parameters without blocking, counts
-  ``actor_steps``.
+- :class:`Actor` (in :mod:`examples.agents.dqn_actor`): epsilon-greedy (Ape-X epsilons
+  per actor) on CartPole, writes transitions into Reverb, refreshes its parameters
+  without blocking, counts ``actor_steps``.
 - :class:`Evaluator`: the greedy policy every few seconds; prints and logs the mean return
   and prints ``final evaluation return: X`` when the program stops.
 - :class:`ModelSaver`: snapshots the learner's parameters as ``.npz`` files.
   (These two live in :mod:`examples.agents.dqn_eval`.)
+
+Every node is snapshot-ready (issue 29): ``save()``/``restore()`` carry its learning
+state as numpy, its loops pass ``topo.pausepoint()`` between steps, and its waits on
+other nodes (Reverb samples and inserts a rate limiter holds, parameter fetches) are
+inside ``topo.pausable()``, so a snapshot holds the whole program at one point.
 
 No JAX runs at import (see :mod:`examples.agents.dqn_core`); nothing is shared between
 nodes at module level, so several nodes can run as threads of one process.
@@ -30,44 +35,45 @@ from typing import Any
 
 import jax
 import numpy as np
-import tensorflow as tf
 
 import topo
-from examples.agents.common import (
-    StopAware,
-    Stopping,
-    VariableClient,
-    make_environment,
-    until_stopped,
-)
+from examples.agents.common import StopAware, Stopping
+from examples.agents.dqn_actor import Actor
 from examples.agents.dqn_core import (
     TABLE,
-    NStep,
-    apex_epsilon,
-    epsilon_greedy,
     flat_batch,
     initial_state,
     make_network,
     make_optimizer,
     make_replay_tables,
     make_sgd_step,
-    numpy_layers,
     replay_dataset,
     seed_of,
 )
 from examples.agents.dqn_eval import Evaluator, ModelSaver
+from examples.agents.node_state import fill_tree, node_thread, numpy_leaves, pause_step
 from examples.agents.priorities import PrioritySender
 from topo.nodes import Counter
 
 __all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
 log = logging.getLogger("examples.agents.dqn")
-FLUSH_AT_STOP_S = 3.0  # an actor waits this long at most for its last items' confirmation
+PRIORITIES_FLUSH_S = 5.0  # at a snapshot, how long the learner waits for its priorities
 VARIABLE_NAMES = ("policy", "params")  # names get_variables answers with the online params
 
 
 class Learner:
     """The DQN learner (see the module docstring). ``replay`` may be None for a learner
-    driven by hand through :meth:`update` (tests)."""
+    driven by hand through :meth:`update` (tests).
+
+    Snapshots: :meth:`save` is its whole training state (online and target parameters,
+    the optimiser's state, the step count; its update has no randomness of its own).
+    Pause points: between two updates (where the counter is sent its batched steps and
+    the new priorities are sent to the replay first; the wait for the sampler's next
+    batch is a short poll that passes it), in the sampler thread between two batches,
+    in a secondary's sync loop; the sampler's Reverb sample, its hand-over of a batch
+    and a secondary's fetch from the primary are pausable waits. The priority
+    sender thread only sends what the learner hands it and is flushed before the learner
+    holds, so it takes no part."""
 
     def __init__(
         self,
@@ -122,18 +128,22 @@ class Learner:
         return out
 
     def save(self) -> dict[str, Any]:
-        """The whole training state as numpy (params, target, optimizer state, steps)."""
+        """The whole training state as numpy arrays: the leaves of (params, target params,
+        optimizer state, step) in order, and the step count."""
         with self._lock:
-            state = self._state
-        return {"state": jax.device_get(state._asdict()), "steps": self.steps}
+            state, steps = self._state, self.steps
+        return {"state": numpy_leaves(state), "steps": steps}
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Continue from a state that :meth:`save` returned."""
-        fields = dict(saved["state"])
+        """Continue from a state that :meth:`save` returned: the next update is the one the
+        saved learner would have made next. A state of a learner with other network sizes
+        or another optimiser is refused (``ValueError`` naming the misfit)."""
+        state = fill_tree(self._state, list(saved["state"]), "DQN learner")
         with self._lock:
-            self._state = type(self._state)(**jax.tree_util.tree_map(jax.numpy.asarray, fields))
-            self.steps = int(saved.get("steps", int(fields["steps"])))
+            self._state = state
+            self.steps = int(saved["steps"])
             self._version += 1
+        self._counter.restore({"steps": self.steps})
 
     # -- learning ------------------------------------------------------------------------
 
@@ -193,16 +203,13 @@ class Learner:
         if self._replay is None:
             raise RuntimeError("this learner has no replay to learn from")
         batches: queue.Queue[Any] = queue.Queue(maxsize=2)
-        threading.Thread(
-            target=self._sample_loop,
-            args=(self._replay.address(), stop, batches),
-            name="dqn-sampler",
-            daemon=True,  # a sample call stuck on a stopped replay must not hold the exit
-        ).start()
+        # A daemon: a sample call stuck on a stopped replay must not hold the exit.
+        node_thread(self._sample_loop, "dqn-sampler", self._replay.address(), stop, batches)
         started, steps_then = time.monotonic(), self.steps
         while not stop.is_set():
-            try:
-                sample = batches.get(timeout=0.5)
+            pause_step(self._counter, self._flush_priorities)
+            try:  # a short wait, not a pausable one: held only above, its counts sent
+                sample = batches.get(timeout=0.05)
             except queue.Empty:
                 continue
             if isinstance(sample, BaseException):
@@ -221,20 +228,30 @@ class Learner:
             learner_steps = counts.get("learner_steps", self.steps)
             self._logger.write({"loss": loss, "learner_steps": learner_steps, "steps_per_s": rate})
 
+    def _flush_priorities(self) -> None:
+        """Wait (a few seconds at most) until the new priorities handed over so far are in
+        the replay: at a snapshot the replay then holds the priorities of the learner's
+        step."""
+        if self._priorities is not None:
+            self._priorities.flush(PRIORITIES_FLUSH_S)
+
     def _sample_loop(self, address: str, stop: threading.Event, out: queue.Queue[Any]) -> None:
         """Feed ``out`` with sampled batches (overlapping sampling with the update) until the
-        stop; an error that is not the replay going away at the stop is handed on."""
+        stop; an error that is not the replay going away at the stop is handed on. Its waits
+        (the rate limiter, a full ``out``) are pausable: a snapshot holds it between them."""
         try:
             iterator = replay_dataset(address, self._batch_size)
             while not stop.is_set():
+                topo.pausepoint()
                 try:
-                    sample = next(iterator)
+                    with topo.pausable():
+                        sample = next(iterator)
                 except StopIteration:  # the rate limiter held samples back: retry
                     if not stop.is_set():
                         iterator = replay_dataset(address, self._batch_size)
                     continue
                 while not stop.is_set():
-                    with contextlib.suppress(queue.Full):
+                    with contextlib.suppress(queue.Full), topo.pausable():
                         out.put(sample, timeout=0.5)
                         break
         except Exception as exc:
@@ -242,9 +259,13 @@ class Learner:
                 out.put(exc)
 
     def _follow_primary(self, stop: threading.Event) -> None:
-        while not stop.wait(self._sync_every_s):
+        while True:
+            topo.pausepoint()
             try:
-                [params] = self._primary.get_variables(["params"])
+                with topo.pausable():  # a wait, then a fetch from the primary
+                    if stop.wait(self._sync_every_s):
+                        break
+                    [params] = self._primary.get_variables(["params"])
             except Exception:
                 if stop.is_set():
                     break
@@ -264,133 +285,3 @@ class Learner:
         with self._lock:
             self._numpy = (version, params)
         return params
-
-
-class Actor:
-    """Acts epsilon-greedily on CartPole and writes n-step transitions into the replay.
-
-    ``epsilon`` None gives Ape-X's per-actor value (:func:`dqn_core.apex_epsilon` of
-    ``actor_id`` among ``num_actors``). It asks its variable client for an update every
-    step; the client fetches from ``variable_source`` in the background every
-    ``update_period`` steps, and the actor acts on new parameters from the step after
-    they arrive."""
-
-    def __init__(
-        self,
-        random_key: Any,
-        replay: Any,
-        variable_source: Any,
-        counter: Any,
-        actor_id: int = 0,
-        *,
-        num_actors: int = 1,
-        epsilon: float | None = None,
-        n_step: int = 3,
-        discount: float = 0.99,
-        update_period: int = 100,
-        log_every_s: float = 1.0,
-    ) -> None:
-        seed = seed_of(random_key)
-        self.actor_id = actor_id
-        self.epsilon = apex_epsilon(actor_id, num_actors) if epsilon is None else epsilon
-        self._replay = replay
-        self._env = make_environment(seed)
-        self._rng = np.random.default_rng(seed)
-        self._variables = VariableClient(variable_source, update_period, key="policy")
-        self._counter = Counter(None if counter is None else StopAware(counter), "actor")
-        self._nstep = NStep(n_step, discount)
-        self._logger = topo.metrics.logger("actor", every_s=log_every_s)
-        self._layers_of: Any = None  # the params self._layers were converted from
-        self._layers: list[tuple[np.ndarray, np.ndarray]] = []
-        self.steps = 0
-        self.episodes = 0
-
-    def run(self) -> None:
-        """Act until the program stops."""
-        self.run_loop(topo.stop_event())
-
-    def run_loop(self, stop: threading.Event, max_steps: int | None = None) -> None:
-        """The actor loop, also usable outside topo (``stop`` is any event): episodes until
-        ``stop`` is set or ``max_steps`` steps were taken. At the stop the replay and the
-        counter go away with the program: writes refused then end the loop quietly, and
-        nothing is counted after the stop (a call to a stopped counter would wait)."""
-        self._variables.update(wait=True)  # the first fetch blocks, as in Acme
-        started = time.monotonic()
-        writer = self._replay.writer(max_sequence_length=1)
-        try:
-            while not stop.is_set() and (max_steps is None or self.steps < max_steps):
-                length, total = self._episode(writer, stop)
-                self.steps += length
-                self.episodes += 1
-                if stop.is_set():
-                    break
-                counts = self._counter.increment(steps=length, episodes=1)
-                self._logger.write(
-                    {
-                        "episode_return": total,
-                        "episode_length": length,
-                        "epsilon": self.epsilon,
-                        "steps": counts.get("actor_steps", self.steps),
-                        "steps_per_s": self.steps / max(time.monotonic() - started, 1e-9),
-                    }
-                )
-        except (RuntimeError, tf.errors.OpError):
-            if not stop.is_set():
-                raise
-        finally:
-            self._close(writer, stop)
-
-    def _close(self, writer: Any, stop: threading.Event) -> None:
-        """Flush, then close the writer. Items sent but not yet confirmed when a Reverb
-        writer closes are reported as lost (``DATA_LOSS`` on the console): wait for their
-        confirmation first, which at the stop the replay gives by releasing writers its
-        rate limiter holds back; a flush still waiting after ``FLUSH_AT_STOP_S`` is
-        abandoned with the writer (the replay is gone)."""
-        if stop.is_set():
-            flushed = until_stopped(lambda: writer.flush() or True, _Deadline(FLUSH_AT_STOP_S))
-            if flushed is None:
-                return  # a close now would wait on the same confirmations
-        try:
-            writer.close(retry_on_unavailable=not stop.is_set())
-        except (RuntimeError, tf.errors.OpError):
-            if not stop.is_set():
-                raise
-
-    def _policy(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The layers to act with: the variable client's latest parameters, converted to
-        numpy once each time new ones arrive."""
-        params = self._variables.params
-        if params is not self._layers_of:
-            self._layers_of, self._layers = params, numpy_layers(params)
-        return self._layers
-
-    def _episode(self, writer: Any, stop: threading.Event) -> tuple[int, float]:
-        observation, _ = self._env.reset()
-        length, total = 0, 0.0
-        while True:
-            action = epsilon_greedy(self._policy(), observation, self.epsilon, self._rng)
-            next_obs, reward, terminated, truncated, _ = self._env.step(action)
-            for transition in self._nstep.add(
-                observation, action, float(reward), next_obs, terminated, truncated
-            ):
-                writer.append(transition)
-                writer.create_item(TABLE, 1, 1.0)  # new items get top priority at first
-            self._variables.update()
-            observation = next_obs
-            length += 1
-            total += float(reward)
-            if terminated or truncated or stop.is_set():
-                return length, total
-
-
-class _Deadline(threading.Event):
-    """An event that is set ``seconds`` from now (a bound for :func:`until_stopped`)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self._end = time.monotonic() + seconds
-
-    def is_set(self) -> bool:
-        if not super().is_set() and time.monotonic() >= self._end:
-            self.set()
-        return super().is_set()

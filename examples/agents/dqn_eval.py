@@ -21,6 +21,7 @@ from examples.agents.common import (
     run_episode,
 )
 from examples.agents.dqn_core import numpy_layers, numpy_q_values, seed_of
+from examples.agents.node_state import pause_step
 
 
 class Evaluator:
@@ -28,7 +29,13 @@ class Evaluator:
     prints the mean return with the actor steps at that time, and once more when the
     program stops (``final evaluation return: X``). The stop cuts an evaluation under way
     short after its current episode; the final one plays what fits in ``final_within_s``
-    (at least one episode), well inside the stop's grace period even on a busy machine."""
+    (at least one episode), well inside the stop's grace period even on a busy machine.
+
+    Snapshots: the episode seeds of an evaluation follow from the evaluations made so
+    far, so :meth:`save` keeps their returns; a restored evaluator plays the seeds the
+    saved one would have played next. Pause points: between two evaluation episodes and
+    between two evaluations; the wait between evaluations and the fetches of the
+    learner's parameters and the counts are pausable waits."""
 
     def __init__(
         self,
@@ -67,6 +74,7 @@ class Evaluator:
         seeds = self._seed + 1000 * len(self.returns)
         results: list[float] = []
         for i in range(self._episodes):
+            pause_step()
             if results and (
                 (end is not None and time.monotonic() >= end) or (stop and stop.is_set())
             ):
@@ -79,10 +87,14 @@ class Evaluator:
         """Evaluate periodically until the program stops, then a last time."""
         stop = topo.stop_event()
         started = time.monotonic()
-        while not stop.wait(self._every_s):
+        while True:
+            pause_step()
             try:
-                self._params = self._fetch(timeout=60.0)
-                counts = self._counter.get_counts()
+                with topo.pausable():  # waits, then calls to the learner and the counter
+                    if stop.wait(self._every_s):
+                        break
+                    self._params = self._fetch(timeout=60.0)
+                    counts = self._counter.get_counts()
             except Exception:
                 if stop.is_set():  # the learner or the counter stopped first
                     break
@@ -91,6 +103,14 @@ class Evaluator:
             if not stop.is_set():
                 self._report(mean, counts, time.monotonic() - started)
         self.final()
+
+    def save(self) -> dict[str, Any]:
+        """The returns of the evaluations made (they set the next episode seeds)."""
+        return {"returns": list(self.returns)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue after the evaluations of a saved evaluator."""
+        self.returns = [float(r) for r in state["returns"]]
 
     def final(self) -> float | None:
         """The last evaluation, at the stop: the newest parameters the learner still gives
@@ -138,7 +158,11 @@ class Evaluator:
 class ModelSaver:
     """Snapshots the learner's parameters every ``every_s`` seconds and at the stop, as
     ``params_<n>.npz`` (keys ``layer/w``) in ``directory`` (relative: the node's working
-    directory)."""
+    directory).
+
+    Snapshots: :meth:`save` keeps how many files it wrote, so a resumed saver numbers
+    its files on instead of writing over the first ones. Pause points: between two
+    files; the wait and the fetch of the parameters are pausable waits."""
 
     def __init__(
         self, variable_source: Any, *, directory: str = "snapshots", every_s: float = 10.0
@@ -152,11 +176,16 @@ class ModelSaver:
     def save_now(self, timeout: float = 60.0, final: bool = False) -> Path:
         """Fetch the parameters and write one snapshot; its path. A fetch under way when
         the program stops is given up (``Stopping``), but for the ``final`` one."""
+        [params] = self._fetch(timeout, final)
+        return self._write(params)
+
+    def _fetch(self, timeout: float = 60.0, final: bool = False) -> Any:
         future = self._source.futures.get_variables(["policy"])
         if final:
-            [params] = future.result(timeout=timeout)
-        else:
-            [params] = result_unless_stopped(future, self._stop, timeout)
+            return future.result(timeout=timeout)
+        return result_unless_stopped(future, self._stop, timeout)
+
+    def _write(self, params: Any) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"params_{len(self.saved):05d}.npz"
         flat = {
@@ -166,14 +195,27 @@ class ModelSaver:
         self.saved.append(path)
         return path
 
+    def save(self) -> dict[str, Any]:
+        """The files written so far (their paths)."""
+        return {"saved": [str(p) for p in self.saved]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Number the next file after those a saved saver wrote."""
+        self.saved = [Path(p) for p in state["saved"]]
+
     def run(self) -> None:
         """Snapshot periodically until the program stops, then once more if possible."""
         stop = topo.stop_event()
-        while not stop.wait(self._every_s):
+        while True:
+            pause_step()
             try:
-                self.save_now()
+                with topo.pausable():  # a wait, then a fetch from the learner
+                    if stop.wait(self._every_s):
+                        break
+                    [params] = self._fetch()
             except Stopping:
                 break
+            self._write(params)
         try:
             self.save_now(timeout=2.0, final=True)
         except Exception as exc:  # the learner went away first

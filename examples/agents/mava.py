@@ -13,6 +13,11 @@
   the return divided by the best return possible given who was interrogated when.
 
 Nodes take ``counter`` as None when the topology has no counter (Mava's checkpoint off).
+
+Snapshot-ready (issue 29): the trainer and the executors ``save()``/``restore()`` their
+learning state; every loop passes ``topo.pausepoint()`` between steps and the waits on
+other nodes (samples from the queue while it is empty, inserts while it is full, the
+first parameter fetch) are inside ``topo.pausable()``.
 """
 
 from __future__ import annotations
@@ -31,8 +36,16 @@ import numpy as np
 import reverb
 
 import topo
-from examples.agents.common import StopAware, Stopping, VariableClient, until_stopped
+from examples.agents.common import StopAware, Stopping, VariableClient
 from examples.agents.dial import FIELDS, Config, Episode, Learning, make_learning, play_batch
+from examples.agents.node_state import (
+    fill_tree,
+    numpy_leaves,
+    pause_step,
+    rng_state,
+    set_rng_state,
+    wait_pausing,
+)
 from examples.agents.switch import SwitchGame, oracle_return
 from topo.nodes import Counter
 
@@ -47,7 +60,13 @@ def make_replay_tables(max_size: int = 128) -> list[reverb.Table]:
 
 
 class Trainer:
-    """DIAL's learner: whole episodes from the replay, one jitted update per batch."""
+    """DIAL's learner: whole episodes from the replay, one jitted update per batch.
+
+    Snapshots: :meth:`save` is its training state (parameters, target parameters, the
+    optimiser's state, the step; the update has no randomness of its own: the DRU noise
+    comes with the episodes). Pause points: between two updates and while a sample from
+    the queue waits for the executors to fill it (the counter is sent its batched steps
+    first); the wait for the first batch is pausable."""
 
     def __init__(
         self,
@@ -71,19 +90,56 @@ class Trainer:
         self._learning: Learning | None = None
         self._state: Any = None
         self._lock = threading.Lock()
+        self._setup_lock = threading.Lock()
         self._ready = threading.Event()
         self._log = topo.metrics.logger("trainer", every_s=1.0)
         self.variable_requests = 0  # get_variables calls answered (what cachers save)
 
     def _setup(self) -> None:
-        # JAX runs here, in the node's own process, never at import (the fork server).
-        self._learning = make_learning(self._cfg)
-        self._state = self._learning.init(jax.random.PRNGKey(self._seed))
-        self._ready.set()
+        # JAX runs here, in the node's own process, never at import (the fork server);
+        # once, whoever comes first (run, or a restore or save before it).
+        with self._setup_lock:
+            if self._learning is not None:
+                return
+            self._learning = make_learning(self._cfg)
+            self._state = self._learning.init(jax.random.PRNGKey(self._seed))
+            self._ready.set()
+
+    @property
+    def steps(self) -> int:
+        """Updates made (restored ones included)."""
+        self._setup()
+        return int(self._state.steps)
+
+    def save(self) -> dict[str, Any]:
+        """The whole training state as numpy arrays (the leaves of params, target params,
+        optimiser state, step) and the step count."""
+        self._setup()
+        with self._lock:
+            state = self._state
+        return {"state": numpy_leaves(state), "steps": int(state.steps)}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from a ``save()``: the next update is the one the saved trainer would
+        have made next (refused, naming the misfit, for another network size)."""
+        self._setup()
+        state = fill_tree(self._state, list(saved["state"]), "DIAL trainer")
+        with self._lock:
+            self._state = state
+        self._counter.restore({"steps": int(saved["steps"])})
+
+    def update(self, batch: Episode) -> float:
+        """One DIAL update on ``batch``; its loss."""
+        self._setup()
+        assert self._learning is not None
+        state, loss = self._learning.update(self._state, batch)
+        with self._lock:
+            self._state = state
+        return float(loss)
 
     def get_variables(self, names: list[str] | None = None) -> list[Any]:
         """The current parameters as numpy trees, one per requested name (Acme/Mava style)."""
-        self._ready.wait()
+        self._setup()
         with self._lock:
             self.variable_requests += 1
             params = jax.device_get(self._state.params)
@@ -105,17 +161,18 @@ class Trainer:
         self._setup()
         assert self._learning is not None
         stop = topo.stop_event()
-        while self._replay_size() < self._batch_size:
-            if stop.wait(0.2):
-                return
+        with topo.pausable():
+            while self._replay_size() < self._batch_size:
+                if stop.wait(0.2):
+                    return
         start, steps = time.monotonic(), 0
         while not stop.is_set():
-            batch = until_stopped(self._sample, stop)
+            pause_step(self._counter)
+            # The queue holds a sample until executors filled it: held meanwhile.
+            batch = wait_pausing(self._sample, stop, self._counter)
             if batch is None:  # the program is stopping (a sample may hang on a closed replay)
                 return
-            state, loss = self._learning.update(self._state, batch)
-            with self._lock:
-                self._state = state
+            loss = self.update(batch)
             steps += 1
             try:
                 counts = self._counter.increment(steps=1)
@@ -123,7 +180,7 @@ class Trainer:
                 return
             self._log.write(
                 {
-                    "loss": float(loss),
+                    "loss": loss,
                     "trainer_steps": counts.get("trainer_steps", steps),
                     "steps_per_s": steps / max(time.monotonic() - start, 1e-9),
                     "variable_requests": self.variable_requests,
@@ -132,7 +189,14 @@ class Trainer:
 
 
 class Executor:
-    """Plays ε-greedy episodes and inserts them into the replay."""
+    """Plays ε-greedy episodes and inserts them into the replay.
+
+    Snapshots: :meth:`save` keeps its random stream (exploration and DRU noise), each
+    game's stream of who is interrogated, and its step and episode counts: a restored
+    executor plays the episodes the saved one would have played next. A round is counted
+    (its own counts and the counter's) once inserted, so they agree at every pause
+    point. Pause points: between two rounds and while an insert waits for room in the
+    full queue; the first (blocking) parameter fetch is pausable."""
 
     def __init__(
         self,
@@ -158,19 +222,50 @@ class Executor:
         self._round = max(1, episodes_per_round)
         self._seed = seed
         self._log = topo.metrics.logger("executor", every_s=1.0)
+        base = seed * 10_000 + 1000 * executor_id
+        self._games = [SwitchGame(num_agents, seed=base + i) for i in range(self._round)]
+        self._rng = np.random.default_rng(base)
+        self.steps = 0
+        self.episodes = 0
+
+    def save(self) -> dict[str, Any]:
+        """Where its random streams are, and its counts (small, numpy-free)."""
+        return {
+            "rng": rng_state(self._rng),
+            "games": [game.save() for game in self._games],
+            "steps": self.steps,
+            "episodes": self.episodes,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue the streams and counts of a saved executor (before ``run``)."""
+        if len(state["games"]) != len(self._games):
+            raise ValueError(
+                f"this checkpoint is of an executor playing {len(state['games'])} episodes a "
+                f"round; this one plays {len(self._games)} (episodes_per_round)"
+            )
+        set_rng_state(self._rng, state["rng"])
+        for game, game_state in zip(self._games, state["games"], strict=True):
+            game.restore(game_state)
+        self.steps, self.episodes = int(state["steps"]), int(state["episodes"])
+        self._counter.restore({"steps": self.steps, "episodes": self.episodes})
+
+    def play_round(self, learning: Learning) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """One round: ``episodes_per_round`` episodes side by side with the parameters held
+        now (its fields and returns, as ``play_batch``)."""
+        return play_batch(learning, self._variables.params, self._games, self._epsilon, self._rng)
 
     def run(self) -> None:
         """Act until the program stops: play ``episodes_per_round`` episodes side by side
         (one network call per day for all of them), insert them, refresh the parameters."""
         learning = make_learning(self._cfg)
-        base = self._seed * 10_000 + 1000 * self._id
-        games = [SwitchGame(self._cfg.num_agents, seed=base + i) for i in range(self._round)]
-        rng = np.random.default_rng(base)
-        self._variables.update(wait=True)
+        with topo.pausable():
+            self._variables.update(wait=True)
         stop = topo.stop_event()
         returns: list[float] = []
         while not stop.is_set():
-            data, totals = play_batch(learning, self._variables.params, games, self._epsilon, rng)
+            pause_step(self._counter)
+            data, totals = self.play_round(learning)
             for b in range(self._round):
                 item = [data[f][b] for f in FIELDS]
 
@@ -179,13 +274,14 @@ class Executor:
                     return True
 
                 # None: stopping while the full queue held the insert back.
-                if until_stopped(insert, stop) is None:
+                if wait_pausing(insert, stop, self._counter) is None:
                     return
             returns = [*returns, *totals.tolist()][-100:]
+            steps = int(data["mask"].sum())
+            self.steps += steps
+            self.episodes += self._round
             try:
-                counts = self._counter.increment(
-                    steps=int(data["mask"].sum()), episodes=self._round
-                )
+                counts = self._counter.increment(steps=steps, episodes=self._round)
             except Stopping:  # the counter may be gone
                 return
             self._variables.update()
@@ -200,7 +296,11 @@ class Executor:
 
 
 class Evaluator:
-    """Plays greedy episodes every ``every_s`` seconds and reports the normalised reward."""
+    """Plays greedy episodes every ``every_s`` seconds and reports the normalised reward.
+
+    Snapshots: nothing to keep (no ``save``/``restore``): every evaluation plays the same
+    schedules with the same seed, whatever came before. Pause point: between two
+    evaluations; the wait and the fetches of the parameters and counts are pausable."""
 
     def __init__(
         self,
@@ -253,9 +353,10 @@ class Evaluator:
             source = StopAware(source)
             counter = None if counter is None else StopAware(counter)
         try:
-            self._params = source.get_variables(["policy"])[0]
-            if counter is not None:
-                self._counts = counter.get_counts()
+            with topo.pausable():
+                self._params = source.get_variables(["policy"])[0]
+                if counter is not None:
+                    self._counts = counter.get_counts()
         except Stopping:
             return
         except (topo.PeerUnavailable, TimeoutError):
@@ -273,6 +374,10 @@ class Evaluator:
     def run(self) -> None:
         """Evaluate periodically, and once more when the program stops."""
         learning = make_learning(self._cfg)
-        while not topo.wait_for_stop(self._every_s):
+        while True:
+            topo.pausepoint()
+            with topo.pausable():
+                if topo.wait_for_stop(self._every_s):
+                    break
             self._once(learning, final=False)
         self._once(learning, final=True)

@@ -9,6 +9,10 @@ a mix of good, mediocre and random policies played; Acme's
 counter and serves ``get_variables``; ``Evaluator`` nodes play greedy episodes with its
 policy's parameters; an optional ``ModelSaver`` snapshots them to ``.npz`` files.
 
+Every node is snapshot-ready (issue 29): the learner's and the evaluator's ``save()``/
+``restore()`` carry their learning state, their loops pass ``topo.pausepoint()`` between
+steps and their waits on other nodes are inside ``topo.pausable()``.
+
 Importing this module imports jax/haiku/optax but runs no JAX computation (the procs
 backend forks from a process that imported it). Nothing is module-global per node:
 several nodes may share a process as threads.
@@ -16,11 +20,9 @@ several nodes may share a process as threads.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -31,8 +33,16 @@ import topo
 from examples.agents import offline_learners
 from examples.agents.common import Policy, VariableClient, make_environment, run_episode
 from examples.agents.demonstrations import Batch, int_seed, key_seed
+from examples.agents.node_state import fill_tree, numpy_leaves, pause_step
+from examples.agents.offline_saver import (
+    ModelSaver,
+    _node_id,
+    _stop_event,
+    _with_deadline,
+    load_snapshot,
+    save_snapshot,
+)
 from topo.nodes import Counter
-from topo.runtime import Handle
 from topo.targets import import_target
 
 Params = Any  # a haiku parameter tree: {module: {name: array}}
@@ -42,6 +52,7 @@ STOP_DEADLINE_S = 2.0  # RPCs made while the program stops: its peers may be gon
 COUNTER_DEADLINE_S = 4.0  # under the default 5 s stop grace period
 SHOWN = ("loss", "accuracy", "critic_loss", "mean_q_target")  # printed learner metrics
 RPC_ERRORS = (ConnectionError, TimeoutError)  # topo's PeerUnavailable, DeadlineExceeded
+__all__ = ["Evaluator", "Learner", "ModelSaver", "greedy_policy", "load_snapshot", "save_snapshot"]
 
 
 # -- the network ------------------------------------------------------------------------
@@ -70,26 +81,6 @@ def greedy_policy(params: Params) -> Policy:
 # -- helpers for node code ---------------------------------------------------------------
 
 
-def _stop_event() -> threading.Event:
-    """The program's stop event; a private one outside a topo program (tests, scripts)."""
-    try:
-        return topo.stop_event()
-    except RuntimeError:
-        return threading.Event()
-
-
-def _node_id(default: str) -> str:
-    try:
-        return topo.current_node().id
-    except RuntimeError:
-        return default
-
-
-def _with_deadline(peer: Any, seconds: float) -> Any:
-    """``peer`` with calls limited to ``seconds`` when it is a topo handle."""
-    return peer.with_timeout(seconds) if isinstance(peer, Handle) else peer
-
-
 def to_numpy(tree: Any) -> Any:
     """A copy of a JAX tree as numpy arrays (what travels over RPC and into snapshots)."""
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
@@ -102,7 +93,14 @@ class Learner:
     """An offline learner on a fixed dataset: behaviour cloning (``algorithm="bc"``,
     Acme's BCLearner) or CRR (``"crr"``, Acme's CRRLearner), from
     ``offline_learners``; ``run()`` steps until the program stops;
-    ``get_variables(["policy"])`` serves the policy's parameters."""
+    ``get_variables(["policy"])`` serves the policy's parameters.
+
+    Snapshots: :meth:`save` is its whole training state (the networks, the optimizers'
+    states, the step) and, when the dataset iterator can tell (``save``/``restore``, as
+    :func:`examples.agents.demonstrations.transition_dataset`'s can), where the iterator
+    is: a restored learner's next step draws the batch the saved one would have drawn
+    and makes the same update. Pause point: between two steps, where the counter is sent
+    its batched steps first; the wait for the counter at start is pausable."""
 
     def __init__(
         self,
@@ -181,11 +179,13 @@ class Learner:
         """Step until the program stops (or ``num_steps`` steps, when given)."""
         if self._parent is not None:  # wait for the counter to be up (the default deadline)
             try:
-                self._parent.get_counts()
+                with topo.pausable():
+                    self._parent.get_counts()
             except RPC_ERRORS:
                 pass
         done = 0
         while not self._stop.is_set() and (num_steps is None or done < num_steps):
+            pause_step(self._counter)
             self.step()
             done += 1
         if self._stop.is_set():
@@ -204,16 +204,22 @@ class Learner:
 
     def save(self) -> dict[str, Any]:
         """A checkpointable copy of the learner: its whole training state (networks,
-        optimizer states) as numpy leaves, and the steps."""
-        leaves = jax.tree_util.tree_leaves(self._state)
-        return {"state": [np.asarray(v) for v in jax.device_get(leaves)], "steps": self._steps}
+        optimizer states) as numpy leaves, the steps, and the dataset iterator's position
+        when it has one to give (else None)."""
+        with self._lock:
+            state, steps = self._state, self._steps
+        saver = getattr(self._iterator, "save", None)
+        dataset = saver() if callable(saver) else None
+        return {"state": numpy_leaves(state), "steps": steps, "dataset": dataset}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        """Continue from a ``save()`` copy."""
-        treedef = jax.tree_util.tree_structure(self._state)
-        if treedef.num_leaves != len(state["state"]):
-            raise ValueError("this checkpoint is of another learner (its state does not fit)")
-        restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(v) for v in state["state"]])
+        """Continue from a ``save()`` copy (refused, naming the misfit, when it is of a
+        learner with another learning rule or network)."""
+        restored = fill_tree(self._state, list(state["state"]), "learner")
+        dataset = state.get("dataset")
+        resume = getattr(self._iterator, "restore", None)
+        if dataset is not None and callable(resume):
+            resume(dataset)
         with self._lock:
             self._steps = int(state["steps"])
             self._state = restored
@@ -223,7 +229,13 @@ class Learner:
 
 class Evaluator:
     """Plays greedy episodes with the learner's latest parameters every ``every_s`` seconds
-    (Acme's evaluator loop), logs and prints the mean return; a final evaluation at stop."""
+    (Acme's evaluator loop), logs and prints the mean return; a final evaluation at stop.
+
+    Snapshots: its episode seeds follow from the rounds played, so :meth:`save` keeps
+    that count (and its own episode count), and a restored evaluator plays the seeds
+    the saved one would have played next. Pause points: between two episodes and
+    between two refreshes; the waits and the fetches from the learner and the counter
+    are pausable."""
 
     def __init__(
         self,
@@ -263,6 +275,7 @@ class Evaluator:
         start = time.monotonic()
         returns = []
         for i in range(self._episodes):
+            pause_step(self._counter)
             if self._stop.is_set() and not final:
                 return None
             returns.append(run_episode(self._env, policy, seed + i))
@@ -294,17 +307,27 @@ class Evaluator:
         except RPC_ERRORS:
             pass
 
+    def save(self) -> dict[str, Any]:
+        """The rounds played (they set the next episode seeds) and the episodes counted."""
+        return {"rounds": self._rounds, "counts": self._counter.save()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the rounds of a saved evaluator."""
+        self._rounds = int(state["rounds"])
+        self._counter.restore(dict(state["counts"]))
+
     def _refresh(self) -> None:
         """Fetch the learner's parameters and the counts, keeping the old ones when a peer
         cannot answer (the first fetch waits, up to the default deadline, for the learner)."""
-        try:
-            if self._client.params is None:
-                self._client.params = self._source.get_variables(["policy"])[0]
-            else:
-                self._client.update(wait=True)
-        except RPC_ERRORS:
-            pass
-        self._update_counts(self._counter.get_counts)
+        with topo.pausable():
+            try:
+                if self._client.params is None:
+                    self._client.params = self._source.get_variables(["policy"])[0]
+                else:
+                    self._client.update(wait=True)
+            except RPC_ERRORS:
+                pass
+            self._update_counts(self._counter.get_counts)
 
     def run(self) -> None:
         """Evaluate every ``every_s`` seconds until the program stops, refreshing the
@@ -315,64 +338,10 @@ class Evaluator:
             self.evaluate()
             next_round = time.monotonic() + self._every_s
             while time.monotonic() < next_round:
-                if self._stop.wait(min(self._refresh_s, max(next_round - time.monotonic(), 0))):
-                    break
+                pause_step(self._counter)
+                with topo.pausable():
+                    wait = min(self._refresh_s, max(next_round - time.monotonic(), 0))
+                    if self._stop.wait(wait):
+                        break
                 self._refresh()
         self.evaluate(final=True)
-
-
-def save_snapshot(params: Params, path: str | Path) -> Path:
-    """Write a haiku parameter tree to ``path`` (.npz, keys ``module/name``), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flat = {
-        f"{module}/{name}": np.asarray(v) for module, d in params.items() for name, v in d.items()
-    }
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **flat)
-    os.replace(tmp, path)
-    return path
-
-
-def load_snapshot(path: str | Path) -> Params:
-    """The parameter tree a ``save_snapshot`` file holds."""
-    params: dict[str, dict[str, np.ndarray]] = {}
-    with np.load(path) as data:
-        for key in data.files:
-            module, _, name = key.rpartition("/")
-            params.setdefault(module, {})[name] = data[key]
-    return params
-
-
-class ModelSaver:
-    """Snapshots the learner's policy parameters to ``directory/policy.npz`` every
-    ``every_s`` seconds and once more at stop (Acme's JAXSnapshotter, as .npz)."""
-
-    def __init__(
-        self, variable_source: Any, directory: str = "snapshots", every_s: float = 10.0
-    ) -> None:
-        self._source = _with_deadline(variable_source, STOP_DEADLINE_S)
-        self._first_source = variable_source
-        self._path = Path(directory) / "policy.npz"
-        self._every_s = every_s
-        self._stop = _stop_event()
-        self.saved = 0
-
-    def save(self, wait: bool = False) -> Path | None:
-        """Fetch the parameters and write the snapshot; None when the learner cannot answer."""
-        source = self._first_source if wait else self._source
-        try:
-            params = source.get_variables(["policy"])[0]
-        except RPC_ERRORS:
-            return None
-        self.saved += 1
-        return save_snapshot(params, self._path)
-
-    def run(self) -> None:
-        """Save every ``every_s`` seconds until the program stops, then once more."""
-        self.save(wait=True)
-        while not self._stop.wait(self._every_s):
-            self.save()
-        self.save()  # the learner may be gone already (procs): then the last one stands
-        node = _node_id("model_saver")
-        print(f"{node}: {self.saved} snapshots, the last in {self._path}", flush=True)

@@ -4,6 +4,10 @@
 consumer. Each producer does real CPU work on request; the consumer's ``run()``
 fans the work out to all producers with futures, collects the results, prints
 them and returns, which stops the program (``stops_program: true``).
+
+Snapshots (issue 29): the consumer saves the results it has collected, so a resumed
+consumer asks only for the rest; its wait for each result is pausable and it passes a
+pause point between results. A producer keeps nothing (see :class:`Producer`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from topo.runtime import Handle
 
 
 class Producer:
-    """Does CPU work (iterated SHA-256) when asked."""
+    """Does CPU work (iterated SHA-256) when asked.
+
+    No ``save``/``restore`` and no pause points: it has no loop of its own (it works in
+    the RPC calls it serves, which a snapshot does not hold) and no state worth keeping
+    (a work item's result depends on its arguments only; ``done`` is a statistic)."""
 
     def __init__(self, producer_id: int = 0, rounds: int = 20_000) -> None:
         self.producer_id = producer_id
@@ -41,27 +49,45 @@ class Producer:
 
 
 class Consumer:
-    """Hands ``work_items`` items out round-robin to ``producers`` and sums the results."""
+    """Hands ``work_items`` items out round-robin to ``producers`` and sums the results.
+    ``save()`` is the results collected so far (by item); a restored consumer asks the
+    producers only for the others."""
 
     def __init__(self, producers: Sequence[Handle], work_items: int = 32) -> None:
         self.producers = list(producers)
         self.work_items = work_items
         self.result: int | None = None
+        self._results: dict[int, int] = {}  # item -> its result, as collected
+
+    def save(self) -> dict[str, dict[int, int]]:
+        """The results collected so far, by work item."""
+        return {"results": dict(self._results)}
+
+    def restore(self, state: dict[str, dict[int, int]]) -> None:
+        """Take the results a saved consumer had collected (before ``run``)."""
+        self._results = {int(k): int(v) for k, v in state["results"].items()}
 
     def run(self) -> None:
         """Fan out, collect, print the result; returning stops the program."""
         if not self.producers:
             raise ValueError("the consumer needs at least one producer")
         start = time.perf_counter()
-        futures: list[Future[int]] = [
-            self.producers[i % len(self.producers)].futures.work(i) for i in range(self.work_items)
-        ]
+        futures: dict[int, Future[int]] = {
+            i: self.producers[i % len(self.producers)].futures.work(i)
+            for i in range(self.work_items)
+            if i not in self._results
+        }
         stop = topo.stop_event()
-        results = [_result_unless_stopped(f, stop) for f in futures]
-        if stop.is_set() and None in results:  # stopped from outside: nothing to sum
-            print(f"{topo.current_node().id}: stopped before every result came", flush=True)
-            return
-        self.result = sum(r for r in results if r is not None)
+        for i, future in futures.items():
+            topo.pausepoint()
+            with topo.pausable():  # a producer's work: nothing here changes meanwhile
+                value = _result_unless_stopped(future, stop)
+            if value is None:  # stopped from outside: nothing to sum
+                print(f"{topo.current_node().id}: stopped before every result came", flush=True)
+                return
+            self._results[i] = value
+        results = [self._results[i] for i in range(self.work_items)]
+        self.result = sum(results)
         elapsed = time.perf_counter() - start
         node = topo.current_node().id
         print(

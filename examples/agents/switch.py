@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -131,6 +132,14 @@ class SwitchGame:
         self._order.append(nxt)
         self._visited[nxt] = True
         return Step(self._observe(), 0.0, False, bool(self._visited.all()))
+
+    def save(self) -> dict[str, Any]:
+        """Where the stream of who is interrogated is (a snapshot keeps it)."""
+        return dict(self._rng.bit_generator.state)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Draw the schedules a saved game would have drawn next."""
+        self._rng.bit_generator.state = dict(state)
 
     @property
     def interrogated(self) -> list[int]:
