@@ -55,7 +55,7 @@ def test_snapshots_on_ray_resume(ray_cluster: Cluster, tmp_path: Path) -> None:
         for node, entry in manifest["nodes"].items()
     }
     steps = [saved["stepper/0"]["steps"], saved["stepper/1"]["steps"]]
-    assert saved["counter"]["steps"] == sum(steps) > 0
+    assert saved["counter"]["counts"]["steps"] == sum(steps) > 0
 
     second = tmp_path / "second"
     argv = [

@@ -59,7 +59,7 @@ def test_a_snapshot_is_one_consistent_point(
         snap = run.snapshot()
         saved = states(snap)
         total = saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
-        assert saved["counter"]["steps"] == total > 0
+        assert saved["counter"]["counts"]["steps"] == total > 0
         assert snap.counts["counter"]["steps"] == total
         assert snap.still_moving == {}
         time.sleep(0.2)
@@ -89,7 +89,7 @@ def test_resume_continues_counts_steps_and_random_streams(
         assert status["first_draw"] == stream.random()  # goes on; does not repeat
         assert status["first_draw"] != random.Random(1234).random()
     counts = resumed.handle("counter").get_counts()
-    assert counts["steps"] >= saved["counter"]["steps"]
+    assert counts["steps"] >= saved["counter"]["counts"]["steps"]
     assert "restored its state" in resumed.log("stepper/0")
 
 
@@ -237,7 +237,10 @@ def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
     last = latest(run.run_dir)
     assert last is not None and last.reason == "at the stop"
     saved = states(last)
-    assert saved["counter"]["steps"] == saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
+    assert (
+        saved["counter"]["counts"]["steps"]
+        == saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
+    )
     shown = [e.message for e in events if e.kind == "snapshot"]
     at_stop = f"snapshot {last.number} (at the stop): 3 node state(s)"
     assert any(m.startswith(at_stop) for m in shown)
@@ -258,7 +261,7 @@ def test_fork_starts_a_bigger_program_from_a_snapshot(
     forked = topo_launch(more, "procs", ready_timeout=60, start_from=snap.path)
     restored = [forked.handle(f"stepper/{i}").status()["restored_from"] for i in range(3)]
     assert restored == [saved["stepper/0"]["steps"], saved["stepper/1"]["steps"], None]
-    assert forked.handle("counter").get_counts()["steps"] >= saved["counter"]["steps"]
+    assert forked.handle("counter").get_counts()["steps"] >= saved["counter"]["counts"]["steps"]
     with pytest.raises(SnapshotError, match="structure"):  # --resume asks for the same program
         from topo.api import prepare
 

@@ -45,7 +45,7 @@ def test_a_snapshot_across_hosts_is_consistent_and_resumes(
     assert snap.path.is_relative_to(run.run_dir)  # on the launcher's machine
     saved = {n: pickle.loads(snap.state(n)) for n in snap.nodes}
     steps = sum(saved[f"stepper/{i}"]["steps"] for i in range(3))
-    assert saved["counter"]["steps"] == steps > 0
+    assert saved["counter"]["counts"]["steps"] == steps > 0
     assert run.stop(timeout=60) == 0
 
     again = topo_launch(
