@@ -306,7 +306,8 @@ def prepare(
             log_max_mb=log_max_mb,
             log_keep=log_keep,
             record=record,
-            start_from=None if start_from is None else Path(start_from),
+            # resolved now: runs/latest moves to the new run once its directory is made
+            start_from=None if start_from is None else Path(start_from).resolve(),
         )
         return Launcher(program, chosen, options)
     except BaseException:  # a bad program: what the warm-up started ends here

@@ -58,7 +58,7 @@ def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
 
         not_live = topo("snapshot", run_id, cwd=tmp_path)
         assert not_live.returncode == 1 and "is not running" in not_live.stderr
-        _, again = run_detached(tmp_path, "--resume", str(run_dir), "--snapshot", "1")
+        _, again = run_detached(tmp_path, "--resume", "runs/latest", "--snapshot", "1")
         pids |= run_pids(again)
         assert status(again)["backend"] == "procs"  # as the resumed run was started
         assert wait_for(lambda: "restored its state" in _log(again, "stepper/1"), 60)

@@ -257,6 +257,8 @@ def run(
             launcher.start()
         except TopoError as refused:  # e.g. no run directory can be made there; nothing runs
             raise fail(refused) from None
+        except SnapshotError as refused:  # the snapshot went away since it was checked
+            raise error(str(refused)) from None
         if detached is not None:
             detached.settle(launcher.run_dir)
         while launcher.wait(0.2) is None:
