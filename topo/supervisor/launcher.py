@@ -263,7 +263,8 @@ class Launcher(Sink):
 
     def _snapshot_then_stop(self, snap: Snapshotter, reason: str, code: int) -> None:
         try:
-            snap.try_take("at the stop")
+            if snap.running():  # (the program may have begun to stop by itself meanwhile)
+                snap.try_take("at the stop")
         finally:
             self._supervisor.request_stop(reason, code)
 

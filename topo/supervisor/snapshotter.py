@@ -55,7 +55,8 @@ class Snapshotter:
         self._registry = registry
         self._node_state = node_state
         self._say = say
-        self._running = lambda: running() and not registry.stop_event.is_set()
+        # False while starting and once stopping (by the launcher or the program itself)
+        self.running: Callable[[], bool] = lambda: running() and not registry.stop_event.is_set()
         self._lock = threading.Lock()
         self._latest = start_from
         self._client = connect_program(registry.info)
@@ -84,7 +85,7 @@ class Snapshotter:
         return state_proof(self._registry.authority.server_secret(node_id))
 
     def _take(self, reason: str) -> Snapshot:
-        if not self._running():
+        if not self.running():
             raise SnapshotError("the run is not running (it is starting or stopping)")
         before = {n: self._node_state(n) for n in self.served}
         up = [n for n in self.served if before[n][0] in RUNNING]
@@ -103,7 +104,7 @@ class Snapshotter:
                 if threads:
                     moving[node_id] = list(threads)
             paused_s = time.monotonic() - started
-            if not self._running():  # nodes stopping are let go at once: not one moment
+            if not self.running():  # nodes stopping are let go at once: not one moment
                 raise SnapshotError("the program began to stop while the snapshot was taken")
             saves = {
                 n: self._handle(n, SAVE_DEADLINE_S).submit(STATE_METHOD, self._proof(n), "save")
@@ -215,7 +216,7 @@ class Snapshotter:
 
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
-            if self._running():
+            if self.running():
                 self.try_take(f"every {every:g}s")
 
     def try_take(self, reason: str) -> Snapshot | None:
