@@ -152,13 +152,15 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, r in zip(axes[0], results, strict=True):
         if "base" in r:
             xs = [p["actor_steps"] for p in r["base"]]
-            ax.plot(xs, [p["mean_return"] for p in r["base"]], label="uninterrupted")
+            ax.plot(xs, [p["mean_return"] for p in r["base"]], ".-", label="uninterrupted")
         if r.get("before"):
             xs = [p["actor_steps"] for p in r["before"]]
-            ax.plot(xs, [p["mean_return"] for p in r["before"]], label="crashed: before the kill")
+            ax.plot(
+                xs, [p["mean_return"] for p in r["before"]], ".-", label="crashed: before the kill"
+            )
             shift = r["kill_at_steps"] - r["snapshot_steps"]
             xs = [p["actor_steps"] + shift for p in r["after"]]
-            ax.plot(xs, [p["mean_return"] for p in r["after"]], label="resumed")
+            ax.plot(xs, [p["mean_return"] for p in r["after"]], "o-", label="resumed")
             ax.axvline(r["kill_at_steps"], color="grey", linestyle=":", label="launcher killed")
         ax.axhline(GOAL, color="black", linewidth=0.5)
         ax.set_title(f"seed {r['seed']}")
@@ -172,17 +174,19 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 def markdown(report: dict[str, Any]) -> str:
     rows = [
         "| seed | uninterrupted: steps to 475 | killed at | snapshot at | last eval before | "
-        "first eval after | with the crash: steps to 475 | ratio | pause | size |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "first eval after | with the crash: steps to 475 | ratio | 475 before the kill | "
+        "pause | size |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         if "error" in r:
-            rows.append(f"| {r['seed']} | {r['error']} |||||||||")
+            rows.append(f"| {r['seed']} | {r['error']} ||||||||||")
             continue
         rows.append(
             f"| {r['seed']} | {r['base_steps_to_goal']} | {r['kill_at_steps']} | "
             f"{r['snapshot_steps']} | {r['last_before']} | {r['first_after']} | "
-            f"{r['crashed_steps_to_goal']} | {r['ratio']} | {r['snapshot_pause_s']:.2f}s | "
+            f"{r['crashed_steps_to_goal']} | {r['ratio']} | "
+            f"{'yes' if reached(r['before']) else 'no'} | {r['snapshot_pause_s']:.2f}s | "
             f"{r['snapshot_bytes'] / 2**20:.1f} MiB |"
         )
     ratios = [r["ratio"] for r in report["results"] if r.get("ratio") is not None]
@@ -203,7 +207,13 @@ def main() -> None:
     parser.add_argument("--crash-at", type=float, default=0.6)
     parser.add_argument("--cap-s", type=float, default=600.0)
     parser.add_argument("--out", default="resume")
+    parser.add_argument("--replot", action="store_true", help="Redraw <out>.md/.png from .json.")
     args = parser.parse_args()
+    if args.replot:
+        report = json.loads((RESULTS / f"{args.out}.json").read_text())
+        (RESULTS / f"{args.out}.md").write_text(markdown(report))
+        plot(report["results"], RESULTS / f"{args.out}.png")
+        return
     with tempfile.TemporaryDirectory(prefix="resume-bench-") as tmp:
         results = [
             one_seed(seed, Path(tmp), args.every_s, args.crash_at, args.cap_s)
