@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from topo.runtime.errors import DeadlineExceeded
+
 ENV_NAME = "CartPole-v1"
 MAX_RETURN = 500.0  # CartPole-v1 is truncated after 500 steps, one reward per step
 Policy = Callable[[np.ndarray], int]
@@ -68,8 +70,15 @@ class VariableClient:
     at which the request behind the current parameters went out: the parameters in use
     are never older than the requests made since then."""
 
-    def __init__(self, source: Any, update_period: int = 1, key: str = "policy") -> None:
+    def __init__(
+        self,
+        source: Any,
+        update_period: int = 1,
+        key: str = "policy",
+        stop: threading.Event | None = None,
+    ) -> None:
         self._source = source
+        self._stop = stop  # ends the first fetch's wait (None: the program's stop)
         self._period = max(1, update_period)
         self._key = key
         self._calls = 0  # update() calls since the last request went out
@@ -111,7 +120,20 @@ class VariableClient:
         self.requested_at = requested_at
 
     def _fetch(self) -> Any:
-        return self._source.get_variables([self._key])[0]
+        if self.params is not None:
+            return self._source.get_variables([self._key])[0]
+        # The first fetch waits for the learner however long its setup takes, as Acme's
+        # client blocks on it: on a loaded machine a learner's first JIT compile outlasted
+        # the call's deadline (the DIAL trainer on threads, load 20 on 2 cores). A call
+        # that timed out goes out again; the program's stop ends the wait (``Stopping``).
+        source = StopAware(self._source, self._stop)
+        waited = 0
+        while True:
+            try:
+                return source.get_variables([self._key])[0]
+            except DeadlineExceeded:
+                waited += 1
+                print(f"still waiting for the learner's first parameters ({waited})", flush=True)
 
     def _request(self) -> Future[Any]:
         """``get_variables`` in a daemon thread (as Acme's client uses a worker thread):
@@ -189,7 +211,9 @@ def result_unless_stopped(
         try:
             return future.result(timeout=wait)
         except FutureTimeout:
-            if end is not None and time.monotonic() >= end:
+            # The call's own failure when it is done: a DeadlineExceeded is a TimeoutError
+            # too, and taken for the poll's it made this loop spin until the stop.
+            if future.done() or (end is not None and time.monotonic() >= end):
                 raise
 
 

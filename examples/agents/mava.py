@@ -342,7 +342,11 @@ class Evaluator:
         best = sum(oracle_return(s, n) for s in schedules)
         return float(returns.sum()) / max(best, 1.0)
 
-    def _once(self, learning: Learning, final: bool) -> None:
+    def _once(self, learning: Learning, final: bool) -> bool:
+        """One evaluation; True when it was the final one. A round that the stop overtook
+        counts as the final one (its parameters are the last fetched): a second full
+        evaluation took several seconds under load, and the node was killed after the
+        grace with no final score."""
         # At the stop the trainer may already be gone: then the final score is of the
         # last parameters fetched.
         source, counter = self._source, self._counter
@@ -358,11 +362,12 @@ class Evaluator:
                 if counter is not None:
                     self._counts = counter.get_counts()
         except Stopping:
-            return
+            return False
         except (topo.PeerUnavailable, TimeoutError):
             if not final or self._params is None:
                 raise
         score = self.normalised_reward = self.evaluate(learning, self._params)
+        final = final or topo.stop_event().is_set()
         steps = int(self._counts.get("executor_steps", 0))
         episodes = int(self._counts.get("executor_episodes", 0))
         self._log.write(
@@ -370,14 +375,17 @@ class Evaluator:
         )
         label = "final normalised reward" if final else "normalised reward"
         print(f"{label}: {score:.3f} after {steps} executor steps", flush=True)
+        return final
 
     def run(self) -> None:
-        """Evaluate periodically, and once more when the program stops."""
+        """Evaluate periodically, and once more when the program stops (unless the stop
+        came during an evaluation: that one is the final)."""
         learning = make_learning(self._cfg)
         while True:
             topo.pausepoint()
             with topo.pausable():
                 if topo.wait_for_stop(self._every_s):
                     break
-            self._once(learning, final=False)
+            if self._once(learning, final=False):
+                return
         self._once(learning, final=True)

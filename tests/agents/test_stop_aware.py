@@ -12,6 +12,7 @@ import pytest
 
 from examples.agents.common import StopAware, Stopping, result_unless_stopped
 from topo.nodes import Counter
+from topo.runtime import DeadlineExceeded
 
 
 def test_a_call_that_never_answers_is_given_up_at_the_stop() -> None:
@@ -36,6 +37,20 @@ def test_a_timeout_still_bounds_the_wait() -> None:
     with pytest.raises(FutureTimeout):
         result_unless_stopped(Future(), threading.Event(), timeout=0.3)
     assert time.monotonic() - started < 2.0
+
+
+def test_a_call_past_its_deadline_fails_at_once_instead_of_waiting_for_the_stop() -> None:
+    # A DeadlineExceeded is a TimeoutError, as the poll's own timeout is: it was taken
+    # for one, and the caller spun until the program stopped.
+    future: Future[int] = Future()
+    future.set_exception(DeadlineExceeded("learner", "get_variables", 0.5))
+    stop = threading.Event()
+    threading.Timer(3.0, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        result_unless_stopped(future, stop)
+    assert time.monotonic() - started < 1.0
+    stop.set()
 
 
 def test_a_local_object_without_futures_is_called_directly() -> None:

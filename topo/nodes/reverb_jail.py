@@ -39,7 +39,9 @@ from typing import Any
 
 from topo.runtime.auth import Mechanism
 
-DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop
+DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop, quiet wait included
+QUIET_MIN_S = 0.5  # at least this long waiting for the doors to go quiet after the release
+STOP_CHILD_S = 2.0  # the server's process is killed if it has not ended this long after stop
 RELEASE_BATCHES = (256, 64, 16, 4)  # samples drawn at once to release them, largest first
 
 
@@ -98,6 +100,7 @@ class Jail:
         self._control = mine
         self._lock = threading.Lock()
         self._ended = False
+        self.killed = False  # stop() had to SIGKILL the child (it did not end in time)
         ready = self._receive(ready_timeout_s)
         if "error" in ready:
             self.stop(2.0)
@@ -155,7 +158,7 @@ class Jail:
                 self._ended = True
         return not self._ended
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = STOP_CHILD_S) -> None:
         """Stop the server (gracefully, then SIGKILL after ``timeout_s``) and reap it."""
         try:
             self._control.send(json.dumps({"op": "stop"}).encode())
@@ -173,6 +176,7 @@ class Jail:
                 break
             time.sleep(0.02)
         else:
+            self.killed = True
             try:
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
@@ -302,9 +306,13 @@ def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover -
                     old.server.stop()
                     answer = {"port": served.port}
                 elif op == "release":
+                    began = time.monotonic()
                     _release_writers(served.tables, served.client)
                     doors = [relay] if gateway is None else [relay, gateway]
-                    _wait_quiet(doors)
+                    # Both share DRAIN_S (the quiet wait gets QUIET_MIN_S at least): one
+                    # after the other, each with its own, they took 4 s of a 5 s grace.
+                    left = DRAIN_S - (time.monotonic() - began)
+                    _wait_quiet(doors, within_s=max(QUIET_MIN_S, left))
                     answer = {}
                 else:
                     answer = {"error": f"unknown request {op!r}"}
@@ -408,5 +416,22 @@ def _release_writers(
                 pass
 
 
+def _leave(code: int) -> None:  # pragma: no cover - the spawned child
+    """Flush and end the spawned child at once, as the forked one does: the interpreter's
+    own exit (TensorFlow's and gRPC's teardown) did not end within seconds, so every stop
+    waited for the parent's SIGKILL, past a program's default grace period."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover - started by Jail
-    sys.exit(_main(sys.argv[1:]))
+    _code = 1
+    try:
+        _code = _main(sys.argv[1:])
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        _leave(_code)

@@ -1,0 +1,82 @@
+"""An actor's first parameter fetch waits for its learner however long the learner takes
+to get ready (its first JIT compile outlasted the call's deadline under load, and the DIAL
+executors failed the run), and still gives way to the program's stop. A real topo node
+serves the parameters over real sockets, with a short call deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from examples.agents.common import Stopping, VariableClient
+from topo.runtime import (
+    Handle,
+    ProgramContext,
+    RegistryServer,
+    connect_program,
+    new_program_id,
+    new_secret,
+    serve_node,
+)
+
+DEADLINE_S = 0.5  # of each get_variables call
+
+
+class SlowLearner:
+    """Answers ``get_variables`` once ``ready`` is set (a learner still compiling)."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.calls = 0
+
+    def get_variables(self, names: list[str]) -> list[dict[str, int]]:
+        self.calls += 1
+        self.ready.wait(30)
+        return [{"w": 7} for _ in names]
+
+
+@pytest.fixture
+def program() -> Iterator[ProgramContext]:
+    registry = RegistryServer(new_program_id(), new_secret(), default_deadline=30.0)
+    prog = connect_program(registry.info)
+    yield prog
+    prog.address_book.close()
+    registry.close()
+
+
+def test_the_first_fetch_outlasts_the_call_deadline_until_the_learner_answers(
+    program: ProgramContext,
+) -> None:
+    learner = SlowLearner()
+    server = serve_node(learner, "learner", program=program, threads=4)
+    try:
+        client = VariableClient(Handle("learner", DEADLINE_S, program), stop=threading.Event())
+        threading.Timer(4 * DEADLINE_S, learner.ready.set).start()
+        started = time.monotonic()
+        client.update(wait=True)
+        assert client.params == {"w": 7}
+        assert time.monotonic() - started >= 4 * DEADLINE_S
+        assert learner.calls >= 2  # the call that timed out went out again
+    finally:
+        learner.ready.set()
+        server.close()
+
+
+def test_the_first_fetch_gives_way_to_the_stop(program: ProgramContext) -> None:
+    learner = SlowLearner()
+    server = serve_node(learner, "learner", program=program, threads=4)
+    try:
+        stop = threading.Event()
+        client = VariableClient(Handle("learner", DEADLINE_S, program), stop=stop)
+        threading.Timer(3 * DEADLINE_S, stop.set).start()
+        started = time.monotonic()
+        with pytest.raises(Stopping):
+            client.update(wait=True)
+        assert time.monotonic() - started < 3 * DEADLINE_S + 1.0
+        assert client.params is None
+    finally:
+        learner.ready.set()
+        server.close()
