@@ -26,7 +26,7 @@ from topo.ir import Program
 from topo.ir.program import SnapshotSettings
 from topo.ir.structure import node_target, structure_digest
 from topo.kinds import get_kind
-from topo.runtime import Handle, RegistryServer, connect_program
+from topo.runtime import Handle, ProgramContext, RegistryServer, connect_program
 from topo.runtime.node_state import STATE_METHOD, state_proof
 from topo.snapshots.store import Snapshot, SnapshotError, human_size, write_snapshot
 
@@ -59,7 +59,7 @@ class Snapshotter:
         self.running: Callable[[], bool] = lambda: running() and not registry.stop_event.is_set()
         self._lock = threading.Lock()
         self._latest = start_from
-        self._client = connect_program(registry.info)
+        self._client: ProgramContext | None = None  # made at the first snapshot
         self._stop = threading.Event()
         self._clock: threading.Thread | None = None
         self.served = [
@@ -79,6 +79,8 @@ class Snapshotter:
             return self._take(reason)
 
     def _handle(self, node_id: str, timeout: float) -> Handle:
+        if self._client is None:
+            self._client = connect_program(self._registry.info)
         return Handle(node_id, timeout, program=self._client)
 
     def _proof(self, node_id: str) -> str:
@@ -233,4 +235,5 @@ class Snapshotter:
         if self._clock is not None:
             self._clock.join(timeout=SAVE_DEADLINE_S)
         with self._lock:
-            self._client.address_book.close()
+            if self._client is not None:
+                self._client.address_book.close()
