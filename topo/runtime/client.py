@@ -169,7 +169,6 @@ class _Conn:
         self.sock, monitor = new_socket(program, endpoint, node_id, cap)
         self.monitor: zmq.Socket | None = monitor  # None once a handshake succeeded
         self.limit = peer_limit(program, node_id)
-        self.closed = False  # by close_program: a new connection is made in its place
 
     def refused(self) -> bool:
         """Whether the peer refused our right (closes the monitor once it accepted it)."""
@@ -213,55 +212,6 @@ class _Conn:
 
 
 _local = threading.local()
-# Connections of programs that have ended are closed by the thread that made them (a zmq
-# socket is closed by its own thread), at its next call; those of threads that have
-# ended are closed at once.
-_owned: dict[str, list[tuple[threading.Thread, _Conn]]] = {}
-_ended: set[str] = set()
-_ended_gen = 0
-_owned_lock = threading.Lock()
-
-
-def close_program(program_id: str) -> None:
-    """A program has ended: its connections in this process are to be closed."""
-    global _ended_gen
-    with _owned_lock:
-        _ended.add(program_id)
-        _ended_gen += 1
-        owned = _owned.get(program_id, [])
-        dead = [conn for thread, conn in owned if not thread.is_alive()]
-        _owned[program_id] = [(t, c) for t, c in owned if t.is_alive()]
-    for conn in dead:
-        _close(conn)
-    for key in [k for k in endpoints if k[0] == program_id]:
-        endpoints.pop(key, None)
-
-
-def _close(conn: _Conn) -> None:
-    if not conn.closed:
-        conn.closed = True
-        close_socket(conn.sock, conn.monitor)
-        conn.monitor = None
-
-
-def _sweep() -> None:
-    """Close this thread's connections of programs that have ended."""
-    _local.gen = _ended_gen
-    me = threading.current_thread()
-    mine = []
-    with _owned_lock:
-        for program_id in list(_ended):
-            owned = _owned.get(program_id, [])
-            mine += [c for t, c in owned if t is me]
-            rest = [(t, c) for t, c in owned if t is not me and t.is_alive()]
-            if rest:
-                _owned[program_id] = rest
-            else:
-                _owned.pop(program_id, None)
-                _ended.discard(program_id)
-    for conn in mine:
-        _close(conn)
-    _local.conns = {k: c for k, c in _local.conns.items() if not c.closed}
 
 
 def _conn(
@@ -269,19 +219,15 @@ def _conn(
 ) -> _Conn:
     pid = os.getpid()
     if getattr(_local, "pid", None) != pid:
-        _local.pid, _local.conns, _local.gen = pid, {}, _ended_gen
-    elif _local.gen != _ended_gen:
-        _sweep()
+        _local.pid, _local.conns = pid, {}
     key = (program.program_id, node_id, cap)
     conn: _Conn | None = _local.conns.get(key)
-    if conn is None or conn.closed:
+    if conn is None:
         endpoint = endpoints.get(key[:2]) or program.address_book.wait_lookup(node_id, deadline)
         if endpoint is None:
             raise PeerUnavailable(node_id, time.monotonic() - start, "no address registered")
         endpoints[key[:2]] = endpoint
         conn = _local.conns[key] = _Conn(program, node_id, endpoint, cap)
-        with _owned_lock:
-            _owned.setdefault(program.program_id, []).append((threading.current_thread(), conn))
     return conn
 
 

@@ -198,7 +198,6 @@ class RegistryServer:
         self._closed.set()
         self._server.close()
         self._publisher.join(5)
-        client.close_program(self.info.program_id)  # the calls' connections of this run
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
