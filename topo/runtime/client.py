@@ -212,6 +212,52 @@ class _Conn:
 
 
 _local = threading.local()
+# Programs this process has stopped taking part in (the last of its registry clients of
+# the program closed). Each thread closes its own connections to them at its next call (a
+# zmq socket belongs to its thread); a thread that ended has its connections collected.
+_members: dict[str, int] = {}
+_ended: set[str] = set()
+_ended_gen = 0
+
+
+def joined(program_id: str) -> None:
+    """A registry client of ``program_id`` opened in this process."""
+    _members[program_id] = _members.get(program_id, 0) + 1
+    _ended.discard(program_id)
+
+
+def left(program_id: str) -> None:
+    """A registry client of ``program_id`` closed: at the last, its calls' connections go."""
+    global _ended_gen
+    count = _members.get(program_id, 1) - 1
+    if count > 0:
+        _members[program_id] = count
+        return
+    _members.pop(program_id, None)
+    _ended.add(program_id)
+    for cache in (endpoints, limits, server_keys):
+        for key in [k for k in list(cache) if k[0] == program_id]:
+            cache.pop(key, None)
+    _ended_gen += 1
+
+
+def ended_generation() -> int:
+    """Changes each time this process leaves a program."""
+    return _ended_gen
+
+
+def has_left(program_id: str) -> bool:
+    """Whether this process has left ``program_id`` (its last registry client closed)."""
+    return program_id in _ended
+
+
+def _sweep() -> None:
+    """Close this thread's connections to programs this process has left."""
+    _local.gen = _ended_gen
+    ended = set(_ended)
+    for key in [k for k in _local.conns if k[0] in ended]:
+        conn = _local.conns.pop(key)
+        close_socket(conn.sock, conn.monitor)
 
 
 def _conn(
@@ -219,7 +265,9 @@ def _conn(
 ) -> _Conn:
     pid = os.getpid()
     if getattr(_local, "pid", None) != pid:
-        _local.pid, _local.conns = pid, {}
+        _local.pid, _local.conns, _local.gen = pid, {}, _ended_gen
+    elif _local.gen != _ended_gen:
+        _sweep()
     key = (program.program_id, node_id, cap)
     conn: _Conn | None = _local.conns.get(key)
     if conn is None:

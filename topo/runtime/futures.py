@@ -25,7 +25,7 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import wire
+from topo.runtime import client, wire
 from topo.runtime.auth import zmq_context
 from topo.runtime.client import (
     call_ids,
@@ -356,9 +356,18 @@ class _Engine:
             peer.pending = keep
         return failed
 
+    def _forget_ended(self) -> None:
+        """Close the idle connections to programs this process has left (under the lock)."""
+        for key, peer in list(self._peers.items()):
+            if client.has_left(key[0]) and not peer.pending and not peer.waiting:
+                del self._peers[key]
+                if peer.sock is not None:
+                    close_socket(peer.sock, peer.monitor)
+
     # -- the I/O thread -----------------------------------------------------------
     def _loop(self) -> None:
         next_expire = 0.0
+        swept = 0
         watched: tuple[int, ...] = ()
         poller = zmq.Poller()
         poller.register(self._rx, zmq.POLLIN)
@@ -419,6 +428,9 @@ class _Engine:
                 if now >= next_expire:
                     failed = self._expire(now)
                     next_expire = now + 0.01
+                if swept != client.ended_generation():
+                    swept = client.ended_generation()
+                    self._forget_ended()
                 for peer in self._peers.values():
                     if peer.refused:
                         failed.extend(peer.refused)

@@ -17,10 +17,10 @@ metrics only for them; looking nodes up and stopping the program are open to all
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -246,9 +246,13 @@ class RegistryClient(AddressBook):
         )
         self._reason: tuple[str, str | None] | None = None
         self._closed = threading.Event()
-        self._knock_addr = f"inproc://topo-watch-{uuid.uuid4().hex[:12]}"
+        # close() wakes the watcher through a pipe: an inproc knock connected after the
+        # watcher had ended would never be reaped (one socket lost per closed client).
+        self._wake_r, self._wake_w = os.pipe() if stop_from is None else (-1, -1)
         self._watcher = threading.Thread(target=self._watch, name="topo-stop-watch", daemon=True)
+        self._left = False
         if stop_from is None:
+            client.joined(info.program_id)
             self._watcher.start()
 
     def _call(self, method: str, *args: Any) -> Any:
@@ -340,9 +344,6 @@ class RegistryClient(AddressBook):
             secure_client(sub, "plain", boot.member, self._key.encode())
         sub.subscribe(STOP_TOPIC)
         sub.connect(self.info.pub_endpoint)
-        knock = zmq_context().socket(zmq.PAIR)
-        knock.linger = 0
-        knock.bind(self._knock_addr)
         try:
             try:  # a stop requested before we subscribed
                 info = self._call("stop_reason")
@@ -352,8 +353,8 @@ class RegistryClient(AddressBook):
                 log.warning("topo: cannot reach registry %s: %r", self.info.endpoint, exc)
             poller = zmq.Poller()
             poller.register(sub, zmq.POLLIN)
-            poller.register(knock, zmq.POLLIN)
-            # No timeout: an idle node costs no CPU; close() knocks to end the wait.
+            poller.register(self._wake_r, zmq.POLLIN)
+            # No timeout: an idle node costs no CPU; close() writes to the pipe to end it.
             while not self._closed.is_set() and not self._stop.is_set():
                 events = dict(poller.poll())
                 if sub in events:
@@ -364,25 +365,26 @@ class RegistryClient(AddressBook):
                         )
         finally:
             sub.close(linger=0)
-            knock.close(linger=0)
 
     def close(self) -> None:
         self._closed.set()
         if self._stop_from is not None:
             return  # no watcher of its own
-        knock = zmq_context().socket(zmq.PAIR)
-        knock.linger = 0
-        # inproc connects before the watcher binds, but a PAIR cannot queue until it has:
-        # wait (bounded) for it; a watcher that already ended needs no knock.
-        knock.sndtimeo = 5000
-        knock.connect(self._knock_addr)
-        if self._watcher.is_alive():
+        if self._wake_w >= 0:
             try:
-                knock.send(b"")
-            except zmq.Again:
-                log.warning("topo: the registry stop watcher did not take the knock")
-        self._watcher.join(5)
-        knock.close(linger=0)
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
+            self._watcher.join(5)
+            if self._watcher.is_alive():
+                log.warning("topo: the registry stop watcher did not end within 5 s")
+            else:
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+                self._wake_r = self._wake_w = -1
+        if not self._left:
+            self._left = True
+            client.left(self.info.program_id)
 
 
 def connect_program(
