@@ -2,8 +2,9 @@
 
 Distributed DQN on CartPole (``acme_distributed.yaml`` on procs), each seed twice:
 
-* **uninterrupted**: ``topo run -d`` until the evaluator's mean return first reaches 475;
-* **crashed**: the same with program snapshots every ``--every-s`` seconds; at about
+* **uninterrupted**: ``topo run -d`` with program snapshots every ``--every-s`` seconds,
+  until the evaluator's mean return first reaches 475;
+* **crashed**: the same; at about
   ``--crash-at`` (60 %) of the uninterrupted run's actor steps to 475 the launcher is
   killed with SIGKILL (its nodes end with it), then ``topo run --resume RUN_DIR`` brings
   the program back from its newest snapshot and runs until 475.
@@ -11,7 +12,9 @@ Distributed DQN on CartPole (``acme_distributed.yaml`` on procs), each seed twic
 Reported: the last evaluation before the kill and the first after the resume (the
 resumed policy must not fall back to random: within 10 %), the actor steps executed to
 reach 475 with the crash (steps before the kill + steps after the resume) against the
-uninterrupted run's (goal ≤ 1.2×), the snapshot's pause and size. Writes
+uninterrupted run's (goal ≤ 1.2×, compared as medians over seeds: one seed's two runs
+diverge from the first steps, so a single pair says little), the snapshot's pause and
+size. Writes
 bench/results/<out>.json, <out>.md and <out>.png (both learning curves against actor
 steps executed). ``.venv/bin/python bench/resume_bench.py --seeds 0 1``.
 """
@@ -19,6 +22,7 @@ steps executed). ``.venv/bin/python bench/resume_bench.py --seeds 0 1``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -96,17 +100,22 @@ def one_seed(
         "-p", f"seed={seed}", "-p", "max_actor_steps=null", "-p", "eval_episodes=20",
         "-p", "eval_every_s=5.0", "-p", "num_actors=2",
     ]  # fmt: skip
+    # Both runs take snapshots on the same clock: only the crash differs. (A snapshot's
+    # pause costs time, not actor steps, which are what is compared.)
+    params += ["-p", f"checkpoint_every_s={every_s}"]
     # 1. uninterrupted
-    base_dir = start(work, str(TOPOLOGY), "-b", "procs", *params, "-p", "checkpoint_every_s=null")
+    t0 = time.monotonic()
+    base_dir = start(work, str(TOPOLOGY), "-b", "procs", *params)
     base = wait_until(base_dir, reached, cap_s)
+    base_s = time.monotonic() - t0
     topo("stop", str(base_dir), cwd=work)
     goal = reached(base)
     if goal is None:
         return {"seed": seed, "error": "the uninterrupted run did not reach 475", "base": base}
     kill_at = int(goal["actor_steps"] * crash_at)
     # 2. crashed at ~60 %, resumed
-    crash_params = [*params, "-p", f"checkpoint_every_s={every_s}"]
-    first_dir = start(work, str(TOPOLOGY), "-b", "procs", *crash_params)
+    t0 = time.monotonic()
+    first_dir = start(work, str(TOPOLOGY), "-b", "procs", *params)
     before = wait_until(first_dir, lambda c: c and c[-1]["actor_steps"] >= kill_at, cap_s)
     os.kill(launcher_pid(first_dir), signal.SIGKILL)
     killed_at = before[-1]["actor_steps"] if before else 0
@@ -118,6 +127,7 @@ def one_seed(
     resumed_from = int(manifest["counts"].get("counter", {}).get("actor_steps", 0))
     second_dir = start(work, "--resume", str(first_dir))
     after = wait_until(second_dir, reached, cap_s)
+    crashed_s = time.monotonic() - t0
     topo("stop", str(second_dir), cwd=work)
     goal_after = reached(after)
     executed = None
@@ -136,6 +146,8 @@ def one_seed(
         "first_after": after[0]["mean_return"] if after else None,
         "crashed_steps_to_goal": executed,
         "ratio": None if executed is None else round(executed / goal["actor_steps"], 3),
+        "base_s": round(base_s, 1),
+        "crashed_s": round(crashed_s, 1),
         "base": base,
         "before": before,
         "after": after,
@@ -171,39 +183,90 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+def jump(a: float | None, b: float | None) -> float | None:
+    """Relative change from evaluation ``a`` to evaluation ``b``."""
+    return None if a is None or b is None or a <= 0 else abs(b - a) / a
+
+
+def eval_noise(curve: list[dict[str, float]]) -> float | None:
+    """Median relative change between two consecutive evaluations of one run, below 475
+    (the baseline for "the first evaluation after the resume is within 10 %")."""
+    points = [p["mean_return"] for p in curve]
+    jumps = [jump(a, b) for a, b in itertools.pairwise(points) if a < GOAL]
+    found = [j for j in jumps if j is not None]
+    return statistics.median(found) if found else None
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over seeds: steps to 475 with and without the crash, and their ratio."""
+    ok = [r for r in results if r.get("crashed_steps_to_goal") is not None]
+    if not ok:
+        return {}
+    base = statistics.median(r["base_steps_to_goal"] for r in ok)
+    crashed = statistics.median(r["crashed_steps_to_goal"] for r in ok)
+    lost = statistics.median(r["kill_at_steps"] - r["snapshot_steps"] for r in ok)
+    jumps = [jump(r["last_before"], r["first_after"]) for r in ok]
+    noise = [n for n in (eval_noise(r["base"]) for r in ok) if n is not None]
+    return {
+        "seeds": len(ok),
+        "median_base_steps": base,
+        "median_crashed_steps": crashed,
+        "ratio_of_medians": round(crashed / base, 3),
+        "median_paired_ratio": statistics.median(r["ratio"] for r in ok),
+        "median_lost_steps": lost,
+        "median_resume_jump": statistics.median(j for j in jumps if j is not None),
+        "median_eval_noise": statistics.median(noise) if noise else None,
+    }
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = [
-        "| seed | uninterrupted: steps to 475 | killed at | snapshot at | last eval before | "
-        "first eval after | with the crash: steps to 475 | ratio | 475 before the kill | "
-        "pause | size |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| seed | uninterrupted: steps to 475 | killed at | snapshot at | lost steps | "
+        "last eval before | first eval after | with the crash: steps to 475 | ratio | "
+        "wall time (uninterrupted / crashed) | pause | size |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         if "error" in r:
-            rows.append(f"| {r['seed']} | {r['error']} ||||||||||")
+            rows.append(f"| {r['seed']} | {r['error']} |||||||||||")
             continue
         rows.append(
             f"| {r['seed']} | {r['base_steps_to_goal']} | {r['kill_at_steps']} | "
-            f"{r['snapshot_steps']} | {r['last_before']} | {r['first_after']} | "
+            f"{r['snapshot_steps']} | {r['kill_at_steps'] - r['snapshot_steps']} | "
+            f"{r['last_before']} | {r['first_after']} | "
             f"{r['crashed_steps_to_goal']} | {r['ratio']} | "
-            f"{'yes' if reached(r['before']) else 'no'} | {r['snapshot_pause_s']:.2f}s | "
-            f"{r['snapshot_bytes'] / 2**20:.1f} MiB |"
+            f"{r.get('base_s', '?')} s / {r.get('crashed_s', '?')} s | "
+            f"{r['snapshot_pause_s']:.2f}s | {r['snapshot_bytes'] / 2**20:.1f} MiB |"
         )
-    ratios = [r["ratio"] for r in report["results"] if r.get("ratio") is not None]
-    summary = f"median ratio {statistics.median(ratios):.3f}" if ratios else "no ratio"
+    s = summary(report["results"])
+    if s:
+        noise = s["median_eval_noise"]
+        text = (
+            f"Over {s['seeds']} seeds: median actor steps to 475 **{s['median_base_steps']:.0f}** "
+            f"uninterrupted and **{s['median_crashed_steps']:.0f}** with the crash, a ratio of "
+            f"medians of **{s['ratio_of_medians']:.2f}×** (goal ≤ 1.2×; median of the per-seed "
+            f"ratios {s['median_paired_ratio']:.2f}×). Steps lost between the newest snapshot "
+            f"and the kill: median {s['median_lost_steps']:.0f}. The first evaluation after the "
+            f"resume differs from the last before the kill by a median "
+            f"{s['median_resume_jump']:.0%}; two consecutive evaluations of the uninterrupted "
+            f"runs (below 475) differ by a median "
+            f"{'?' if noise is None else f'{noise:.0%}'} (the evaluation's own noise)."
+        )
+    else:
+        text = "No seed reached 475 with the crash."
     return (
         f"# Resume after a crash (bench/resume_bench.py)\n\n{report['command']}\n\n"
-        f"Snapshots every {report['every_s']} s; the launcher SIGKILLed at "
-        f"{report['crash_at']:.0%} of the uninterrupted run's steps to 475; {summary}.\n\n"
-        + "\n".join(rows)
-        + "\n"
+        f"Snapshots every {report['every_s']} s in both runs; the launcher SIGKILLed at "
+        f"{report['crash_at']:.0%} of the uninterrupted run's steps to 475. "
+        f"Load average at the end: {', '.join(f'{x:.1f}' for x in report['load'])}.\n\n"
+        f"{text}\n\n" + "\n".join(rows) + "\n"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--every-s", type=float, default=15.0)
+    parser.add_argument("--every-s", type=float, default=5.0)
     parser.add_argument("--crash-at", type=float, default=0.6)
     parser.add_argument("--cap-s", type=float, default=600.0)
     parser.add_argument("--out", default="resume")
@@ -225,6 +288,7 @@ def main() -> None:
         "crash_at": args.crash_at,
         "load": os.getloadavg(),
         "results": results,
+        "summary": summary(results),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,21 @@ def mark_owner(directory: Path) -> None:
     tmp = directory / f".{MARK}.tmp"
     tmp.write_text(" ".join(_identity(os.getpid())))
     tmp.replace(directory / MARK)
+
+
+def make_own_dir(directory: Path, tries: int = 5) -> None:
+    """Make ``directory`` (and its ``logs``) and mark it as this process's. Another run's
+    clean-up may remove an empty parent at the same moment (it removes ``topo-ray`` once
+    it is empty): then it is made again."""
+    for attempt in range(tries):
+        try:
+            (directory / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
+            mark_owner(directory)
+            return
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def sweep_stale(root: Path) -> list[Path]:
@@ -134,8 +150,7 @@ class NodeAgent:
         paths = prepare_paths(init)
         self.ip = str(ray.util.get_node_ip_address())
         self.dir = local_log_root(init["registry"]["program_id"]) / subdir
-        (self.dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
-        mark_owner(self.dir)
+        make_own_dir(self.dir)
         self.tail = PullTail()
         self._news: list[dict[str, Any]] = []
         self._cond = threading.Condition()
