@@ -68,7 +68,13 @@ def load_operand(spec: str, params: list[str] | None) -> Program:
     try:
         run_dir = resolve(spec).run_dir
     except RunNotFound as exc:
-        raise error(f"{spec}: not a file, a run directory or a run ({exc})", TROUBLE) from None
+        if not str(exc).startswith("no run"):
+            raise error(str(exc), TROUBLE) from None  # a prefix of several runs' ids
+        raise error(
+            f"no file or run {spec!r}: not a topology file, a run directory, a run id or an "
+            "id prefix (`topo ps -a` lists the runs)",
+            TROUBLE,
+        ) from None
     if not (run_dir / "program.json").is_file():
         raise error(f"run {spec} ({run_dir}) has no program.json", TROUBLE)
     return _recorded(run_dir / "program.json")

@@ -175,9 +175,15 @@ def _compare(
             out.append(Change(path, before[path], None, "-", restart(path)))
         elif path not in before:
             out.append(Change(path, None, after[path], "+", restart(path)))
-        elif before[path] != after[path] or type(before[path]) is not type(after[path]):
+        elif _differ(before[path], after[path]):
             out.append(Change(path, before[path], after[path], "~", restart(path)))
     return out
+
+
+def _differ(a: Value, b: Value) -> bool:
+    """Whether two setting values differ (``5`` and ``5.0`` are one number; ``1`` and
+    ``true`` are not one value)."""
+    return a != b or isinstance(a, bool) != isinstance(b, bool)
 
 
 def _merged(before: Iterable[str], after: Iterable[str]) -> list[str]:
