@@ -126,6 +126,11 @@ def test_trouble_exits_2_with_one_line_or_positioned_diagnostics(tmp_path: Path)
     (tmp_path / "empty").mkdir()
     empty = topo("diff", "empty", str(good), cwd=tmp_path)
     assert empty.returncode == 2 and "empty: has no program.json" in empty.stderr
+    (tmp_path / "old.json").write_text('{"version": 1, "name": "x"}')
+    old = topo("diff", "old.json", str(good), cwd=tmp_path)
+    assert old.returncode == 2 and len(old.stderr.strip().splitlines()) == 1
+    assert "old.json: cannot read the recorded program" in old.stderr
+    assert "version 1" in old.stderr
     bad = _file(tmp_path, "bad.yaml", TICKERS.replace("count: ${n}", "count: ${n +}"))
     broken = topo("diff", str(good), str(bad), cwd=tmp_path)
     assert broken.returncode == 2 and broken.stdout == ""

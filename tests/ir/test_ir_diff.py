@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from topo.api import load
-from topo.ir import Program, dumps, loads
+from topo.ir import Program, RpcSettings, dumps, loads
 from topo.ir.diff import Change, GroupDiff, NodeDiff, ProgramDiff, diff_programs
 from topo.ir.diff_printer import diff_to_dict, format_diff, node_names
 from topo.ir.values import Ref
@@ -323,3 +323,45 @@ def test_the_json_form_is_stable_and_typed(tmp_path: Path) -> None:
 )
 def test_node_names_shorten_runs_of_replicas(ids: list[str], shown: str) -> None:
     assert node_names(ids) == shown
+
+
+def test_replicas_packed_into_processes_move_and_restart(tmp_path: Path) -> None:
+    packed = "    description: acts\n    colocate: {per_process: 2}"
+    new = BASE.replace("    description: acts", packed)
+    found, lines = plan(tmp_path, BASE, new)
+    assert lines == [
+        "~ group actor",
+        "    ~ per_process: null → 2  (restarts its replicas)",
+        "    ~ actor/0  executable: actor/0 → actor/0-1",
+        "    ~ actor/1  executable: actor/1 → actor/0-1",
+        "executables",
+        "    + actor/0-1  [replicas]  [actor/0, actor/1]",
+        "Plan: 1 group changed; 0 nodes to start, 2 to restart, 0 to stop.",
+    ]
+    assert [(e.executable, e.op) for e in found.executables] == [
+        ("actor/0-1", "+"),
+        ("actor/0", "-"),
+        ("actor/1", "-"),
+    ]
+
+
+def test_a_nodes_own_rpc_disable_run_and_a_handle_rewired_in_place(tmp_path: Path) -> None:
+    old = compile_text(tmp_path, BASE)
+    node = dataclasses.replace(old.node("actor/0"), rpc=RpcSettings(threads=2), disable_run=True)
+    edges = tuple(
+        dataclasses.replace(e, via="fallback") if (e.src, e.arg) == ("actor/0", "source") else e
+        for e in old.edges
+    )
+    new = dataclasses.replace(
+        old, nodes=tuple(node if n.id == "actor/0" else n for n in old.nodes), edges=edges
+    )
+    found = diff_programs(old, new)
+    assert format_diff(found).splitlines() == [
+        "~ group actor",
+        "    ~ actor/0  disable_run: false → true",
+        "    ~ actor/0  rpc: null → {threads: 2, deadline_s: 60.0, max_message_mb: 512.0, "
+        "call_timeout_s: null}",
+        "    ~ actor/0  source: @learner/0 → @learner/0  (round_robin → fallback)",
+        "Plan: 1 group changed; 0 nodes to start, 1 to restart, 0 to stop.",
+    ]
+    assert found.restart == ("actor/0",)

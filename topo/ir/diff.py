@@ -48,7 +48,8 @@ JSON (``topo diff --json``, :func:`topo.ir.diff_printer.diff_to_dict`)::
 
 ``VALUE`` is the IR's JSON form of a value (a handle is ``{"$ref": node}``); ``old`` is
 null when ``op`` is ``+``, ``new`` null when it is ``-``; ``via`` is "" except on wiring
-changes (``ref``, ``round_robin``, ``fallback``, ``source``, ``primary``).
+changes (``ref``, ``round_robin``, ``fallback``, ``source``, ``primary``; ``"ref →
+round_robin"`` when a handle keeps its node but changes how it is wired).
 """
 
 from __future__ import annotations
@@ -124,7 +125,10 @@ class ExecutableDiff:
 @dataclass(frozen=True, slots=True)
 class ProgramDiff:
     """Everything that differs between two programs, and the node ids to start, stop and
-    restart to turn a program running the old one into the new one."""
+    restart to turn a program running the old one into the new one. ``restart`` holds
+    every kept node a restarting change touches: its own (a :class:`NodeDiff`), its
+    group's settings, its executable's, or the program seed's; the nodes it does not
+    name keep running untouched."""
 
     program: tuple[Change, ...] = ()
     groups: tuple[GroupDiff, ...] = ()
@@ -256,11 +260,15 @@ def _node_changes(
     changes: list[Change] = []
     fields = [f.name for f in dataclasses.fields(Node) if f.name not in _NODE_SKIP]
 
+    both_rpc = old.rpc is not None and new.rpc is not None  # else: all of it, or none
+
     def leaves(n: Node) -> Iterator[tuple[str, Value]]:
         for name in fields:
             value = getattr(n, name)
-            if name == "rpc" and value is not None:
+            if name == "rpc" and both_rpc:
                 yield from _flat(value, "rpc.")
+            elif name == "rpc" and value is not None:
+                yield name, FrozenMap(dict(_flat(value)))
             else:
                 yield name, value
 
