@@ -22,6 +22,7 @@ from typer.core import TyperCommand, TyperGroup
 COMMANDS: dict[str, str] = {
     "validate": "topo.cli.validate",
     "plan": "topo.cli.plan",
+    "diff": "topo.cli.diff",
     "schema": "topo.cli.schema",
     "graph": "topo.cli.graph",
     "run": "topo.cli.run",
@@ -44,6 +45,8 @@ HELP: dict[str, str] = {
     "Exit 1 on errors.",
     "plan": "Compile FILE and print the plan: executables, their nodes, arguments and references,"
     "\nand who may call whom (each node only the nodes its arguments refer to).",
+    "diff": "Compare two programs (topology files or runs) and print what changes, as a plan."
+    "\nExit 0 when equal, 1 when they differ, 2 on trouble.",
     "schema": "Print the JSON Schema of topology files (editors use it through the "
     "$schema modeline).",
     "graph": "Draw the topology: groups as clusters, colocated nodes boxed, handles as edges.",

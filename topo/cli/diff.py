@@ -1,0 +1,99 @@
+"""``topo diff A B``: what changes from program A to program B, as a plan -- each of A and B a
+topology file or a run (its recorded ``program.json``). Exit 0 when equal, 1 when they
+differ, 2 on trouble (``diff``'s convention)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from topo.cli.app import app
+from topo.cli.common import ParamsOption, error, stderr, stdout
+from topo.diagnostics import TopoError, render_diagnostics
+from topo.ir import Program
+
+TROUBLE = 2  # a file or run that cannot be read: diff's "trouble" exit
+OperandArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="A",
+        help="A topology YAML file, or a run: a run directory, runs/latest, a run id.",
+        show_default=False,
+    ),
+]
+
+
+@app.command("diff")
+def diff(
+    old: OperandArgument,
+    new: Annotated[
+        str,
+        typer.Argument(metavar="B", help="The same, compared with A.", show_default=False),
+    ],
+    params: ParamsOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the diff as JSON (its shape: topo.ir.diff).")
+    ] = False,
+) -> None:
+    """Compare two programs (topology files or runs) and print what changes, as a plan.
+    Exit 0 when equal, 1 when they differ, 2 on trouble."""
+    from topo.ir.diff import diff_programs
+    from topo.ir.diff_printer import diff_to_dict, format_diff
+
+    before, after = load_operand(old, params), load_operand(new, params)
+    found = diff_programs(before, after)
+    if as_json:
+        print(json.dumps(diff_to_dict(found), indent=2))
+    else:
+        stdout.print(format_diff(found), highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(0 if found.equal else 1)
+
+
+def load_operand(spec: str, params: list[str] | None) -> Program:
+    """The program ``spec`` names: a topology file compiled with ``params``, a run's
+    recorded program (a run directory, a ``program.json``, a run id), else exit 2."""
+    path = Path(spec)
+    if path.is_dir() and (path / "program.json").is_file():
+        return _recorded(path / "program.json")
+    if path.is_file():
+        return _recorded(path) if path.suffix == ".json" else _compiled(path, params)
+    if path.suffix in (".yaml", ".yml", ".json") or path.is_dir():
+        missing = "has no program.json" if path.is_dir() else "does not exist"
+        raise error(f"{spec}: {missing}", TROUBLE)
+    from topo.runs.resolve import RunNotFound, resolve
+
+    try:
+        run_dir = resolve(spec).run_dir
+    except RunNotFound as exc:
+        if not str(exc).startswith("no run"):
+            raise error(str(exc), TROUBLE) from None  # a prefix of several runs' ids
+        raise error(
+            f"no file or run {spec!r}: not a topology file, a run directory, a run id or an "
+            "id prefix (`topo ps -a` lists the runs)",
+            TROUBLE,
+        ) from None
+    if not (run_dir / "program.json").is_file():
+        raise error(f"run {spec} ({run_dir}) has no program.json", TROUBLE)
+    return _recorded(run_dir / "program.json")
+
+
+def _compiled(path: Path, params: list[str] | None) -> Program:
+    from topo.api import load
+
+    try:
+        return load(path, params or []).program
+    except TopoError as exc:
+        render_diagnostics(exc.diagnostics, stderr)
+        raise typer.Exit(TROUBLE) from None
+
+
+def _recorded(path: Path) -> Program:
+    from topo.ir import IRFormatError, loads
+
+    try:
+        return loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, IRFormatError) as exc:  # IRVersionError is a ValueError
+        raise error(f"{path}: cannot read the recorded program: {exc}", TROUBLE) from None
