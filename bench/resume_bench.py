@@ -9,6 +9,13 @@ Distributed DQN on CartPole (``acme_distributed.yaml`` on procs), each seed twic
   killed with SIGKILL (its nodes end with it), then ``topo run --resume RUN_DIR`` brings
   the program back from its newest snapshot and runs until 475.
 
+* **paired**: the uninterrupted run keeps all its snapshots; ``topo run --resume RUN
+  --snapshot K`` from its newest snapshot before 60 % runs until 475, and the crash is
+  taken as the worst case, just before its next snapshot (all steps since snapshot K
+  lost). With and without the crash then share their history up to snapshot K: one seed's
+  two separate runs diverge from the first steps (DQN's steps to 475 spread 2-3x between
+  runs), which the paired ratio leaves out.
+
 Reported: the last evaluation before the kill and the first after the resume (the
 resumed policy must not fall back to random: within 10 %), the actor steps executed to
 reach 475 with the crash (steps before the kill + steps after the resume) against the
@@ -103,9 +110,11 @@ def one_seed(
     # Both runs take snapshots on the same clock: only the crash differs. (A snapshot's
     # pause costs time, not actor steps, which are what is compared.)
     params += ["-p", f"checkpoint_every_s={every_s}"]
+    topology = work / "acme_keep_all.yaml"  # the example, keeping every snapshot
+    topology.write_text(f"extends: {TOPOLOGY}\nsnapshots: {{keep: 1000}}\n")
     # 1. uninterrupted
     t0 = time.monotonic()
-    base_dir = start(work, str(TOPOLOGY), "-b", "procs", *params)
+    base_dir = start(work, str(topology), "-b", "procs", *params)
     base = wait_until(base_dir, reached, cap_s)
     base_s = time.monotonic() - t0
     topo("stop", str(base_dir), cwd=work)
@@ -115,7 +124,7 @@ def one_seed(
     kill_at = int(goal["actor_steps"] * crash_at)
     # 2. crashed at ~60 %, resumed
     t0 = time.monotonic()
-    first_dir = start(work, str(TOPOLOGY), "-b", "procs", *params)
+    first_dir = start(work, str(topology), "-b", "procs", *params)
     before = wait_until(first_dir, lambda c: c and c[-1]["actor_steps"] >= kill_at, cap_s)
     os.kill(launcher_pid(first_dir), signal.SIGKILL)
     killed_at = before[-1]["actor_steps"] if before else 0
@@ -134,6 +143,7 @@ def one_seed(
     if goal_after is not None:
         # what the actors really ran: up to the kill, then from the snapshot's count on
         executed = killed_at + (goal_after["actor_steps"] - resumed_from)
+    paired = branch_from(work, base_dir, goal["actor_steps"] * crash_at, cap_s)
     return {
         "seed": seed,
         "base_steps_to_goal": goal["actor_steps"],
@@ -151,6 +161,41 @@ def one_seed(
         "base": base,
         "before": before,
         "after": after,
+        **paired,
+    }
+
+
+def snapshot_steps(run_dir: Path) -> list[tuple[int, int]]:
+    """(snapshot number, the counter's actor steps in it), oldest first."""
+    found = []
+    for path in (run_dir / "snapshots").iterdir():
+        if path.name.isdigit() and (path / "manifest.json").is_file():
+            manifest = json.loads((path / "manifest.json").read_text())
+            found.append((int(path.name), int(manifest["counts"]["counter"]["actor_steps"])))
+    return sorted(found)
+
+
+def branch_from(work: Path, base_dir: Path, crash_steps: float, cap_s: float) -> dict[str, Any]:
+    """The paired measurement: the uninterrupted run, and a crash of that same run at
+    ``crash_steps``. The crash is taken as the worst case, just before the snapshot after
+    the newest one: everything since that one is lost. ``topo run --resume`` from the
+    newest snapshot before the crash then runs until 475; the two share their history up to
+    that snapshot, so only what comes after it (the resume) can differ."""
+    snaps = snapshot_steps(base_dir)
+    before = [s for s in snaps if s[1] <= crash_steps]
+    if not before or before[-1] == snaps[-1]:
+        return {"paired_error": "no snapshot before and after the crash point"}
+    number, at = before[-1]
+    lost_until = snaps[snaps.index(before[-1]) + 1][1]
+    run_dir = start(work, "--resume", str(base_dir), "--snapshot", str(number))
+    curve = wait_until(run_dir, reached, cap_s)
+    topo("stop", str(run_dir), cwd=work)
+    goal = reached(curve)
+    return {
+        "paired_snapshot_steps": at,
+        "paired_crash_steps": lost_until,
+        "paired_after": curve,
+        "paired_steps_to_goal": None if goal is None else lost_until + (goal["actor_steps"] - at),
     }
 
 
@@ -174,6 +219,11 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             xs = [p["actor_steps"] + shift for p in r["after"]]
             ax.plot(xs, [p["mean_return"] for p in r["after"]], "o-", label="resumed")
             ax.axvline(r["kill_at_steps"], color="grey", linestyle=":", label="launcher killed")
+        if r.get("paired_after"):
+            shift = r["paired_crash_steps"] - r["paired_snapshot_steps"]
+            xs = [p["actor_steps"] + shift for p in r["paired_after"]]
+            ys = [p["mean_return"] for p in r["paired_after"]]
+            ax.plot(xs, ys, "s--", label="uninterrupted run, crashed and resumed (paired)")
         ax.axhline(GOAL, color="black", linewidth=0.5)
         ax.set_title(f"seed {r['seed']}")
         ax.set_xlabel("actor steps executed")
@@ -207,7 +257,15 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     lost = statistics.median(r["kill_at_steps"] - r["snapshot_steps"] for r in ok)
     jumps = [jump(r["last_before"], r["first_after"]) for r in ok]
     noise = [n for n in (eval_noise(r["base"]) for r in ok) if n is not None]
+    pairs = [
+        r["paired_steps_to_goal"] / r["base_steps_to_goal"]
+        for r in results
+        if r.get("paired_steps_to_goal") is not None
+    ]
     return {
+        "paired_seeds": len(pairs),
+        "median_paired_branch_ratio": round(statistics.median(pairs), 3) if pairs else None,
+        "paired_branch_ratios": [round(x, 3) for x in pairs],
         "seeds": len(ok),
         "median_base_steps": base,
         "median_crashed_steps": crashed,
@@ -254,6 +312,28 @@ def markdown(report: dict[str, Any]) -> str:
         )
     else:
         text = "No seed reached 475 with the crash."
+    if s.get("median_paired_branch_ratio") is not None:
+        text += (
+            f"\n\n**Paired** (the same run with and without the crash, sharing its history up "
+            f"to the snapshot; the crash taken just before the next snapshot, the worst case): "
+            f"median ratio **{s['median_paired_branch_ratio']:.2f}×** over "
+            f"{s['paired_seeds']} seeds "
+            f"({', '.join(f'{x:.2f}' for x in s['paired_branch_ratios'])})."
+        )
+        rows += [
+            "",
+            "| seed | uninterrupted: steps to 475 | resumed from its snapshot at | crash (worst "
+            "case) at | with the crash: steps to 475 | ratio |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in report["results"]:
+            if r.get("paired_steps_to_goal") is None:
+                continue
+            rows.append(
+                f"| {r['seed']} | {r['base_steps_to_goal']} | {r['paired_snapshot_steps']} | "
+                f"{r['paired_crash_steps']} | {r['paired_steps_to_goal']} | "
+                f"{r['paired_steps_to_goal'] / r['base_steps_to_goal']:.3f} |"
+            )
     return (
         f"# Resume after a crash (bench/resume_bench.py)\n\n{report['command']}\n\n"
         f"Snapshots every {report['every_s']} s in both runs; the launcher SIGKILLed at "
