@@ -49,6 +49,10 @@ Params = Any  # a haiku parameter tree: {module: {name: array}}
 DatasetFactory = Callable[..., Iterator[Batch]]
 DEFAULT_DATASET = "examples.agents.demonstrations:transition_dataset"
 STOP_DEADLINE_S = 2.0  # RPCs made while the program stops: its peers may be gone already
+# At the stop a learner that serves parameters waits this long for one more fetch (the
+# evaluator's final evaluation) before it ends: the final evaluation plays the final
+# parameters, however many steps the learner made since the evaluator's last refresh.
+FINAL_FETCH_WAIT_S = 2.0
 COUNTER_DEADLINE_S = 4.0  # under the default 5 s stop grace period
 SHOWN = ("loss", "accuracy", "critic_loss", "mean_q_target")  # printed learner metrics
 RPC_ERRORS = (ConnectionError, TimeoutError)  # topo's PeerUnavailable, DeadlineExceeded
@@ -137,6 +141,8 @@ class Learner:
         self._last_print = time.monotonic()
         self._variables: tuple[int, Params] | None = None  # (steps, numpy params) cache
         self._lock = threading.Lock()
+        self._fetched_at: float | None = None  # when parameters were last fetched
+        self._fetched_after_stop = threading.Event()
 
     @property
     def steps(self) -> int:
@@ -190,6 +196,8 @@ class Learner:
             done += 1
         if self._stop.is_set():
             print(f"{_node_id('learner')}: stopped after {self._steps} steps", flush=True)
+            if self._fetched_at is not None:  # a variable client follows: hand it the last
+                self._fetched_after_stop.wait(FINAL_FETCH_WAIT_S)
 
     def get_variables(self, names: Sequence[str]) -> list[Params]:
         """Acme's ``get_variables``: one entry per name; ``"policy"`` is the parameters."""
@@ -200,7 +208,11 @@ class Learner:
             state, steps = self._state, self._steps
             if self._variables is None or self._variables[0] != steps:
                 self._variables = (steps, to_numpy(self._algorithm.policy_params(state)))
-            return [self._variables[1] for _ in names]
+            found = [self._variables[1] for _ in names]
+        self._fetched_at = time.monotonic()
+        if self._stop.is_set():
+            self._fetched_after_stop.set()
+        return found
 
     def save(self) -> dict[str, Any]:
         """A checkpointable copy of the learner: its whole training state (networks,
@@ -329,10 +341,21 @@ class Evaluator:
                 pass
             self._update_counts(self._counter.get_counts)
 
+    def _final_fetch(self) -> None:
+        """At the stop: the learner's final parameters (it waits for this fetch), within
+        the stop deadline; the ones held are kept when it is gone already."""
+        if self._client.params is None:
+            return
+        try:
+            self._client.update(wait=True)
+        except RPC_ERRORS:
+            pass
+
     def run(self) -> None:
         """Evaluate every ``every_s`` seconds until the program stops, refreshing the
         parameters every ``refresh_s`` seconds in between, so that the final evaluation at
-        stop plays parameters at most ``refresh_s`` old (the learner is gone by then)."""
+        stop plays the learner's final parameters (fetched once more at the stop; the
+        learner waits for that fetch, up to ``FINAL_FETCH_WAIT_S``)."""
         while not self._stop.is_set():
             self._refresh()
             self.evaluate()
@@ -344,4 +367,5 @@ class Evaluator:
                     if self._stop.wait(wait):
                         break
                 self._refresh()
+        self._final_fetch()
         self.evaluate(final=True)

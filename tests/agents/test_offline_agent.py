@@ -8,6 +8,8 @@ import itertools
 import pickle
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,32 @@ def test_an_unknown_learner_is_named() -> None:
         fixed_learner(0, fixed_batch(), "cql")
     with pytest.raises(ValueError, match="this checkpoint is of another learner"):
         fixed_learner(0, fixed_batch(), "crr").restore(fixed_learner(0, fixed_batch()).save())
+
+
+def test_at_the_stop_the_learner_hands_its_final_parameters_to_one_more_fetch() -> None:
+    """The evaluator's final evaluation plays the learner's final parameters: at the stop
+    a learner that has served parameters waits (bounded) for one more fetch, and ends as
+    soon as it has had it."""
+    batch = fixed_batch()
+    learner = fixed_learner(0, batch)
+    policy_params(learner)  # a variable client follows this learner
+    learner._stop.set()
+    started = time.monotonic()
+    learner.run()  # nobody fetches: it waits out the bound, then ends
+    waited = time.monotonic() - started
+    assert offline.FINAL_FETCH_WAIT_S <= waited < offline.FINAL_FETCH_WAIT_S + 5
+
+    fetched: list[list[np.ndarray]] = []
+    fetcher = threading.Timer(0.2, lambda: fetched.append(policy_params(learner)))
+    started = time.monotonic()
+    fetcher.start()
+    learner.run()  # ends as soon as the final fetch is served
+    assert time.monotonic() - started < offline.FINAL_FETCH_WAIT_S
+    fetcher.join()
+    assert fetched
+
+    quiet = fixed_learner(1, batch)  # never fetched from: nothing to wait for
+    quiet._stop.set()
+    started = time.monotonic()
+    quiet.run()
+    assert time.monotonic() - started < offline.FINAL_FETCH_WAIT_S
