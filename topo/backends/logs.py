@@ -125,10 +125,14 @@ def timestamp() -> str:
 
 
 def write_marker(path: Path, text: str) -> None:
-    """Append ``<timestamp> ── topo: <text> ──`` to a log file in one write."""
+    """Append ``<timestamp> ── topo: <text> ──`` to a log file in one write, on a line of
+    its own: a process killed in the middle of a line left no newline after it."""
     line = f"{timestamp()} {MARKER}{text} ──\n".encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         os.write(fd, line)
     finally:
         os.close(fd)
