@@ -138,6 +138,39 @@ def test_close_shows_the_end_of_the_output_after_a_rotation_with_a_slow_listener
     assert all(LINE.match(t) or "skipped" in t for t in text)  # no torn line
 
 
+def test_lines_read_when_close_comes_are_shown_by_the_final_round(tmp_path: Path) -> None:
+    """close() in the middle of a chunk the relay is showing to a slow listener: the
+    relay stops between two lines and the final round shows the rest, the last line
+    included (they used to count as skipped, and the end of the output was lost)."""
+    log = tmp_path / "n.log"
+    log.touch()
+    closing = threading.Event()
+
+    class SlowThenClose(Collect):
+        def __call__(self, label: str, line: str) -> None:
+            super().__call__(label, line)
+            if len(self.lines) == 5:  # mid-chunk: close comes from another thread
+                threading.Thread(target=tailer.close).start()
+                closing.wait(5)
+                time.sleep(0.2)
+
+    got = SlowThenClose(delay=0.001)
+    tailer = LogTailer({"n": log}, got, interval=0.02)
+    original_set = tailer._closed.set
+
+    def set_and_tell() -> None:
+        original_set()
+        closing.set()
+
+    tailer._closed.set = set_and_tell  # type: ignore[method-assign]
+    tailer.start()
+    with open(log, "ab") as f:
+        f.write(_lines(0, 300))  # one chunk of 21 kB: far less than the final budget
+    _wait(lambda: len(got.lines) >= 300)
+    text = got.text()
+    assert text == _lines(0, 300).decode().splitlines()  # every line, in order, once
+
+
 def test_append_and_close_do_not_wait_for_a_stuck_emit(tmp_path: Path) -> None:
     log = tmp_path / "n.log"
     log.touch()

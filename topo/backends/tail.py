@@ -63,6 +63,7 @@ class _Followed:
         self.resync = False  # after a skip: drop bytes up to the next line start
         self.cutting = False  # the current line was cut: drop the rest of it
         self.hidden: list[tuple[tuple[int, int], int, int]] = []  # (inode, start, end)
+        self.pending: list[bytes] = []  # whole lines read but not shown when close came
 
     def where(self) -> str:
         """``logs/<name>.log``: the file as the run directory names it."""
@@ -118,6 +119,8 @@ class LogTailer:
         if size < pos:  # truncated: start again from its beginning
             handle.seek(0)
             pos, f.partial, f.resync, f.cutting = 0, b"", False, False
+        if final and f.pending:
+            self._show_pending(f, budget - min(size - pos, budget + 1))
         now = time.monotonic()
         lagging = f.behind_since is not None and now - f.behind_since > MAX_LAG_S
         if size - pos > (budget if final else MAX_BEHIND) or (lagging and size - pos > ROUND):
@@ -155,8 +158,9 @@ class LogTailer:
 
     def _feed(self, f: _Followed, data: bytes, final: bool = False) -> None:
         """Relay the complete lines of ``data`` (what follows ``f.partial``); once the
-        tailer closes, the relay's lines not yet shown count as skipped, so ``close`` can
-        show the end of each file without waiting for slow listeners."""
+        tailer closes, the relay stops between two lines and keeps the rest for the final
+        round (``_show_pending``), so ``close`` shows the end of each file soon however
+        slow the listeners are, and the last lines read are not lost."""
         if f.resync or f.cutting:
             newline = data.find(b"\n")
             if newline < 0:
@@ -170,7 +174,7 @@ class LogTailer:
         *lines, rest = (f.partial + data).split(b"\n")
         for i, line in enumerate(lines):
             if not final and self._closed.is_set():
-                f.skipped += sum(len(left) + 1 for left in lines[i:])
+                f.pending.extend(lines[i:])
                 break
             self._line(f.label, line)
         if len(rest) > MAX_LINE:
@@ -182,6 +186,22 @@ class LogTailer:
         shown = display_line(line.decode("utf-8", "replace").rstrip("\r"), self._stamps)
         if shown is not None:
             self._emit(label, shown + tail)
+
+    def _show_pending(self, f: _Followed, room: int) -> None:
+        """At close: the lines read before it and not shown yet, the newest that fit in
+        ``room`` bytes (the older ones count as skipped, said first)."""
+        kept: list[bytes] = []
+        for line in reversed(f.pending):
+            if len(line) + 1 > room:
+                break
+            room -= len(line) + 1
+            kept.append(line)
+        f.skipped += sum(len(line) + 1 for line in f.pending[: len(f.pending) - len(kept)])
+        f.pending = []
+        if f.skipped and kept:  # (else the skip goes on: said once, where it ends)
+            self._say_skipped(f)
+        for line in reversed(kept):
+            self._line(f.label, line)
 
     def _say_skipped(self, f: _Followed) -> None:
         self._emit(
@@ -211,7 +231,11 @@ class LogTailer:
         if rest > 0 and not final:
             return
         if rest > 0:  # the old file's unread end, and the line begun before it: skipped
-            f.skipped += rest + len(f.partial)
+            f.skipped += rest + len(f.partial) + sum(len(line) + 1 for line in f.pending)
+            f.partial, f.resync, f.cutting, f.pending = b"", False, False, []
+        if f.pending:  # shown after them, with what fits of the new file (_show_pending)
+            if f.partial and not (f.resync or f.cutting):
+                f.pending.append(f.partial)
             f.partial, f.resync, f.cutting = b"", False, False
         self._flush_partial(f)
         new = open(f.path, "rb")  # closed by LogTailer.close
