@@ -132,7 +132,7 @@ def test_json_keeps_the_v1_layout(compile_text: Any) -> None:
 def test_an_older_ir_version_is_a_clear_error(compile_text: Any) -> None:
     data = program_to_dict(compile_text("{name: t, nodes: {a: {target: 'm:A'}}}"))
     data["version"] = 2
-    with pytest.raises(IRVersionError, match=r"written as version 2; this topo reads version 3"):
+    with pytest.raises(IRVersionError, match=r"written as version 2; this topo reads version 4"):
         program_from_dict(data)
     with pytest.raises(IRVersionError, match="version None"):
         loads("[]")

@@ -1,6 +1,7 @@
 """``topo diff A B``: what changes from program A to program B, as a plan -- each of A and B a
-topology file or a run (its recorded ``program.json``). Exit 0 when equal, 1 when they
-differ, 2 on trouble (``diff``'s convention)."""
+topology file or a run (its recorded ``program.json``). A run compared with a file is
+shown as ``topo apply`` would change it (the run's processes kept where they can be).
+Exit 0 when equal, 1 when they differ, 2 on trouble (``diff``'s convention)."""
 
 from __future__ import annotations
 
@@ -44,12 +45,24 @@ def diff(
     from topo.ir.diff_printer import diff_to_dict, format_diff
 
     before, after = load_operand(old, params), load_operand(new, params)
+    if not _is_file(old) and _is_file(new):
+        # A run and a file: the file as `topo apply` would run it there (the processes
+        # the run has are kept where the new packing allows).
+        from topo.ir.packing import as_applied
+
+        after = as_applied(before, after)
     found = diff_programs(before, after)
     if as_json:
         print(json.dumps(diff_to_dict(found), indent=2))
     else:
         stdout.print(format_diff(found), highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(0 if found.equal else 1)
+
+
+def _is_file(spec: str) -> bool:
+    """Whether ``spec`` names a topology file (not a run)."""
+    path = Path(spec)
+    return path.is_file() and path.suffix != ".json"
 
 
 def load_operand(spec: str, params: list[str] | None) -> Program:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topo.ir import Group, Ref
+from topo.ir import Group, GroupRef, Ref
 
 _REF = re.compile(r"^@(?P<group>[A-Za-z_][A-Za-z0-9_\-]*)(?:\[(?P<index>[^\]]*)\])?(?P<opt>\?)?$")
 
@@ -29,8 +29,9 @@ class GroupTable:
     # fine there (both are usually switched by the same parameter) and resolves to nothing.
     lenient: bool = False
 
-    def resolve(self, text: str) -> Ref | tuple[Ref, ...] | None:
-        """A single Ref, a tuple of Refs (whole multi-node group) or None (optional, disabled)."""
+    def resolve(self, text: str) -> Ref | GroupRef | None:
+        """A single Ref, a GroupRef (a whole multi-node group: a tuple of its Refs that
+        knows its group) or None (optional, disabled)."""
         m = _REF.match(text)
         if m is None:
             raise RefError(
@@ -58,9 +59,9 @@ class GroupTable:
         if index is None:
             if group.singleton:
                 return Ref(ids[0])
-            return tuple(Ref(i) for i in ids)
+            return GroupRef(name, tuple(Ref(i) for i in ids))
         if index == "*":
-            return tuple(Ref(i) for i in ids)
+            return GroupRef(name, tuple(Ref(i) for i in ids))
         if not index.strip().isdigit():
             raise RefError(f"'{text}': the replica index must be a number, got '{index}'")
         i = int(index)

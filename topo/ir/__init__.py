@@ -28,7 +28,7 @@ from topo.ir.program import (
     SourcePos,
     StopSettings,
 )
-from topo.ir.values import FrozenMap, Opaque, Ref, Value, freeze, iter_refs, thaw
+from topo.ir.values import FrozenMap, GroupRef, Opaque, Ref, Value, freeze, iter_refs, thaw
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
@@ -38,6 +38,7 @@ __all__ = [
     "Executable",
     "FrozenMap",
     "Group",
+    "GroupRef",
     "IRFormatError",
     "IRVersionError",
     "Node",

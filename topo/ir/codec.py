@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin
 
 from topo.ir import values
-from topo.ir.program import IR_VERSION, Edge, Program, SourcePos
+from topo.ir.program import IR_VERSION, READABLE_IR_VERSIONS, Edge, Program, SourcePos
 
 
 class IRVersionError(ValueError):
@@ -196,7 +196,7 @@ def program_to_dict(p: Program) -> dict[str, Any]:
 def program_from_dict(d: dict[str, Any]) -> Program:
     """Rebuild a Program from :func:`program_to_dict` output."""
     version = d.get("version") if isinstance(d, dict) else None
-    if version != IR_VERSION:
+    if version not in READABLE_IR_VERSIONS:
         raise IRVersionError(
             f"this IR was written as version {version!r}; this topo reads version {IR_VERSION} "
             "(compile the topology again, e.g. with `topo plan --json`)"

@@ -28,7 +28,9 @@ restarted (``needs_restart``): a node's construction (target, arguments, handles
 process environment, RPC server, executable, seed) is fixed once it runs; supervision
 settings (restart policy, timeouts, ``stops_program``, descriptions), stop and snapshot
 settings and parameters themselves are not (a parameter acts through the arguments it
-changes, which are listed where they change). A kept executable whose mode, placement or
+changes, which are listed where they change). A handle to a whole group (``"@actor"``,
+a :class:`~topo.ir.values.GroupRef`) is a live view of the group's members in a running
+node: when only its members change, the change (``via`` ``group``) restarts nothing. A kept executable whose mode, placement or
 set of nodes changes restarts the nodes it keeps: threads are not moved in or out of a
 running process.
 
@@ -60,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from topo.ir.program import Edge, Executable, Group, Node, Program
-from topo.ir.values import FrozenMap, Ref, Value
+from topo.ir.values import FrozenMap, GroupRef, Ref, Value
 
 Op = Literal["+", "~", "-"]  # added, changed, removed
 Effect = Literal["start", "stop", "restart", "none"]
@@ -209,8 +211,13 @@ def _merged(before: Iterable[str], after: Iterable[str]) -> list[str]:
 
 def _value_changes(old: Value, new: Value, path: str) -> Iterator[tuple[str, Value, Value, Op]]:
     """Where two argument values differ: mappings key by key, tuples of one length item by
-    item; a tuple whose length changed is one change of the whole."""
+    item; a tuple whose length changed is one change of the whole, and so is a group
+    reference whose members changed."""
     if old == new and type(old) is type(new):
+        return
+    if isinstance(old, GroupRef) or isinstance(new, GroupRef):
+        if isinstance(old, GroupRef) and isinstance(new, GroupRef) or old != new:
+            yield path, old, new, "~"
         return
     if isinstance(old, FrozenMap) and isinstance(new, FrozenMap):
         for key in _merged(old, new):
@@ -284,6 +291,10 @@ def _node_changes(
     for path, a, b, op in found:
         if reseeded and _seed_leaf(a, old.seed) and _seed_leaf(b, new.seed):
             continue  # derived from the program seed, whose change is said once
+        if _same_group(a, b):  # a live view of the group: it follows, nothing restarts
+            changes.append(Change(path, a, b, op, False, "group"))
+            said.append(path)
+            continue
         edge = new_edges.get(path) or old_edges.get(path) if path in wired else None
         changes.append(Change(path, a, b, op, True, edge.via if edge else ""))
         said.append(path)
@@ -301,6 +312,11 @@ def _node_changes(
             op = "+" if before is None else "~"
             changes.append(Change(path, _ref(before), _ref(after), op, True, after.via))
     return changes
+
+
+def _same_group(old: Value, new: Value) -> bool:
+    """Whether both values reference one group as a whole (its members may differ)."""
+    return isinstance(old, GroupRef) and isinstance(new, GroupRef) and old.group == new.group
 
 
 def _ref(edge: Edge | None) -> Value:

@@ -95,10 +95,23 @@ def _node_change_text(change: Change, quoted: bool | None = None) -> str:
     an argument that appears or goes shows ``(absent)`` on that side; strings quoted in
     arguments (``quoted`` None: when the path is an argument's)."""
     quoted = _is_argument(change.path) if quoted is None else quoted
+    if change.via == "group" and isinstance(change.old, tuple) and isinstance(change.new, tuple):
+        return f"{change.path}: {_members(change.old, change.new)}  (members follow, no restart)"
     old = "(absent)" if change.op == "+" else _show(change.old, quoted)
     new = "(absent)" if change.op == "-" else _show(change.new, quoted)
     via = f"  ({change.via})" if change.via else ""
     return f"{change.path}: {old} {ARROW} {new}{via}"
+
+
+def _members(old: tuple[Value, ...], new: tuple[Value, ...]) -> str:
+    """``@actor ×2 → ×8 (+actor/2..7)``: a whole-group handle whose members change."""
+    group = getattr(new, "group", "") or getattr(old, "group", "")
+    before = [str(getattr(r, "node", r)) for r in old]
+    after = [str(getattr(r, "node", r)) for r in new]
+    gained = [n for n in after if n not in set(before)]
+    lost = [n for n in before if n not in set(after)]
+    moves = [f"+{node_names(gained)}"] * bool(gained) + [f"-{node_names(lost)}"] * bool(lost)
+    return f"@{group} ×{len(before)} {ARROW} ×{len(after)} ({', '.join(moves)})"
 
 
 def _is_argument(path: str) -> bool:

@@ -11,18 +11,21 @@ set its name or its groups' names joined with ``+``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from topo.ir.checks import Problem
-from topo.ir.program import Executable
+from topo.ir.program import Executable, Program
 
 __all__ = [
     "Colocation",
+    "as_applied",
     "Packing",
     "consecutive_replicas",
     "group_of",
+    "keep_running",
     "pack",
     "replicas_id",
     "set_name",
@@ -266,3 +269,106 @@ def _check_unique(executables: list[Executable]) -> list[Problem]:
         for exe_id, times in seen.items()
         if times > 1
     ]
+
+
+# -- a change to a running program keeps its processes ---------------------------------
+
+
+def _chunk_sizes(exes: Sequence[Executable]) -> dict[str, int]:
+    """Group -> how many replicas its per-process executables hold (the largest chunk:
+    the last one may be shorter)."""
+    out: dict[str, int] = {}
+    for e in exes:
+        if e.mode == "replicas":
+            g = group_of(e.nodes[0])
+            out[g] = max(out.get(g, 0), len(e.nodes))
+    return out
+
+
+def _kept(
+    old: Executable, new_of: Mapping[str, Executable], old_k: dict[str, int], new_k: dict[str, int]
+) -> bool:
+    """Whether executable ``old`` of a running program can go on as it is under the new
+    packing: all its nodes stay, each packed the same way -- alone, in the same thread
+    set, or as replicas of a group still packed ``per_process`` by the same number --
+    on the same host set."""
+    mine = [new_of.get(n) for n in old.nodes]
+    if any(e is None or e.placement != old.placement for e in mine):
+        return False
+    if old.mode == "replicas":
+        group = group_of(old.nodes[0])
+        same_k = old_k.get(group) == new_k.get(group)
+        return same_k and all(e is not None and e.mode == "replicas" for e in mine)
+    return all(e == old for e in mine)
+
+
+def _runs(nodes: Sequence[str]) -> list[list[str]]:
+    """``nodes`` cut into runs of consecutive replicas of one group (others alone)."""
+    out: list[list[str]] = []
+    for node in nodes:
+        if out and consecutive_replicas([*out[-1], node]):
+            out[-1].append(node)
+        else:
+            out.append([node])
+    return out
+
+
+def keep_running(running: Sequence[Executable], new: Sequence[Executable]) -> list[Executable]:
+    """The executables of a new packing (``new``) rearranged for a program already running
+    ``running``: every running executable that can go on unchanged is kept (``_kept``),
+    and the nodes left are packed as ``new`` packs them, per-process replicas re-chunked
+    among themselves (``topo apply`` then starts only what is new, e.g. 4 more actors
+    packed 2 per process, without moving the actors already running). Order: ``new``'s."""
+    new_of = {n: e for e in new for n in e.nodes}
+    per, old_per = _chunk_sizes(new), _chunk_sizes(running)
+    kept = {e.id: e for e in running if _kept(e, new_of, old_per, per)}
+    kept_of = {n: e for e in kept.values() for n in e.nodes}
+    pooled: dict[str, list[str]] = {}  # group -> its per-process replicas left, in order
+    for exe in new:
+        if exe.mode == "replicas":
+            pooled.setdefault(group_of(exe.nodes[0]), []).extend(
+                n for n in exe.nodes if n not in kept_of
+            )
+    out: list[Executable] = []
+    emitted: set[str] = set()
+    for exe in new:
+        for node in exe.nodes:
+            keep = kept_of.get(node)
+            if keep is not None and keep.id not in emitted:
+                emitted.add(keep.id)
+                out.append(keep)
+        if exe.mode != "replicas":
+            if not any(n in kept_of for n in exe.nodes):
+                out.append(exe)
+            continue
+        group = group_of(exe.nodes[0])
+        if group not in pooled:
+            continue  # its chunks were made at its first executable
+        for other in new:  # the group's kept executables first, then its new chunks
+            if other.mode == "replicas" and group_of(other.nodes[0]) == group:
+                for node in other.nodes:
+                    keep = kept_of.get(node)
+                    if keep is not None and keep.id not in emitted:
+                        emitted.add(keep.id)
+                        out.append(keep)
+        rest = pooled.pop(group)
+        k = per[group]
+        for run in _runs(rest):
+            for start in range(0, len(run), k):
+                chunk = tuple(run[start : start + k])
+                out.append(Executable(replicas_id(chunk), chunk, "replicas", exe.placement))
+    return out
+
+
+def as_applied(running: Program, new: Program) -> Program:
+    """``new`` as ``topo apply`` would run it on top of ``running``: its executables
+    arranged by :func:`keep_running` (each node's ``executable`` follows)."""
+    exes = keep_running(running.executables, new.executables)
+    if tuple(exes) == new.executables:
+        return new
+    exe_of = {n: e.id for e in exes for n in e.nodes}
+    nodes = tuple(
+        n if n.executable == exe_of[n.id] else dataclasses.replace(n, executable=exe_of[n.id])
+        for n in new.nodes
+    )
+    return dataclasses.replace(new, nodes=nodes, executables=tuple(exes))

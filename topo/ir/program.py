@@ -20,7 +20,8 @@ from topo.vocab import EdgeVia, KindName
 # 2: opaque values ({"$opaque": ...}) in node arguments and params.
 # 3: per-node target, kind, factory, positional args, disable_run and rpc; group labels;
 #    pickled payloads kept once in a table (see topo.ir.codec).
-IR_VERSION = 3
+IR_VERSION = 4
+READABLE_IR_VERSIONS = (3, 4)  # v3 has no group references (``$group``); it reads as is
 DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds has failed
 DEFAULT_STALL_AFTER_S = 300.0  # a node whose progress has not moved this long is flagged
 

@@ -1,6 +1,8 @@
 """Argument values in the IR: immutable JSON-like trees that may hold node references.
 
-A value is ``None | bool | int | float | str | tuple[Value, ...] | FrozenMap | Ref | Opaque``.
+A value is ``None | bool | int | float | str | tuple[Value, ...] | FrozenMap | Ref | Opaque``;
+a reference to a whole group is a :class:`GroupRef`, a tuple of its members' refs that
+knows its group (at run time a live list of handles: ``topo apply`` changes its members).
 Lists become tuples and mappings become :class:`FrozenMap`, so a compiled program
 cannot be changed after the fact. Any other Python object (a factory function, a
 closure, an environment spec) becomes an :class:`Opaque` value: an import path when
@@ -23,6 +25,44 @@ class Ref:
     """A handle to another node, by node id; at run time it becomes a client object."""
 
     node: str
+
+
+class GroupRef(tuple[Ref, ...]):
+    """``"@group"``: the refs of a group's nodes, in order, and the group's name. It is a
+    tuple of :class:`Ref` wherever a value is read (iteration, indexing, edges), and keeps
+    the group so that a running node's list of handles follows the group's membership."""
+
+    group: str
+
+    def __new__(cls, group: str, refs: tuple[Ref, ...] | list[Ref] = ()) -> GroupRef:
+        obj = super().__new__(cls, refs)
+        object.__setattr__(obj, "group", group)
+        return obj
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a GroupRef cannot be changed")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GroupRef) and other.group != self.group:
+            return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("topo.GroupRef", self.group, tuple(self)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GroupRef, (self.group, tuple(self)))
+
+    def __repr__(self) -> str:
+        return f"GroupRef({self.group!r}, {tuple(self)!r})"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The member node ids, in order."""
+        return tuple(ref.node for ref in self)
 
 
 class FrozenMap(Mapping[str, Any]):
@@ -190,6 +230,8 @@ _PLAIN = (type(None), bool, int, float, str, Ref, Opaque)
 def freeze(value: Any) -> Value:
     """Turn a Python tree (lists, dicts, objects) into an immutable IR value: lists become
     tuples, mappings :class:`FrozenMap`, and any other object an :class:`Opaque`."""
+    if isinstance(value, GroupRef):
+        return value
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)
     if isinstance(value, FrozenMap):
@@ -223,10 +265,13 @@ def iter_refs(value: Value, path: str = "") -> Iterator[tuple[str, Ref]]:
 
 
 def to_json(value: Value) -> Any:
-    """Encode a value for JSON. Refs become ``{"$ref": id}``; a user mapping whose keys
+    """Encode a value for JSON. Refs become ``{"$ref": id}``, group references
+    ``{"$group": name, "nodes": [id, ...]}``; a user mapping whose keys
     start with ``$`` is wrapped as ``{"$map": {...}}`` so decoding stays unambiguous."""
     if isinstance(value, Ref):
         return {"$ref": value.node}
+    if isinstance(value, GroupRef):
+        return {"$group": value.group, "nodes": list(value.nodes)}
     if isinstance(value, Opaque):
         return {"$opaque": value.to_json()}
     if isinstance(value, tuple):
@@ -251,6 +296,8 @@ def from_json(data: Any) -> Value:
     if isinstance(data, dict):
         if len(data) == 1 and "$ref" in data:
             return Ref(str(data["$ref"]))
+        if set(data) == {"$group", "nodes"} and isinstance(data["nodes"], list):
+            return GroupRef(str(data["$group"]), tuple(Ref(str(n)) for n in data["nodes"]))
         if len(data) == 1 and "$opaque" in data:
             return Opaque.from_json(data["$opaque"])
         if len(data) == 1 and "$map" in data:
