@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from topo.loader import LoadedSpec
     from topo.runtime import Handle, ProgramContext
     from topo.snapshots.store import Snapshot
+    from topo.supervisor.change_plan import LivePlan
     from topo.supervisor.launcher import Launcher
     from topo.supervisor.state import Failure, NodeStatus
 
@@ -82,6 +83,33 @@ def load(
     return Loaded(program, loaded, warnings)
 
 
+class ApplyRefused(ValueError):
+    """A change that cannot be applied to the running program (``reasons`` say why);
+    nothing was changed."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+class Change:
+    """What ``RunningProgram.apply`` did: the ``plan``, the change's ``generation`` (None:
+    a dry run, or nothing to do) and its ``record`` (``changes/<generation>.json``)."""
+
+    def __init__(self, plan: LivePlan, generation: int | None, record: dict[str, Any] | None):
+        self.plan = plan
+        self.generation = generation
+        self.record = record
+
+    @property
+    def result(self) -> str:
+        """``applied``, ``failed``, ``interrupted``, ``applying`` (still, at the timeout),
+        or ``planned`` (a dry run, or nothing to do)."""
+        if self.record is None:
+            return "planned" if self.generation is None else "applying"
+        return str(self.record.get("result"))
+
+
 class RunningProgram:
     """A started program: handles to its nodes, wait, stop, kill. A context manager."""
 
@@ -123,6 +151,52 @@ class RunningProgram:
     def snapshot(self) -> Snapshot:
         """Take a consistent snapshot of the running program now (see ``topo snapshot``)."""
         return self.launcher.snapshot("topo.launch's snapshot()")
+
+    def apply(
+        self,
+        source: Program | str | Path,
+        params: Mapping[str, Any] | Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        max_unavailable: int = 1,
+        timeout: float | None = 300.0,
+    ) -> Change:
+        """Change the running program into ``source`` (a topology file compiled with
+        ``params``, or a program), as ``topo apply`` does: new nodes start, changed ones
+        restart ``max_unavailable`` at a time, removed ones stop, and every other node
+        goes on. Waits up to ``timeout`` for the change to end (not with ``dry_run``).
+        Raises ``ApplyRefused`` when it cannot be applied live (nothing changed then)."""
+        from topo.supervisor.change_record import read_change
+
+        if isinstance(source, Program):
+            program, where = source, {}
+        else:
+            loaded = load(source, params)
+            program = loaded.program
+            where = {
+                "file": str(Path(source).resolve()),
+                "topology": loaded.yaml_text,
+                "params_given": _overrides(params),
+                "params": {k: v for k, v in loaded.spec.param_values.items()},
+            }
+        plan, generation = self.launcher.apply(
+            program, dry_run=dry_run, max_unavailable=max_unavailable, source=where
+        )
+        if plan.refused:
+            raise ApplyRefused(list(plan.refused))
+        record = None
+        if generation is not None:
+            import time
+
+            end = None if timeout is None else time.monotonic() + timeout
+            while True:
+                record = read_change(self.run_dir, generation)
+                if record is not None and record.get("result") != "applying":
+                    break
+                if end is not None and time.monotonic() > end:
+                    break
+                time.sleep(0.02)
+        return Change(plan, generation, record)
 
     def wait_ready(self, timeout: float | None = 60.0) -> bool:
         """Wait until every node is up (served / running)."""

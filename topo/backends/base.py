@@ -59,6 +59,7 @@ EventKind = Literal[
     "stalled",
     "busy",
     "snapshot",
+    "applied",
 ]
 
 
@@ -272,6 +273,21 @@ class Backend(ABC):
     @abstractmethod
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         """Start ``attempt`` (0, 1, ...) of executable ``exe``; return at once."""
+
+    # Whether ``update`` works: the program of a running run can change (``topo apply``).
+    can_update: bool = False
+
+    def check_update(self, program: Program) -> list[Diagnostic]:
+        """What this backend cannot honour if the running program became ``program`` (e.g.
+        no host has room for the new executables): errors refuse the change before
+        anything changes. Default: the same as ``check``."""
+        return self.check(program)
+
+    def update(self, program: Program) -> None:
+        """The running program is now ``program`` (``topo apply``): executables of it may
+        be started from now on (new ones, and ones restarted with a new definition);
+        those running go on untouched. Called only when ``can_update``."""
+        raise NotImplementedError(f"the {self.name} backend cannot change a running program")
 
     def helper_pids(self) -> list[int]:
         """Processes the backend started besides executables (e.g. a fork server)."""

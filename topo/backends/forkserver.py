@@ -11,7 +11,8 @@ pid (a pidfd, or ``waitpid`` polling where there is none), not by the ``multipro
 sentinel pipe, which a node's own forked children inherit and keep open.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
-(``check`` before the run, ``init``, ``spawn``, ``shutdown``); the server sends JSON
+(``check`` before the run, ``init``, ``spawn``, ``program`` when ``topo apply`` changed
+the program, ``shutdown``); the server sends JSON
 datagrams to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM`` socket: what it
 found importing the targets (``checked``: ``topo run`` checks the nodes' arguments with
 it before anything starts, without importing the targets itself), and about the
@@ -198,6 +199,17 @@ def take_init(init: dict[str, Any]) -> None:
         os.environ["PYTHONPATH"] = init["pythonpath"]
 
 
+def _import_modules(modules: Iterable[str]) -> list[str]:
+    """Import each target module (imports only: no threads); what failed, for the launcher."""
+    errors = []
+    for module in modules:
+        try:
+            __import__(module)
+        except BaseException as exc:  # the child will fail with the full traceback
+            errors.append(f"{module}: {exc!r}")
+    return errors
+
+
 def serve(status_fd: int) -> None:
     """The fork server's main loop (runs in the server process's main thread)."""
     global _status
@@ -222,11 +234,7 @@ def serve(status_fd: int) -> None:
 
     init["program"] = loads(init.pop("program_json"))
     set_title(f"topo: {init['program'].name} fork server")
-    for module in init["modules"]:
-        try:
-            __import__(module)
-        except BaseException as exc:  # the child will fail with the full traceback
-            errors.append(f"{module}: {exc!r}")
+    errors += _import_modules(init["modules"])
     launcher_pid = init["launcher_pid"]
     import gc
 
@@ -252,6 +260,13 @@ def serve(status_fd: int) -> None:
                 msg = read_msg(0)
                 if msg is None or msg[0] == "shutdown":
                     return
+                if msg[0] == "program":  # topo apply: later children run this program
+                    _, program_json, modules = msg
+                    init["program"] = loads(program_json)
+                    _import_modules(modules)  # (a child that cannot import says why)
+                    gc.collect()
+                    gc.freeze()
+                    send_status(t="program", nodes=len(init["program"].nodes))
                 if msg[0] == "spawn":
                     _, exe, attempt, size = msg
                     grant = read_blob(0, size)

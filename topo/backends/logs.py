@@ -108,6 +108,13 @@ def make_run_dir(
     return run_dir.resolve()
 
 
+def write_program(run_dir: Path, program: Program) -> None:
+    """Rewrite the run's ``program.json`` at once (``topo apply`` changed the program)."""
+    tmp = run_dir / ".program.json.tmp"
+    _write_private(tmp, dumps(program) + "\n")
+    os.replace(tmp, run_dir / "program.json")
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path``, readable by the user only."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -254,10 +261,11 @@ _router_lock = threading.Lock()
 
 
 def route_node_output(
-    program_id: str, files: dict[str, Path], limit: LogLimit | None = None
+    program_id: str, files: dict[str, Path], limit: LogLimit | None = None, *, more: bool = False
 ) -> dict[str, TextIO]:
     """Route writes of these nodes' threads (``node id -> log file``) to their files,
-    each rotated past ``limit`` (None: no cap)."""
+    each rotated past ``limit`` (None: no cap). ``more``: nodes added to a program whose
+    output is routed already (``topo apply``); undone with the first call's."""
     global _routers, _router_users
     import sys
 
@@ -265,7 +273,8 @@ def route_node_output(
         if _routers is None:
             _routers = (NodeRouter(sys.stdout), NodeRouter(sys.stderr))
             sys.stdout, sys.stderr = _routers  # type: ignore[assignment]
-        _router_users += 1
+        if not more:
+            _router_users += 1
         opened: dict[str, TextIO] = {}
         for node_id, path in files.items():
             f: TextIO = Stamped(RotatingFile(path, limit))  # type: ignore[arg-type,assignment]

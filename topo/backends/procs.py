@@ -32,7 +32,7 @@ from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
 from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
 from topo.backends.proctree import kill_tree
-from topo.ir import dumps
+from topo.ir import Program, dumps
 from topo.targets import TargetInfo
 
 
@@ -259,6 +259,24 @@ class ProcsBackend(Backend):
             target=self._read, args=(server,), name="topo-procs-status", daemon=True
         )
         server.reader.start()
+
+    can_update = True
+
+    def update(self, program: Program) -> None:
+        """The fork server takes the new program (and imports its new target modules):
+        the executables forked from now on run it; the running ones go on."""
+        from dataclasses import replace
+
+        from topo.backends.worker import target_modules
+
+        assert self._job is not None and self._init is not None
+        with self._lock:
+            self._job = replace(self._job, program=program)
+            self._init["program_json"] = dumps(program)
+            self._init["modules"] = target_modules(program)
+            server = self._server
+            if server is not None and not server.dead:  # (a new server gets the new _init)
+                server.send(("program", self._init["program_json"], self._init["modules"]))
 
     def helper_pids(self) -> list[int]:
         return [] if self._server is None else [self._server.pid]

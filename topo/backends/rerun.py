@@ -181,6 +181,33 @@ def write_record(run_dir: Path, record: RunRecord) -> None:
         f.write(record.to_json())
 
 
+def record_change(
+    run_dir: Path,
+    file: str | None,
+    params_given: list[str],
+    params: dict[str, Any],
+    topology_yaml: str | None,
+) -> None:
+    """``topo apply`` changed the run's program: ``run.json`` says the file and parameters
+    it runs now, and ``topology.yaml`` holds that file's text, so that ``--from`` and
+    ``--resume`` bring back the program as it runs (the start's are in ``changes/``)."""
+    path = run_dir / RUN_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # a run started without a record (a program made in Python)
+    data.update(file=file, params_given=list(params_given), params=dict(params))
+    tmp = path.with_name(f".{RUN_FILE}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    if topology_yaml is not None:
+        tmp = run_dir / f".{TOPOLOGY_FILE}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(topology_yaml)
+        os.replace(tmp, run_dir / TOPOLOGY_FILE)
+
+
 def read_record(run_dir: Path) -> RunRecord:
     """The ``run.json`` of ``run_dir``, checked; ``RecordError`` saying what is wrong."""
     from pydantic import TypeAdapter, ValidationError

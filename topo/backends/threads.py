@@ -241,8 +241,16 @@ class ThreadsBackend(Backend):
             if self._book is None:
                 self._book = RegistryClient(job.registry, grant=launcher_grant(job))
             context = self._contexts.get(exe)
+            grant = exe_grant(job, exe)
+            ended = context is not None and context.stop_event.is_set()
+            if context is not None and (
+                context.grant != grant or (ended and not self._book.stop_event.is_set())
+            ):
+                # topo apply ended this executable's nodes, or changed what they may call,
+                # and starts it again
+                context.address_book.close()
+                context = None
             if context is None:
-                grant = exe_grant(job, exe)
                 book = RegistryClient(job.registry, grant=grant, stop_from=self._book)
                 context = self._contexts[exe] = connect_program(job.registry, grant, book)
         runner = _ThreadRunner(exe, attempt, sink, self._poke_guard)
@@ -263,6 +271,25 @@ class ThreadsBackend(Backend):
 
         threading.Thread(target=main, name=f"topo-exe-{exe}", daemon=True).start()
         return runner
+
+    can_update = True
+
+    def update(self, program: Program) -> None:
+        """Executables of ``program`` start from now on; new nodes' output is routed to
+        their log files."""
+        from dataclasses import replace
+
+        job = self._job
+        assert job is not None
+        known = set(self._files)
+        paths = {n.id: log_path(job.run_dir, n.id) for n in program.nodes if n.id not in known}
+        if paths:
+            added = route_node_output(
+                job.registry.program_id, paths, job.options.log_limit, more=True
+            )
+            self._files.update(added)
+        with self._contexts_lock:
+            self._job = replace(job, program=program)
 
     def _poke_guard(self, procs: set[guard.Proc]) -> None:
         """Tell the guard of processes a node thread started (before its report goes on)."""

@@ -8,6 +8,7 @@ or at once when one of them fails (exit code 1).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -15,10 +16,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
+from topo.ir import FrozenMap, Group, GroupRef, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
 from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, node_state, serve_node
 from topo.runtime import metrics as node_metrics
+from topo.runtime.context import current_node_info, maybe_current_program
+from topo.runtime.membership import GroupView, Member
 from topo.runtime.rights import offering
 from topo.targets import load_target
 
@@ -69,11 +72,36 @@ def resolve(value: Any, deadline: float | None = None, program: Program | None =
         # Imported, or unpickled: the bytes were written by the launcher that compiled this
         # program and reach this process inside the authenticated run, never from a peer.
         return value.load()
+    if isinstance(value, GroupRef) and program is not None:
+        return group_view(value, deadline, program)
     if isinstance(value, tuple):
         return [resolve(v, deadline, program) for v in value]
     if isinstance(value, FrozenMap):
         return {k: resolve(v, deadline, program) for k, v in value.items()}
     return value
+
+
+def group_view(ref: GroupRef, deadline: float | None, program: Program) -> GroupView:
+    """What ``"@group"`` becomes in a node: the members' clients as a list that the
+    process's registry client keeps current while ``topo apply`` changes the group."""
+    items = [resolve(r, deadline, program) for r in ref]
+    context = maybe_current_program()
+    node = current_node_info()
+
+    def build(members: list[Member]) -> list[Any]:
+        """Clients for new members, made with the tokens the registry gave for them."""
+        out = []
+        scope = node_scope(context, node) if context is not None else contextlib.nullcontext()
+        with scope, offering({m.node: m.token for m in members}):
+            for m in members:
+                out.append(client_for(m.kind, m.node, m.call_timeout_s or deadline))
+        return out
+
+    view = GroupView(ref.group, items, build)
+    views = getattr(context.address_book, "views", None) if context is not None else None
+    if views is not None:  # a process of a running program (not a test's bare context)
+        views.add(view)
+    return view
 
 
 def node_traceback(exc: BaseException) -> str:

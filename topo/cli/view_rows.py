@@ -177,7 +177,7 @@ def table_rows(
         return [node_row(st, source, now, figures.get(st.id, "")) for st in nodes]
     groups: dict[str, list[NodeStatus]] = {}
     for st in nodes:
-        groups.setdefault(source.program.node(st.id).group, []).append(st)
+        groups.setdefault(st.id.split("/")[0], []).append(st)  # (a node topo apply removes too)
     first = [
         node_row(st, source, now, figures.get(st.id, "")) for st in nodes if needs_attention(st)
     ]

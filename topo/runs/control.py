@@ -25,7 +25,8 @@ from typing import Any, BinaryIO
 
 KEY_FILE = "control.key"
 SOCKET_NAME = "control.sock"
-MAX_LINE = 64 * 1024
+MAX_LINE = 64 * 1024  # a handshake line
+MAX_MESSAGE = 64 << 20  # a request or an answer (topo apply sends a whole compiled program)
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -37,11 +38,11 @@ def _mac(key: bytes, role: str, nonce: str) -> str:
     return hmac.new(key, f"{role}:{nonce}".encode(), hashlib.sha256).hexdigest()
 
 
-def _read_line(stream: BinaryIO) -> str:
-    data = stream.readline(MAX_LINE + 1)
+def _read_line(stream: BinaryIO, limit: int = MAX_LINE) -> str:
+    data = stream.readline(limit + 1)
     if not data.endswith(b"\n"):
         raise ControlError(
-            "control message too long" if len(data) > MAX_LINE else "the connection closed"
+            "control message too long" if len(data) > limit else "the connection closed"
         )
     return data.decode()
 
@@ -87,7 +88,7 @@ class ControlServer:
                 theirs, proof = _read_line(stream).split()
                 if not hmac.compare_digest(proof, _mac(self.key, "client", nonce)):
                     return
-                request = json.loads(_read_line(stream))
+                request = json.loads(_read_line(stream, MAX_MESSAGE))
                 if not isinstance(request, dict):
                     return
                 try:
@@ -136,7 +137,7 @@ def request(
             mine = secrets.token_hex(16)
             conn.sendall(f"{mine} {_mac(key, 'client', nonce)}\n".encode())
             conn.sendall((json.dumps(message) + "\n").encode())
-            proof, _, answer = _read_line(stream).partition(" ")
+            proof, _, answer = _read_line(stream, MAX_MESSAGE).partition(" ")
             stream.close()
     except OSError as exc:
         raise ControlError(f"cannot reach the run's launcher: {exc.strerror or exc}") from None

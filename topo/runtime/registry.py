@@ -6,8 +6,11 @@ methods ``register``/``unregister``/``lookup``/``request_stop``/``stop_reason``
 ``report`` (node status for the launcher, the same channel on every backend) and
 ``metrics`` (rows of scalars from ``topo.metrics`` loggers, for the launcher's store),
 plus an authenticated PUB socket on which it announces a stop (repeated
-while the program is stopping, so late subscribers hear it too). Every node
-process uses a ``RegistryClient`` as its ``AddressBook``.
+while the program is stopping, so late subscribers hear it too), a new membership
+generation of the program's groups and the executables asked to end their nodes
+(``topo apply``; both repeated too). Every node process uses a ``RegistryClient`` as
+its ``AddressBook``; it keeps the process's whole-group handles current
+(``topo.runtime.membership``).
 
 The registry knows which executable calls it (its member key, see ``rights``): an
 executable may register, unregister and report only the nodes it runs, and send
@@ -30,6 +33,7 @@ from topo.runtime import client, transport
 from topo.runtime.addressbook import AddressBook, InProcessAddressBook
 from topo.runtime.auth import Mechanism, ServerAuth, secure_client, secure_server, zmq_context
 from topo.runtime.context import DEFAULT_DEADLINE, NodeInfo, ProgramContext
+from topo.runtime.membership import Views, members_from_wire
 from topo.runtime.registry_service import (
     MAX_METRIC_ROWS,
     MetricsHandler,
@@ -52,6 +56,9 @@ __all__ = [
     "connect_program",
 ]
 STOP_TOPIC = b"topo-stop"
+MEMBERS_TOPIC = b"topo-members"  # the membership generation changed (topo apply)
+END_TOPIC = b"topo-end"  # an executable is to end its nodes (topo apply removes or restarts it)
+ANNOUNCE_S = 10.0  # a new membership generation is announced this long (late subscribers)
 STOP_CALL_TIMEOUT_S = 5.0  # a stop request waits this long for the registry at most
 METRICS_TIMEOUT_S = 10.0  # a node's metrics call gives up sooner than its RPC deadline
 REGISTRY_MAX_MESSAGE_BYTES = 1 << 20  # the largest request the registry accepts
@@ -156,6 +163,7 @@ class RegistryServer:
             ipc_dir,
             self.authority.server_public(REGISTRY_ID),
         )
+        self._announce_until = 0.0  # monotonic: announce the membership generation until then
         self._publisher = threading.Thread(
             target=self._publish, args=(pub,), name="topo-registry-pub", daemon=True
         )
@@ -183,13 +191,45 @@ class RegistryServer:
         )
         self.stop_event.set()
 
+    def set_members(
+        self,
+        generation: int,
+        groups: dict[str, tuple[tuple[str, str, float | None], ...]],
+        holders: dict[str, frozenset[str]],
+    ) -> None:
+        """A new membership of the program's groups (``RegistryService.set_members``),
+        announced to every process for ``ANNOUNCE_S``."""
+        self.service.set_members(generation, groups, holders)
+        self._announce_until = time.monotonic() + ANNOUNCE_S
+
+    def fetched(self, member: str) -> int:
+        """The membership generation executable ``member`` last fetched (0: none)."""
+        return self.service.fetched.get(member, 0)
+
+    def end_members(self, members: list[str] | tuple[str, ...]) -> None:
+        """Ask these executables to end their nodes as at a stop (announced until
+        ``unend``); the rest of the program goes on."""
+        self.service.ending.update(members)
+
+    def unend(self, member: str) -> None:
+        """``member`` ended (or is to start again): stop asking it to end."""
+        self.service.ending.discard(member)
+
     def _publish(self, pub: zmq.Socket) -> None:
         try:
             while not self._closed.is_set():
-                if self.stop_event.wait(0.2) and not self._closed.is_set():
+                stopping = self.stop_event.wait(0.2)
+                if self._closed.is_set():
+                    break
+                if stopping:
                     reason, node = self.service.stop_reason() or ("", None)
                     pub.send_multipart([STOP_TOPIC, reason.encode(), (node or "").encode()])
                     self._closed.wait(0.1)
+                    continue
+                if time.monotonic() < self._announce_until:
+                    pub.send_multipart([MEMBERS_TOPIC, str(self.service.generation).encode()])
+                for member in list(self.service.ending):
+                    pub.send_multipart([END_TOPIC, member.encode()])
         finally:
             pub.close(linger=0)
 
@@ -241,10 +281,15 @@ class RegistryClient(AddressBook):
         )
         self._key = self._boot.member_key
         self._stop_from = stop_from
-        self._stop: threading.Event = (
-            threading.Event() if stop_from is None else stop_from.stop_event
-        )
+        # Its own stop event, set at the program's stop (a shared client's watcher sets
+        # its clients' too) or when topo apply asks its executable to end its nodes.
+        self._stop = threading.Event()
         self._reason: tuple[str, str | None] | None = None
+        self.views = Views()  # the process's whole-group handles (topo.runtime.membership)
+        self._clients: list[RegistryClient] = []  # clients that hear through this one
+        self._clients_lock = threading.Lock()
+        if stop_from is not None:
+            stop_from.adopt(self)
         self._closed = threading.Event()
         # close() wakes the watcher through a pipe: an inproc knock connected after the
         # watcher had ended would never be reaped (one socket lost per closed client).
@@ -323,8 +368,23 @@ class RegistryClient(AddressBook):
     def stop_event(self) -> threading.Event:
         return self._stop
 
+    @property
+    def member(self) -> str:
+        """The executable (or the launcher) this client calls the registry as."""
+        return self._boot.member
+
     def stop_reason(self) -> tuple[str, str | None] | None:
-        return self._reason if self._stop_from is None else self._stop_from.stop_reason()
+        if self._reason is not None or self._stop_from is None:
+            return self._reason
+        return self._stop_from.stop_reason()
+
+    def adopt(self, other: RegistryClient) -> None:
+        """``other`` (an executable sharing this process) hears the program's stop, the
+        end of its nodes and membership changes through this client's watcher."""
+        with self._clients_lock:
+            self._clients.append(other)
+        if self._stop.is_set():
+            other._stop.set()
 
     def _mark_stopped(self, reason: str, node_id: str | None) -> None:
         if self._stop_from is not None:
@@ -332,6 +392,39 @@ class RegistryClient(AddressBook):
         if self._reason is None:
             self._reason = (reason, node_id)
         self._stop.set()
+        with self._clients_lock:
+            for other in self._clients:
+                other._stop.set()
+
+    def _end(self, reason: str) -> None:
+        """This executable's nodes are to end as at a stop; the program goes on."""
+        if self._reason is None:
+            self._reason = (reason, None)
+        self._stop.set()
+
+    def _heard_end(self, member: str) -> None:
+        if member == self.member:
+            self._end("ended by topo apply")
+        with self._clients_lock:
+            clients = list(self._clients)
+        for other in clients:
+            if other.member == member and not other._stop.is_set():
+                other._end("ended by topo apply")
+
+    def refresh_members(self) -> None:
+        """Ask the registry for the current members of the groups this process's views
+        follow (and those of the clients that hear through this one), and update them."""
+        with self._clients_lock:
+            clients = [self, *self._clients]
+        for each in clients:
+            if not each.views.groups() or each._stop.is_set():
+                continue
+            try:
+                generation, groups = members_from_wire(each._call("members"))
+            except Exception as exc:  # the next announcement tries again
+                log.warning("topo: could not fetch the groups' members: %r", exc)
+                continue
+            each.views.update(generation, groups)
 
     def _watch(self) -> None:
         sub = zmq_context().socket(zmq.SUB)
@@ -345,10 +438,15 @@ class RegistryClient(AddressBook):
         sub.subscribe(STOP_TOPIC)
         sub.connect(self.info.pub_endpoint)
         try:
-            try:  # a stop requested before we subscribed
+            sub.subscribe(MEMBERS_TOPIC)
+            sub.subscribe(END_TOPIC)
+            try:  # a stop, an end or a membership change announced before we subscribed
                 info = self._call("stop_reason")
                 if info is not None:
                     self._mark_stopped(info[0], info[1])
+                if self._call("ends"):
+                    self._end("ended by topo apply")
+                self._membership(int(self._call("membership")))
             except Exception as exc:
                 log.warning("topo: cannot reach registry %s: %r", self.info.endpoint, exc)
             poller = zmq.Poller()
@@ -363,12 +461,24 @@ class RegistryClient(AddressBook):
                         self._mark_stopped(
                             msg[1].decode(errors="replace"), msg[2].decode(errors="replace") or None
                         )
+                    elif len(msg) == 2 and msg[0] == MEMBERS_TOPIC and msg[1].isdigit():
+                        self._membership(int(msg[1]))
+                    elif len(msg) == 2 and msg[0] == END_TOPIC:
+                        self._heard_end(msg[1].decode(errors="replace"))
         finally:
             sub.close(linger=0)
+
+    def _membership(self, generation: int) -> None:
+        """The registry is at membership ``generation``: catch up if behind."""
+        with self._clients_lock:
+            clients = [self, *self._clients]
+        if any(c.views.groups() and c.views.generation < generation for c in clients):
+            self.refresh_members()
 
     def close(self) -> None:
         self._closed.set()
         if self._stop_from is not None:
+            self._stop_from.disown(self)
             return  # no watcher of its own
         if self._wake_w >= 0:
             try:
@@ -385,6 +495,13 @@ class RegistryClient(AddressBook):
         if not self._left:
             self._left = True
             client.left(self.info.program_id)
+
+
+    def disown(self, other: RegistryClient) -> None:
+        """``other`` closed: it no longer hears through this client."""
+        with self._clients_lock:
+            if other in self._clients:
+                self._clients.remove(other)
 
 
 def connect_program(

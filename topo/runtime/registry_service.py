@@ -1,5 +1,6 @@
 """What the program registry serves: the address book, the stop channel, node status
-(``report``), metric rows (``metrics``) and the nodes' server keys.
+(``report``), metric rows (``metrics``), the nodes' server keys, and the members of the
+groups a node holds whole (``members``, kept current while ``topo apply`` changes them).
 
 It knows which executable calls it (``rights.caller()``, from the member key the
 executable proved in the handshake): an executable may register, unregister and report
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from topo.runtime.addressbook import InProcessAddressBook
@@ -53,6 +54,14 @@ class RegistryService(InProcessAddressBook):
         self._on_report = on_report
         self._on_metrics = on_metrics
         self.missed: dict[str, float] = {}  # node id -> last time a lookup found no address
+        # Membership (topo apply): the generation, group -> (node, kind, call timeout) of
+        # its members, member (executable) -> the groups its nodes hold whole, and the
+        # generation each member last fetched (the launcher waits for it).
+        self.generation = 0
+        self._groups: dict[str, tuple[tuple[str, str, float | None], ...]] = {}
+        self._holders: dict[str, frozenset[str]] = {}
+        self.fetched: dict[str, int] = {}
+        self.ending: set[str] = set()  # members asked to end their nodes (not the program)
 
     def _check(self, node_id: str, what: str) -> None:
         """Refuse ``what`` unless the calling executable runs the node that ``node_id``
@@ -68,6 +77,18 @@ class RegistryService(InProcessAddressBook):
                 f"the registry refused to {what} {node_id!r} for "
                 f"{member or 'a caller it cannot name'!r}: it does not run that node",
             )
+
+    def _launcher_only(self, what: str) -> None:
+        """Refuse ``what`` to a program member calling over RPC: only the launcher (which
+        calls this object in its own process, where no caller is set) may."""
+        member = caller()
+        if self._authority is not None and member and member != LAUNCHER:
+            raise PermissionDenied(member, "__registry__", f"only the launcher may {what}")
+
+    def forget(self, node_ids: list[str] | tuple[str, ...]) -> None:
+        """Drop the addresses of ``node_ids`` (the launcher's side, when their process ended)."""
+        self._launcher_only("make the registry forget addresses")
+        super().forget(node_ids)
 
     def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
         """Publish the endpoint of ``node_id`` (only the executable that runs it may), or a
@@ -95,6 +116,46 @@ class RegistryService(InProcessAddressBook):
         if endpoint is None:
             self.missed[str(node_id)] = time.monotonic()
         return endpoint
+
+    def set_members(
+        self,
+        generation: int,
+        groups: dict[str, tuple[tuple[str, str, float | None], ...]],
+        holders: dict[str, frozenset[str]],
+    ) -> None:
+        """The launcher's side: the groups' members as of ``generation``, and which
+        executable's nodes hold which groups whole (who may ask for whose members)."""
+        self._launcher_only("change the program's groups")
+        self._groups, self._holders = dict(groups), dict(holders)
+        self.generation = generation
+
+    def members(self) -> tuple[int, dict[str, list[tuple[str, str, str, float | None]]]]:
+        """``(generation, {group: [(node, token, kind, call timeout), ...]})`` for the groups
+        the calling executable's nodes hold whole (every group for the launcher): the
+        tokens are the right to call the members, which the IR's edges gave it."""
+        member = caller()
+        authority = self._authority
+        generation = self.generation
+        if authority is None or member == LAUNCHER:
+            allowed: Iterable[str] = self._groups
+        else:
+            allowed = self._holders.get(member, frozenset())
+        out = {
+            g: [(n, authority.token(n) if authority else "", k, t) for n, k, t in self._groups[g]]
+            for g in allowed
+            if g in self._groups
+        }
+        self.fetched[member] = max(self.fetched.get(member, 0), generation)
+        return generation, out
+
+    def membership(self) -> int:
+        """The current membership generation (0: never changed)."""
+        return self.generation
+
+    def ends(self) -> bool:
+        """Whether the calling executable was asked to end its nodes (``topo apply``
+        removes or restarts it), for a process that subscribed after the announcement."""
+        return caller() in self.ending
 
     def report(
         self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""

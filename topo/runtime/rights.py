@@ -94,6 +94,12 @@ class Authority:
         self._tokens: dict[str, str] = {}
         self._by_curve: dict[bytes, str] | None = None
 
+    def set_members(self, members: Mapping[str, Iterable[str]]) -> None:
+        """The executables that may join, and their nodes, from now on (``topo apply``
+        adds and removes executables while the program runs)."""
+        self.members = {m: frozenset(nodes) for m, nodes in members.items()}
+        self._by_curve = None
+
     def token(self, node_id: str) -> str:
         """The right to call ``node_id``."""
         tok = self._tokens.get(node_id)

@@ -33,8 +33,10 @@ def check_starting(program: Program, state: RunState, on_lost: OnLost) -> None:
             continue
         for n in exe.nodes:
             st = state.nodes[n]
+            if st.state != "starting" or st.started is None or n not in program.node_index:
+                continue
             limit = program.group_of(n).ready_timeout_s
-            if st.state != "starting" or st.started is None or now - st.started < limit:
+            if now - st.started < limit:
                 continue
             _kill_stuck(exe, n, limit, state)
             break

@@ -22,12 +22,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource, RunOptions, Sink
-from topo.backends.logs import make_run_dir
-from topo.backends.rerun import holds_run, reused_warning
+from topo.backends.logs import make_run_dir, write_program
+from topo.backends.rerun import holds_run, record_change, reused_warning
 from topo.diagnostics import TopoError
 from topo.ir import Program
 from topo.runs import index
@@ -35,7 +36,10 @@ from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
+from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
+from topo.supervisor.change_plan import LivePlan, plan_change
+from topo.supervisor.change_record import ChangeRecord
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
@@ -78,6 +82,8 @@ class Launcher(Sink):
         self._listeners: list[Listener] = []
         self._done = threading.Event()
         self._tailer: LogSource | None = None
+        self.applier: Applier | None = None
+        self._change_source: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     # -- the run's state (kept by the supervisor) -------------------------------
@@ -208,6 +214,8 @@ class Launcher(Sink):
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
+        self.applier = Applier(self._supervisor, self.backend, self.registry, self._adopt, self._emit)
+        self.applier.publish_initial()
         self.snapshots = Snapshotter(
             self.program,
             self.run_dir,
@@ -279,6 +287,78 @@ class Launcher(Sink):
             self.warnings.append(message)
         self._emit("snapshot", message=message, ok=ok, **figures)
 
+    # -- topo apply ---------------------------------------------------------------------
+    def apply(
+        self,
+        program: Program,
+        *,
+        dry_run: bool = False,
+        max_unavailable: int = 1,
+        source: dict[str, Any] | None = None,
+    ) -> tuple[LivePlan, int | None]:
+        """Change the running program into ``program`` (compiled from a file; ``source``:
+        which file and parameters, for the record). The plan, and the generation of the
+        change begun in the background (None: refused, a dry run, or nothing to do)."""
+        refused = []
+        if self.phase != "running" or self.applier is None:
+            refused.append(f"the run is {self.phase}: a change is applied to a running program")
+        if not self.backend.can_update:
+            refused.append(f"the {self.backend.name} backend cannot change a running program")
+        else:
+            found = [*preflight(program, self.backend), *self.backend.check_update(program)]
+            refused += [d.headline() for d in found if d.severity == "error"]
+        plan = plan_change(self.program, program, refused)
+        if plan.refused or dry_run or plan.empty:
+            return plan, None
+        assert self.applier is not None
+        if not self.applier.begin():
+            return replace(plan, refused=("another change is being applied to this run",)), None
+        from topo.ir.diff_printer import diff_to_dict, format_diff
+
+        generation = self._state.generation + 1
+        record = ChangeRecord(
+            self.run_dir, generation, diff_to_dict(plan.diff), format_diff(plan.diff), source
+        )
+        self._change_source = source or {}
+        threading.Thread(
+            target=self._run_change,
+            args=(plan, record, max_unavailable),
+            name="topo-apply",
+            daemon=True,
+        ).start()
+        return plan, generation
+
+    def _run_change(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int) -> None:
+        assert self.applier is not None
+        snaps = self.snapshots
+        if snaps is not None:
+            snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
+        try:
+            self.applier.run(plan, record, max_unavailable)
+        finally:
+            if snaps is not None:
+                snaps.changing = ""
+            self.record_now()
+
+    def _adopt(self, program: Program) -> None:
+        """The run's program is ``program`` from now on: the launcher's view, snapshots,
+        the grace period (unless the run was given one) and the run directory's record."""
+        self.program = program
+        if self.options.grace_s is None:
+            self.grace_s = self._supervisor.grace_s = program.stop.grace_s
+        if self.snapshots is not None:
+            self.snapshots.adopt(program)
+        write_program(self.run_dir, program)
+        source = self._change_source
+        if source.get("params") is not None:
+            record_change(
+                self.run_dir,
+                source.get("file"),
+                list(source.get("params_given") or []),
+                dict(source["params"]),
+                source.get("topology"),
+            )
+
     def kill(self) -> None:
         """Kill every executable now (a second Ctrl-C)."""
         self._supervisor.kill()
@@ -336,6 +416,8 @@ class Launcher(Sink):
             "launcher": self._launcher,
             "control": None if self.control is None else self.control.path,
             "grace_s": self.grace_s,
+            "generation": self._state.generation,
+            "applying": self.applier is not None and self.applier.busy,
             "exit_code": self.exit_code,
             "stop_reason": self.stop_reason,
             "failure": None if self.failure is None else vars(self.failure),
@@ -352,7 +434,7 @@ class Launcher(Sink):
                 {
                     "id": n.id,
                     "executable": n.exe,
-                    "group": self.program.node_index[n.id].group,
+                    "group": n.id.split("/")[0],
                     "state": n.state,
                     "pid": n.pid,
                     "host": self.backend.location(n.exe),

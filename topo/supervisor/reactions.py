@@ -14,6 +14,8 @@ import json
 import os
 import queue
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,8 +73,13 @@ class Supervisor(Sink):
         self._killed = False
         self._ever_ready: set[str] = set()
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
-        self._progress = ProgressWatch(lambda n: program.group_of(n).stall_after_s)
+        self._progress = ProgressWatch(self._stall_after)
         self._phases = PhaseWatch(program, self._awaited)
+
+    def _stall_after(self, node: str) -> float:
+        """The node's group's ``stall_after_s`` (0, never flagged, for a node leaving)."""
+        program = self.program
+        return program.group_of(node).stall_after_s if node in program.node_index else 0.0
 
     def attach(
         self,
@@ -117,6 +124,13 @@ class Supervisor(Sink):
     def metrics_changed(self, nodes: list[str]) -> None:
         """``nodes`` have new figures (already stored): tell the view."""
         self._inbox.put(("metrics", nodes))
+
+    def call_soon(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run ``fn`` on the supervisor's thread, between two reports (``topo apply``
+        changes the run's state this way); its result or exception in the future."""
+        future: Future[Any] = Future()
+        self._inbox.put(("call", fn, future))
+        return future
 
     # -- the supervisor's thread --------------------------------------------------
     @property
@@ -200,9 +214,11 @@ class Supervisor(Sink):
         timeout = self.program.stop.timeout_s
         if not self._stopping and timeout and time.time() - self.state.started_at > timeout:
             self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
-        for exe in self.state.exes.values():
+        for exe in list(self.state.exes.values()):
             if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
                 self._start_exe(exe)
+            if exe.retire_deadline is not None and now >= exe.retire_deadline:
+                self._kill_retiring(exe)
         if not self._stopping:
             self._check_starting()
             self._check_progress()
@@ -279,6 +295,12 @@ class Supervisor(Sink):
         elif kind == "kill":
             self._begin_stop("killed by the launcher", code=self._stop_code or 130)
             self._kill_all()
+        elif kind == "call":
+            _, fn, future = msg
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
 
     def _on_node(
         self, kind: str, node: str, exe_id: str, attempt: int, pid: int, text: str
@@ -331,6 +353,9 @@ class Supervisor(Sink):
         if self._registry is not None:
             self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended(code, reason)}")
+        if exe.retiring or (exe.leaving and not self._stopping):
+            self._retired(exe, pid, code)
+            return
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
             for n in exe.nodes:
@@ -368,6 +393,100 @@ class Supervisor(Sink):
             )
         self.state.failure = Failure(node, exe_id, pid, message, text)
         self._begin_stop(message, node, failed=True)
+
+    # -- topo apply (on this thread, through call_soon) -----------------------------------
+    def adopt_program(self, program: Program) -> list[str]:
+        """``program`` is the run's program from now on: its new executables and nodes
+        are added (pending), kept executables take their groups' restart policies, and
+        those it no longer has go on until retired, never restarted. The new executables'
+        ids."""
+        self.program = program
+        self._phases = PhaseWatch(program, self._awaited)
+        added = []
+        fresh = RunState.of(program)
+        for exe_id, status in fresh.exes.items():
+            kept = self.state.exes.get(exe_id)
+            if kept is None:
+                self.state.exes[exe_id] = status
+                added.append(exe_id)
+            else:
+                kept.policy, kept.leaving = status.policy, False
+        for node_id, node in fresh.nodes.items():
+            self.state.nodes.setdefault(node_id, node)
+        for exe_id, status in self.state.exes.items():
+            if exe_id not in program.executable_index:
+                status.leaving = True
+                status.restart_at = None
+        self.state.generation += 1
+        return added
+
+    def start_exes(self, exe_ids: list[str]) -> None:
+        """Start these (new, or retired to be started again) executables."""
+        for exe_id in exe_ids:
+            exe = self.state.exes[exe_id]
+            if exe.runner is None and not self._stopping:
+                exe.retiring, exe.retire_deadline = "", None
+                if self._registry is not None:
+                    self._registry.unend(exe_id)
+                self._start_exe(exe)
+
+    def retire(self, exe_ids: list[str], why: str) -> None:
+        """Ask these executables' nodes to end as at a stop (the program goes on); each
+        is killed if it still runs after the grace period."""
+        asked = []
+        for exe_id in exe_ids:
+            exe = self.state.exes[exe_id]
+            exe.restart_at = None
+            if exe.runner is None:
+                continue
+            exe.retiring = why
+            exe.retire_deadline = time.monotonic() + self.grace_s
+            exe.state = "stopping"
+            self._set_nodes(exe, "stopping")
+            asked.append(exe_id)
+            self._emit("stopping", exe.nodes[0], exe_id, message=why)
+        if self._registry is not None and asked:
+            self._registry.end_members(asked)
+
+    def drop(self, exe_ids: list[str]) -> None:
+        """Forget executables (and their nodes) that left the program and ended."""
+        for exe_id in exe_ids:
+            exe = self.state.exes.get(exe_id)
+            if exe is None or exe.runner is not None or exe_id in self.program.executable_index:
+                continue
+            del self.state.exes[exe_id]
+            for node in exe.nodes:
+                if node not in self.program.node_index:
+                    self.state.nodes.pop(node, None)
+                    self._ever_ready.discard(node)
+
+    def _retired(self, exe: ExeStatus, pid: int, code: int) -> None:
+        """An executable asked to end (or no longer in the program) ended."""
+        why = exe.retiring or "left the program"
+        exe.retiring, exe.retire_deadline = "", None
+        if self._registry is not None:
+            self._registry.unend(exe.id)
+        exe.state = "stopped"
+        for n in exe.nodes:
+            if self.state.nodes[n].state not in ("failed", "finished"):
+                self.state.nodes[n].state = "stopped"
+        self._emit("exited", exe=exe.id, pid=pid, message=f"stopped ({why})", code=code)
+
+    def _kill_retiring(self, exe: ExeStatus) -> None:
+        exe.retire_deadline = None
+        if exe.runner is None:
+            return
+        late = dump_late_stacks([exe])
+        where = f"; where it was is in the logs of {', '.join(late)}" if late else ""
+        self.state.warnings.append(
+            f"killed {exe.id}: still running {self.grace_s:g}s after topo apply asked it to "
+            f"end{where}"
+        )
+        try:
+            exe.runner.kill()
+        except Exception as exc:
+            self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
+        self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
 
     def _on_backend_failed(self, message: str) -> None:
         """The backend cannot go on: the run fails with its message (no node to blame)."""

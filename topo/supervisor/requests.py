@@ -1,13 +1,18 @@
-"""What the launcher answers on its control channel (``topo stop``, ``topo snapshot``).
+"""What the launcher answers on its control channel (``topo stop``, ``topo snapshot``,
+``topo apply``).
 
-Requests and answers are JSON objects (``topo.runs.control``): nothing is unpickled.
+Requests and answers are JSON objects (``topo.runs.control``): nothing is unpickled. A
+change (``apply``) carries the new program as the IR's JSON; it is answered with the
+plan at once and carried out in the background (``changes/<generation>.json`` follows it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from topo.ir import IRFormatError, Program, program_from_dict
 from topo.snapshots.store import Snapshot, SnapshotError
+from topo.supervisor.change_plan import LivePlan
 
 
 class Operated(Protocol):
@@ -25,6 +30,15 @@ class Operated(Protocol):
     def kill(self) -> None: ...
 
     def snapshot(self, reason: str = ...) -> Snapshot: ...
+
+    def apply(
+        self,
+        program: Program,
+        *,
+        dry_run: bool = ...,
+        max_unavailable: int = ...,
+        source: dict[str, Any] | None = ...,
+    ) -> tuple[LivePlan, int | None]: ...
 
 
 def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
@@ -52,4 +66,33 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
             "bytes": taken.size,
             "nodes": sorted(taken.nodes),
         }
+    if op == "apply":
+        return _apply(launcher, request)
     return {"ok": False, "error": f"unknown request {op!r}"}
+
+
+def _apply(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
+    from topo.ir.diff_printer import diff_to_dict, format_diff
+
+    try:
+        program = program_from_dict(request["program"])
+    except (KeyError, TypeError, ValueError, IRFormatError) as exc:
+        return {"ok": False, "error": f"the request has no program this topo can read: {exc}"}
+    source = {k: request.get(k) for k in ("file", "topology", "params_given", "params")}
+    plan, generation = launcher.apply(
+        program,
+        dry_run=bool(request.get("dry_run")),
+        max_unavailable=int(request.get("max_unavailable") or 1),
+        source=source,
+    )
+    return {
+        "ok": not plan.refused,
+        "generation": generation,
+        "equal": plan.empty,
+        "refused": list(plan.refused),
+        "plan": diff_to_dict(plan.diff),
+        "plan_text": format_diff(plan.diff),
+        "start": list(plan.start),
+        "restart": list(plan.restart),
+        "stop": list(plan.stop),
+    }

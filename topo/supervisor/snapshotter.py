@@ -62,9 +62,19 @@ class Snapshotter:
         self._client: ProgramContext | None = None  # made at the first snapshot
         self._stop = threading.Event()
         self._clock: threading.Thread | None = None
-        self.served = [
-            n.id for n in program.nodes if get_kind(program.kind_of(n.id)).served is True
-        ]
+        self.served = _served(program)
+        self.changing = ""  # why no snapshot can be taken now (topo apply changes the program)
+
+    def adopt(self, program: Program) -> None:
+        """The run's program is ``program`` from now on (``topo apply``): its nodes and
+        snapshot settings; a clock started if it now has one."""
+        with self._lock:
+            self.program = program
+            self.settings = program.snapshots
+            self.structure = structure_digest(program)
+            self.served = _served(program)
+        if self._clock is None:
+            self.start_clock()
 
     # -- what a starting node restores ------------------------------------------------
     def state_for(self, node_id: str) -> bytes | None:
@@ -89,6 +99,8 @@ class Snapshotter:
     def _take(self, reason: str) -> Snapshot:
         if not self.running():
             raise SnapshotError("the run is not running (it is starting or stopping)")
+        if self.changing:
+            raise SnapshotError(self.changing)
         before = {n: self._node_state(n) for n in self.served}
         up = [n for n in self.served if before[n][0] in RUNNING]
         if not up:
@@ -198,6 +210,8 @@ class Snapshotter:
             return []
         carried = []
         for node_id in previous.nodes:
+            if node_id not in self.program.node_index:  # removed by topo apply
+                continue
             if node_id not in up and node_id not in states:
                 data = previous.state(node_id)
                 if data is not None:
@@ -218,8 +232,9 @@ class Snapshotter:
 
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
-            if self.running():
+            if self.running() and self.settings.every_s:
                 self.try_take(f"every {every:g}s")
+            every = self.settings.every_s or every  # (topo apply may change it)
 
     def try_take(self, reason: str) -> Snapshot | None:
         """``take``, telling the user instead of raising when it fails."""
@@ -237,3 +252,8 @@ class Snapshotter:
         with self._lock:
             if self._client is not None:
                 self._client.address_book.close()
+
+
+def _served(program: Program) -> list[str]:
+    """The nodes of ``program`` that serve RPC (those a snapshot pauses and saves)."""
+    return [n.id for n in program.nodes if get_kind(program.kind_of(n.id)).served is True]

@@ -44,6 +44,10 @@ class ExeStatus:
     stuck: str = ""  # why the current attempt is being killed for not becoming ready
     killed_at: float | None = None  # monotonic time the stuck attempt was killed
     pids: list[int] = field(default_factory=list)
+    # topo apply: not in the program any more (never restarted; removed once it ended)
+    leaving: bool = False
+    retiring: str = ""  # why its nodes were asked to end (topo apply), while they end
+    retire_deadline: float | None = None  # monotonic: killed if still running then
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class RunState:
     stopping_since: float | None = None  # wall clock, when the stop began (the grace runs)
     all_ready: threading.Event = field(default_factory=threading.Event)
     all_pids: set[int] = field(default_factory=set)  # every pid the run ever had here
+    generation: int = 0  # how many changes topo apply made to the program
 
     @classmethod
     def of(cls, program: Program, warnings: list[str] | None = None) -> RunState:

@@ -1,0 +1,205 @@
+"""``topo apply`` on a running program: carry out a :class:`LivePlan`, step by step.
+
+The order keeps every caller served (a node looping over a whole-group handle never
+calls a node that is not up):
+
+1. the backend and the supervisor take the new program (new executables may register);
+2. the new executables start; once their nodes are ready they join their groups;
+3. executables whose definition changed restart ``max_unavailable`` at a time: their
+   nodes leave their groups, end as at a stop (killed after the grace), start with the
+   new definition, and join again once ready;
+4. executables no longer in the program leave their groups, end, and are forgotten.
+
+A node joins or leaves a group when the registry announces a new *membership
+generation* and every running executable holding the group has fetched it (at most
+``ACK_S``): then no holder still hands out the old members. Each step is written to
+``<run_dir>/changes/<generation>.json`` as it happens (``topo.supervisor.change_record``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from topo.backends.base import Backend
+from topo.ir import Program
+from topo.runtime import RegistryServer
+from topo.supervisor.change_plan import LivePlan, group_table, holders
+from topo.supervisor.change_record import ChangeRecord
+from topo.supervisor.reactions import Supervisor
+
+ACK_S = 5.0  # how long the holders of a group are given to take its new members
+DRAIN_S = 0.5  # after that, before a leaving node is asked to end (calls under way finish)
+EXIT_MARGIN_S = 15.0  # beyond the grace: how long an ending executable's exit is awaited
+READY_MARGIN_S = 10.0  # beyond the group's ready_timeout_s: how long readiness is awaited
+RUNNING = ("running", "finished")
+
+
+class ApplyInterrupted(Exception):
+    """The run began to stop while a change was applied."""
+
+
+class Applier:
+    """Carries out live plans on one run, one at a time (``busy`` while one is)."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        backend: Backend,
+        registry: RegistryServer,
+        adopt: Callable[[Program], None],
+        emit: Callable[..., None],
+    ) -> None:
+        self._sup = supervisor
+        self._backend = backend
+        self._registry = registry
+        self._adopt = adopt  # the launcher takes the new program (record, snapshots)
+        self._emit = emit
+        self._lock = threading.Lock()
+        self.busy = False
+        self._membership = 0  # the registry's membership generation
+        self._programs: list[Program] = [supervisor.program]
+        self._live: set[str] = {n.id for n in supervisor.program.nodes}
+
+    def publish_initial(self) -> None:
+        """The registry's membership of the program as it starts (generation 0)."""
+        program = self._sup.program
+        self._registry.set_members(0, group_table([program], self._live), holders([program]))
+
+    def begin(self) -> bool:
+        """Reserve the applier for one change; False if one is under way."""
+        with self._lock:
+            if self.busy:
+                return False
+            self.busy = True
+            return True
+
+    def run(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int = 1) -> None:
+        """Apply ``plan`` (after ``begin``); the outcome goes to ``record``."""
+        try:
+            self._apply(plan, record, max(1, max_unavailable))
+            record.finish("applied")
+        except ApplyInterrupted as exc:
+            record.finish("interrupted", str(exc))
+        except Exception as exc:
+            record.finish("failed", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._programs = [self._sup.program]
+            with self._lock:
+                self.busy = False
+            self._emit("applied", message=record.summary(), generation=record.generation)
+
+    def _apply(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int) -> None:
+        old, new = self._sup.program, plan.program
+        authority = self._registry.authority
+        members = {e.id: e.nodes for e in (*old.executables, *new.executables)}
+        authority.set_members(members)  # the old ones end later, the new ones may join now
+        self._backend.update(new)
+        self._call(lambda: self._sup.adopt_program(new))
+        self._programs = [old, new]
+        self._adopt(new)
+        record.step("program", f"the run's program is generation {record.generation}")
+        if plan.start:
+            self._call(lambda: self._sup.start_exes(list(plan.start)))
+            nodes = self._nodes_of(plan.start)
+            self._wait_ready(nodes)
+            self._join(nodes)
+            record.step("start", f"started {_names(nodes)}", nodes=nodes)
+        for i in range(0, len(plan.restart), max_unavailable):
+            batch = list(plan.restart[i : i + max_unavailable])
+            nodes = self._nodes_of(batch)
+            self._leave(nodes)
+            self._end(batch, "restarted by topo apply")
+            self._call(lambda b=batch: self._sup.start_exes(b))  # type: ignore[misc]
+            self._wait_ready(nodes)
+            self._join(nodes)
+            record.step("restart", f"restarted {_names(nodes)}", nodes=nodes)
+        if plan.stop:
+            nodes = [n for e in plan.stop for n in old.executable_index[e].nodes]
+            self._leave(nodes)
+            time.sleep(DRAIN_S)
+            self._end(list(plan.stop), "removed by topo apply")
+            self._call(lambda: self._sup.drop(list(plan.stop)))
+            record.step("stop", f"stopped {_names(nodes)}", nodes=nodes)
+        authority.set_members({e.id: e.nodes for e in new.executables})
+        self._programs = [new]
+        self._publish()
+
+    # -- steps ------------------------------------------------------------------------
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the supervisor's thread and wait for it."""
+        return self._sup.call_soon(fn).result(timeout=60)
+
+    def _check(self) -> None:
+        if self._sup.stopping:
+            raise ApplyInterrupted("the run began to stop; the change was not finished")
+
+    def _nodes_of(self, exe_ids: Iterable[str]) -> list[str]:
+        index = self._sup.program.executable_index
+        return [n for e in exe_ids for n in index[e].nodes]
+
+    def _wait_ready(self, nodes: list[str]) -> None:
+        """Until every node is up (ready, or already finished)."""
+        program = self._sup.program
+        limit = max(program.group_of(n).ready_timeout_s for n in nodes) + READY_MARGIN_S
+        end = time.monotonic() + limit
+        states = self._sup.state.nodes
+        while True:
+            self._check()
+            waiting = [n for n in nodes if states[n].state not in RUNNING]
+            if not waiting:
+                return
+            if time.monotonic() > end:
+                raise TimeoutError(
+                    f"{_names(waiting)} did not become ready within {limit:g}s "
+                    f"({', '.join(sorted({states[n].state for n in waiting}))})"
+                )
+            time.sleep(0.02)
+
+    def _end(self, exe_ids: list[str], why: str) -> None:
+        """Ask these executables' nodes to end, and wait until they have."""
+        self._call(lambda: self._sup.retire(exe_ids, why))
+        exes = self._sup.state.exes
+        end = time.monotonic() + self._sup.grace_s + EXIT_MARGIN_S
+        while any(exes[e].runner is not None for e in exe_ids if e in exes):
+            if time.monotonic() > end:
+                left = [e for e in exe_ids if e in exes and exes[e].runner is not None]
+                raise TimeoutError(f"{', '.join(left)} did not end")
+            time.sleep(0.02)
+
+    def _join(self, nodes: list[str]) -> None:
+        self._live.update(nodes)
+        self._publish()
+
+    def _leave(self, nodes: list[str]) -> None:
+        self._live.difference_update(nodes)
+        self._publish()
+
+    def _publish(self) -> None:
+        """Announce the groups' live members and wait (``ACK_S`` at most) until every
+        running executable holding a group has fetched them."""
+        self._membership += 1
+        generation = self._membership
+        held = holders(self._programs)
+        self._registry.set_members(generation, group_table(self._programs, self._live), held)
+        exes = self._sup.state.exes
+        end = time.monotonic() + ACK_S
+        while time.monotonic() < end:
+            waiting = [
+                e
+                for e in held
+                if e in exes
+                and exes[e].state == "running"
+                and self._registry.fetched(e) < generation
+            ]
+            if not waiting:
+                return
+            time.sleep(0.01)
+
+
+def _names(nodes: list[str]) -> str:
+    from topo.ir.diff_printer import node_names
+
+    return node_names(list(nodes))
