@@ -70,6 +70,7 @@ class Source:
     grace_s: float = 5.0
     stopping_since: float | None = None
     limiter: LimiterProgress | None = None
+    generation: int = 0
     hosts: dict[str, str] = field(default_factory=dict)
 
     def location(self, exe_id: str) -> str | None:

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "logs": "topo.cli.logs",
     "stop": "topo.cli.operate",
     "snapshot": "topo.cli.snapshot",
+    "apply": "topo.cli.apply",
     "attach": "topo.cli.attach",
 }
 
@@ -62,6 +63,8 @@ HELP: dict[str, str] = {
     "stop": "Stop a run as Ctrl-C in its terminal would; exit with the run's exit code.",
     "snapshot": "Snapshot a live run now (every node's state, at one consistent point), or "
     "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
+    "apply": "Change a running program into FILE's: new nodes start, changed ones restart one "
+    "at a\ntime, removed ones stop, the others go on. Shows the plan; --dry-run changes nothing.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
 }
 

@@ -54,10 +54,14 @@ def pick_run(spec: str | None, log_dir: Path = Path("runs")) -> RunInfo:
 
 
 def state_text(info: RunInfo) -> str:
-    """``running``, ``ended (exit 1)``, ``lost`` ..."""
+    """``running``, ``ended (exit 1)``, ``lost``, ``running (gen 2)`` after ``topo
+    apply`` changed the program twice, ``running (applying change 3)`` ..."""
+    generation = int(info.status.get("generation") or 0)
     if info.state == "ended":
         return f"ended (exit {info.exit_code})"
-    return info.state
+    if info.live and info.status.get("applying"):
+        return f"{info.state} (applying change {generation + 1})"
+    return f"{info.state} (gen {generation})" if generation else info.state
 
 
 def duration(seconds: float | None) -> str:

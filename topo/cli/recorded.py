@@ -24,6 +24,7 @@ class StatusSource:
         self.grace_s = 0.0
         self.stopping_since: float | None = None
         self.limiter: LimiterProgress | None = None
+        self.generation = 0
         self._hosts: dict[str, str | None] = {}
         self._apply(info.status)
 
@@ -43,7 +44,18 @@ class StatusSource:
 
     def _apply(self, status: dict[str, Any]) -> None:
         hosts: dict[str, str | None] = {}
-        for row in status.get("nodes") or []:
+        generation = int(status.get("generation") or 0)
+        if generation != self.generation:  # topo apply changed the program
+            self.generation = generation
+            try:
+                self.program = loads((self.run_dir / "program.json").read_text())
+            except (OSError, ValueError):
+                pass  # (being rewritten: the next refresh reads it)
+        rows = status.get("nodes") or []
+        listed = {row["id"] for row in rows}
+        for gone in [n for n in self.nodes if n not in listed]:
+            del self.nodes[gone]
+        for row in rows:
             node = self.nodes.get(row["id"]) or NodeStatus(row["id"], row.get("executable", ""))
             node.state = row.get("state") or node.state
             node.pid = row.get("pid")

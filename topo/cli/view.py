@@ -149,6 +149,8 @@ class TableView:
         """``program — backend``, then the stop's progress and a limiter's."""
         src = self.source
         parts = [f"{src.program.name} — {src.backend_name}"]
+        if src.generation:
+            parts.append(f"gen {src.generation}")
         still_up = any(st.state in STILL_UP for st in src.nodes.values())
         if src.stopping_since is not None and still_up:
             parts.append(f"stopping {clock(now - src.stopping_since)}/{clock(src.grace_s)}")

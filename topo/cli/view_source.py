@@ -43,6 +43,10 @@ class RunSource(Protocol):
         """Wall-clock time the stop began (None while the run goes on)."""
 
     @property
+    def generation(self) -> int:
+        """How many changes ``topo apply`` made to the run's program (0: none)."""
+
+    @property
     def limiter(self) -> LimiterProgress | None:
         """How far a steps limiter got (None: no limiter, or none reported yet)."""
 

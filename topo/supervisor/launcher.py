@@ -139,6 +139,11 @@ class Launcher(Sink):
         return limiter_progress(self.nodes)
 
     @property
+    def generation(self) -> int:
+        """How many changes ``topo apply`` made to the program (0: none)."""
+        return self._state.generation
+
+    @property
     def backend_name(self) -> str:
         """The backend's name (``procs``, ``threads``...)."""
         return self.backend.name
