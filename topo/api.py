@@ -171,7 +171,9 @@ class RunningProgram:
         if isinstance(source, Program):
             program, where = source, {}
         else:
-            loaded = load(source, params)
+            # Every target imported and every node's arguments checked here, as topo run
+            # does: a wrong argument is an error at its line, before anything changes.
+            loaded = load(source, params, check_imports=self.launcher.backend.imports_here)
             program = loaded.program
             where = {
                 "file": str(Path(source).resolve()),

@@ -70,3 +70,10 @@ class Caller:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+class Broken:
+    """A node that cannot start: its constructor raises."""
+
+    def __init__(self, why: str = "broken on purpose") -> None:
+        raise RuntimeError(why)

@@ -55,7 +55,7 @@ def apply(
     if not info.live:
         say(f"error: run {info.id} is not running ({info.state}): nothing to change", "red")
         raise typer.Exit(1)
-    request = _request(file, params, dry_run, max_unavailable)
+    request = _request(file, params, dry_run, max_unavailable, _imports_here(info.backend))
     from topo.runs.control import ControlError
     from topo.runs.control import request as ask
 
@@ -88,16 +88,28 @@ def apply(
     raise typer.Exit(0 if record.get("result") == "applied" else 1)
 
 
+def _imports_here(backend: str) -> bool:
+    """Whether the run's nodes import their targets in this Python environment (not on
+    other hosts): then FILE's targets are imported and arguments checked here first."""
+    from topo.backends.base import BackendNotFound, backend_factory
+
+    try:
+        return bool(getattr(backend_factory(backend), "imports_here", True))
+    except BackendNotFound:
+        return False
+
+
 def _request(
-    file: Path, params: list[str] | None, dry_run: bool, max_unavailable: int
+    file: Path, params: list[str] | None, dry_run: bool, max_unavailable: int, imports: bool
 ) -> dict[str, Any]:
-    """The ``apply`` request: FILE compiled with the ``-p`` values (exit 1 on a bad file)."""
+    """The ``apply`` request: FILE compiled with the ``-p`` values, its targets imported
+    and arguments checked where the nodes import them (exit 1 on a bad file)."""
     from topo.api import load
     from topo.diagnostics import TopoError, render_diagnostics
     from topo.ir import program_to_dict
 
     try:
-        loaded = load(file, params or [])
+        loaded = load(file, params or [], check_imports=imports)
     except TopoError as exc:
         render_diagnostics(exc.diagnostics, stderr)
         raise typer.Exit(1) from None

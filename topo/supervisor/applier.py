@@ -151,12 +151,21 @@ class Applier:
             waiting = [n for n in nodes if states[n].state not in RUNNING]
             if not waiting:
                 return
+            failed = [n for n in waiting if states[n].state in ("failed", "restarting")]
+            if failed:
+                raise RuntimeError(f"{_names(failed)} failed to start{self._why(failed[0])}")
             if time.monotonic() > end:
                 raise TimeoutError(
                     f"{_names(waiting)} did not become ready within {limit:g}s "
                     f"({', '.join(sorted({states[n].state for n in waiting}))})"
                 )
             time.sleep(0.02)
+
+    def _why(self, node: str) -> str:
+        """``: RuntimeError: ...``: the last line of the node's failure, if known."""
+        exe = self._sup.state.exes.get(self._sup.state.nodes[node].exe)
+        text = exe.failure[1].strip() if exe is not None and exe.failure else ""
+        return f": {text.splitlines()[-1]}" if text else " (see its log)"
 
     def _end(self, exe_ids: list[str], why: str) -> None:
         """Ask these executables' nodes to end, and wait until they have."""
