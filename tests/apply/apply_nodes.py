@@ -18,6 +18,7 @@ class Worker:
         self.worker_id = worker_id
         self.tag = tag
         self.delay_s = delay_s
+        print(f"worker {worker_id} ({tag}) up", flush=True)
 
     def work(self, x: int) -> dict[str, Any]:
         if self.delay_s:

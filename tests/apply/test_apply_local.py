@@ -56,7 +56,12 @@ def _calls_go_on(run: RunningProgram, more: int = 50, timeout: float = 30) -> di
 def test_count_up_and_down_keeps_the_others_running_and_the_caller_never_fails(
     topology: Callable[..., Path], topo_launch: Callable[..., RunningProgram], backend: str
 ) -> None:
-    run = topo_launch(_workers(topology, 2), backend)
+    lines: list[tuple[str | None, str]] = []
+    run = topo_launch(
+        _workers(topology, 2),
+        backend,
+        listeners=[lambda e: lines.append((e.node, e.message)) if e.kind == "log" else None],
+    )
     assert run.wait_ready(60)
     kept = _pids(run, ["worker/0", "worker/1", "caller"])
 
@@ -67,6 +72,10 @@ def test_count_up_and_down_keeps_the_others_running_and_the_caller_never_fails(
     assert stats["members"] == [f"worker/{i}" for i in range(6)]
     assert set(stats["answered"]) >= {f"worker/{i}" for i in range(2, 6)}  # the new ones serve
     assert _pids(run, list(kept)) == kept  # nothing that did not change was restarted
+    end = time.monotonic() + 10
+    while ("worker/5", "worker 5 (v1) up") not in lines and time.monotonic() < end:
+        time.sleep(0.05)
+    assert ("worker/5", "worker 5 (v1) up") in lines  # a new node's output is shown
     leaving = _pids(run, [f"worker/{i}" for i in range(2, 6)])
 
     down = run.apply(_workers(topology, 2, name="back-to-2.yaml"))

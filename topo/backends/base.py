@@ -140,8 +140,23 @@ class LogSource(Protocol):
     def append(self, label: str, text: str) -> None:
         """Add ``text`` to ``label``'s log without emitting it (a traceback shown apart)."""
 
+    def follow(self, label: str, path: Path) -> None:
+        """Deliver the lines of one more log from its start (a node ``topo apply`` added)."""
+
     def close(self) -> None:
         """Deliver what is left and stop."""
+
+
+def log_files(program: Program, run_dir: Path) -> dict[str, Path]:
+    """The log files of a run directory the launcher shows: each node's, and the output
+    of each executable of several nodes (label -> path)."""
+    from topo.backends.logs import exe_output_path, log_path
+
+    files = {n.id: log_path(run_dir, n.id) for n in program.nodes}
+    for exe in program.executables:
+        if len(exe.nodes) > 1:
+            files[exe.id] = exe_output_path(run_dir, program, exe.id)
+    return files
 
 
 class Sink(ABC):
@@ -242,14 +257,9 @@ class Backend(ABC):
 
     def log_source(self, job: JobContext, emit: LineSink) -> LogSource:
         """Where node output comes from: by default the log files in the run directory."""
-        from topo.backends.logs import exe_output_path, log_path
         from topo.backends.tail import LogTailer
 
-        files = {n.id: log_path(job.run_dir, n.id) for n in job.program.nodes}
-        for exe in job.program.executables:
-            if len(exe.nodes) > 1:
-                files[exe.id] = exe_output_path(job.run_dir, job.program, exe.id)
-        return LogTailer(files, emit, limit=job.options.log_limit)
+        return LogTailer(log_files(job.program, job.run_dir), emit, limit=job.options.log_limit)
 
     def describe_targets(
         self, targets: list[str], source: str | None

@@ -99,6 +99,19 @@ class LogTailer:
             self._followed[label] = _Followed(label, path)
         self._thread.start()
 
+    def follow(self, label: str, path: Path) -> None:
+        """Follow one more file from its start (made if missing): a node added to the
+        running program (``topo apply``)."""
+        with self._lock:
+            if label in self._followed or self._closed.is_set():
+                return
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.close(fd)
+            followed = _Followed(label, path)
+            followed.handle.seek(0)
+            self._followed[label] = followed
+            self._files[label] = path
+
     # -- the relay ---------------------------------------------------------------
     def poll(self, final: bool = False) -> bool:
         """One round over every file; True when some file has more to read now."""

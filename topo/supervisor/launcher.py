@@ -26,7 +26,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, Event, EventKind, JobContext, LogSource, RunOptions, Sink
+from topo.backends.base import (
+    Backend,
+    Event,
+    EventKind,
+    JobContext,
+    LogSource,
+    RunOptions,
+    Sink,
+    log_files,
+)
 from topo.backends.logs import make_run_dir, write_program
 from topo.backends.rerun import holds_run, record_change, reused_warning
 from topo.diagnostics import TopoError
@@ -354,6 +363,9 @@ class Launcher(Sink):
         if self.snapshots is not None:
             self.snapshots.adopt(program)
         write_program(self.run_dir, program)
+        if self._tailer is not None:
+            for label, path in log_files(program, self.run_dir).items():
+                self._tailer.follow(label, path)  # (a file it follows already stays)
         source = self._change_source
         if source.get("params") is not None:
             record_change(
