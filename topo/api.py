@@ -159,12 +159,14 @@ class RunningProgram:
         *,
         dry_run: bool = False,
         max_unavailable: int = 1,
+        fresh: bool = False,
         timeout: float | None = 300.0,
     ) -> Change:
         """Change the running program into ``source`` (a topology file compiled with
         ``params``, or a program), as ``topo apply`` does: new nodes start, changed ones
         restart ``max_unavailable`` at a time, removed ones stop, and every other node
-        goes on. Waits up to ``timeout`` for the change to end (not with ``dry_run``).
+        goes on; a node restarted with a new definition keeps its state (``save`` /
+        ``restore``) unless ``fresh``. Waits up to ``timeout`` for the change to end.
         Raises ``ApplyRefused`` when it cannot be applied live (nothing changed then)."""
         from topo.supervisor.change_record import read_change
 
@@ -182,7 +184,11 @@ class RunningProgram:
                 "params": {k: v for k, v in loaded.spec.param_values.items()},
             }
         plan, generation = self.launcher.apply(
-            program, dry_run=dry_run, max_unavailable=max_unavailable, source=where
+            program,
+            dry_run=dry_run,
+            max_unavailable=max_unavailable,
+            source=where,
+            keep_state=not fresh,
         )
         if plan.refused:
             raise ApplyRefused(list(plan.refused))

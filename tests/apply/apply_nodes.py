@@ -78,3 +78,25 @@ class Broken:
 
     def __init__(self, why: str = "broken on purpose") -> None:
         raise RuntimeError(why)
+
+
+class Tally:
+    """A node with a state (``save``/``restore``): a count that ``add()`` raises by
+    ``step``; ``count()`` says where it is."""
+
+    def __init__(self, step: int = 1) -> None:
+        self.step = step
+        self.total = 0
+
+    def add(self) -> int:
+        self.total += self.step
+        return self.total
+
+    def count(self) -> int:
+        return self.total
+
+    def save(self) -> dict[str, int]:
+        return {"total": self.total}
+
+    def restore(self, state: dict[str, int]) -> None:
+        self.total = int(state["total"])

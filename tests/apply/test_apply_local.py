@@ -208,3 +208,26 @@ def test_a_new_node_that_cannot_start_fails_the_change_not_the_run(
     assert change.record is not None and "broken" in change.record["error"]
     assert run.launcher.phase == "running"  # the run goes on
     assert run.handle("caller").stats()["errors"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_restarted_node_keeps_its_state_unless_fresh(
+    topology: Callable[..., Path], topo_launch: Callable[..., RunningProgram], fresh: bool
+) -> None:
+    def tally(step: int) -> Path:
+        text = f"""
+            name: apply_test
+            nodes:
+              tally: {{target: apply_nodes:Tally, args: {{step: {step}}}}}
+            """
+        return topology(text, f"tally-{step}.yaml")
+
+    run = topo_launch(tally(1), "procs")
+    assert run.wait_ready(60)
+    for _ in range(5):
+        run.handle("tally").add()
+    change = run.apply(tally(10), fresh=fresh)
+    assert change.result == "applied", change.record
+    assert run.handle("tally").count() == (0 if fresh else 5)
+    assert run.handle("tally").add() == (10 if fresh else 15)  # the new definition's step

@@ -44,6 +44,13 @@ def apply(
             help="How many executables of a changed group restart at a time.",
         ),
     ] = 1,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Restarted nodes start fresh (default: each keeps the state it had).",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the launcher's answer and the record as JSON.")
     ] = False,
@@ -56,6 +63,7 @@ def apply(
         say(f"error: run {info.id} is not running ({info.state}): nothing to change", "red")
         raise typer.Exit(1)
     request = _request(file, params, dry_run, max_unavailable, _imports_here(info.backend))
+    request["fresh"] = fresh
     from topo.runs.control import ControlError
     from topo.runs.control import request as ask
 

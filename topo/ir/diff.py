@@ -30,9 +30,9 @@ settings (restart policy, timeouts, ``stops_program``, descriptions), stop and s
 settings and parameters themselves are not (a parameter acts through the arguments it
 changes, which are listed where they change). A handle to a whole group (``"@actor"``,
 a :class:`~topo.ir.values.GroupRef`) is a live view of the group's members in a running
-node: when only its members change, the change (``via`` ``group``) restarts nothing. A kept executable whose mode, placement or
-set of nodes changes restarts the nodes it keeps: threads are not moved in or out of a
-running process.
+node: when only its members change, the change (``via`` ``group``) restarts nothing. A
+kept executable whose mode, placement or set of nodes changes restarts the nodes it keeps:
+threads are not moved in or out of a running process.
 
 JSON (``topo diff --json``, :func:`topo.ir.diff_printer.diff_to_dict`)::
 
@@ -216,7 +216,7 @@ def _value_changes(old: Value, new: Value, path: str) -> Iterator[tuple[str, Val
     if old == new and type(old) is type(new):
         return
     if isinstance(old, GroupRef) or isinstance(new, GroupRef):
-        if isinstance(old, GroupRef) and isinstance(new, GroupRef) or old != new:
+        if (isinstance(old, GroupRef) and isinstance(new, GroupRef)) or old != new:
             yield path, old, new, "~"
         return
     if isinstance(old, FrozenMap) and isinstance(new, FrozenMap):

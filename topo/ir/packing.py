@@ -21,8 +21,8 @@ from topo.ir.program import Executable, Program
 
 __all__ = [
     "Colocation",
-    "as_applied",
     "Packing",
+    "as_applied",
     "consecutive_replicas",
     "group_of",
     "keep_running",

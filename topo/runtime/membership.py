@@ -105,6 +105,8 @@ def members_from_wire(answer: Any) -> tuple[int, dict[str, list[Member]]]:
     timeout], ...]})`` -- as :class:`Member` values."""
     generation, groups = answer
     return int(generation), {
-        str(g): [Member(str(n), str(t), str(k), None if s is None else float(s)) for n, t, k, s in ms]
+        str(g): [
+            Member(str(n), str(t), str(k), None if s is None else float(s)) for n, t, k, s in ms
+        ]
         for g, ms in dict(groups).items()
     }

@@ -496,7 +496,6 @@ class RegistryClient(AddressBook):
             self._left = True
             client.left(self.info.program_id)
 
-
     def disown(self, other: RegistryClient) -> None:
         """``other`` closed: it no longer hears through this client."""
         with self._clients_lock:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from topo.backends.base import Backend
 from topo.ir import Program
@@ -35,6 +35,14 @@ DRAIN_S = 0.5  # after that, before a leaving node is asked to end (calls under 
 EXIT_MARGIN_S = 15.0  # beyond the grace: how long an ending executable's exit is awaited
 READY_MARGIN_S = 10.0  # beyond the group's ready_timeout_s: how long readiness is awaited
 RUNNING = ("running", "finished")
+
+
+class StateHandOver(Protocol):
+    """Where restarted nodes leave their state for their next start (the snapshotter)."""
+
+    def hand_over(self, node_ids: list[str]) -> list[str]: ...
+
+    def forget_handed(self, node_ids: list[str]) -> None: ...
 
 
 class ApplyInterrupted(Exception):
@@ -51,12 +59,14 @@ class Applier:
         registry: RegistryServer,
         adopt: Callable[[Program], None],
         emit: Callable[..., None],
+        states: StateHandOver | None = None,
     ) -> None:
         self._sup = supervisor
         self._backend = backend
         self._registry = registry
         self._adopt = adopt  # the launcher takes the new program (record, snapshots)
         self._emit = emit
+        self.states = states  # restarted nodes hand their state to their next start
         self._lock = threading.Lock()
         self.busy = False
         self._membership = 0  # the registry's membership generation
@@ -76,10 +86,18 @@ class Applier:
             self.busy = True
             return True
 
-    def run(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int = 1) -> None:
-        """Apply ``plan`` (after ``begin``); the outcome goes to ``record``."""
+    def run(
+        self,
+        plan: LivePlan,
+        record: ChangeRecord,
+        max_unavailable: int = 1,
+        keep_state: bool = True,
+    ) -> None:
+        """Apply ``plan`` (after ``begin``); the outcome goes to ``record``. With
+        ``keep_state`` a node restarted with a new definition starts from the state it
+        had (``save``/``restore``), else from the newest snapshot's, or fresh."""
         try:
-            self._apply(plan, record, max(1, max_unavailable))
+            self._apply(plan, record, max(1, max_unavailable), keep_state)
             record.finish("applied")
         except ApplyInterrupted as exc:
             record.finish("interrupted", str(exc))
@@ -91,7 +109,9 @@ class Applier:
                 self.busy = False
             self._emit("applied", message=record.summary(), generation=record.generation)
 
-    def _apply(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int) -> None:
+    def _apply(
+        self, plan: LivePlan, record: ChangeRecord, max_unavailable: int, keep_state: bool
+    ) -> None:
         old, new = self._sup.program, plan.program
         authority = self._registry.authority
         members = {e.id: e.nodes for e in (*old.executables, *new.executables)}
@@ -111,11 +131,18 @@ class Applier:
             batch = list(plan.restart[i : i + max_unavailable])
             nodes = self._nodes_of(batch)
             self._leave(nodes)
+            kept = self.states.hand_over(nodes) if keep_state and self.states else []
             self._end(batch, "restarted by topo apply")
             self._call(lambda b=batch: self._sup.start_exes(b))  # type: ignore[misc]
-            self._wait_ready(nodes)
+            try:
+                self._wait_ready(nodes)
+            except Exception:
+                if self.states is not None:
+                    self.states.forget_handed(kept)  # its next start: not that state
+                raise
             self._join(nodes)
-            record.step("restart", f"restarted {_names(nodes)}", nodes=nodes)
+            with_state = f" (kept the state of {_names(kept)})" if kept else ""
+            record.step("restart", f"restarted {_names(nodes)}{with_state}", nodes=nodes)
         if plan.stop:
             nodes = [n for e in plan.stop for n in old.executable_index[e].nodes]
             self._leave(nodes)

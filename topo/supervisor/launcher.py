@@ -228,7 +228,9 @@ class Launcher(Sink):
         self._tailer = self.backend.log_source(job, self._on_line)
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
-        self.applier = Applier(self._supervisor, self.backend, self.registry, self._adopt, self._emit)
+        self.applier = Applier(
+            self._supervisor, self.backend, self.registry, self._adopt, self._emit, None
+        )
         self.applier.publish_initial()
         self.snapshots = Snapshotter(
             self.program,
@@ -240,6 +242,7 @@ class Launcher(Sink):
             lambda: self.phase == "running",
         )
         self.registry.service.states = self.snapshots.state_for
+        self.applier.states = self.snapshots
         self._state.started_at = time.time()
         self.backend.open(job, self)
 
@@ -309,10 +312,12 @@ class Launcher(Sink):
         dry_run: bool = False,
         max_unavailable: int = 1,
         source: dict[str, Any] | None = None,
+        keep_state: bool = True,
     ) -> tuple[LivePlan, int | None]:
         """Change the running program into ``program`` (compiled from a file; ``source``:
-        which file and parameters, for the record). The plan, and the generation of the
-        change begun in the background (None: refused, a dry run, or nothing to do)."""
+        which file and parameters, for the record; ``keep_state``: a node restarted with a
+        new definition keeps its state). The plan, and the generation of the change begun
+        in the background (None: refused, a dry run, or nothing to do)."""
         refused = []
         if self.phase != "running" or self.applier is None:
             refused.append(f"the run is {self.phase}: a change is applied to a running program")
@@ -336,19 +341,21 @@ class Launcher(Sink):
         self._change_source = source or {}
         threading.Thread(
             target=self._run_change,
-            args=(plan, record, max_unavailable),
+            args=(plan, record, max_unavailable, keep_state),
             name="topo-apply",
             daemon=True,
         ).start()
         return plan, generation
 
-    def _run_change(self, plan: LivePlan, record: ChangeRecord, max_unavailable: int) -> None:
+    def _run_change(
+        self, plan: LivePlan, record: ChangeRecord, max_unavailable: int, keep_state: bool
+    ) -> None:
         assert self.applier is not None
         snaps = self.snapshots
         if snaps is not None:
             snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
         try:
-            self.applier.run(plan, record, max_unavailable)
+            self.applier.run(plan, record, max_unavailable, keep_state)
         finally:
             if snaps is not None:
                 snaps.changing = ""

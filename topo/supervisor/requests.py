@@ -38,6 +38,7 @@ class Operated(Protocol):
         dry_run: bool = ...,
         max_unavailable: int = ...,
         source: dict[str, Any] | None = ...,
+        keep_state: bool = ...,
     ) -> tuple[LivePlan, int | None]: ...
 
 
@@ -84,6 +85,7 @@ def _apply(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
         dry_run=bool(request.get("dry_run")),
         max_unavailable=int(request.get("max_unavailable") or 1),
         source=source,
+        keep_state=not request.get("fresh"),
     )
     return {
         "ok": not plan.refused,

@@ -59,6 +59,7 @@ class Snapshotter:
         self.running: Callable[[], bool] = lambda: running() and not registry.stop_event.is_set()
         self._lock = threading.Lock()
         self._latest = start_from
+        self._handed: dict[str, bytes] = {}  # node -> the state it handed over (topo apply)
         self._client: ProgramContext | None = None  # made at the first snapshot
         self._stop = threading.Event()
         self._clock: threading.Thread | None = None
@@ -78,9 +79,45 @@ class Snapshotter:
 
     # -- what a starting node restores ------------------------------------------------
     def state_for(self, node_id: str) -> bytes | None:
-        """The state ``node_id`` is to start from: the newest snapshot's, or None."""
+        """The state ``node_id`` is to start from: the one it handed over when ``topo
+        apply`` restarted it (until the next snapshot), else the newest snapshot's, or None."""
+        handed = self._handed.get(node_id)
+        if handed is not None:
+            return handed
         snapshot = self._latest
         return None if snapshot is None else snapshot.state(node_id)
+
+    def hand_over(self, node_ids: list[str]) -> list[str]:
+        """Take the state of these running nodes now (paused for it, then let go), for
+        their next start (``topo apply`` restarts them with a new definition: a learner
+        keeps its parameters). The nodes whose state was taken; one that cannot give
+        it starts from the newest snapshot instead."""
+        taken = []
+        with self._lock:
+            for node_id in node_ids:
+                if node_id not in self.served:
+                    continue
+                handle = self._handle(node_id, SAVE_DEADLINE_S)
+                proof = self._proof(node_id)
+                try:
+                    handle.call(STATE_METHOD, proof, "pause", self.settings.pause_timeout_s)
+                    data = handle.call(STATE_METHOD, proof, "save")
+                except Exception:
+                    continue
+                finally:
+                    try:
+                        handle.call(STATE_METHOD, proof, "resume")
+                    except Exception:
+                        pass
+                if data is not None:
+                    self._handed[node_id] = data
+                    taken.append(node_id)
+        return taken
+
+    def forget_handed(self, node_ids: list[str]) -> None:
+        """Drop states handed over (a node whose new definition failed to start)."""
+        for node_id in node_ids:
+            self._handed.pop(node_id, None)
 
     # -- taking one --------------------------------------------------------------------
     def take(self, reason: str) -> Snapshot:
@@ -149,6 +186,7 @@ class Snapshotter:
             keep=self.settings.keep,
         )
         self._latest = snapshot
+        self._handed.clear()  # the snapshot has newer states of them
         notes = []
         if moving:
             notes.append(f"not paused: {', '.join(sorted(moving))}")
