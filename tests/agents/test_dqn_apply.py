@@ -1,0 +1,64 @@
+"""``topo apply`` on the distributed DQN example while it trains: from 2 to 8 actors and
+back to 2. The learner never stops (same process, no restart), ``actor_steps`` keeps
+rising, the actors' rate goes up with their number, and the actors kept across a change
+keep their state."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
+    reason="needs the rl and reverb extras",
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PATH = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
+# Run until stopped; actors never held back by the rate limiter, so their rate is theirs.
+BASE = {"max_actor_steps": None, "samples_per_insert": None, "min_replay_size": 500}
+
+
+def _steps(counter: object) -> float:
+    return float(counter.get_counts().get("actor_steps", 0))  # type: ignore[attr-defined]
+
+
+def _rate(counter: object, seconds: float = 10.0) -> float:
+    before, t0 = _steps(counter), time.monotonic()
+    time.sleep(seconds)
+    return (_steps(counter) - before) / (time.monotonic() - t0)
+
+
+@pytest.mark.slow
+def test_apply_grows_and_shrinks_the_actors_while_the_learner_trains(
+    topo_launch: Callable,
+) -> None:
+    run = topo_launch(PATH, "procs", params={**BASE, "num_actors": 2}, ready_timeout=240)
+    assert run.wait_ready(240)
+    counter = run.handle("counter", timeout=30)
+    learner = run.launcher.nodes["learner"]
+    learner_pid = learner.pid
+    time.sleep(5)  # the actors' first parameters fetched, the replay filling
+    with_two = _rate(counter)
+
+    up = run.apply(PATH, {**BASE, "num_actors": 8}, timeout=240)
+    assert up.result == "applied", up.record
+    assert sorted(run.launcher.nodes).count("actor/7") == 1
+    with_eight = _rate(counter)
+    assert with_eight > with_two > 0, (with_two, with_eight)
+
+    steps_before = _steps(counter)
+    down = run.apply(PATH, {**BASE, "num_actors": 2}, timeout=240)
+    assert down.result == "applied", down.record
+    assert "actor/7" not in run.launcher.nodes
+    assert _rate(counter, 5.0) > 0 and _steps(counter) > steps_before
+    # The learner never stopped: same process, no restart, learning all along.
+    assert learner.pid == learner_pid and learner.restarts == 0
+    assert run.launcher.nodes["learner"].state == "running"
+    assert up.record is not None and down.record is not None
+    texts = [s["text"] for s in up.record["steps"] + down.record["steps"]]
+    assert any("kept the state of actor/0" in t for t in texts), texts
