@@ -48,7 +48,7 @@ from topo.runtime import (
     connect_program,
     set_process_program,
 )
-from topo.runtime.registry import RegistryClient
+from topo.runtime.registry_client import RegistryClient
 from topo.targets import load_target
 
 ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone

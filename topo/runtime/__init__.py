@@ -20,7 +20,8 @@ from topo.runtime.errors import (
 )
 from topo.runtime.handle import Handle, handles
 from topo.runtime.lifecycle import current_node, stop, stop_event, wait_for_stop
-from topo.runtime.registry import RegistryClient, RegistryInfo, RegistryServer, connect_program
+from topo.runtime.registry import RegistryInfo, RegistryServer
+from topo.runtime.registry_client import RegistryClient, connect_program
 from topo.runtime.rights import Authority, Grant
 from topo.runtime.server import NodeServer, run_node, serve_node
 

@@ -2,7 +2,7 @@
 
 ``AddressBook`` is the small protocol every backend provides; this module has
 the in-process implementation (threads backend, tests). The networked one is
-``registry.RegistryClient``.
+``registry_client.RegistryClient``.
 """
 
 from __future__ import annotations

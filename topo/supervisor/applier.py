@@ -21,13 +21,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from topo.backends.base import Backend
 from topo.ir import Program
 from topo.runtime import RegistryServer
-from topo.supervisor.change_plan import LivePlan, group_table, holders
+from topo.supervisor.change_plan import LivePlan, group_table, holders, plan_change
 from topo.supervisor.change_record import ChangeRecord
+from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 
 ACK_S = 5.0  # how long the holders of a group are given to take its new members
@@ -37,8 +40,11 @@ READY_MARGIN_S = 10.0  # beyond the group's ready_timeout_s: how long readiness 
 RUNNING = ("running", "finished")
 
 
-class StateHandOver(Protocol):
-    """Where restarted nodes leave their state for their next start (the snapshotter)."""
+class Snapshots(Protocol):
+    """What a change asks of the run's snapshotter: no snapshot meanwhile, and the
+    state of the nodes it restarts handed to their next start."""
+
+    changing: str
 
     def hand_over(self, node_ids: list[str]) -> list[str]: ...
 
@@ -57,21 +63,86 @@ class Applier:
         supervisor: Supervisor,
         backend: Backend,
         registry: RegistryServer,
-        adopt: Callable[[Program], None],
+        run_dir: Path,
+        adopt: Callable[[Program, dict[str, Any]], None],
         emit: Callable[..., None],
-        states: StateHandOver | None = None,
+        phase: Callable[[], str],
+        done: Callable[[], None],
     ) -> None:
         self._sup = supervisor
         self._backend = backend
         self._registry = registry
-        self._adopt = adopt  # the launcher takes the new program (record, snapshots)
+        self._run_dir = run_dir
+        self._adopt = adopt  # the launcher takes the new program (record, snapshots, logs)
         self._emit = emit
-        self.states = states  # restarted nodes hand their state to their next start
+        self._phase = phase
+        self._done = done  # after a change: status.json written at once
+        # Takes no snapshot while a change is applied; restarted nodes hand it their state.
+        self.snapshots: Snapshots | None = None
         self._lock = threading.Lock()
         self.busy = False
         self._membership = 0  # the registry's membership generation
         self._programs: list[Program] = [supervisor.program]
         self._live: set[str] = {n.id for n in supervisor.program.nodes}
+
+    def propose(
+        self,
+        program: Program,
+        *,
+        dry_run: bool = False,
+        max_unavailable: int = 1,
+        source: dict[str, Any] | None = None,
+        keep_state: bool = True,
+    ) -> tuple[LivePlan, int | None]:
+        """Plan the change of the running program into ``program`` (compiled from a file;
+        ``source``: which file and parameters, for the record) and, unless it is refused,
+        a dry run or empty, begin it in the background. The plan, and the change's
+        generation (None when nothing was begun)."""
+        refused = []
+        phase = self._phase()
+        if phase != "running":
+            refused.append(f"the run is {phase}: a change is applied to a running program")
+        if not self._backend.can_update:
+            refused.append(f"the {self._backend.name} backend cannot change a running program")
+        else:
+            found = [*preflight(program, self._backend), *self._backend.check_update(program)]
+            refused += [d.headline() for d in found if d.severity == "error"]
+        plan = plan_change(self._sup.program, program, refused)
+        if plan.refused or dry_run or plan.empty:
+            return plan, None
+        if not self.begin():
+            return replace(plan, refused=("another change is being applied to this run",)), None
+        from topo.ir.diff_printer import diff_to_dict, format_diff
+
+        generation = self._sup.state.generation + 1
+        record = ChangeRecord(
+            self._run_dir, generation, diff_to_dict(plan.diff), format_diff(plan.diff), source
+        )
+        threading.Thread(
+            target=self._background,
+            args=(plan, record, max_unavailable, keep_state, source or {}),
+            name="topo-apply",
+            daemon=True,
+        ).start()
+        return plan, generation
+
+    def _background(
+        self,
+        plan: LivePlan,
+        record: ChangeRecord,
+        max_unavailable: int,
+        keep_state: bool,
+        source: dict[str, Any],
+    ) -> None:
+        snaps = self.snapshots
+        if snaps is not None:
+            snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
+        try:
+            self.run(plan, record, max_unavailable, keep_state, source)
+        finally:
+            if snaps is not None:
+                snaps.changing = ""
+            self._done()
 
     def publish_initial(self) -> None:
         """The registry's membership of the program as it starts (generation 0)."""
@@ -92,12 +163,13 @@ class Applier:
         record: ChangeRecord,
         max_unavailable: int = 1,
         keep_state: bool = True,
+        source: dict[str, Any] | None = None,
     ) -> None:
         """Apply ``plan`` (after ``begin``); the outcome goes to ``record``. With
         ``keep_state`` a node restarted with a new definition starts from the state it
         had (``save``/``restore``), else from the newest snapshot's, or fresh."""
         try:
-            self._apply(plan, record, max(1, max_unavailable), keep_state)
+            self._apply(plan, record, max(1, max_unavailable), keep_state, source or {})
             record.finish("applied")
         except ApplyInterrupted as exc:
             record.finish("interrupted", str(exc))
@@ -110,7 +182,12 @@ class Applier:
             self._emit("applied", message=record.summary(), generation=record.generation)
 
     def _apply(
-        self, plan: LivePlan, record: ChangeRecord, max_unavailable: int, keep_state: bool
+        self,
+        plan: LivePlan,
+        record: ChangeRecord,
+        max_unavailable: int,
+        keep_state: bool,
+        source: dict[str, Any],
     ) -> None:
         old, new = self._sup.program, plan.program
         authority = self._registry.authority
@@ -119,7 +196,7 @@ class Applier:
         self._backend.update(new)
         self._call(lambda: self._sup.adopt_program(new))
         self._programs = [old, new]
-        self._adopt(new)
+        self._adopt(new, source)
         record.step("program", f"the run's program is generation {record.generation}")
         if plan.start:
             self._call(lambda: self._sup.start_exes(list(plan.start)))
@@ -131,14 +208,14 @@ class Applier:
             batch = list(plan.restart[i : i + max_unavailable])
             nodes = self._nodes_of(batch)
             self._leave(nodes)
-            kept = self.states.hand_over(nodes) if keep_state and self.states else []
+            kept = self.snapshots.hand_over(nodes) if keep_state and self.snapshots else []
             self._end(batch, "restarted by topo apply")
             self._call(lambda b=batch: self._sup.start_exes(b))  # type: ignore[misc]
             try:
                 self._wait_ready(nodes)
             except Exception:
-                if self.states is not None:
-                    self.states.forget_handed(kept)  # its next start: not that state
+                if self.snapshots is not None:
+                    self.snapshots.forget_handed(kept)  # its next start: not that state
                 raise
             self._join(nodes)
             with_state = f" (kept the state of {_names(kept)})" if kept else ""

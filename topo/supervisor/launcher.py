@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,6 @@ from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import LivePlan, plan_change
-from topo.supervisor.change_record import ChangeRecord
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
@@ -92,7 +90,6 @@ class Launcher(Sink):
         self._done = threading.Event()
         self._tailer: LogSource | None = None
         self.applier: Applier | None = None
-        self._change_source: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     # -- the run's state (kept by the supervisor) -------------------------------
@@ -229,7 +226,14 @@ class Launcher(Sink):
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
         self.applier = Applier(
-            self._supervisor, self.backend, self.registry, self._adopt, self._emit, None
+            self._supervisor,
+            self.backend,
+            self.registry,
+            self.run_dir,
+            self._adopt,
+            self._emit,
+            lambda: self.phase,
+            self.record_now,
         )
         self.applier.publish_initial()
         self.snapshots = Snapshotter(
@@ -242,7 +246,7 @@ class Launcher(Sink):
             lambda: self.phase == "running",
         )
         self.registry.service.states = self.snapshots.state_for
-        self.applier.states = self.snapshots
+        self.applier.snapshots = self.snapshots
         self._state.started_at = time.time()
         self.backend.open(job, self)
 
@@ -314,56 +318,24 @@ class Launcher(Sink):
         source: dict[str, Any] | None = None,
         keep_state: bool = True,
     ) -> tuple[LivePlan, int | None]:
-        """Change the running program into ``program`` (compiled from a file; ``source``:
-        which file and parameters, for the record; ``keep_state``: a node restarted with a
-        new definition keeps its state). The plan, and the generation of the change begun
-        in the background (None: refused, a dry run, or nothing to do)."""
-        refused = []
-        if self.phase != "running" or self.applier is None:
-            refused.append(f"the run is {self.phase}: a change is applied to a running program")
-        if not self.backend.can_update:
-            refused.append(f"the {self.backend.name} backend cannot change a running program")
-        else:
-            found = [*preflight(program, self.backend), *self.backend.check_update(program)]
-            refused += [d.headline() for d in found if d.severity == "error"]
-        plan = plan_change(self.program, program, refused)
-        if plan.refused or dry_run or plan.empty:
-            return plan, None
-        assert self.applier is not None
-        if not self.applier.begin():
-            return replace(plan, refused=("another change is being applied to this run",)), None
-        from topo.ir.diff_printer import diff_to_dict, format_diff
-
-        generation = self._state.generation + 1
-        record = ChangeRecord(
-            self.run_dir, generation, diff_to_dict(plan.diff), format_diff(plan.diff), source
+        """Change the running program into ``program`` (``Applier.propose``): the plan,
+        and the generation of the change begun in the background (None: refused, a dry
+        run, or nothing to do)."""
+        if self.applier is None:
+            refused = (f"the run is {self.phase}: a change is applied to a running program",)
+            return plan_change(self.program, program, refused), None
+        return self.applier.propose(
+            program,
+            dry_run=dry_run,
+            max_unavailable=max_unavailable,
+            source=source,
+            keep_state=keep_state,
         )
-        self._change_source = source or {}
-        threading.Thread(
-            target=self._run_change,
-            args=(plan, record, max_unavailable, keep_state),
-            name="topo-apply",
-            daemon=True,
-        ).start()
-        return plan, generation
 
-    def _run_change(
-        self, plan: LivePlan, record: ChangeRecord, max_unavailable: int, keep_state: bool
-    ) -> None:
-        assert self.applier is not None
-        snaps = self.snapshots
-        if snaps is not None:
-            snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
-        try:
-            self.applier.run(plan, record, max_unavailable, keep_state)
-        finally:
-            if snaps is not None:
-                snaps.changing = ""
-            self.record_now()
-
-    def _adopt(self, program: Program) -> None:
+    def _adopt(self, program: Program, source: dict[str, Any]) -> None:
         """The run's program is ``program`` from now on: the launcher's view, snapshots,
-        the grace period (unless the run was given one) and the run directory's record."""
+        the grace period (unless the run was given one) and the run directory's record
+        (``source``: the file and parameters it came from)."""
         self.program = program
         if self.options.grace_s is None:
             self.grace_s = self._supervisor.grace_s = program.stop.grace_s
@@ -373,7 +345,6 @@ class Launcher(Sink):
         if self._tailer is not None:
             for label, path in log_files(program, self.run_dir).items():
                 self._tailer.follow(label, path)  # (a file it follows already stays)
-        source = self._change_source
         if source.get("params") is not None:
             record_change(
                 self.run_dir,

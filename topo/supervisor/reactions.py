@@ -23,6 +23,7 @@ from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runtime import RegistryServer
+from topo.supervisor import changes
 from topo.supervisor.deadlines import check_starting, dump_late_stacks
 from topo.supervisor.outcome import ended, failure_cause
 from topo.supervisor.phases import PhaseWatch
@@ -394,31 +395,13 @@ class Supervisor(Sink):
         self.state.failure = Failure(node, exe_id, pid, message, text)
         self._begin_stop(message, node, failed=True)
 
-    # -- topo apply (on this thread, through call_soon) -----------------------------------
+    # -- topo apply (on this thread, through call_soon: topo.supervisor.changes) --------
     def adopt_program(self, program: Program) -> list[str]:
-        """``program`` is the run's program from now on: its new executables and nodes
-        are added (pending), kept executables take their groups' restart policies, and
-        those it no longer has go on until retired, never restarted. The new executables'
-        ids."""
+        """``program`` is the run's program from now on (``changes.adopt``); the new
+        executables' ids."""
         self.program = program
         self._phases = PhaseWatch(program, self._awaited)
-        added = []
-        fresh = RunState.of(program)
-        for exe_id, status in fresh.exes.items():
-            kept = self.state.exes.get(exe_id)
-            if kept is None:
-                self.state.exes[exe_id] = status
-                added.append(exe_id)
-            else:
-                kept.policy, kept.leaving = status.policy, False
-        for node_id, node in fresh.nodes.items():
-            self.state.nodes.setdefault(node_id, node)
-        for exe_id, status in self.state.exes.items():
-            if exe_id not in program.executable_index:
-                status.leaving = True
-                status.restart_at = None
-        self.state.generation += 1
-        return added
+        return changes.adopt(self.state, program)
 
     def start_exes(self, exe_ids: list[str]) -> None:
         """Start these (new, or retired to be started again) executables."""
@@ -433,43 +416,21 @@ class Supervisor(Sink):
     def retire(self, exe_ids: list[str], why: str) -> None:
         """Ask these executables' nodes to end as at a stop (the program goes on); each
         is killed if it still runs after the grace period."""
-        asked = []
-        for exe_id in exe_ids:
-            exe = self.state.exes[exe_id]
-            exe.restart_at = None
-            if exe.runner is None:
-                continue
-            exe.retiring = why
-            exe.retire_deadline = time.monotonic() + self.grace_s
-            exe.state = "stopping"
+        for exe in changes.retire(self.state, exe_ids, why, self.grace_s):
             self._set_nodes(exe, "stopping")
-            asked.append(exe_id)
-            self._emit("stopping", exe.nodes[0], exe_id, message=why)
-        if self._registry is not None and asked:
-            self._registry.end_members(asked)
+            self._emit("stopping", exe.nodes[0], exe.id, message=why)
+            if self._registry is not None:
+                self._registry.end_members([exe.id])
 
     def drop(self, exe_ids: list[str]) -> None:
         """Forget executables (and their nodes) that left the program and ended."""
-        for exe_id in exe_ids:
-            exe = self.state.exes.get(exe_id)
-            if exe is None or exe.runner is not None or exe_id in self.program.executable_index:
-                continue
-            del self.state.exes[exe_id]
-            for node in exe.nodes:
-                if node not in self.program.node_index:
-                    self.state.nodes.pop(node, None)
-                    self._ever_ready.discard(node)
+        self._ever_ready -= changes.drop(self.state, self.program, exe_ids)
 
     def _retired(self, exe: ExeStatus, pid: int, code: int) -> None:
         """An executable asked to end (or no longer in the program) ended."""
-        why = exe.retiring or "left the program"
-        exe.retiring, exe.retire_deadline = "", None
+        why = changes.retired(self.state, exe)
         if self._registry is not None:
             self._registry.unend(exe.id)
-        exe.state = "stopped"
-        for n in exe.nodes:
-            if self.state.nodes[n].state not in ("failed", "finished"):
-                self.state.nodes[n].state = "stopped"
         self._emit("exited", exe=exe.id, pid=pid, message=f"stopped ({why})", code=code)
 
     def _kill_retiring(self, exe: ExeStatus) -> None:
