@@ -88,7 +88,7 @@ class LinesView:
         self.console = console
         self.logs = logs
         self.kill_hint = kill_hint  # how to kill during the grace (detached: topo stop --kill)
-        self.width = min(32, max((len(self._label(n)) for n in source.nodes), default=4))
+        self.width = min(32, max((len(self._label(n)) for n in list(source.nodes)), default=4))
         self._shown: dict[str, float] = {}  # node -> when its figures were last printed
 
     def __call__(self, event: Event) -> None:
@@ -151,7 +151,7 @@ class TableView:
         parts = [f"{src.program.name} — {src.backend_name}"]
         if src.generation:
             parts.append(f"gen {src.generation}")
-        still_up = any(st.state in STILL_UP for st in src.nodes.values())
+        still_up = any(st.state in STILL_UP for st in list(src.nodes.values()))
         if src.stopping_since is not None and still_up:
             parts.append(f"stopping {clock(now - src.stopping_since)}/{clock(src.grace_s)}")
         limiter = src.limiter
@@ -167,7 +167,7 @@ class TableView:
         src = self.source
         now = time.time()
         width, height = self.console.size
-        figures = {n: key_figures(st.metrics) for n, st in src.nodes.items() if st.metrics}
+        figures = {n: key_figures(st.metrics) for n, st in list(src.nodes.items()) if st.metrics}
         rows = table_rows(src, max(height - CHROME_LINES, 5), figures, now)
         wants = {c: len(c) for c in COLUMNS}
         if not any(figures.values()):

@@ -76,6 +76,8 @@ class Views:
     def __init__(self) -> None:
         # id -> view, held weakly (a list is not hashable: no WeakSet)
         self._views: weakref.WeakValueDictionary[int, GroupView] = weakref.WeakValueDictionary()
+        self._held: set[str] = set()  # every group a view was made of (a node's own copy
+        # of the list drops the view, but the launcher still waits for this process)
         self._lock = threading.Lock()
         self.generation = 0  # the membership generation the views were last updated to
 
@@ -83,11 +85,12 @@ class Views:
         """Keep ``view`` current from now on."""
         with self._lock:
             self._views[id(view)] = view
+            self._held.add(view.group)
 
     def groups(self) -> set[str]:
-        """The groups some live view follows."""
+        """The groups this process's nodes hold whole (a view was made of each)."""
         with self._lock:
-            return {v.group for v in self._views.values()}
+            return set(self._held)
 
     def update(self, generation: int, groups: dict[str, list[Member]]) -> None:
         """Give each view the members ``groups`` has for it (views of other groups stay)."""

@@ -233,7 +233,7 @@ class Launcher(Sink):
             self._adopt,
             self._emit,
             lambda: self.phase,
-            self.record_now,
+            self._record_soon,
         )
         self.applier.publish_initial()
         self.snapshots = Snapshotter(
@@ -332,6 +332,10 @@ class Launcher(Sink):
             keep_state=keep_state,
         )
 
+    def _record_soon(self) -> None:
+        """Write ``status.json`` on the supervisor's thread at its next turn."""
+        self._supervisor.call_soon(self.record_now)
+
     def _adopt(self, program: Program, source: dict[str, Any]) -> None:
         """The run's program is ``program`` from now on: the launcher's view, snapshots,
         the grace period (unless the run was given one) and the run directory's record
@@ -395,7 +399,9 @@ class Launcher(Sink):
     def pids(self) -> dict[str, int]:
         """Executable id -> pid of its current attempt (running ones)."""
         return {
-            e.id: e.runner.pid for e in self.exes.values() if e.runner is not None and e.runner.pid
+            e.id: e.runner.pid
+            for e in list(self.exes.values())
+            if e.runner is not None and e.runner.pid
         }
 
     def summary(self) -> dict[str, Any]:
@@ -441,7 +447,7 @@ class Launcher(Sink):
                     "phase": n.phase,
                     "last_line": n.last_line[-500:],
                 }
-                for n in self.nodes.values()
+                for n in list(self.nodes.values())  # (topo apply may add or drop some)
             ],
         }
 
