@@ -12,9 +12,13 @@ changes, and the plan of a 1,000-node program.
   of all 20 workers, 16 down) the caller counts its calls and every error.
 * **Plan** (goal ≤ 0.2 s): ``plan_change`` (the live packing, the diff, the actions) of
   ``acme_distributed.yaml`` compiled to 1,000 nodes against the same with one actor more.
+* **DQN** (``--dqn``): ``acme_distributed.yaml`` training on procs (no step budget, actors
+  never held back by the rate limiter) goes from 2 actors to 8 and back to 2; the
+  actors' rate (``actor_steps`` per second over 15 s) in each phase, how long each
+  change took, and whether the learner kept its process.
 
-``.venv/bin/python bench/apply_bench.py [--rounds 5]``; medians over the rounds. Writes
-``bench/results/apply.md`` and ``apply.json``.
+``.venv/bin/python bench/apply_bench.py [--rounds 5] [--dqn]``; medians over the rounds.
+Writes ``bench/results/apply.md`` and ``apply.json``.
 """
 
 from __future__ import annotations
@@ -135,9 +139,40 @@ def plan_1000(runs: int = 7) -> tuple[int, float]:
     return len(old.nodes), statistics.median(times)
 
 
+def dqn(where: Path) -> dict[str, Any]:
+    """The DQN example from 2 actors to 8 and back while it trains: rates and times."""
+    base = {"max_actor_steps": None, "samples_per_insert": None, "min_replay_size": 500}
+    run = topo.launch(EXAMPLE, backend="procs", params={**base, "num_actors": 2}, log_dir=where)
+    try:
+        assert run.wait_ready(300)
+        counter = run.handle("counter", timeout=30)
+        learner_pid = run.launcher.nodes["learner"].pid
+
+        def rate(seconds: float = 15.0) -> float:
+            before, t0 = counter.get_counts().get("actor_steps", 0), time.monotonic()
+            time.sleep(seconds)
+            return (counter.get_counts().get("actor_steps", 0) - before) / (time.monotonic() - t0)
+
+        time.sleep(10)
+        out: dict[str, Any] = {"rate_2": rate()}
+        for n, key in ((8, "8"), (2, "2_again")):
+            t0 = time.perf_counter()
+            change = run.apply(EXAMPLE, {**base, "num_actors": n}, timeout=300)
+            out[f"apply_to_{key}_s"] = time.perf_counter() - t0
+            assert change.result == "applied", change.record
+            time.sleep(5)
+            out[f"rate_{key}"] = rate()
+        out["learner_kept"] = run.launcher.nodes["learner"].pid == learner_pid
+        out["learner_restarts"] = run.launcher.nodes["learner"].restarts
+    finally:
+        run.stop(timeout=60)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dqn", action="store_true", help="also the DQN example, 2 → 8 → 2")
     args = parser.parse_args()
     rounds = []
     with tempfile.TemporaryDirectory(prefix="apply-bench-") as tmp:
@@ -147,6 +182,11 @@ def main() -> None:
             rounds.append(one_round(where))
             print(f"round {i + 1}: {json.dumps(rounds[-1])}", flush=True)
     nodes, plan_s = plan_1000()
+    trained: dict[str, Any] | None = None
+    if args.dqn:
+        with tempfile.TemporaryDirectory(prefix="apply-bench-dqn-") as tmp:
+            trained = dqn(Path(tmp))
+            print(f"dqn: {json.dumps(trained)}", flush=True)
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if k != "errors"}
     failed = sum(r["failed_calls"] for r in rounds)
     calls = sum(r["calls"] for r in rounds)
@@ -175,10 +215,27 @@ def main() -> None:
         f"| live plan of a {nodes:,}-node program, +1 actor | {plan_s * 1000:.1f} ms | ≤ 200 ms |",
         "",
     ]
+    if trained is not None:
+        lines += [
+            "DQN (`acme_distributed.yaml` on procs, training, no rate limiter), one run:",
+            "",
+            "| phase | actors' rate (steps/s) | change took |",
+            "| --- | ---: | ---: |",
+            f"| 2 actors | {trained['rate_2']:,.0f} | |",
+            f"| 8 actors | {trained['rate_8']:,.0f} | {trained['apply_to_8_s']:.1f} s |",
+            f"| 2 actors again | {trained['rate_2_again']:,.0f} | "
+            f"{trained['apply_to_2_again_s']:.1f} s |",
+            "",
+            f"The learner kept its process: {trained['learner_kept']} "
+            f"(restarts: {trained['learner_restarts']}).",
+            "",
+        ]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "apply.md").write_text("\n".join(lines))
     (RESULTS / "apply.json").write_text(
-        json.dumps({"rounds": rounds, "medians": med, "plan_1000_s": plan_s}, indent=2)
+        json.dumps(
+            {"rounds": rounds, "medians": med, "plan_1000_s": plan_s, "dqn": trained}, indent=2
+        )
     )
     print("\n".join(lines))
 
