@@ -61,11 +61,12 @@ class GroupView(list):  # type: ignore[type-arg]
 
 
 def _node_of(client: Any) -> str:
-    """The node id a member's client calls (a Handle's ``node_id``, a reverb client's)."""
-    node = getattr(client, "node_id", None)
-    if node is None:
-        node = getattr(client, "_node_id", "")
-    return str(node)
+    """The node id a member's client calls. Read without ``getattr``'s fallbacks: a
+    reverb client forwards unknown attributes to the server it would connect to."""
+    try:
+        return str(object.__getattribute__(client, "_node_id"))
+    except AttributeError:
+        return str(object.__getattribute__(client, "node_id"))
 
 
 class Views:
