@@ -4,8 +4,10 @@ Before anything starts (``check``): executables are placed on hosts (labels,
 colocation, then balanced spread), every host is connected to (one asyncssh
 connection each), optionally gets the project's import roots (``--ship``), and is
 checked (python, topo version, target modules, with the path the nodes will have: the
-folders the targets import from here, or their shipped copies); all failing hosts are
-reported at once.
+folders the targets import from here, or their shipped copies: ``prepare``); all
+failing hosts are reported at once. ``topo apply`` (``check_update``, ``update``): what
+a change adds is placed around what runs and checked on its hosts (``update``), and
+every agent takes the new program.
 
 ``open`` starts one agent per host (``topo.backends.ssh.agent``: a remote fork
 server) over its connection; ``start`` asks the executable's host to fork it.
