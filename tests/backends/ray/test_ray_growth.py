@@ -101,3 +101,13 @@ def test_what_the_free_resources_cannot_hold_is_refused(compile_text: Any) -> No
     roomy = {**FREE, "n2": {"CPU": 3.0}}
     [request], errors = plan_growth(grown, ["big"], {}, roomy, IPS)
     assert errors == [] and request.exes == ("big",)
+
+
+def test_an_executable_whose_placement_changes_gets_a_new_bundle(compile_text: Any) -> None:
+    running = _program(compile_text, actors=2)
+    spread = compile_text(
+        BASE.format(workers=1, actors=2, extra="").replace(
+            "count: 2}", "count: 2, resources: {spread: true}}"
+        )
+    )
+    assert additions(running, spread) == ["actor/0", "actor/1"]  # into a STRICT_SPREAD group

@@ -112,3 +112,18 @@ def test_the_new_modules_and_the_hosts_that_import_them(compile_text: Any) -> No
     grown = placement_after(new, running, THREE, THREE.names)
     assert new_modules(new, old) == ["other.mod"]
     assert modules_by_host(new, ["other.mod"], grown) == {grown.host_of("extra"): ["other.mod"]}
+
+
+def test_an_executable_whose_host_requirements_change_is_placed_again(
+    compile_text: Any,
+) -> None:
+    labelled = inventory(("h1", (), None), ("h2", ("gpu",), None))
+    plain = compile_text("name: t\nnodes:\n  a: {target: m:A}\n  b: {target: m:B}\n")
+    running = place(plain, labelled)
+    assert running.host_of("a") == "h1"
+    wants_gpu = compile_text(
+        "name: t\nnodes:\n  a: {target: m:A, resources: {host_labels: [gpu]}}\n  b: {target: m:B}\n"
+    )
+    after = placement_after(wants_gpu, running, labelled, {"h1", "h2"}, plain)
+    assert after.host_of("a") == "h2"  # it restarts anyway: on a host that has the label
+    assert after.host_of("b") == running.host_of("b")

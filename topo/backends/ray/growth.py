@@ -37,14 +37,22 @@ class Request:
     selectors: tuple[dict[str, str], ...] = field(default=())
 
 
+def _unit_of(program: Program) -> dict[str, tuple[str | None, str | None]]:
+    """Executable -> the host set or spread group it is placed with (None, None: alone)."""
+    return {e: (u.host_set, u.spread) for u in units(program) for e in u.exes}
+
+
 def additions(running: Program, program: Program) -> list[str]:
     """The executables of ``program`` that need a bundle: the new ones, and the kept ones
-    whose demand changed (they restart into the new one)."""
+    whose demand or placement (host set, spread) changed: they restart into the new one."""
     old = running.executable_index
+    was, will = _unit_of(running), _unit_of(program)
     return [
         e.id
         for e in program.executables
-        if e.id not in old or demand(running, e.id) != demand(program, e.id)
+        if e.id not in old
+        or demand(running, e.id) != demand(program, e.id)
+        or was[e.id] != will[e.id]
     ]
 
 

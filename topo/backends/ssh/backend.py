@@ -229,7 +229,10 @@ class SshBackend(Backend):
         program_json, modules = dumps(program), target_modules(program)
         with self._lock:
             try:
-                placement = placement_after(program, self.placement, self.inventory, self.alive)
+                running = self._job.program
+                placement = placement_after(
+                    program, self.placement, self.inventory, self.alive, running
+                )
             except TopoError as error:  # a host was lost since the check
                 why = "; ".join(d.message for d in error.diagnostics)
                 raise RuntimeError(f"the change no longer fits the hosts up: {why}") from None

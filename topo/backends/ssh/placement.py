@@ -23,7 +23,7 @@ from topo.backends.ssh.inventory import HostSpec, Inventory
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program
 
-__all__ = ["Placement", "format_placement", "place"]
+__all__ = ["Placement", "format_placement", "place", "requirements"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,12 @@ def _units(program: Program) -> list[_Unit]:
         spread = tuple(g for g in groups if program.group_index[g].resources.spread)
         units.append(_Unit(exes, labels, groups, host_set, spread))
     return units
+
+
+def requirements(program: Program) -> dict[str, tuple[object, ...]]:
+    """Executable -> what its host must offer (labels, host set, spread groups): one
+    whose requirements a change alters is placed again (it restarts anyway)."""
+    return {e: (u.labels, u.host_set, u.spread) for u in _units(program) for e in u.exes}
 
 
 def _fits(host: HostSpec, labels: Collection[str], load: int, size: int) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from topo.backends.ssh.hostcheck import CHECK_TIMEOUT_S, check_script, missing_imports
 from topo.backends.ssh.inventory import HostSpec, Inventory
-from topo.backends.ssh.placement import Placement, place
+from topo.backends.ssh.placement import Placement, place, requirements
 from topo.backends.ssh.prepare import Prepared
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, SourcePos, TopoError
@@ -25,16 +25,28 @@ RunAll = Callable[[Mapping[str, str], float], Mapping[str, tuple[int | None, str
 
 
 def placement_after(
-    program: Program, current: Placement, inventory: Inventory, up: Collection[str]
+    program: Program,
+    current: Placement,
+    inventory: Inventory,
+    up: Collection[str],
+    running: Program | None = None,
 ) -> Placement:
     """Where each executable of ``program`` runs once the running program (placed as
-    ``current``) became it: the running ones where they are, the new ones on hosts in
-    ``up``. Raises ``TopoError`` (a diagnostic per unit that fits nowhere)."""
+    ``current``) became it: the running ones where they are -- but for those whose host
+    requirements (labels, host set, spread) the change alters, compared with
+    ``running``: they restart, and are placed again -- the new ones on hosts in ``up``.
+    Raises ``TopoError`` (a diagnostic per unit that fits nowhere)."""
     now = current.assignment()
     gone = current.leaving
-    running = {e: h for e, h in now.items() if e in program.executable_index and e not in gone}
+    was = requirements(running) if running is not None else {}
+    will = requirements(program)
+    stay = {
+        e: h
+        for e, h in now.items()
+        if e in program.executable_index and e not in gone and was.get(e, will[e]) == will[e]
+    }
     leaving = {e: h for e, h in now.items() if e not in program.executable_index}
-    return place(program, inventory, running=running, up=up, leaving=leaving)
+    return place(program, inventory, running=stay, up=up, leaving=leaving)
 
 
 def check_change(
@@ -49,7 +61,7 @@ def check_change(
     executable no host in ``up`` can take, a new target module that does not import on a
     host that would run it."""
     try:
-        placement = placement_after(program, current, inventory, up)
+        placement = placement_after(program, current, inventory, up, running)
     except TopoError as error:
         return list(error.diagnostics)
     hosts = {h.name: h for h in inventory.hosts}
