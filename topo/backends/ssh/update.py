@@ -64,7 +64,7 @@ def check_change(
         placement = placement_after(program, current, inventory, up, running)
     except TopoError as error:
         return list(error.diagnostics)
-    hosts = {h.name: h for h in inventory.hosts}
+    hosts = {h.name: h for h in inventory.hosts if h.name in up}  # (a lost host runs nothing)
     run_all = prepared.sessions.run_all
     return check_imports(
         program, running, placement, hosts, prepared.command, run_all, prepared.note()
@@ -102,13 +102,14 @@ def check_imports(
     run_all: RunAll,
     path_note: str,
 ) -> list[Diagnostic]:
-    """An error per new target module of ``program`` that does not import on a host that
-    will run it (``command(host, argv)``: the host's python with the agents' path;
-    ``run_all``: the sessions' ``run_all``; ``path_note``: that path, for the hint)."""
+    """An error per new target module of ``program`` that does not import on a host of
+    ``hosts`` that will run it (``command(host, argv)``: the host's python with the
+    agents' path; ``run_all``: the sessions' ``run_all``; ``path_note``: that path, for
+    the hint)."""
     modules = new_modules(program, running)
     if not modules:
         return []
-    wanted = modules_by_host(program, modules, placement)
+    wanted = {h: m for h, m in modules_by_host(program, modules, placement).items() if h in hosts}
     commands = {h: command(hosts[h], ["-c", check_script(mods)]) for h, mods in wanted.items()}
     found = run_all(commands, CHECK_TIMEOUT_S) if commands else {}
     out = []
