@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.operate import ROOT, run_detached, run_pids, status, topo, wait_gone
+from tests.ssh.conftest import wait_no_strays
 from tests.ssh.testhosts import HostSet
 from topo.api import ApplyRefused, RunningProgram
 
@@ -241,3 +243,35 @@ def test_a_new_node_on_a_host_that_is_lost_restarts_where_there_is_room(
     finally:
         ssh_hosts.set_link(victim, True)
     assert run.stop(timeout=90) == 0
+
+
+def test_topo_apply_changes_a_detached_run_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -> None:
+    """The command line: ``topo apply RUN FILE`` on a run started with ``topo run -d -b
+    ssh`` grows a spread group onto hosts of its own, refuses what no host can take (exit
+    1, the group's ``file:line``), and ``topo stop`` leaves nothing on any host."""
+    hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=str(ROOT))  # tests.* imports
+    one = _workers(tmp_path, 1, spread=True)
+    run_id, run_dir = run_detached(tmp_path, str(one), "-b", "ssh", "--hosts", str(hosts))
+    try:
+        _grow_and_refuse(tmp_path, run_id, run_dir)
+    finally:
+        pids = run_pids(run_dir)
+        stopped = topo("stop", run_id, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not wait_gone(pids)
+    assert not wait_no_strays(ssh_hosts, 10)
+
+
+def _grow_and_refuse(tmp_path: Path, run_id: str, run_dir: Path) -> None:
+    grown = topo(
+        "apply", run_id, str(_workers(tmp_path, 3, spread=True)), cwd=tmp_path, timeout=240
+    )
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "+ worker/1, worker/2" in grown.stdout and "change 1 applied" in grown.stderr
+    nodes = {n["id"]: n for n in status(run_dir)["nodes"]}
+    assert len({nodes[f"worker/{i}"]["host"] for i in range(3)}) == 3  # a host each
+    refused = topo("apply", run_id, str(_workers(tmp_path, 4, spread=True)), cwd=tmp_path)
+    assert refused.returncode == 1
+    said = refused.stdout + refused.stderr
+    assert "Traceback" not in said and "sets resources.spread" in said and ".yaml:" in said
+    assert status(run_dir)["generation"] == 1
