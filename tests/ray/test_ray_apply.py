@@ -96,7 +96,11 @@ def test_a_rolling_restart_and_a_group_added_on_its_label_then_removed(
     extra_pid = pids(run, ["extra"])["extra"]
     assert ray_hosts.node_of(extra_pid) == "h2"
     assert run.launcher.location("extra") == ray_hosts.ips["h2"]
-    assert "worker 99 (v1) up" in (run.run_dir / "logs" / "extra.log").read_text()
+    log = run.run_dir / "logs" / "extra.log"  # its output is pulled from its agent
+    end = time.monotonic() + 20
+    while "worker 99 (v1) up" not in log.read_text() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert "worker 99 (v1) up" in log.read_text()
 
     removed = run.apply(workers(tmp_path, 2, tag="v2"), timeout=240)
     assert removed.result == "applied", removed.record
