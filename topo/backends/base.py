@@ -288,9 +288,11 @@ class Backend(ABC):
     can_update: bool = False
 
     def check_update(self, program: Program) -> list[Diagnostic]:
-        """What this backend cannot honour if the running program became ``program`` (e.g.
-        no host has room for the new executables): errors refuse the change before
-        anything changes. Default: the same as ``check``."""
+        """What this backend cannot honour if the running program became ``program`` (as
+        it would run: its executables arranged to keep the running ones, see
+        ``topo.ir.packing.as_applied``), e.g. no host has room for the new executables:
+        errors refuse the change before anything changes. Default: the same as
+        ``check`` (a backend whose ``check`` prepares the run answers this itself)."""
         return self.check(program)
 
     def update(self, program: Program) -> None:

@@ -12,12 +12,13 @@ sentinel pipe, which a node's own forked children inherit and keep open.
 
 Channels: the launcher writes length-prefixed pickles to the server's stdin
 (``check`` before the run, ``init``, ``spawn``, ``program`` when ``topo apply`` changed
-the program, ``shutdown``); the server sends JSON
-datagrams to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM`` socket: what it
-found importing the targets (``checked``: ``topo run`` checks the nodes' arguments with
-it before anything starts, without importing the targets itself), and about the
-processes it owns (``server``, ``started``, ``exited``). Children set themselves up with
-``topo.backends.child`` and report node status over the registry's RPC.
+the program -- with init keys that change with it, if any -- ``shutdown``); the server
+sends JSON datagrams to the launcher on an inherited ``AF_UNIX``/``SOCK_DGRAM`` socket:
+what it found importing the targets (``checked``: ``topo run`` checks the nodes'
+arguments with it before anything starts, without importing the targets itself), and
+about the processes it owns (``server``, ``started``, ``exited``). Children set
+themselves up with ``topo.backends.child`` and report node status over the registry's
+RPC.
 
 A ``spawn`` carries the executable's grant (its rights) as raw bytes after the pickle,
 read into a buffer that is zeroed once the child is forked (``grant_pipe``).
@@ -261,8 +262,9 @@ def serve(status_fd: int) -> None:
                 if msg is None or msg[0] == "shutdown":
                     return
                 if msg[0] == "program":  # topo apply: later children run this program
-                    _, program_json, modules = msg
+                    _, program_json, modules, *more = msg
                     init["program"] = loads(program_json)
+                    init.update(*more)  # (ray: the new executables' exe_env)
                     _import_modules(modules)  # (a child that cannot import says why)
                     gc.collect()
                     gc.freeze()

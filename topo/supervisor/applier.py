@@ -27,10 +27,11 @@ from typing import Any, Protocol
 
 from topo.backends.base import Backend
 from topo.ir import Program
+from topo.ir.packing import as_applied
 from topo.runtime import RegistryServer
 from topo.supervisor.change_plan import LivePlan, group_table, holders, plan_change
 from topo.supervisor.change_record import ChangeRecord
-from topo.supervisor.preflight import preflight
+from topo.supervisor.preflight import preflight_update
 from topo.supervisor.reactions import Supervisor
 
 ACK_S = 5.0  # how long the holders of a group are given to take its new members
@@ -104,8 +105,8 @@ class Applier:
             refused.append(f"the run is {phase}: a change is applied to a running program")
         if not self._backend.can_update:
             refused.append(f"the {self._backend.name} backend cannot change a running program")
-        else:
-            found = [*preflight(program, self._backend), *self._backend.check_update(program)]
+        else:  # the backend is asked about the program as it would run (processes kept)
+            found = preflight_update(as_applied(self._sup.program, program), self._backend)
             refused += [d.headline() for d in found if d.severity == "error"]
         plan = plan_change(self._sup.program, program, refused)
         if plan.refused or dry_run or plan.empty:

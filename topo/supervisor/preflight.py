@@ -1,9 +1,9 @@
 """What the launcher checks before it starts anything, as diagnostics.
 
 Node kinds the runtime cannot run, target modules that cannot be imported, and
-whatever the backend says it cannot honour (``Backend.check``). Each diagnostic
-points at the group (its ``file:line:col``), so ``topo run`` prints it like any
-other bad input.
+whatever the backend says it cannot honour (``Backend.check``; for a change to a
+running program, ``Backend.check_update``). Each diagnostic points at the group (its
+``file:line:col``), so ``topo run`` prints it like any other bad input.
 """
 
 from __future__ import annotations
@@ -98,6 +98,20 @@ def exposure_warnings(program: Program, on_this_machine: bool = True) -> list[Di
 def preflight(program: Program, backend: Backend) -> list[Diagnostic]:
     """Every problem found before a run starts (errors refuse it, warnings are shown)."""
     found = unsupported_kinds(program) or missing_modules(program) or list(backend.check(program))
+    if any(d.severity == "error" for d in found):
+        return found
+    return found + exposure_warnings(program, backend.network().mechanism == "plain")
+
+
+def preflight_update(program: Program, backend: Backend) -> list[Diagnostic]:
+    """Every problem found before a running program becomes ``program`` (``topo apply``):
+    as :func:`preflight`, with what the running backend cannot change
+    (``Backend.check_update``; its ``check`` prepares a run and is not asked again)."""
+    found = (
+        unsupported_kinds(program)
+        or missing_modules(program)
+        or list(backend.check_update(program))
+    )
     if any(d.severity == "error" for d in found):
         return found
     return found + exposure_warnings(program, backend.network().mechanism == "plain")

@@ -102,6 +102,13 @@ class ActorPool:
     def location(self, exe: str) -> str | None:
         return self._where.get(exe)
 
+    def update(self, job: JobContext, init_ref: Any) -> None:
+        """``topo apply`` changed the program into ``job.program`` (its init in Ray as
+        ``init_ref``): actors started from now on run it, in their new bundles; the
+        running ones go on."""
+        with self._lock:
+            self._job, self._init_ref = job, init_ref
+
     # -- the watcher ----------------------------------------------------------------
     def _watch(self) -> None:
         """The watcher thread: one bad round (Ray hiccup) is reported, not fatal."""

@@ -4,7 +4,8 @@ backends do), instead of one Ray worker process per executable.
 
 Imported in Ray worker processes. ``__init__`` starts the fork server (a fresh
 interpreter in its own session, which imports the targets once) with the program;
-``spawn`` forks executables, ``kill`` ends one with its process group, ``stacks`` has
+``spawn`` forks executables, ``take_program`` makes the ones forked from then on run a
+program ``topo apply`` changed, ``kill`` ends one with its process group, ``stacks`` has
 one dump its threads' stacks into its log, ``poll`` answers what happened since the
 last poll (the agent's pids, ``server`` with import errors, ``started``, ``exited``,
 ``server_ended``) and the new complete lines of the executables' log files (kept in a
@@ -267,6 +268,21 @@ class NodeAgent:
                     write_spawn(self._server_in, exe, attempt, grant)
             except OSError:
                 return  # the fork server is gone: _relay says so
+
+    def take_program(self, program_json: str, modules: list[str], threads: dict[str, int]) -> bool:
+        """``topo apply`` changed the program: executables forked from now on run this one
+        (the fork server imports its new target modules first; ``threads``: the
+        executables' ``OMP_NUM_THREADS``, as at the start). False once shut down."""
+        from topo.ir import loads
+
+        program = loads(program_json)
+        more = {"exe_env": _threads_env(threads)}
+        with self._writing:
+            if self._server_in < 0:
+                return False
+            write_msg(self._server_in, ("program", program_json, modules, more))
+            self.program = program  # (the spawns that follow look their executables up here)
+        return True
 
     def kill(self, exe: str, attempt: int) -> None:
         """SIGKILL the attempt's process group (at once, or as soon as it is forked)."""

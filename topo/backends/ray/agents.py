@@ -28,7 +28,7 @@ from typing import Any
 
 from topo.backends.base import JobContext, Sink
 from topo.backends.grants import exe_grant
-from topo.backends.logs import exe_output_path, file_size, safe_name, wait_written
+from topo.backends.logs import exe_output_path, safe_name
 from topo.backends.ray.agent import OWN_LOG, NodeAgent
 from topo.backends.ray.groups import PLACEMENT_TIMEOUT_S, Reservations
 from topo.backends.ray.runner import AgentRunner, first_line, why_dead
@@ -39,6 +39,7 @@ RETRY_S = 0.5  # a poll Ray could not deliver (the agent is unreachable) is retr
 REFRESH_S = 0.5  # how often placement is read again while attempts wait for a live node
 SHUTDOWN_S = 15.0  # at close, the agents have this long to end their executables
 MAX_CONCURRENCY = 8  # poll + spawn + kill + stacks + shutdown at the same time
+UPDATE_S = 60.0  # every agent takes a changed program within this (its fork server imports)
 
 
 @dataclass(eq=False)
@@ -56,6 +57,7 @@ class _Agent:
     server_pid: int = 0
     ready: bool = False  # its fork server imported the targets
     dead: bool = False
+    unfit: str = ""  # why it was given up while alive (it did not take a changed program)
 
 
 class AgentPool:
@@ -145,18 +147,38 @@ class AgentPool:
         if any(n != node and i == ip for n, i in self._ips.items()):  # several on one address
             name += f"/{node[:8]}"
         name += f"#{gen}" if gen else ""
-        handle = self._class.options(
-            name=name,
-            namespace=self._namespace,
-            num_cpus=0,  # the executables' bundles hold the resources
-            max_restarts=0,  # a dead agent's executables follow their restart policy
-            max_concurrency=MAX_CONCURRENCY,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        ).remote(self._init_ref, f"{node[:12]}-{gen}")
-        agent = _Agent(node, ip, name, handle)
-        with self._lock:
-            self._agents[node] = agent
+        with self._lock:  # with the run's init as it is now (``update`` changes it)
+            handle = self._class.options(
+                name=name,
+                namespace=self._namespace,
+                num_cpus=0,  # the executables' bundles hold the resources
+                max_restarts=0,  # a dead agent's executables follow their restart policy
+                max_concurrency=MAX_CONCURRENCY,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(self._init_ref, f"{node[:12]}-{gen}")
+            agent = self._agents[node] = _Agent(node, ip, name, handle)
         return agent
+
+    def update(self, job: JobContext, init: dict[str, Any], init_ref: Any) -> None:
+        """``topo apply`` changed the program into ``job.program`` (``init``: the run's
+        init for it, put in Ray as ``init_ref``): every live agent takes it before this
+        returns, and agents started from now on get it. An agent that cannot take it is
+        not relied on any more (as when its poll fails: its executables count as lost)."""
+        import ray
+
+        with self._lock:
+            self._job, self._init_ref = job, init_ref
+            agents = [a for a in self._agents.values() if not a.dead]
+        args = (init["program_json"], init["modules"], init["threads"])
+        calls = {a.handle.take_program.remote(*args): a for a in agents}
+        if calls:
+            ray.wait(list(calls), num_returns=len(calls), timeout=UPDATE_S)
+        for ref, agent in calls.items():
+            try:
+                ray.get(ref, timeout=0)
+            except Exception as exc:  # its poll fails next: the pool's thread says why
+                agent.unfit = f"it did not take the changed program: {first_line(exc)}"
+                ray.kill(agent.handle, no_restart=True)
 
     def _note(self, agent: _Agent, text: str) -> None:
         """Text in ``agents/<address>.log`` of ``agent``'s node."""
@@ -252,7 +274,7 @@ class AgentPool:
             agent.retry_at = time.monotonic() + RETRY_S
             return
         except RayActorError as exc:
-            self._lost(agent, why_dead(exc))
+            self._lost(agent, agent.unfit or why_dead(exc))
             return
         except Exception as exc:  # the agent could not answer: it cannot be relied on
             self._lost(agent, f"its poll failed: {first_line(exc)}")
@@ -340,22 +362,6 @@ class AgentPool:
             self._sink.exited(runner.exe, runner.attempt, 0, -9, "was stopped before it started")
         elif agent is not None and not agent.dead:  # None: being sent (it sees .killed)
             agent.handle.kill.remote(runner.exe, runner.attempt)
-
-    def stacks(self, runner: AgentRunner, node: str) -> str:
-        """Have the attempt dump its stacks into its log; where to find them."""
-        import ray
-
-        agent = runner.agent
-        if agent is None or agent.dead or not runner.pid:
-            return ""
-        before = file_size(runner.output)
-        try:  # a busy machine can take seconds to schedule the agent's answer
-            if not ray.get(agent.handle.stacks.remote(runner.exe, runner.attempt), timeout=10):
-                return ""
-        except Exception:
-            return ""
-        wait_written(runner.output, before, limit_s=max(5.0, WAIT_S * 20))
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
     def close(self) -> None:
         """Stop the pool's thread; each agent ends its executables and fork server and

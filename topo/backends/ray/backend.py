@@ -14,6 +14,11 @@ hundred. An executable that asks for GPUs runs in a Ray actor of its own instead
 (``actors``), because Ray assigns devices only to its own workers. Nodes bind the Ray
 node's address and register with the launcher's registry over CURVE.
 
+A change to the running program (``topo apply``) reserves bundles for what it adds only,
+around what runs (``growth``: checked against the live nodes' free resources first), hands
+every agent the new program, and releases the bundles of executables that left once they
+ended (``groups``); nothing that runs is moved or restarted by the backend.
+
 A node that dies takes its agent (Ray reports the actor dead): its executables count as
 killed and their restart policy applies, on the live node Ray moved their bundles to.
 Only what this backend started is ended: its agents and actors, its placement groups,
@@ -23,9 +28,9 @@ launcher is killed).
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
+from dataclasses import replace
 from typing import Any
 
 from topo.backends.base import (
@@ -41,11 +46,13 @@ from topo.backends.ray.actor import local_log_root
 from topo.backends.ray.actors import ActorPool
 from topo.backends.ray.agents import AgentPool
 from topo.backends.ray.groups import Reservations
-from topo.backends.ray.placement import infeasible, memory_unenforced, own_actor, threads
+from topo.backends.ray.growth import additions, plan_growth
+from topo.backends.ray.placement import infeasible, memory_unenforced, own_actor
 from topo.backends.ray.runner import first_line
 from topo.backends.ray.session import RaySession, connect_hint
+from topo.backends.ray.update import Tracked, live_nodes, run_init
 from topo.diagnostics import Diagnostic
-from topo.ir import Program, dumps
+from topo.ir import Program
 
 
 class RayBackend(Backend):
@@ -82,6 +89,8 @@ class RayBackend(Backend):
         self._checked = False
         self.local_pids = True  # check() says whether every Ray node is this machine
         self._job: JobContext | None = None
+        self._previous: Program | None = None  # the program before the last change
+        self._tracked: Tracked | None = None
         self._reservations: Reservations | None = None
         self._agents: AgentPool | None = None
         self._actors: ActorPool | None = None
@@ -125,36 +134,73 @@ class RayBackend(Backend):
     def open(self, job: JobContext, sink: Sink) -> None:
         import ray
 
-        from topo.backends.worker import target_modules
-
         if not self._checked:
             raise RuntimeError("the ray backend was not checked (Launcher runs check first)")
         self._job = job
         program = job.program
         self.namespace = f"topo-{program.name}-{job.registry.program_id}"
-        init = {
-            "program_json": dumps(program),
-            "registry": vars(job.registry).copy(),
-            "disable_run": job.options.disable_run,
-            "modules": target_modules(program),
-            "sys_path": [os.getcwd(), *sys.path],
-            "cwd": os.getcwd(),
-            "shipped": self.session.ship,
-            "threads": threads(program),
-        }
-        init_ref = ray.put(init)
+        init_ref = ray.put(run_init(job, self.session.ship))
         self._reservations = Reservations(program, self.namespace)
         self._reservations.reserve()
-        pools = (job, sink, self._reservations, init_ref, self.namespace, self._append)
+        self._tracked = Tracked(sink, self._reservations.vacated)
+        pools = (job, self._tracked, self._reservations, init_ref, self.namespace, self._append)
         self._actors = ActorPool(*pools)
         self._agents = AgentPool(*pools)
         self._agents.open([e.id for e in program.executables if not own_actor(program, e.id)])
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         assert self._job is not None and self._agents is not None and self._actors is not None
+        assert self._tracked is not None
+        self._tracked.started_attempt(exe, attempt)
         if own_actor(self._job.program, exe):
             return self._actors.start(exe, attempt)
         return self._agents.start(exe, attempt)
+
+    # -- topo apply -------------------------------------------------------------------
+    can_update = True
+
+    def check_update(self, program: Program) -> list[Diagnostic]:
+        """Whether the live nodes' free resources hold what the change adds (the running
+        executables keep what they reserved); nothing changes."""
+        if self._job is None or self._reservations is None:
+            return [Diagnostic("the ray backend runs no program to change")]
+        adding = additions(self._job.program, program)
+        if not adding:
+            return memory_unenforced(program)
+        free, ips = live_nodes()
+        _, errors = plan_growth(program, adding, self._reservations.nodes(), free, ips)
+        return errors or memory_unenforced(program)
+
+    def update(self, program: Program) -> None:
+        """Bundles for what the change adds (``RuntimeError`` if Ray cannot place them
+        now: nothing is changed then), the new program to every agent and to the actors
+        started from now on; the bundles of executables that leave are released once
+        they end."""
+        import ray
+
+        assert self._job is not None and self._reservations is not None
+        assert self._agents is not None and self._actors is not None
+        assert self._tracked is not None
+        running, reservations = self._job.program, self._reservations
+        adding = additions(running, program)
+        if adding:
+            free, ips = live_nodes()
+            requests, errors = plan_growth(program, adding, reservations.nodes(), free, ips)
+            if errors:
+                why = "; ".join(d.message for d in errors)
+                raise RuntimeError(f"Ray cannot place what the change adds now: {why}")
+            reservations.add(program, requests)
+        job = replace(self._job, program=program)
+        init = run_init(job, self.session.ship)
+        init_ref = ray.put(init)
+        self._previous, self._job = running, job
+        self._actors.update(job, init_ref)
+        self._agents.update(job, init, init_ref)
+        leaving = [e.id for e in running.executables if e.id not in program.executable_index]
+        reservations.leave(leaving)
+        idle = [e for e in reservations.vacating() if not self._tracked.running(e)]
+        for exe in idle:  # nothing of it runs: no end will come to release its bundle
+            reservations.vacated(exe)
 
     def location(self, exe: str) -> str | None:
         for pool in (self._agents, self._actors):
@@ -172,11 +218,14 @@ class RayBackend(Backend):
         return pids
 
     def _append(self, label: str, text: str) -> None:
-        """Pulled output into the run directory's log file of a node or executable."""
+        """Pulled output into the run directory's log file of a node or executable (of
+        the program before a change, for one the change removed)."""
         assert self._job is not None
-        append_output(
-            self._job.run_dir, self._job.program, label, text, self._job.options.log_limit
-        )
+        program = self._job.program
+        known = label in program.node_index or label in program.executable_index
+        if not known and self._previous is not None:
+            program = self._previous
+        append_output(self._job.run_dir, program, label, text, self._job.options.log_limit)
 
     def close(self) -> None:
         import ray

@@ -159,7 +159,8 @@ def fits(need: Mapping[str, float], node: Mapping[str, float]) -> bool:
     return all(node.get(key, 0.0) + 1e-9 >= amount for key, amount in need.items())
 
 
-def _describe(need: Mapping[str, float]) -> str:
+def describe(need: Mapping[str, float]) -> str:
+    """A demand for people: ``0.001 CPU, 1 GPU, label 'gpu'``."""
     parts = []
     for key, amount in need.items():
         if key == "CPU":
@@ -206,7 +207,7 @@ def infeasible(program: Program, nodes: Sequence[Mapping[str, float]]) -> list[D
             what = f"group {names}"
         out.append(
             Diagnostic(
-                f"{what}: no node of the Ray cluster offers {_describe(need)}",
+                f"{what}: no node of the Ray cluster offers {describe(need)}",
                 group.origin,
                 hint=f"the cluster has {_offered(nodes)}; a host label is a custom resource "
                 "(ray start --resources='{\"LABEL\": 1}')",
@@ -248,7 +249,7 @@ def _spread_infeasible(
     return [
         Diagnostic(
             f"group {unit.spread!r} sets resources.spread: its {len(bundles)} processes need "
-            f"{len(bundles)} Ray nodes that offer {_describe(need)}, and the cluster has "
+            f"{len(bundles)} Ray nodes that offer {describe(need)}, and the cluster has "
             f"{able}",
             group.origin,
             hint=f"the cluster has {_offered(nodes)}; add nodes, lower the group's count, "
@@ -283,5 +284,5 @@ def format_ray_placement(program: Program) -> str:
                 if own_actor(program, exe)
                 else ""
             )
-            lines.append(f"    {shown}  [{_describe(demand(program, exe))}]{own}")
+            lines.append(f"    {shown}  [{describe(demand(program, exe))}]{own}")
     return "\n".join(lines)

@@ -126,7 +126,7 @@ def first_line(exc: BaseException) -> str:
 
 class AgentRunner(ExecutableRunner):
     """One attempt forked by a node's agent (its pid is the pid on that node); killed
-    and asked for its stacks through its pool (``agents.AgentPool``)."""
+    through its pool (``agents.AgentPool``), asked for its stacks through its agent."""
 
     def __init__(self, pool: Any, exe: str, attempt: int, output: Path) -> None:
         self.exe = exe
@@ -142,7 +142,20 @@ class AgentRunner(ExecutableRunner):
         self._pool.kill(self)
 
     def dump_stacks(self, node: str) -> str:
-        return self._pool.stacks(self, node)
+        """Have the attempt dump its stacks into its log (through its agent); where."""
+        import ray
+
+        agent = self.agent
+        if agent is None or agent.dead or not self.pid:
+            return ""
+        before = file_size(self.output)
+        try:  # a busy machine can take seconds to schedule the agent's answer
+            if not ray.get(agent.handle.stacks.remote(self.exe, self.attempt), timeout=10):
+                return ""
+        except Exception:
+            return ""
+        wait_written(self.output, before, limit_s=5.0)
+        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
 
 
 def why_dead(exc: BaseException) -> str:

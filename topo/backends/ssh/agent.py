@@ -8,9 +8,11 @@ executables on request, follows their log files and streams everything back.
 Channel (JSON, one object per line, both ways):
 
 * launcher → agent: ``init`` (first line: program, registry, host address, run
-  directory), ``spawn``, ``kill``, ``stacks``, ``ping`` (the lease), ``shutdown``;
+  directory), ``spawn``, ``kill``, ``stacks``, ``program`` (``topo apply`` changed the
+  program: executables forked from now on run the new one), ``ping`` (the lease),
+  ``shutdown``;
 * agent → launcher: ``hello`` (at once), ``server`` (the fork server is up, import
-  errors), ``started``,
+  errors), ``program`` (the fork server took a new program), ``started``,
   ``exited``, ``out`` (new complete lines of a log file), ``agentlog`` (of the fork
   server's own output), ``hb`` (alive), ``bye``.
 
@@ -143,6 +145,7 @@ class Agent:
         self._ending = threading.Lock()
         self._log_path = log_path
         self._exe_output_path = exe_output_path
+        self._loads = loads
         registry = dict(init["registry"])
         registry["bind_host"] = init["address"]  # nodes bind this host's own address
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -231,6 +234,10 @@ class Agent:
                 self.tail.follow(exe, self._exe_output_path(self.run_dir, self.program, exe))
             with self._server_lock:  # the grant goes on to the fork server, not kept here
                 write_spawn(self._server_in, exe, attempt, str(msg.get("grant", "")))
+        elif t == "program":  # (before the spawns of its new executables: one channel)
+            self.program = self._loads(msg["program_json"])
+            modules = [str(m) for m in msg.get("modules", [])]
+            self._to_server(("program", msg["program_json"], modules))
         elif t == "kill":
             pid = self.pids.get((msg["exe"], int(msg["attempt"])))
             if pid:

@@ -4,8 +4,10 @@ Before anything starts (``check``): executables are placed on hosts (labels,
 colocation, then balanced spread), every host is connected to (one asyncssh
 connection each), optionally gets the project's import roots (``--ship``), and is
 checked (python, topo version, target modules, with the path the nodes will have: the
-folders the targets import from here, or their shipped copies); all failing hosts are
-reported at once.
+folders the targets import from here, or their shipped copies: ``prepare``); all
+failing hosts are reported at once. ``topo apply`` (``check_update``, ``update``): what
+a change adds is placed around what runs and checked on its hosts (``update``), and
+every agent takes the new program.
 
 ``open`` starts one agent per host (``topo.backends.ssh.agent``: a remote fork
 server) over its connection; ``start`` asks the executable's host to fork it.
@@ -28,7 +30,6 @@ directory is removed (a lost host's is reported: ``left_behind``).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -44,22 +45,15 @@ from topo.backends.base import (
 )
 from topo.backends.grants import exe_grant
 from topo.backends.logs import append_output, safe_name
-from topo.backends.ssh.hostcheck import (
-    CHECK_TIMEOUT_S,
-    check_script,
-    host_diagnostics,
-    is_local_address,
-    judge,
-    reachable_address,
-)
+from topo.backends.ssh.hostcheck import reachable_address
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
+from topo.backends.ssh.prepare import Prepared, unreachable_bind
 from topo.backends.ssh.rundirs import remote_run_dir
 from topo.backends.ssh.runner import RemoteRunner as _RemoteRunner
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
-from topo.targets import import_roots
 
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
 AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
@@ -108,8 +102,7 @@ class SshBackend(Backend):
         self.alive: set[str] = set()
         self.lost: dict[str, str] = {}  # host -> why it was lost
         self.import_errors: dict[str, list[str]] = {}
-        self._path: list[str] = [os.getcwd()]  # the hosts' PYTHONPATH (without --ship)
-        self._digests: list[str] = []  # the shipped trees (--ship), each host's PYTHONPATH
+        self.prepared: Prepared | None = None  # the hosts' check: the nodes' path
         self.agent_restarts: dict[str, int] = {}  # host -> new agents started after deaths
         self._agent_pid: dict[str, int] = {}  # host -> its current agent's pid (its hello)
         self._made: set[str] = set()  # hosts where an agent said hello (made the run's dir)
@@ -125,6 +118,7 @@ class SshBackend(Backend):
         self._lock = threading.Lock()
         self._sink: Sink | None = None
         self._job: JobContext | None = None
+        self._previous: Program | None = None  # the program before the last change
         self._closing = False
 
     # -- before anything starts ---------------------------------------------------
@@ -138,54 +132,21 @@ class SshBackend(Backend):
             self.placement = place(program, self.inventory)
         except TopoError as error:
             return list(error.diagnostics)
-        bind = self.network().bind_host
-        if not is_local_address(bind):
-            where = self.inventory.path or "the inventory"
-            return [
-                Diagnostic(
-                    f"launcher_address {bind} is not an address of this machine, so the "
-                    "launcher cannot listen there for its hosts",
-                    hint=f"set launcher_address in {where} to this machine's address "
-                    "on the hosts' network",
-                )
-            ]
-        try:
-            from topo.backends.ssh.session import Sessions
-        except ImportError as exc:
-            return [Diagnostic(f"the ssh backend needs asyncssh ({exc}); install topo[ssh]")]
-        self.sessions = Sessions()
-        failed = self.sessions.connect(list(self.hosts.values()))
-        ok = {n: h for n, h in self.hosts.items() if n not in failed}
-        roots = import_roots(program.source, target_modules(program))
-        self._path = [str(p) for p in dict.fromkeys([Path.cwd(), *roots])]
-        if self.ship and ok:
-            from topo.backends.ssh.ship import ship
+        unbound = unreachable_bind(self.network().bind_host, self.inventory)
+        if unbound:
+            return unbound
+        from topo.backends.ssh.prepare import prepare_hosts
 
-            self._digests, shipped = ship(self.sessions, ok, roots or [Path.cwd()])
-            failed.update(shipped)
-            ok = {n: h for n, h in ok.items() if n not in failed}
-        script = check_script(target_modules(program))
-        commands = {n: self._command(h, ["-c", script]) for n, h in ok.items()}
-        for name, (status, out, err) in self.sessions.run_all(commands, CHECK_TIMEOUT_S).items():
-            why = judge(self.hosts[name], status, out, err)
-            if why:
-                failed[name] = why
-        if failed:
-            self.sessions.close()
-            self.sessions = None
-            order = [n for n in self.hosts if n in failed]
-            return host_diagnostics({n: failed[n] for n in order}, self.hosts)
+        self.prepared, problems = prepare_hosts(program, self.hosts, self.ship)
+        if self.prepared is None:
+            return problems
+        self.sessions = self.prepared.sessions
         return []
 
     def _command(self, host: HostSpec, args: list[str]) -> str:
-        """``host``'s python with ``args``, with the project on its path: the folders the
-        targets import from here (the current directory first, then those found above
-        the topology file, as procs finds them), or their shipped copies."""
-        from topo.backends.ssh.session import remote_command
-        from topo.backends.ssh.ship import project_dir
-
-        path = [project_dir(host, d) for d in self._digests] if self.ship else self._path
-        return remote_command(host, [host.python, *args], {"PYTHONPATH": os.pathsep.join(path)})
+        """``host``'s python with ``args`` and the nodes' path (``prepare.Prepared``)."""
+        assert self.prepared is not None
+        return self.prepared.command(host, args)
 
     # -- running --------------------------------------------------------------------
     def open(self, job: JobContext, sink: Sink) -> None:
@@ -240,9 +201,50 @@ class SshBackend(Backend):
             return {h: p for h, p in self._agent_pid.items() if h in self.alive}
 
     def location(self, exe: str) -> str | None:
-        if self.placement is None:
-            return None
-        return self.placement.host_of(exe)
+        return None if self.placement is None else self.placement.where(exe)
+
+    # -- topo apply -------------------------------------------------------------------
+    can_update = True
+
+    def check_update(self, program: Program) -> list[Diagnostic]:
+        """The executables a change adds, placed around the running ones by the start's
+        rules (on hosts that are up), and the target modules it adds imported on the
+        hosts that would run them; nothing changes."""
+        from topo.backends.ssh.update import check_change
+
+        if self.placement is None or self._job is None or self.prepared is None:
+            return [Diagnostic("the ssh backend runs no program to change")]
+        with self._lock:
+            placed = self.placement, set(self.alive)
+        return check_change(program, self._job.program, *placed, self.inventory, self.prepared)
+
+    def update(self, program: Program) -> None:
+        """The new executables get their hosts, and every agent the new program (so that
+        new and restarted executables fork with it; an agent started later gets it too)."""
+        from dataclasses import replace
+
+        from topo.backends.ssh.update import placement_after
+
+        assert self._job is not None and self.placement is not None
+        program_json, modules = dumps(program), target_modules(program)
+        with self._lock:
+            try:
+                running = self._job.program
+                placement = placement_after(
+                    program, self.placement, self.inventory, self.alive, running
+                )
+            except TopoError as error:  # a host was lost since the check
+                why = "; ".join(d.message for d in error.diagnostics)
+                raise RuntimeError(f"the change no longer fits the hosts up: {why}") from None
+            self._previous = self._job.program
+            self._job = replace(self._job, program=program)
+            self.placement = placement
+            self._init.update(program_json=program_json, modules=modules)
+        for host in self.hosts:
+            with self._opening[host]:  # (an agent being started meanwhile got the new init)
+                channel = self.channels.get(host)
+                if channel is not None and not channel.ended:
+                    channel.send(t="program", program_json=program_json, modules=modules)
 
     def _on_message(self, host: str, msg: dict[str, Any]) -> None:
         """A message from ``host``'s agent (on the SSH event loop's thread)."""
@@ -274,11 +276,14 @@ class SshBackend(Backend):
             self._bye[host] = str(msg.get("reason", ""))
 
     def _append(self, label: str, data: str) -> None:
-        """Streamed lines into the run directory's log file of a node or executable."""
+        """Streamed lines into the run directory's log file of a node or executable (of
+        the program before a change, for one the change removed)."""
         assert self._job is not None
-        append_output(
-            self._job.run_dir, self._job.program, label, data, self._job.options.log_limit
-        )
+        program = self._job.program
+        known = label in program.node_index or label in program.executable_index
+        if not known and self._previous is not None:
+            program = self._previous
+        append_output(self._job.run_dir, program, label, data, self._job.options.log_limit)
 
     # -- agents ---------------------------------------------------------------------
     def _agent_log(self, host: str) -> Path:

@@ -73,6 +73,16 @@ def judge(host: HostSpec, status: int | None, out: str, err: str) -> str | None:
     return "; ".join(problems) or None
 
 
+def missing_imports(status: int | None, out: str, err: str) -> dict[str, str] | str:
+    """The target modules a host's check found not importing (module -> why), or why the
+    check itself failed there (for the modules ``topo apply`` adds to a running program:
+    python and topo were checked at the start)."""
+    line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
+    if line is None:
+        return f"its check did not run (exit {status}): {_last(err) or 'no output'}"
+    return dict(json.loads(line[len(MARK) :]).get("missing", {}))
+
+
 _HINT = (
     "install the project on that host, share its directory, or run with --ship "
     "(copies the working tree to the host's workdir)"

@@ -6,21 +6,24 @@ groups ask for (``resources.host_labels``) and room for all its executables unde
 the host's ``capacity``, and, for a group with ``resources.spread``, a host that runs
 no other process of that group. Constrained units are placed first (more labels
 first, then spread, then bigger), each on the eligible host with the fewest
-executables so far (ties: file order), which spreads the rest evenly. Pure: no SSH,
-no processes.
+executables so far (ties: file order), which spreads the rest evenly. A program
+changed while it runs (``topo apply``) is placed the same way around what already runs:
+every running executable stays on its host and counts there, and only the new ones are
+placed (a host set that gains members gains them on its host). Pure: no SSH, no
+processes.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from topo.backends.ssh.inventory import HostSpec, Inventory
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program
 
-__all__ = ["Placement", "format_placement", "place"]
+__all__ = ["Placement", "format_placement", "place", "requirements"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,12 @@ def _units(program: Program) -> list[_Unit]:
     return units
 
 
+def requirements(program: Program) -> dict[str, tuple[object, ...]]:
+    """Executable -> what its host must offer (labels, host set, spread groups): one
+    whose requirements a change alters is placed again (it restarts anyway)."""
+    return {e: (u.labels, u.host_set, u.spread) for u in _units(program) for e in u.exes}
+
+
 def _fits(host: HostSpec, labels: Collection[str], load: int, size: int) -> bool:
     return set(labels) <= set(host.labels) and (
         host.capacity is None or load + size <= host.capacity
@@ -80,6 +89,7 @@ class Placement:
         labels: dict[str, tuple[str, ...]],
         host_sets: dict[str, str | None],
         spread: dict[str, tuple[str, ...]] | None = None,
+        leaving: Collection[str] = (),
     ) -> None:
         self._hosts = {h.name: h for h in hosts}
         self._spread = spread or {}
@@ -87,6 +97,8 @@ class Placement:
         self._assigned = dict(assigned)
         self._labels = labels
         self._host_sets = host_sets
+        # executables a change removed that may still run: where they are, counted nowhere
+        self._leaving = frozenset(leaving)
         self._lock = threading.Lock()
 
     def host_of(self, exe_id: str) -> str:
@@ -94,10 +106,25 @@ class Placement:
         with self._lock:
             return self._assigned[exe_id]
 
+    def where(self, exe_id: str) -> str | None:
+        """The host of executable ``exe_id``, None if it has none here."""
+        with self._lock:
+            return self._assigned.get(exe_id)
+
+    def assignment(self) -> dict[str, str]:
+        """Executable -> host, now (leaving executables included)."""
+        with self._lock:
+            return dict(self._assigned)
+
+    @property
+    def leaving(self) -> frozenset[str]:
+        """The executables a change removed from the program that may still run."""
+        return self._leaving
+
     def executables_on(self, host: str) -> list[str]:
         """The executables placed on ``host``, in program order."""
         with self._lock:
-            return [e for e, h in self._assigned.items() if h == host]
+            return [e for e, h in self._assigned.items() if h == host and e not in self._leaving]
 
     def as_dict(self) -> dict[str, list[str]]:
         """Host -> its executables, for every host of the inventory in file order (a host
@@ -105,11 +132,12 @@ class Placement:
         with self._lock:
             out: dict[str, list[str]] = {h: [] for h in self._hosts}
             for exe, host in self._assigned.items():
-                out[host].append(exe)
+                if exe not in self._leaving:
+                    out[host].append(exe)
             return out
 
     def _load(self, host: str) -> int:
-        return sum(1 for h in self._assigned.values() if h == host)
+        return sum(1 for e, h in self._assigned.items() if h == host and e not in self._leaving)
 
     def relocate(self, exe_id: str, alive: Collection[str]) -> str | None:
         """The host to restart ``exe_id`` on, given the hosts still ``alive``: its own if
@@ -127,10 +155,11 @@ class Placement:
                     self._assigned[exe_id] = self._assigned[other]
                     return self._assigned[exe_id]
             moving = max(1, sum(1 for e in members if self._assigned[e] not in alive))
+            labels = self._labels.get(exe_id, ())
             candidates = [
                 h
                 for name, h in self._hosts.items()
-                if name in alive and _fits(h, self._labels[exe_id], self._load(name), moving)
+                if name in alive and _fits(h, labels, self._load(name), moving)
             ]
             if not candidates:
                 return None
@@ -148,7 +177,9 @@ class Placement:
         if not mine:
             return hosts
         taken = {
-            h for e, h in self._assigned.items() if e != exe_id and mine & set(self._spread[e])
+            h
+            for e, h in self._assigned.items()
+            if e != exe_id and e not in self._leaving and mine & set(self._spread.get(e, ()))
         }
         return [h for h in hosts if h.name not in taken]
 
@@ -165,20 +196,37 @@ def _who(unit: _Unit) -> str:
     return groups
 
 
-def _show_host(host: HostSpec, load: int) -> str:
+def _show_host(host: HostSpec, load: int, lost: bool = False) -> str:
     labels = ", ".join(host.labels) if host.labels else "no labels"
     room = "" if host.capacity is None else f", {load} of capacity {host.capacity} taken"
-    return f"{host.name} ({labels}{room})"
+    return f"{host.name} ({labels}{room}{', lost' if lost else ''})"
 
 
 def _unplaceable(
-    unit: _Unit, program: Program, inventory: Inventory, loads: dict[str, int]
+    unit: _Unit,
+    program: Program,
+    inventory: Inventory,
+    loads: dict[str, int],
+    size: int | None = None,
+    up: Collection[str] | None = None,
 ) -> Diagnostic:
-    """Why no host can take ``unit``: a label no host has, or no room left."""
-    labelled = [h for h in inventory.hosts if set(unit.labels) <= set(h.labels)]
+    """Why no host can take ``unit`` (``size`` of its executables; default all): a label
+    no host has, or no room left (``up``: the hosts that may take it; default all)."""
+    size = len(unit.exes) if size is None else size
+    live = [h for h in inventory.hosts if up is None or h.name in up]
+    labelled = [h for h in live if set(unit.labels) <= set(h.labels)]
     wanted = [g for g in unit.groups if program.group_index[g].resources.host_labels]
     origin = program.group_index[(wanted or list(unit.groups))[0]].origin
-    hosts = "; ".join(_show_host(h, loads[h.name]) for h in inventory.hosts)
+    hosts = "; ".join(
+        _show_host(h, loads[h.name], up is not None and h.name not in up) for h in inventory.hosts
+    )
+    if not labelled and any(set(unit.labels) <= set(h.labels) for h in inventory.hosts):
+        return Diagnostic(
+            f"{_who(unit)} needs a host{_among(unit)}, and every such host is lost "
+            f"(hosts: {hosts})",
+            origin,
+            "a lost host does not come back within a run: start the new nodes in a new run",
+        )
     if not labelled:
         label_text = ", ".join(unit.labels)
         return Diagnostic(
@@ -187,8 +235,8 @@ def _unplaceable(
             origin,
             "add the label to a host's labels in the inventory, or change resources.host_labels",
         )
-    among = f" labelled {', '.join(unit.labels)}" if unit.labels else ""
-    if unit.spread and any(_fits(h, unit.labels, loads[h.name], len(unit.exes)) for h in labelled):
+    among = _among(unit)
+    if unit.spread and any(_fits(h, unit.labels, loads[h.name], size) for h in labelled):
         spread = program.group_index[unit.spread[0]]
         return Diagnostic(
             f"group '{spread.name}' sets resources.spread: each of its processes needs a host"
@@ -197,16 +245,49 @@ def _unplaceable(
             "add hosts to the inventory, lower the group's count, or drop spread",
         )
     return Diagnostic(
-        f"{_who(unit)} needs room for {len(unit.exes)} executable(s) on one host{among}, "
-        f"and none is left (hosts: {hosts})",
+        f"{_who(unit)} needs room for {size} {'more ' if size < len(unit.exes) else ''}"
+        f"executable(s) on one host{among}, and none is left (hosts: {hosts})",
         origin,
         "raise a host's capacity or add hosts to the inventory",
     )
 
 
-def place(program: Program, inventory: Inventory) -> Placement:
+def _among(unit: _Unit) -> str:
+    return f" labelled {', '.join(unit.labels)}" if unit.labels else ""
+
+
+def _pinned(
+    unit: _Unit, program: Program, host: HostSpec, load: int, size: int, up: bool
+) -> Diagnostic:
+    """Why host set ``unit``, running on ``host``, cannot take ``size`` more executables."""
+    origin = program.group_index[unit.groups[0]].origin
+    if not up:
+        why = f"host {host.name} is lost"
+    elif not set(unit.labels) <= set(host.labels):
+        why = f"host {host.name} lacks the label(s) {', '.join(unit.labels)}"
+    else:
+        why = f"host {host.name} has no room left ({_show_host(host, load)})"
+    return Diagnostic(
+        f"{_who(unit)} runs on host {host.name} and would take {size} more executable(s) "
+        f"there, but {why}",
+        origin,
+        "raise the host's capacity, or give the new nodes a colocation set of their own",
+    )
+
+
+def place(
+    program: Program,
+    inventory: Inventory,
+    running: Mapping[str, str] | None = None,
+    up: Collection[str] | None = None,
+    leaving: Mapping[str, str] | None = None,
+) -> Placement:
     """Place every executable of ``program`` on a host of ``inventory``; a ``TopoError``
-    with one diagnostic per unit that fits nowhere."""
+    with one diagnostic per unit that fits nowhere. For a program changed while it runs:
+    ``running`` (executable -> host) stay where they are and count there, the others go
+    to hosts in ``up`` (default: all), and ``leaving`` (executables removed from the
+    program that still run, -> host) are only remembered where they are."""
+    running = running or {}
     units = _units(program)
     ranked = sorted(
         range(len(units)),
@@ -215,23 +296,43 @@ def place(program: Program, inventory: Inventory) -> Placement:
     loads = {h.name: 0 for h in inventory.hosts}
     chosen: dict[str, str] = {}
     spread_on: dict[str, set[str]] = {}  # spread group -> hosts running one of its processes
+    for unit in units:  # what runs stays where it is, and takes its room there
+        for exe in unit.exes:
+            if running.get(exe) in loads:
+                chosen[exe] = running[exe]
+                loads[chosen[exe]] += 1
+                for group in unit.spread:
+                    spread_on.setdefault(group, set()).add(chosen[exe])
+    hosts = [h for h in inventory.hosts if up is None or h.name in up]
     errors = []
     for i in ranked:
         unit = units[i]
-        taken = set().union(*(spread_on.get(g, set()) for g in unit.spread))
-        fitting = [
-            h
-            for h in inventory.hosts
-            if h.name not in taken and _fits(h, unit.labels, loads[h.name], len(unit.exes))
-        ]
-        if not fitting:
-            errors.append(_unplaceable(unit, program, inventory, loads))
+        todo = [e for e in unit.exes if e not in chosen]
+        if not todo:
             continue
-        best = min(fitting, key=lambda h: loads[h.name])
-        loads[best.name] += len(unit.exes)
+        there = [chosen[e] for e in unit.exes if e in chosen]  # a host set that runs
+        if there:
+            host = inventory.host(max(set(there), key=there.count))
+            live = up is None or host.name in up
+            if not live or not _fits(host, unit.labels, loads[host.name], len(todo)):
+                errors.append(_pinned(unit, program, host, loads[host.name], len(todo), live))
+                continue
+            best = host
+        else:
+            taken = set().union(*(spread_on.get(g, set()) for g in unit.spread))
+            fitting = [
+                h
+                for h in hosts
+                if h.name not in taken and _fits(h, unit.labels, loads[h.name], len(todo))
+            ]
+            if not fitting:
+                errors.append(_unplaceable(unit, program, inventory, loads, len(todo), up))
+                continue
+            best = min(fitting, key=lambda h: loads[h.name])
+        loads[best.name] += len(todo)
         for group in unit.spread:
             spread_on.setdefault(group, set()).add(best.name)
-        for exe in unit.exes:
+        for exe in todo:
             chosen[exe] = best.name
     if errors:
         raise TopoError(errors)
@@ -239,7 +340,9 @@ def place(program: Program, inventory: Inventory) -> Placement:
     host_sets = {e: u.host_set for u in units for e in u.exes}
     spread = {e: u.spread for u in units for e in u.exes}
     assigned = {e.id: chosen[e.id] for e in program.executables}
-    return Placement(inventory.hosts, assigned, labels, host_sets, spread)
+    gone = {e: h for e, h in (leaving or {}).items() if e not in assigned}
+    assigned.update(gone)
+    return Placement(inventory.hosts, assigned, labels, host_sets, spread, gone)
 
 
 def format_placement(placement: Placement, program: Program, inventory: Inventory) -> str:
