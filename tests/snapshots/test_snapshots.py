@@ -7,6 +7,8 @@ import os
 import pickle
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -154,21 +156,26 @@ def test_a_launcher_killed_while_writing_leaves_the_previous_snapshot(tmp_path: 
     first = write_snapshot(
         run_dir, {"a": b"1" * 100}, program="p", structure="s", pause_s=0.1, keep=3
     )
-    pid = os.fork()
-    if pid == 0:  # the writer: a big state, killed half-way
-        try:
-            write_snapshot(
-                run_dir,
-                {f"n{i}": os.urandom(1 << 20) * 64 for i in range(8)},
-                program="p",
-                structure="s",
-                pause_s=0.1,
-            )
-        finally:
-            os._exit(0)
-    part = wait_for(lambda: list(snapshots_dir(run_dir).glob(".part-*")), timeout=30)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    # The writer of a big state, killed half-way: a fresh interpreter (a fork of this
+    # process, which has threads, could deadlock in the child on a lock held at the fork).
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; from pathlib import Path; "
+            "from topo.snapshots.store import write_snapshot; "
+            "write_snapshot(Path(sys.argv[1]), "
+            "{f'n{i}': os.urandom(1 << 20) * 64 for i in range(8)}, "
+            "program='p', structure='s', pause_s=0.1)",
+            str(run_dir),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        part = wait_for(lambda: list(snapshots_dir(run_dir).glob(".part-*")), timeout=60)
+    finally:
+        writer.kill()
+        writer.wait(30)
     assert part and numbers(run_dir) == [1]
     kept = latest(run_dir)
     assert kept is not None and kept.number == first.number
