@@ -17,7 +17,15 @@ from typing import Any
 
 from topo.ir import FrozenMap, Group, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
-from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, node_state, serve_node
+from topo.runtime import (
+    NodeInfo,
+    NodeServer,
+    ProgramContext,
+    callstats,
+    node_scope,
+    node_state,
+    serve_node,
+)
 from topo.runtime import metrics as node_metrics
 from topo.runtime.rights import offering
 from topo.targets import load_target
@@ -163,15 +171,18 @@ def run_one_node(
                     run()
         except BaseException as exc:
             if _clean_exit(exc, context):
+                callstats.flush()
                 node_metrics.flush()
                 report("finished", node.id, "")
                 return
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
+            callstats.flush()
             node_metrics.flush()  # the process may end right after the report
             report("failed", node.id, text)
             return
+        callstats.flush()
         node_metrics.flush()
         report("finished", node.id, "")
         if group.stops_program and not context.stop_event.is_set():

@@ -34,7 +34,9 @@ COMMANDS: dict[str, str] = {
     "logs": "topo.cli.logs",
     "stop": "topo.cli.operate",
     "snapshot": "topo.cli.snapshot",
+    "restart": "topo.cli.restart",
     "attach": "topo.cli.attach",
+    "ui": "topo.cli.ui",
 }
 
 # command -> its help as `topo --help` lists it (the command function's docstring), so
@@ -62,7 +64,9 @@ HELP: dict[str, str] = {
     "stop": "Stop a run as Ctrl-C in its terminal would; exit with the run's exit code.",
     "snapshot": "Snapshot a live run now (every node's state, at one consistent point), or "
     "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
+    "restart": "Restart one node of a live run now: its process is killed and started again.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
+    "ui": "Serve the web dashboard of a run (live or ended) on this machine and print its URL.",
 }
 
 

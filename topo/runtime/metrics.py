@@ -121,6 +121,12 @@ _shipper = _Shipper()
 atexit.register(_shipper.flush)
 
 
+def ship(book: Any, row: dict[str, Any]) -> None:
+    """Send ``row`` to the launcher through ``book`` with this process's metric rows
+    (``topo.runtime.callstats`` sends its call figures so)."""
+    _shipper.put(book, row)
+
+
 def flush() -> None:
     """Send every buffered row of this process now (the worker calls it when a node ends,
     since a node's process leaves with ``os._exit``, which skips ``atexit``)."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
 
-from topo.runtime import rights, transport, wire
+from topo.runtime import callstats, rights, transport, wire
 from topo.runtime.auth import ServerAuth, secure_server, zmq_context
 from topo.runtime.batching import Batcher, batch_spec
 from topo.runtime.context import (
@@ -235,19 +236,28 @@ class NodeServer:
             return ident, self._reply_frames(wire.K_FAULT, call_id, f"undecodable request: {exc!r}")
         batcher = self._batchers.get(method)
         if batcher is not None:
-            batcher.submit((ident, call_id), args, kwargs)
+            batcher.submit((ident, call_id, method, time.perf_counter()), args, kwargs)
             return None
         caller = rights.set_caller(_member_of(frames)) if self._identify else None
+        start = time.perf_counter()
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
+            self._count(method, start, False)
             return ident, self._reply_frames(
                 wire.K_ERROR, call_id, encode_exception(exc, self.node.id)
             )
         finally:
             if caller is not None:
                 rights.reset_caller(caller)
+        self._count(method, start, True)
         return ident, self._reply_frames(wire.K_OK, call_id, result)
+
+    def _count(self, method: str, start: float, ok: bool) -> None:
+        """One call served, for the node's call figures (not topo's own state door)."""
+        if callstats.ENABLED and method != STATE_METHOD:
+            seconds = time.perf_counter() - start
+            callstats.served(self.program.address_book, self.node.id, method, seconds, ok)
 
     def _refuse(self, msg: wire.Message, busy_s: float, held: str) -> list[Any] | None:
         """The reply to a call that waited near its deadline while every thread was busy."""
@@ -272,7 +282,8 @@ class NodeServer:
                 return wire.reply_frames(wire.K_FAULT, call_id, f"unpicklable reply: {exc!r}")
 
     def _batch_reply(self, token: Any, ok: bool, value: Any) -> None:
-        ident, call_id = token
+        ident, call_id, method, start = token
+        self._count(method, start, ok)
         if ok:
             frames = self._reply_frames(wire.K_OK, call_id, value)
         else:

@@ -1,4 +1,5 @@
-"""What the launcher answers on its control channel (``topo stop``, ``topo snapshot``).
+"""What the launcher answers on its control channel (``topo stop``, ``topo snapshot``,
+``topo restart``, the dashboard's actions).
 
 Requests and answers are JSON objects (``topo.runs.control``): nothing is unpickled.
 """
@@ -26,6 +27,8 @@ class Operated(Protocol):
 
     def snapshot(self, reason: str = ...) -> Snapshot: ...
 
+    def restart_node(self, node: str, by: str = ...) -> dict[str, Any]: ...
+
 
 def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
     """The launcher's answer to one request from another shell."""
@@ -52,4 +55,9 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
             "bytes": taken.size,
             "nodes": sorted(taken.nodes),
         }
+    if op == "restart":
+        node = request.get("node")
+        if not isinstance(node, str) or not node:
+            return {"ok": False, "error": "restart needs the node to restart"}
+        return launcher.restart_node(node, str(request.get("by") or "topo restart"))
     return {"ok": False, "error": f"unknown request {op!r}"}

@@ -26,6 +26,7 @@ class NodeStatus:
     stalled_s: float | None = None  # running without progress this long (supervisor.progress)
     busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
     phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
+    rpc: dict[str, Any] | None = None  # its latest call figures (supervisor.rpc_stats)
 
 
 @dataclass
@@ -44,6 +45,13 @@ class ExeStatus:
     stuck: str = ""  # why the current attempt is being killed for not becoming ready
     killed_at: float | None = None  # monotonic time the stuck attempt was killed
     pids: list[int] = field(default_factory=list)
+    asked: str = ""  # who asked to restart the current attempt (``topo restart``), if anyone
+    asked_restarts: int = 0  # restarts asked for: they do not count against the policy
+
+    @property
+    def failed_restarts(self) -> int:
+        """The restarts its restart policy made (the budget of ``max_restarts``)."""
+        return self.restarts - self.asked_restarts
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,216 @@
+"""Per-method call counters of this process's nodes: the RPC calls each node serves and
+the calls it makes, with their rate and latency, for the launcher (``status.json``, the
+dashboard).
+
+Recording a call is a lock, a dict look-up and four additions (well under a microsecond
+against the tens of microseconds of a call). A background thread of the process, started
+by the first call recorded, sends each node's figures every ``REPORT_S`` seconds as one
+row labelled ``RPC_LABEL`` through the ``topo.metrics`` sender (the registry's
+authenticated ``metrics`` RPC): calls and errors in total, and over the last interval the
+rate, mean and worst latency. A node with no calls since its last row sends nothing, after
+one row that says its rate fell to 0. ``TOPO_RPC_STATS=0`` in a node's environment turns
+the counters off (``bench/rpc_bench.py`` measures their cost so).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from topo.runtime import metrics
+from topo.runtime.context import current_node_info
+
+RPC_LABEL = "topo.rpc"  # the label of the rows the launcher takes as call figures
+REPORT_S = 2.0
+MAX_KEYS = 200  # (method) or (peer, method) pairs reported per node and direction
+ENABLED = os.environ.get("TOPO_RPC_STATS", "1") != "0"
+
+# [calls, errors, seconds in total, worst seconds in the interval]
+Cell = list[float]
+
+
+class _Counters:
+    """Every node of this process: its cells by method (served) and by (peer, method)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.served: dict[str, dict[str, Cell]] = {}
+        self.made: dict[str, dict[tuple[str, str], Cell]] = {}
+        self.books: dict[str, Any] = {}  # node -> the address book its rows go through
+        self.thread: threading.Thread | None = None
+        self.report_lock = threading.Lock()  # one report at a time (the loop, a flush)
+
+
+_state = _Counters()
+
+
+def _reset_after_fork() -> None:
+    global _state
+    _state = _Counters()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _add(cell: Cell, seconds: float, ok: bool) -> None:
+    cell[0] += 1
+    if not ok:
+        cell[1] += 1
+    cell[2] += seconds
+    if seconds > cell[3]:
+        cell[3] = seconds
+
+
+def served(book: Any, node: str, method: str, seconds: float, ok: bool) -> None:
+    """Node ``node`` answered one call of ``method`` in ``seconds`` (``ok``: no error)."""
+    state = _state
+    with state.lock:
+        cells = state.served.get(node)
+        if cells is None:
+            cells = state.served[node] = {}
+            _note(state, node, book)
+        cell = cells.get(method)
+        if cell is None:
+            if len(cells) >= MAX_KEYS:
+                return
+            cell = cells[method] = [0, 0, 0.0, 0.0]
+        _add(cell, seconds, ok)
+
+
+def caller() -> str:
+    """The node of the calling thread ("" outside any node: the launcher, a script)."""
+    info = current_node_info()
+    return "" if info is None else info.id
+
+
+def made(book: Any, node: str, peer: str, method: str, seconds: float, ok: bool) -> None:
+    """Node ``node`` called ``peer.method``, which took ``seconds`` (``ok``: a value came
+    back, not an error)."""
+    if not node:
+        return
+    state = _state
+    with state.lock:
+        cells = state.made.get(node)
+        if cells is None:
+            cells = state.made[node] = {}
+            _note(state, node, book)
+        key = (peer, method)
+        cell = cells.get(key)
+        if cell is None:
+            if len(cells) >= MAX_KEYS:
+                return
+            cell = cells[key] = [0, 0, 0.0, 0.0]
+        _add(cell, seconds, ok)
+
+
+def _note(state: _Counters, node: str, book: Any) -> None:
+    """A node seen for the first time (under the lock): where its rows go; the reporter
+    starts with the first one."""
+    if book is not None and hasattr(book, "metrics"):
+        state.books.setdefault(node, book)
+    if state.thread is None:
+        state.thread = threading.Thread(
+            target=_report_loop, args=(state,), name="topo-callstats", daemon=True
+        )
+        state.thread.start()
+
+
+def _figures(cell: Cell, before: Cell | None, dt: float) -> dict[str, Any]:
+    calls = cell[0] - (before[0] if before else 0)
+    spent = cell[2] - (before[2] if before else 0.0)
+    return {
+        "calls": int(cell[0]),
+        "errors": int(cell[1]),
+        "rate": round(calls / dt, 2) if dt > 0 else 0.0,
+        "mean_ms": round(1000 * spent / calls, 3) if calls else None,
+        "max_ms": round(1000 * cell[3], 3) if calls else None,
+    }
+
+
+def _counts(cells: dict[Any, Cell]) -> dict[Any, float]:
+    return {k: c[0] for k, c in cells.items()}
+
+
+class Reporter:
+    """Turns the counters into one row per node that had calls since its last row."""
+
+    def __init__(self, state: _Counters) -> None:
+        self.state = state
+        self.last: dict[tuple[str, str], dict[Any, Cell]] = {}  # (direction, node) -> copy
+        self.last_time: dict[str, float] = {}
+        self.quiet: set[str] = set()  # nodes whose last row said rate 0
+
+    def rows(self, now: float) -> list[tuple[Any, dict[str, Any]]]:
+        """(address book, row) for every node with news."""
+        state = self.state
+        with state.lock:
+            snap: dict[tuple[str, str], dict[Any, Cell]] = {}
+            for direction, table in (("served", state.served), ("made", state.made)):
+                for n, cells in table.items():  # type: ignore[attr-defined]
+                    snap[(direction, n)] = {k: list(c) for k, c in cells.items()}
+                    for c in cells.values():
+                        c[3] = 0.0  # the worst latency is per interval
+            books = dict(state.books)
+        out = []
+        for node in sorted({n for _, n in snap}):
+            book = books.get(node)
+            if book is None:
+                continue
+            moved = any(
+                _counts(snap.get((d, node), {})) != _counts(self.last.get((d, node), {}))
+                for d in ("served", "made")
+            )
+            if not moved and node in self.quiet:
+                continue
+            dt = now - self.last_time.get(node, now - REPORT_S)
+            row: dict[str, Any] = {"time": time.time(), "node": node, "label": RPC_LABEL}
+            for direction in ("served", "made"):
+                cells = snap.get((direction, node), {})
+                before = self.last.get((direction, node), {})
+                entries = []
+                for key, cell in cells.items():
+                    peer, method = key if isinstance(key, tuple) else ("", key)
+                    entry = {"method": method, **_figures(cell, before.get(key), dt)}
+                    if direction == "made":
+                        entry["peer"] = peer
+                    entries.append(entry)
+                row[direction] = entries
+                self.last[(direction, node)] = cells
+            self.last_time[node] = now
+            if moved:
+                self.quiet.discard(node)
+            else:
+                self.quiet.add(node)
+            out.append((book, row))
+        return out
+
+
+_reporters: dict[int, Reporter] = {}
+
+
+def _report(state: _Counters) -> None:
+    """Queue the rows of every node with news for the metrics sender."""
+    with state.report_lock:
+        reporter = _reporters.get(id(state))
+        if reporter is None:
+            reporter = _reporters[id(state)] = Reporter(state)
+        try:
+            for book, row in reporter.rows(time.monotonic()):
+                metrics.ship(book, row)
+        except Exception:  # figures are best effort: never break the node
+            pass
+
+
+def _report_loop(state: _Counters) -> None:
+    while state is _state:  # a forked child starts its own
+        time.sleep(REPORT_S)
+        _report(state)
+
+
+def flush() -> None:
+    """Queue the latest figures now (a node ends: its process may leave at once); the
+    caller then flushes ``topo.metrics``."""
+    if _state.thread is not None:
+        _report(_state)
