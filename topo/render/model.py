@@ -55,7 +55,7 @@ class UnknownGroupError(ValueError):
 @dataclass(frozen=True, slots=True)
 class ViewOptions:
     """How to draw: collapse threshold, expansion (of every group, or of the groups named
-in ``expanded``), focus group, disabled nodes."""
+    in ``expanded``), focus group, disabled nodes."""
 
     expand: bool = False
     collapse_above: int = DEFAULT_COLLAPSE_ABOVE
