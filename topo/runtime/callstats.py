@@ -118,14 +118,18 @@ def _note(state: _Counters, node: str, book: Any) -> None:
 
 
 def _figures(cell: Cell, before: Cell | None, dt: float) -> dict[str, Any]:
+    """A cell's row entry: totals; rate and worst latency over the interval; the mean
+    latency over the interval (over every call when the interval had none)."""
     calls = cell[0] - (before[0] if before else 0)
     spent = cell[2] - (before[2] if before else 0.0)
+    if not calls:
+        calls, spent = cell[0], cell[2]
     return {
         "calls": int(cell[0]),
         "errors": int(cell[1]),
-        "rate": round(calls / dt, 2) if dt > 0 else 0.0,
+        "rate": round((cell[0] - (before[0] if before else 0)) / dt, 2) if dt > 0 else 0.0,
         "mean_ms": round(1000 * spent / calls, 3) if calls else None,
-        "max_ms": round(1000 * cell[3], 3) if calls else None,
+        "max_ms": round(1000 * cell[3], 3) if cell[3] else None,
     }
 
 

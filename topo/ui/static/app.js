@@ -92,7 +92,10 @@
     const parts = [`run ${r.id || ""}`, r.backend, `${up}/${nodes.length} nodes running`];
     if (restarts) parts.push(`${restarts} restart(s)`);
     if (r.started) parts.push(`up ${T.duration((T.state === "ended" ? r.updated : Date.now() / 1000) - r.started)}`);
-    if (r.limiter) parts.push(`${r.limiter.key || "steps"} ${T.charts.fmt(r.limiter.value || 0)}/${T.charts.fmt(r.limiter.limit || 0)}`);
+    if (r.limiter) {
+      const eta = r.limiter.eta_s != null && T.state === "running" ? ` · ~${T.duration(r.limiter.eta_s)}` : "";
+      parts.push(`${r.limiter.key || "steps"} ${T.charts.fmt(r.limiter.steps || 0)}/${T.charts.fmt(r.limiter.limit || 0)}${eta}`);
+    }
     if (r.generation != null) parts.push(`generation ${r.generation}`);
     if (T.state === "ended" && r.stop_reason) parts.push(`stopped: ${r.stop_reason}`);
     $("run-facts").textContent = parts.filter(Boolean).join(" · ");
