@@ -31,12 +31,14 @@ class UiError(Exception):
     """The dashboard cannot start: the message says why (a port in use, a bad host)."""
 
 
-def check_host(host: str, allow_remote: bool) -> None:
-    """Refuse an address beyond loopback unless ``allow_remote`` says it is meant."""
+def check_host(host: str, allow_remote: bool, flags: tuple[str, str] = ("--host", "")) -> None:
+    """Refuse an address beyond loopback unless ``allow_remote`` says it is meant
+    (``flags``: how the command names the two options)."""
+    host_flag, allow_flag = flags[0], flags[1] or "--allow-remote"
     if not is_loopback(host) and not allow_remote:
         raise UiError(
-            f"--host {host} would let other machines reach the dashboard; add --allow-remote "
-            "if that is meant (the token is then all that guards it)"
+            f"{host_flag} {host} would let other machines reach the dashboard; add "
+            f"{allow_flag} if that is meant (the token is then all that guards it)"
         )
 
 

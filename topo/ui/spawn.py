@@ -20,7 +20,7 @@ START_TIMEOUT_S = 30.0
 
 def precheck(host: str, port: int, allow_remote: bool) -> None:
     """Refuse a host or port the dashboard could not take, before the run starts."""
-    check_host(host, allow_remote)
+    check_host(host, allow_remote, ("--ui-host", "--ui-allow-remote"))
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
