@@ -10,13 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.cli.operate import (
@@ -29,6 +27,7 @@ from tests.cli.operate import (
     wait_for,
     wait_gone,
 )
+from tests.ui.support import end_all, start_with_ui
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
@@ -116,52 +115,22 @@ def test_topo_restart_restarts_one_node(tmp_path: Path) -> None:
     one_line_error(topo("restart", run_id, "ticker/0", cwd=tmp_path), "not running")
 
 
-def _start_with_ui(
-    tmp_path: Path, started: list[subprocess.Popen[str]]
-) -> tuple[subprocess.Popen[str], str, int]:
-    """``topo run --ui`` of tickers: the process, the dashboard's URL and its pid."""
-    path = ticker_topology(tmp_path / "t.yaml")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "topo", "run", str(path), "--ui", "--no-live"],
-        cwd=tmp_path,
-        env=env(tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    started.append(proc)
-    assert proc.stderr is not None
-    url = ""
-    for line in proc.stderr:
-        if line.startswith("dashboard: "):
-            url = line.split()[1]
-            break
-    assert url, "topo run --ui printed no URL"
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
-    children = psutil.Process(proc.pid).children()
-    [child] = [p for p in children if "topo: ui" in " ".join(p.cmdline())]  # its title
-    return proc, url, child.pid
-
-
 @pytest.fixture
 def started(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
     """The ``topo run`` processes a test started: killed at the end if still there."""
     procs: list[subprocess.Popen[str]] = []
     yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    end_all(procs)
 
 
 @pytest.mark.slow
 def test_the_dashboard_of_topo_run_ends_with_the_run(
     tmp_path: Path, started: list[subprocess.Popen[str]]
 ) -> None:
-    proc, url, ui_pid = _start_with_ui(tmp_path, started)
+    path = ticker_topology(tmp_path / "t.yaml")
+    proc, url, ui_pid, run_dir = start_with_ui(tmp_path, [str(path)], started)
     with urllib.request.urlopen(url.replace("/?", "/api/run?"), timeout=10) as reply:
         assert json.load(reply)["run"]["program"] == "tickers"
-    run_dir = next((tmp_path / "runs").glob("tickers-*"))
     pids = run_pids(run_dir) | {ui_pid}
     proc.send_signal(signal.SIGINT)  # Ctrl-C: the dashboard ignores it, the run ends it
     assert proc.wait(30) == 130
@@ -172,8 +141,8 @@ def test_the_dashboard_of_topo_run_ends_with_the_run(
 def test_the_dashboard_ends_when_topo_run_is_killed(
     tmp_path: Path, started: list[subprocess.Popen[str]]
 ) -> None:
-    proc, _url, ui_pid = _start_with_ui(tmp_path, started)
-    run_dir = next((tmp_path / "runs").glob("tickers-*"))
+    path = ticker_topology(tmp_path / "t.yaml")
+    proc, _url, ui_pid, run_dir = start_with_ui(tmp_path, [str(path)], started)
     pids = run_pids(run_dir) | {ui_pid}
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)

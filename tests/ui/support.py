@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from tests.cli.operate import env
 from tests.conftest import EXAMPLES, compile_file
 from topo.ir import dumps
 from topo.ui.serve import open_dashboard
@@ -105,3 +110,44 @@ def call(
 def cookie(dashboard: Dashboard) -> dict[str, str]:
     """The Cookie header a browser holds after its first visit."""
     return {"Cookie": f"{dashboard.gate.cookie_name}={TOKEN}"}
+
+
+def start_with_ui(
+    cwd: Path, args: list[str], started: list[subprocess.Popen[str]], timeout: float = 120
+) -> tuple[subprocess.Popen[str], str, int, Path]:
+    """``topo run ARGS --ui --no-live`` in ``cwd``: the process, the dashboard's URL, the
+    dashboard's pid and the run directory (the process is added to ``started``)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "topo", "run", *args, "--ui", "--no-live"],
+        cwd=cwd,
+        env=env(cwd),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started.append(proc)
+    assert proc.stderr is not None
+    url = ""
+    seen: list[str] = []
+    end = time.monotonic() + timeout
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("dashboard: "):
+            url = line.split()[1]
+            break
+        if time.monotonic() > end:
+            break
+    assert url, "topo run --ui printed no URL: " + "".join(seen[-20:])
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
+    children = psutil.Process(proc.pid).children()
+    [child] = [p for p in children if "topo: ui" in " ".join(p.cmdline())]  # its title
+    [run_dir] = [p for p in (cwd / "runs").glob("*-*") if p.is_dir()]
+    return proc, url, child.pid, run_dir
+
+
+def end_all(started: list[subprocess.Popen[str]]) -> None:
+    """Kill what a test started and did not end (a failed test)."""
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -5,7 +5,8 @@ one-line message), say its URL, serve until asked to end.
 ``topo ui --child`` as a process of its own: the token comes on its stdin (never on a
 command line, which other users can read in ``ps``), it answers ``port N`` (or
 ``error: ...``) on its stdout, and it ends when its stdin closes: when ``topo run``
-ends, even by ``kill -9``, nothing of the dashboard is left.
+ends, even by ``kill -9``, nothing of the dashboard is left (it lingers ``LINGER_S`` for
+the open pages to show the run's end).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import errno
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -25,6 +27,7 @@ from topo.ui.record import PROGRAM_FILE, RunRecord
 from topo.ui.server import Dashboard
 
 ACCESS_LOG = "ui.log"
+LINGER_S = 0.5  # after its run: long enough for every open page's stream to look again
 
 
 class UiError(Exception):
@@ -109,6 +112,8 @@ def child(run_dir: Path, host: str, port: int) -> int:
         try:
             while sys.stdin.readline():
                 pass
+            # the run ended: the open pages get its last state before the dashboard goes
+            time.sleep(LINGER_S)
         finally:
             dashboard.stopping.set()
             dashboard.shutdown()
