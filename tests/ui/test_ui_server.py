@@ -101,6 +101,9 @@ def test_the_token_is_written_nowhere(run_dir: Path) -> None:
         call(d, f"/?token={TOKEN}")
         call(d, f"/api/run?token={TOKEN}")
         call(d, "/api/run", headers=cookie(d))
+        with socket.create_connection(("127.0.0.1", d.server_address[1]), timeout=10) as raw:
+            raw.sendall(f"GET /?token={TOKEN} HTTP/1.1 junk\r\n\r\n".encode())  # malformed
+            assert b"Error code: 400" in raw.recv(4000)
     log = (run_dir / "ui.log").read_text()
     assert "/api/run" in log and TOKEN not in log
     for path in run_dir.rglob("*"):

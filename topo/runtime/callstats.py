@@ -25,7 +25,7 @@ from topo.runtime.context import current_node_info
 RPC_LABEL = "topo.rpc"  # the label of the rows the launcher takes as call figures
 REPORT_S = 2.0
 MAX_KEYS = 200  # (method) or (peer, method) pairs reported per node and direction
-ENABLED = os.environ.get("TOPO_RPC_STATS", "1") != "0"
+OFF_VARIABLE = "TOPO_RPC_STATS"  # "0": no counting (read when a node is first counted)
 
 # [calls, errors, seconds in total, worst seconds in the interval]
 Cell = list[float]
@@ -41,6 +41,11 @@ class _Counters:
         self.books: dict[str, Any] = {}  # node -> the address book its rows go through
         self.thread: threading.Thread | None = None
         self.report_lock = threading.Lock()  # one report at a time (the loop, a flush)
+        self.off = _switched_off()
+
+
+def _switched_off() -> bool:
+    return os.environ.get(OFF_VARIABLE, "1") == "0"
 
 
 _state = _Counters()
@@ -63,14 +68,22 @@ def _add(cell: Cell, seconds: float, ok: bool) -> None:
         cell[3] = seconds
 
 
+def active() -> bool:
+    """Whether calls are counted in this process (``TOPO_RPC_STATS=0`` turns it off)."""
+    return not _state.off
+
+
 def served(book: Any, node: str, method: str, seconds: float, ok: bool) -> None:
     """Node ``node`` answered one call of ``method`` in ``seconds`` (``ok``: no error)."""
     state = _state
+    if state.off:
+        return
     with state.lock:
         cells = state.served.get(node)
         if cells is None:
+            if _note(state, node, book):
+                return
             cells = state.served[node] = {}
-            _note(state, node, book)
         cell = cells.get(method)
         if cell is None:
             if len(cells) >= MAX_KEYS:
@@ -88,14 +101,15 @@ def caller() -> str:
 def made(book: Any, node: str, peer: str, method: str, seconds: float, ok: bool) -> None:
     """Node ``node`` called ``peer.method``, which took ``seconds`` (``ok``: a value came
     back, not an error)."""
-    if not node:
-        return
     state = _state
+    if not node or state.off:
+        return
     with state.lock:
         cells = state.made.get(node)
         if cells is None:
+            if _note(state, node, book):
+                return
             cells = state.made[node] = {}
-            _note(state, node, book)
         key = (peer, method)
         cell = cells.get(key)
         if cell is None:
@@ -105,9 +119,13 @@ def made(book: Any, node: str, peer: str, method: str, seconds: float, ok: bool)
         _add(cell, seconds, ok)
 
 
-def _note(state: _Counters, node: str, book: Any) -> None:
+def _note(state: _Counters, node: str, book: Any) -> bool:
     """A node seen for the first time (under the lock): where its rows go; the reporter
-    starts with the first one."""
+    starts with the first one. True when counting is off (the node's environment, set
+    after the fork server forked its process, says so)."""
+    state.off = _switched_off()
+    if state.off:
+        return True
     if book is not None and hasattr(book, "metrics"):
         state.books.setdefault(node, book)
     if state.thread is None:
@@ -115,6 +133,7 @@ def _note(state: _Counters, node: str, book: Any) -> None:
             target=_report_loop, args=(state,), name="topo-callstats", daemon=True
         )
         state.thread.start()
+    return False
 
 
 def _figures(cell: Cell, before: Cell | None, dt: float) -> dict[str, Any]:

@@ -318,7 +318,7 @@ def call(
     """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline, presenting
     ``cap`` (the right to call ``node_id``); counted in the calling node's figures
     (``callstats``), calls to the registry aside."""
-    if not callstats.ENABLED or node_id == REGISTRY_ID:
+    if node_id == REGISTRY_ID or not callstats.active():
         return _call(program, node_id, method, args, kwargs, timeout, cap)
     start = time.perf_counter()
     ok = False

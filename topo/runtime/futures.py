@@ -111,7 +111,7 @@ class _Engine:
     ) -> Future:
         fut = CallFuture()
         fut._engine = self
-        if callstats.ENABLED:
+        if callstats.active():
             fut._from = callstats.caller()
         start = time.monotonic()
         call_id = next(call_ids)

@@ -255,7 +255,7 @@ class NodeServer:
 
     def _count(self, method: str, start: float, ok: bool) -> None:
         """One call served, for the node's call figures (not topo's own state door)."""
-        if callstats.ENABLED and method != STATE_METHOD:
+        if method != STATE_METHOD:
             seconds = time.perf_counter() - start
             callstats.served(self.program.address_book, self.node.id, method, seconds, ok)
 

@@ -201,6 +201,7 @@ class Supervisor(Sink):
             self._handle(msg)
             if self._recorder is not None:
                 self._recorder.dirty = True
+                self._recorder.urgent = self._recorder.urgent or msg[0] != "metrics"
         registry = self._registry
         if registry is not None and registry.stop_event.is_set() and not self._stopping:
             reason, node = registry.stop_reason() or ("stop requested", None)

@@ -11,6 +11,7 @@ reconnects a dropped stream by itself.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http import HTTPStatus
@@ -32,7 +33,8 @@ ASSETS = {
     "curves.js": "text/javascript",
     "style.css": "text/css",
 }
-POLL_S = 0.1
+POLL_S = 0.05
+TOKEN_TEXT = re.compile(r"token=[^\s&'\"]*")
 KEEPALIVE_S = 15.0
 MAX_BODY = 64 * 1024
 SECURITY_HEADERS = {
@@ -74,18 +76,21 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ---------------------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:
-        """The access log: method, path without its query (never the token), status."""
+        """The access log: time, method, path without its query, status; anything else
+        the server logs (a malformed request's line) with any token cut out."""
+        self._log(TOKEN_TEXT.sub("token=…", format % args))
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        path = urlsplit(self.path).path if hasattr(self, "path") else "-"
+        self._log(f"{self.command} {path} {int(code) if str(code).isdigit() else code}")
+
+    def _log(self, text: str) -> None:
         log = self.server.access_log
         if log is None:
             return
-        path = urlsplit(self.path).path
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.command} {path} {args[1:2]}"
         with self.server.log_lock:
-            log.write(line.replace("('", "").replace("',)", "") + "\n")
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
             log.flush()
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self.log_message("%s %s %s", self.command, code, size)
 
     def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None):
         self.send_response(status)

@@ -96,7 +96,9 @@
     for (const key of wanted.slice(0, 24)) {
       const s = series(key, x, nodeFilter, null);
       if (!s.length) { box.querySelector(`[data-chart="${CSS.escape(key)}"]`)?.remove(); continue; }
-      T.charts.fill(T.charts.chart(box, key, key), s, x === "time" ? "seconds" : x);
+      const el = T.charts.chart(box, key, key);
+      box.appendChild(el); // in rank order: returns and losses first
+      T.charts.fill(el, s, x === "time" ? "seconds" : x);
     }
   }
 
