@@ -126,7 +126,8 @@ class Run:
         """(the launcher, the node processes, the dashboard's process)."""
         launcher = psutil.Process(int(self.status()["launcher"]["pid"]))
         below = launcher.children(recursive=True)
-        ui = [p for p in below if "topo: ui" in " ".join(p.cmdline())]
+        title = f"topo: ui {self.run_dir.name}"  # the dashboard's process title
+        ui = [p for p in below if " ".join(p.cmdline()).strip() == title]
         pids = {int(n["pid"]) for n in self.status()["nodes"] if n.get("pid")}
         nodes = [p for p in below if p.pid in pids]
         return launcher, nodes, ui

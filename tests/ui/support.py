@@ -139,9 +139,10 @@ def start_with_ui(
             break
     assert url, "topo run --ui printed no URL: " + "".join(seen[-20:])
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
-    children = psutil.Process(proc.pid).children()
-    [child] = [p for p in children if "topo: ui" in " ".join(p.cmdline())]  # its title
     [run_dir] = [p for p in (cwd / "runs").glob("*-*") if p.is_dir()]
+    title = f"topo: ui {run_dir.name}"  # the dashboard's process title
+    children = psutil.Process(proc.pid).children()
+    [child] = [p for p in children if " ".join(p.cmdline()).strip() == title]
     return proc, url, child.pid, run_dir
 
 

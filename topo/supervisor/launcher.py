@@ -10,7 +10,9 @@ asks), the backend's executables, their logs (from the backend's
 run's ``RunState``, status events, restarts, and the stop; ``status.json`` is kept
 current while the run goes on.
 Metric rows from ``topo.metrics`` loggers go to ``metrics_store`` (files under
-``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``).
+``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``), the nodes' call
+figures to ``NodeStatus.rpc`` (``rpc_stats``), every status event to
+``<run_dir>/events.jsonl`` (``events_log``).
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 130 stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM.

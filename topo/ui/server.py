@@ -53,7 +53,7 @@ class Dashboard(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], api: Api, token: str, log: TextIO | None):
+    def __init__(self, address: tuple[str, int], api: Api, token: str, log: TextIO | None) -> None:
         super().__init__(address, Handler)
         self.api = api
         self.gate = Gate(token, self.server_address[1], address[0])
@@ -81,6 +81,7 @@ class Handler(BaseHTTPRequestHandler):
         self._log(TOKEN_TEXT.sub("token=…", format % args))
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """One line per request in the access log."""
         path = urlsplit(self.path).path if hasattr(self, "path") else "-"
         self._log(f"{self.command} {path} {int(code) if str(code).isdigit() else code}")
 
@@ -92,7 +93,9 @@ class Handler(BaseHTTPRequestHandler):
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
             log.flush()
 
-    def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None):
+    def _send(
+        self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
@@ -125,6 +128,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- GET ----------------------------------------------------------------------------
     def do_GET(self) -> None:
+        """The page, its assets, the API's answers and the live stream."""
         if urlsplit(self.path).path == "/favicon.ico":  # browsers ask: nothing to give
             self._send(HTTPStatus.NO_CONTENT, b"", "text/plain")
             return
@@ -180,6 +184,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- POST: actions -------------------------------------------------------------------
     def do_POST(self) -> None:
+        """An action (stop, restart, snapshot), confirmed and with the token's header."""
         if not self._gate():
             return
         if urlsplit(self.path).path != "/api/action":

@@ -28,6 +28,7 @@
     if (!T.nodes[id]) return;
     node = id;
     $("panel").hidden = false;
+    document.querySelector("#panel .panel-body").scrollTop = 0;
     $("log").textContent = "";
     $("log-search").value = "";
     searching = false;
