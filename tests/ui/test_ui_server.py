@@ -3,6 +3,7 @@ the API answers from a run directory, and that the token is written nowhere."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import socket
@@ -133,3 +134,38 @@ def test_beyond_loopback_any_host_name_is_let_in_with_the_token(run_dir: Path) -
         other = {**cookie(d), "Host": f"dashboard.example:{d.server_address[1]}"}
         assert call(d, "/api/run", headers=other)[0] == 200
         assert call(d, "/api/run", headers={"Host": "dashboard.example"})[0] == 403
+
+
+def test_the_stream_sends_the_state_then_the_events_any_kind(run_dir: Path) -> None:
+    with serving(run_dir) as d:
+        conn = http.client.HTTPConnection("127.0.0.1", d.server_address[1], timeout=10)
+        headers = {**cookie(d), "Host": f"127.0.0.1:{d.server_address[1]}"}
+        conn.request("GET", "/api/stream", headers=headers)
+        reply = conn.getresponse()
+        assert reply.status == 200 and reply.getheader("Content-Type") == "text/event-stream"
+        messages: dict[str, object] = {}
+        while len(messages) < 2:
+            name = reply.fp.readline().decode().strip()
+            if not name.startswith("event: "):
+                continue
+            data = reply.fp.readline().decode().removeprefix("data: ")
+            messages[name[7:]] = json.loads(data)
+        conn.close()
+    status = messages["status"]
+    assert isinstance(status, dict) and status["state"] == "ended"
+    assert {n["id"] for n in status["nodes"]} >= {"consumer", "producer/3"}
+    kinds = [e["kind"] for e in messages["events"]]  # type: ignore[union-attr]
+    assert kinds == ["starting", "applied"]  # a kind the launcher may add later, as it came
+
+
+def test_curves_of_other_runs_of_this_machine(run_dir: Path, tmp_path: Path) -> None:
+    from topo.runs import index
+
+    other = make_run_dir(tmp_path / "other")
+    index.register("0ther1d", other, tmp_path)
+    with serving(run_dir) as d:
+        runs = json.loads(call(d, "/api/runs", headers=cookie(d))[2])["runs"]
+        assert "0ther1d" in [r["id"] for r in runs]
+        rows = json.loads(call(d, "/api/metrics?run=0ther1d", headers=cookie(d))[2])["files"]
+        assert [r["done"] for r in rows["consumer"]["rows"]] == [0, 1, 2]
+        assert call(d, "/api/metrics?run=nosuchrun", headers=cookie(d))[0] == 400

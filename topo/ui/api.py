@@ -123,7 +123,7 @@ class Api:
             info = probe(run_dir, run_id)
             rows.append(
                 {
-                    "id": info.id,
+                    "id": run_id,
                     "name": info.name,
                     "state": info.state,
                     "started": info.started,
