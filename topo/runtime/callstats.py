@@ -165,8 +165,15 @@ class Reporter:
         self.last_time: dict[str, float] = {}
         self.quiet: set[str] = set()  # nodes whose last row said rate 0
 
-    def rows(self, now: float) -> list[tuple[Any, dict[str, Any]]]:
-        """(address book, row) for every node with news."""
+    def forget(self, node: str) -> None:
+        """Drop what the reporter remembers of ``node`` (its server closed)."""
+        for direction in ("served", "made"):
+            self.last.pop((direction, node), None)
+        self.last_time.pop(node, None)
+        self.quiet.discard(node)
+
+    def rows(self, now: float, only: str | None = None) -> list[tuple[Any, dict[str, Any]]]:
+        """(address book, row) for every node with news (or for ``only``)."""
         state = self.state
         with state.lock:
             snap: dict[tuple[str, str], dict[Any, Cell]] = {}
@@ -178,6 +185,8 @@ class Reporter:
             books = dict(state.books)
         out = []
         for node in sorted({n for _, n in snap}):
+            if only is not None and node != only:
+                continue
             book = books.get(node)
             if book is None:
                 continue
@@ -213,27 +222,47 @@ class Reporter:
 _reporters: dict[int, Reporter] = {}
 
 
-def _report(state: _Counters) -> None:
-    """Queue the rows of every node with news for the metrics sender."""
-    with state.report_lock:
-        reporter = _reporters.get(id(state))
-        if reporter is None:
-            reporter = _reporters[id(state)] = Reporter(state)
-        try:
-            for book, row in reporter.rows(time.monotonic()):
-                metrics.ship(book, row)
-        except Exception:  # figures are best effort: never break the node
-            pass
+def _report(state: _Counters, only: str | None = None) -> None:
+    """Queue the rows of every node with news (or of ``only``) for the metrics sender
+    (under the state's report lock)."""
+    reporter = _reporters.get(id(state))
+    if reporter is None:
+        reporter = _reporters[id(state)] = Reporter(state)
+    try:
+        for book, row in reporter.rows(time.monotonic(), only):
+            metrics.ship(book, row)
+    except Exception:  # figures are best effort: never break the node
+        pass
 
 
 def _report_loop(state: _Counters) -> None:
     while state is _state:  # a forked child starts its own
         time.sleep(REPORT_S)
-        _report(state)
+        with state.report_lock:
+            _report(state)
 
 
 def flush() -> None:
     """Queue the latest figures now (a node ends: its process may leave at once); the
     caller then flushes ``topo.metrics``."""
-    if _state.thread is not None:
-        _report(_state)
+    state = _state
+    if state.thread is not None:
+        with state.report_lock:
+            _report(state)
+
+
+def finish(node: str) -> None:
+    """``node``'s server closed: queue its last figures and forget it (a process that
+    runs many programs, as the threads backend does, keeps nothing of the old ones)."""
+    state = _state
+    if state.thread is None:
+        return
+    with state.report_lock:
+        _report(state, node)
+        with state.lock:
+            state.served.pop(node, None)
+            state.made.pop(node, None)
+            state.books.pop(node, None)
+        reporter = _reporters.get(id(state))
+        if reporter is not None:
+            reporter.forget(node)

@@ -131,6 +131,7 @@ class NodeServer:
         self._close_lock = threading.Lock()
         self._registered = register
         self._identify = identify
+        self._track = track  # a node of this process (not the registry): counted, listed
         if auth is None:
             token, secret = program.serving(node.id)
             # the launcher's door for snapshots (a node server's, not a gateway's)
@@ -163,7 +164,6 @@ class NodeServer:
                 self._batchers[name] = Batcher(
                     fn, spec, self._batch_reply, f"{node.id}.{name}", init=self._enter_scope
                 )
-        self._track = track
         if track:
             add_process_node(node)
         if register:
@@ -254,8 +254,9 @@ class NodeServer:
         return ident, self._reply_frames(wire.K_OK, call_id, result)
 
     def _count(self, method: str, start: float, ok: bool) -> None:
-        """One call served, for the node's call figures (not topo's own state door)."""
-        if method != STATE_METHOD:
+        """One call served, for the node's call figures (a node's, not the registry's;
+        not topo's own state door)."""
+        if self._track and method != STATE_METHOD:
             seconds = time.perf_counter() - start
             callstats.served(self.program.address_book, self.node.id, method, seconds, ok)
 
@@ -312,6 +313,7 @@ class NodeServer:
             b.close()
         if self._track:
             remove_process_node(self.node.id)
+            callstats.finish(self.node.id)
         forget_gate(self.node.id)
 
     def __enter__(self) -> NodeServer:
