@@ -171,18 +171,18 @@ def run_one_node(
                     run()
         except BaseException as exc:
             if _clean_exit(exc, context):
-                callstats.flush()
+                callstats.finish(node.id)
                 node_metrics.flush()
                 report("finished", node.id, "")
                 return
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
-            callstats.flush()
+            callstats.finish(node.id)
             node_metrics.flush()  # the process may end right after the report
             report("failed", node.id, text)
             return
-        callstats.flush()
+        callstats.finish(node.id)
         node_metrics.flush()
         report("finished", node.id, "")
         if group.stops_program and not context.stop_event.is_set():

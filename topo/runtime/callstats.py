@@ -242,18 +242,10 @@ def _report_loop(state: _Counters) -> None:
             _report(state)
 
 
-def flush() -> None:
-    """Queue the latest figures now (a node ends: its process may leave at once); the
-    caller then flushes ``topo.metrics``."""
-    state = _state
-    if state.thread is not None:
-        with state.report_lock:
-            _report(state)
-
-
 def finish(node: str) -> None:
-    """``node``'s server closed: queue its last figures and forget it (a process that
-    runs many programs, as the threads backend does, keeps nothing of the old ones)."""
+    """``node`` ended (its server closed, its run returned): queue its last figures and
+    forget it, so a process that runs many programs (the threads backend, a test
+    session) keeps nothing of the old ones; the caller then flushes ``topo.metrics``."""
     state = _state
     if state.thread is None:
         return
