@@ -30,10 +30,17 @@ class Book:
         pass
 
 
+class Program:
+    """Stands for the node's program (``ProgramContext``)."""
+
+    program_id = "bench"
+    address_book = Book()
+
+
 def main() -> None:
     from topo.runtime import callstats
 
-    book = Book()
+    book = Program()
 
     def served() -> None:
         start = time.perf_counter()

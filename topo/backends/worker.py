@@ -162,6 +162,7 @@ def run_one_node(
                     else:
                         context.stop_event.wait()
                 finally:
+                    callstats.finish(node.id)  # its last call figures, while it can
                     server.close()
             else:  # called; the result's run() called if it has one
                 report("ready", node.id, "")

@@ -39,6 +39,8 @@ class _Counters:
         self.served: dict[str, dict[str, Cell]] = {}
         self.made: dict[str, dict[tuple[str, str], Cell]] = {}
         self.books: dict[str, Any] = {}  # node -> the address book its rows go through
+        self.programs: dict[str, str] = {}  # node -> the program it belongs to
+        self.left: set[str] = set()  # programs this process left: nothing more is counted
         self.thread: threading.Thread | None = None
         self.report_lock = threading.Lock()  # one report at a time (the loop, a flush)
         self.off = _switched_off()
@@ -73,15 +75,16 @@ def active() -> bool:
     return not _state.off
 
 
-def served(book: Any, node: str, method: str, seconds: float, ok: bool) -> None:
-    """Node ``node`` answered one call of ``method`` in ``seconds`` (``ok``: no error)."""
+def served(program: Any, node: str, method: str, seconds: float, ok: bool) -> None:
+    """Node ``node`` of ``program`` (a ``ProgramContext``) answered one call of ``method``
+    in ``seconds`` (``ok``: no error)."""
     state = _state
     if state.off:
         return
     with state.lock:
         cells = state.served.get(node)
         if cells is None:
-            if _note(state, node, book):
+            if _note(state, node, program):
                 return
             cells = state.served[node] = {}
         cell = cells.get(method)
@@ -98,16 +101,16 @@ def caller() -> str:
     return "" if info is None else info.id
 
 
-def made(book: Any, node: str, peer: str, method: str, seconds: float, ok: bool) -> None:
-    """Node ``node`` called ``peer.method``, which took ``seconds`` (``ok``: a value came
-    back, not an error)."""
+def made(program: Any, node: str, peer: str, method: str, seconds: float, ok: bool) -> None:
+    """Node ``node`` of ``program`` called ``peer.method``, which took ``seconds`` (``ok``:
+    a value came back, not an error)."""
     state = _state
     if not node or state.off:
         return
     with state.lock:
         cells = state.made.get(node)
         if cells is None:
-            if _note(state, node, book):
+            if _note(state, node, program):
                 return
             cells = state.made[node] = {}
         key = (peer, method)
@@ -119,15 +122,19 @@ def made(book: Any, node: str, peer: str, method: str, seconds: float, ok: bool)
         _add(cell, seconds, ok)
 
 
-def _note(state: _Counters, node: str, book: Any) -> bool:
+def _note(state: _Counters, node: str, program: Any) -> bool:
     """A node seen for the first time (under the lock): where its rows go; the reporter
-    starts with the first one. True when counting is off (the node's environment, set
-    after the fork server forked its process, says so)."""
+    starts with the first one. True when it is not to be counted: counting is off (the
+    node's environment, set after the fork server forked its process, says so) or its
+    program is one this process left (a thread the threads backend abandoned)."""
     state.off = _switched_off()
-    if state.off:
+    program_id = str(getattr(program, "program_id", ""))
+    if state.off or program_id in state.left:
         return True
+    book = getattr(program, "address_book", None)
     if book is not None and hasattr(book, "metrics"):
-        state.books.setdefault(node, book)
+        state.books[node] = book
+        state.programs[node] = program_id
     if state.thread is None:
         state.thread = threading.Thread(
             target=_report_loop, args=(state,), name="topo-callstats", daemon=True
@@ -242,6 +249,16 @@ def _report_loop(state: _Counters) -> None:
             _report(state)
 
 
+def forget(node: str) -> None:
+    """``node``'s server closed (its end, or a kill): drop its figures unsent (the
+    worker reports a node's last figures itself, with ``finish``, before closing it)."""
+    state = _state
+    if state.thread is None:
+        return
+    with state.report_lock:
+        _forget(state, [node])
+
+
 def finish(node: str) -> None:
     """``node`` ended (its server closed, its run returned): queue its last figures and
     forget it, so a process that runs many programs (the threads backend, a test
@@ -251,10 +268,34 @@ def finish(node: str) -> None:
         return
     with state.report_lock:
         _report(state, node)
-        with state.lock:
+        _forget(state, [node])
+
+
+def _forget(state: _Counters, nodes: list[str]) -> None:
+    """Drop ``nodes`` (under the report lock)."""
+    with state.lock:
+        for node in nodes:
             state.served.pop(node, None)
             state.made.pop(node, None)
             state.books.pop(node, None)
-        reporter = _reporters.get(id(state))
-        if reporter is not None:
+            state.programs.pop(node, None)
+    reporter = _reporters.get(id(state))
+    if reporter is not None:
+        for node in nodes:
             reporter.forget(node)
+
+
+def program_left(program_id: str) -> None:
+    """This process left ``program_id`` (``topo.runtime.client``): its nodes' figures are
+    dropped unsent (its launcher is gone or going) and nothing more is counted for it."""
+    state = _state
+    with state.report_lock:
+        with state.lock:
+            nodes = [n for n, p in state.programs.items() if p == program_id]
+            books = {id(state.books[n]) for n in nodes if n in state.books}
+            state.left.add(program_id)
+            if len(state.left) > 1000:
+                state.left.pop()
+        _forget(state, nodes)
+    if books:  # rows still queued for it would hold the sender up until they time out
+        metrics.discard(books, RPC_LABEL)

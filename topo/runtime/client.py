@@ -235,6 +235,7 @@ def left(program_id: str) -> None:
         return
     _members.pop(program_id, None)
     _ended.add(program_id)
+    callstats.program_left(program_id)
     for cache in (endpoints, limits, server_keys):
         for key in [k for k in list(cache) if k[0] == program_id]:
             cache.pop(key, None)
@@ -327,7 +328,7 @@ def call(
         ok = True
     finally:
         seconds = time.perf_counter() - start
-        callstats.made(program.address_book, callstats.caller(), node_id, method, seconds, ok)
+        callstats.made(program, callstats.caller(), node_id, method, seconds, ok)
     return value
 
 

@@ -91,7 +91,7 @@ def count(req: Request, now: float, ok: bool) -> None:
     """A futures call ended (a reply, or its deadline): the calling node's figures."""
     fut = req[5]
     if fut._from:
-        callstats.made(req[0].address_book, fut._from, req[1], req[2], now - req[7], ok)
+        callstats.made(req[0], fut._from, req[1], req[2], now - req[7], ok)
 
 
 def set_result(fut: Future, value: Any) -> None:

@@ -258,7 +258,7 @@ class NodeServer:
         not topo's own state door)."""
         if self._track and method != STATE_METHOD:
             seconds = time.perf_counter() - start
-            callstats.served(self.program.address_book, self.node.id, method, seconds, ok)
+            callstats.served(self.program, self.node.id, method, seconds, ok)
 
     def _refuse(self, msg: wire.Message, busy_s: float, held: str) -> list[Any] | None:
         """The reply to a call that waited near its deadline while every thread was busy."""
@@ -313,7 +313,7 @@ class NodeServer:
             b.close()
         if self._track:
             remove_process_node(self.node.id)
-            callstats.finish(self.node.id)
+            callstats.forget(self.node.id)
         forget_gate(self.node.id)
 
     def __enter__(self) -> NodeServer:
