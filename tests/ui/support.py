@@ -135,7 +135,7 @@ def start_with_ui(
         if line.startswith("dashboard: "):
             url = line.split()[1]
             break
-        if time.monotonic() > end:
+        if "no dashboard" in line or time.monotonic() > end:
             break
     assert url, "topo run --ui printed no URL: " + "".join(seen[-20:])
     threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
