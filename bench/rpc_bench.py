@@ -157,7 +157,7 @@ class LaunchedClient(TopoClient):
     """topo as users run it: ``topo.launch`` of a one-node topology on procs (its fork
     server, its registry), called through ``run.handle("echo")``."""
 
-    def __init__(self, rpc: str) -> None:
+    def __init__(self, rpc: str, env: dict[str, str]) -> None:
         import tempfile
 
         import topo
@@ -165,6 +165,8 @@ class LaunchedClient(TopoClient):
         self.dir = tempfile.mkdtemp(prefix="topo-rpc-bench-")
         path = Path(self.dir) / "echo.yaml"
         extra = f"\n    rpc: {rpc}" if rpc else ""
+        if env:
+            extra += f"\n    resources: {{env: {json.dumps(env)}}}"
         path.write_text(f'name: echo\nnodes:\n  echo:\n    target: "rpc_bench:Echo"{extra}\n')
         self.run = topo.launch(path, backend="procs", log_dir=Path(self.dir) / "runs")
         assert self.run.wait_ready(60), "the echo node did not become ready"
@@ -392,8 +394,8 @@ def main() -> None:
         proc, target = start(["--serve", "grpc"])
         return GrpcClient(target), proc
 
-    def launched(rpc: str) -> Callable[[], tuple[Any, Any]]:
-        return lambda: (LaunchedClient(rpc), _NoProc())
+    def launched(rpc: str, env: dict[str, str] | None = None) -> Callable[[], tuple[Any, Any]]:
+        return lambda: (LaunchedClient(rpc, env or {}), _NoProc())
 
     def ray_() -> tuple[Any, Any]:
         return RayClient(), _NoProc()
@@ -403,6 +405,8 @@ def main() -> None:
         (FLOOR_TCP, raw("raw-tcp")),
         ("topo.launch on procs, default rpc settings", launched("")),
         ("topo.launch on procs, rpc threads 1", launched("{threads: 1}")),
+        # the same as the default, with the per-method call counters off (their cost)
+        ("topo.launch on procs, call counters off", launched("", {"TOPO_RPC_STATS": "0"})),
         ("topo (tcp + CURVE, across hosts)", topo_system("curve")),
         ("grpcio generic unary", grpc_),
     ]

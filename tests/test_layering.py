@@ -118,8 +118,11 @@ RULES: dict[str, set[str]] = {
     "launchpad": RUN | {"nodes"},
     "export": BASE | {"ir", "kinds", "runtime", "nodes", "launchpad", "compile"},
     "testing": RUN,
-    "cli": RUN | {"syntax", "render", "export"},
-    "command": RUN | {"render", "export", "cli"},
+    # the dashboard: a reader of run directories and a client of the control channel,
+    # never of the supervisor; it draws with the renderers
+    "ui": {"runs", "ir", "render", "diagnostics", "vocab", "kinds", "targets"},
+    "cli": RUN | {"syntax", "render", "export", "ui"},
+    "command": RUN | {"render", "export", "cli", "ui"},
 }
 # Rooms split further: these modules reach less than the rest of their room.
 SUB_RULES: dict[str, set[str]] = {

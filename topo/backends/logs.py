@@ -9,6 +9,8 @@ Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
     logs/<exe>.log      colocated sets only: output written below Python (C libraries)
     logs/<id>.log.1 ... what a log's size cap rotated away (``topo.backends.rotation``)
     status.json         final status summary, written when the run ends
+    events.jsonl        every status event, one JSON line each (``topo.supervisor.events_log``)
+    ui.log              the dashboard's access log, when one served the run (``topo.ui``)
 
 Every line a node writes through Python's ``sys.stdout``/``sys.stderr`` starts with a
 local timestamp (``2026-11-30T07:40:01.123 ``); output written below Python (C

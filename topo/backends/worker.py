@@ -18,7 +18,15 @@ from typing import Any
 
 from topo.ir import FrozenMap, Group, GroupRef, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
-from topo.runtime import NodeInfo, NodeServer, ProgramContext, node_scope, node_state, serve_node
+from topo.runtime import (
+    NodeInfo,
+    NodeServer,
+    ProgramContext,
+    callstats,
+    node_scope,
+    node_state,
+    serve_node,
+)
 from topo.runtime import metrics as node_metrics
 from topo.runtime.context import current_node_info, maybe_current_program
 from topo.runtime.membership import GroupView, Member
@@ -182,6 +190,7 @@ def run_one_node(
                     else:
                         context.stop_event.wait()
                 finally:
+                    callstats.finish(node.id)  # its last call figures, while it can
                     server.close()
             else:  # called; the result's run() called if it has one
                 report("ready", node.id, "")
@@ -191,15 +200,18 @@ def run_one_node(
                     run()
         except BaseException as exc:
             if _clean_exit(exc, context):
+                callstats.finish(node.id)
                 node_metrics.flush()
                 report("finished", node.id, "")
                 return
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
+            callstats.finish(node.id)
             node_metrics.flush()  # the process may end right after the report
             report("failed", node.id, text)
             return
+        callstats.finish(node.id)
         node_metrics.flush()
         report("finished", node.id, "")
         if group.stops_program and not context.stop_event.is_set():

@@ -35,7 +35,9 @@ COMMANDS: dict[str, str] = {
     "stop": "topo.cli.operate",
     "snapshot": "topo.cli.snapshot",
     "apply": "topo.cli.apply",
+    "restart": "topo.cli.restart",
     "attach": "topo.cli.attach",
+    "ui": "topo.cli.ui",
 }
 
 # command -> its help as `topo --help` lists it (the command function's docstring), so
@@ -65,7 +67,9 @@ HELP: dict[str, str] = {
     "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
     "apply": "Change a running program into FILE's: new nodes start, changed ones restart one "
     "at a\ntime, removed ones stop, the others go on. Shows the plan; --dry-run changes nothing.",
+    "restart": "Restart one node of a live run now: its process is killed and started again.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
+    "ui": "Serve the web dashboard of a run (live or ended) on this machine and print its URL.",
 }
 
 

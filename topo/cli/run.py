@@ -168,9 +168,39 @@ def run(
             "(as topo plot does; needs the plot extra).",
         ),
     ] = False,
+    ui: Annotated[
+        bool,
+        typer.Option(
+            "--ui",
+            help="Serve the run's web dashboard while it runs and print its URL (a process "
+            "of its own that ends with the run; topo ui RUN serves it for any run).",
+        ),
+    ] = False,
+    ui_port: Annotated[
+        int,
+        typer.Option("--ui-port", min=0, max=65535, help="With --ui: its port (0: a free one)."),
+    ] = 0,
+    ui_host: Annotated[
+        str,
+        typer.Option(
+            "--ui-host",
+            help="With --ui: its address (default loopback; another needs --ui-allow-remote).",
+        ),
+    ] = "127.0.0.1",
+    ui_allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--ui-allow-remote",
+            help="With --ui: listen on a --ui-host other machines can reach.",
+        ),
+    ] = False,
 ) -> None:
     """Run FILE (or, with --from, a run directory's program again): start every node,
     show their status and logs, stop on Ctrl-C."""
+    if ui:
+        from topo.cli.ui import precheck_for_run
+
+        precheck_for_run(detach, ui_host, ui_port, ui_allow_remote)
     if detach:
         _detach(log_dir)
     from topo.api import prepare
@@ -244,6 +274,7 @@ def run(
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     launcher.add_listener(on_event)
     view: LinesView | TableView | None = None
+    dashboard = None
     try:
         if use_table:
             view = TableView(launcher, console)
@@ -261,11 +292,17 @@ def run(
             raise error(str(refused)) from None
         if detached is not None:
             detached.settle(launcher.run_dir)
+        if ui:
+            from topo.cli.ui import start_with_run
+
+            dashboard = start_with_run(launcher.run_dir, ui_host, ui_port)
         while launcher.wait(0.2) is None:
             if detached is not None and detached.fd is not None and launcher.ready_at is not None:
                 launcher.record_now()  # `topo ps` right after `run -d` sees it running
                 detached.say_ready(launcher.run_id, launcher.run_dir)
     finally:
+        if dashboard is not None:
+            dashboard.close()
         if detached is not None:
             detached.close()
         if view is not None:

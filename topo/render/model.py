@@ -54,12 +54,14 @@ class UnknownGroupError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ViewOptions:
-    """How to draw: collapse threshold, expansion, focus group, disabled nodes."""
+    """How to draw: collapse threshold, expansion (of every group, or of the groups named
+    in ``expanded``), focus group, disabled nodes."""
 
     expand: bool = False
     collapse_above: int = DEFAULT_COLLAPSE_ABOVE
     focus: str | None = None
     show_disabled: bool = False
+    expanded: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,7 @@ class View:
     ir_nodes: int
     ir_edges: int
     options: ViewOptions
+    members: dict[str, list[str]] = field(default_factory=dict)  # drawn key -> IR node ids
 
 
 def role_of(group: Group) -> Role:
@@ -183,7 +186,9 @@ class _Builder:
         self.box_count: dict[str, int] = {}  # group box key -> IR nodes in it
 
     def collapsed(self, g: Group) -> bool:
-        return not self.o.expand and g.count > max(self.o.collapse_above, 1)
+        if self.o.expand or g.name in self.o.expanded:
+            return False
+        return g.count > max(self.o.collapse_above, 1)
 
     def box(self, path: tuple[tuple[str, str], ...]) -> Box:
         found = self.boxes.get(path)
@@ -341,4 +346,8 @@ def build_view(program: Program, options: ViewOptions | None = None) -> View:
     b.add_absent_groups()
     b.label_boxes()
     edges = b.edges(visible)
-    return View(program.name, b.root, b.nodes, edges, len(program.nodes), len(program.edges), o)
+    members: dict[str, list[str]] = {}
+    for node, key in b.node_of.items():
+        members.setdefault(key, []).append(node)
+    n_nodes, n_edges = len(program.nodes), len(program.edges)
+    return View(program.name, b.root, b.nodes, edges, n_nodes, n_edges, o, members)

@@ -24,7 +24,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from topo.runtime import wire
+from topo.runtime import callstats, wire
 from topo.runtime.auth import secure_client, zmq_context
 from topo.runtime.context import ProgramContext, current_node_info
 from topo.runtime.errors import (
@@ -235,6 +235,7 @@ def left(program_id: str) -> None:
         return
     _members.pop(program_id, None)
     _ended.add(program_id)
+    callstats.program_left(program_id)
     for cache in (endpoints, limits, server_keys):
         for key in [k for k in list(cache) if k[0] == program_id]:
             cache.pop(key, None)
@@ -316,7 +317,30 @@ def call(
     cap: str | None = None,
 ) -> Any:
     """Blocking call of ``node_id.method(*args, **kwargs)`` with a deadline, presenting
-    ``cap`` (the right to call ``node_id``)."""
+    ``cap`` (the right to call ``node_id``); counted in the calling node's figures
+    (``callstats``), calls to the registry aside."""
+    if node_id == REGISTRY_ID or not callstats.active():
+        return _call(program, node_id, method, args, kwargs, timeout, cap)
+    start = time.perf_counter()
+    ok = False
+    try:
+        value = _call(program, node_id, method, args, kwargs, timeout, cap)
+        ok = True
+    finally:
+        seconds = time.perf_counter() - start
+        callstats.made(program, callstats.caller(), node_id, method, seconds, ok)
+    return value
+
+
+def _call(
+    program: ProgramContext,
+    node_id: str,
+    method: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    timeout: float,
+    cap: str | None,
+) -> Any:
     start = time.monotonic()
     deadline = start + timeout
     conn = _conn(program, node_id, cap, start, deadline)

@@ -25,7 +25,7 @@ from typing import Any
 
 import zmq
 
-from topo.runtime import client, wire
+from topo.runtime import callstats, client, wire
 from topo.runtime.auth import zmq_context
 from topo.runtime.client import (
     call_ids,
@@ -51,6 +51,7 @@ from topo.runtime.peers import (
     Peer,
     Request,
     coalescable,
+    count,
     fail,
     resolve,
     send_nowait,
@@ -110,6 +111,8 @@ class _Engine:
     ) -> Future:
         fut = CallFuture()
         fut._engine = self
+        if callstats.active():
+            fut._from = callstats.caller()
         start = time.monotonic()
         call_id = next(call_ids)
         frames = wire.request_frames(call_id, method, timeout, args, kwargs)
@@ -338,6 +341,7 @@ class _Engine:
                 peer = req[5]._peer
                 if peer is not None:
                     peer.waiting -= 1
+                count(req, now, False)
                 failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):

@@ -92,6 +92,16 @@ class _Shipper:
                 self._thread = threading.Thread(target=self._loop, name="topo-metrics", daemon=True)
                 self._thread.start()
 
+    def discard(self, books: set[int], label: str) -> None:
+        """Drop the queued rows labelled ``label`` bound for the address books ``books``
+        (by ``id``): their program is gone."""
+        with self._lock:
+            self._pending = [
+                (book, row)
+                for book, row in self._pending
+                if id(book) not in books or row.get("label") != label
+            ]
+
     def _loop(self) -> None:
         while True:
             self._wake.wait(FLUSH_S)
@@ -119,6 +129,17 @@ class _Shipper:
 
 _shipper = _Shipper()
 atexit.register(_shipper.flush)
+
+
+def ship(book: Any, row: dict[str, Any]) -> None:
+    """Send ``row`` to the launcher through ``book`` with this process's metric rows
+    (``topo.runtime.callstats`` sends its call figures so)."""
+    _shipper.put(book, row)
+
+
+def discard(books: set[int], label: str) -> None:
+    """Drop queued rows labelled ``label`` for the address books ``books`` (by ``id``)."""
+    _shipper.discard(books, label)
 
 
 def flush() -> None:

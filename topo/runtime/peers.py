@@ -4,12 +4,13 @@ flight, and how their futures complete (``topo.runtime.futures`` drives them).""
 from __future__ import annotations
 
 import collections
+import time
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import zmq
 
-from topo.runtime import wire
+from topo.runtime import callstats, wire
 from topo.runtime.client import decode_reply
 from topo.runtime.context import ProgramContext
 
@@ -59,6 +60,7 @@ class CallFuture(Future):
     _engine: Any  # the futures engine that drives it (topo.runtime.futures)
     _peer: Peer | None = None  # set once the request is on the socket
     _caller = ""  # who made the call, noted for calls that wait to be sent
+    _from = ""  # the node that made the call, for its call figures ("": none)
 
     def result(self, timeout: float | None = None) -> Any:
         if not self.done():
@@ -73,14 +75,23 @@ class CallFuture(Future):
 
 def resolve(done: Done) -> None:
     """Decode replies and complete their futures (outside the I/O lock)."""
+    now = time.monotonic()
     for req, msg, node_id in done:
         fut = req[5]
+        count(req, now, msg.kind == wire.K_OK)
         try:
             value = decode_reply(msg, node_id)
         except BaseException as exc:
             fail(fut, exc)
             continue
         set_result(fut, value)
+
+
+def count(req: Request, now: float, ok: bool) -> None:
+    """A futures call ended (a reply, or its deadline): the calling node's figures."""
+    fut = req[5]
+    if fut._from:
+        callstats.made(req[0], fut._from, req[1], req[2], now - req[7], ok)
 
 
 def set_result(fut: Future, value: Any) -> None:

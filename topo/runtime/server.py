@@ -13,12 +13,13 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
 
-from topo.runtime import rights, transport, wire
+from topo.runtime import callstats, rights, transport, wire
 from topo.runtime.auth import ServerAuth, secure_server, zmq_context
 from topo.runtime.batching import Batcher, batch_spec
 from topo.runtime.context import (
@@ -130,6 +131,7 @@ class NodeServer:
         self._close_lock = threading.Lock()
         self._registered = register
         self._identify = identify
+        self._track = track  # a node of this process (not the registry): counted, listed
         if auth is None:
             token, secret = program.serving(node.id)
             # the launcher's door for snapshots (a node server's, not a gateway's)
@@ -162,7 +164,6 @@ class NodeServer:
                 self._batchers[name] = Batcher(
                     fn, spec, self._batch_reply, f"{node.id}.{name}", init=self._enter_scope
                 )
-        self._track = track
         if track:
             add_process_node(node)
         if register:
@@ -235,19 +236,29 @@ class NodeServer:
             return ident, self._reply_frames(wire.K_FAULT, call_id, f"undecodable request: {exc!r}")
         batcher = self._batchers.get(method)
         if batcher is not None:
-            batcher.submit((ident, call_id), args, kwargs)
+            batcher.submit((ident, call_id, method, time.perf_counter()), args, kwargs)
             return None
         caller = rights.set_caller(_member_of(frames)) if self._identify else None
+        start = time.perf_counter()
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
+            self._count(method, start, False)
             return ident, self._reply_frames(
                 wire.K_ERROR, call_id, encode_exception(exc, self.node.id)
             )
         finally:
             if caller is not None:
                 rights.reset_caller(caller)
+        self._count(method, start, True)
         return ident, self._reply_frames(wire.K_OK, call_id, result)
+
+    def _count(self, method: str, start: float, ok: bool) -> None:
+        """One call served, for the node's call figures (a node's, not the registry's;
+        not topo's own state door)."""
+        if self._track and method != STATE_METHOD:
+            seconds = time.perf_counter() - start
+            callstats.served(self.program, self.node.id, method, seconds, ok)
 
     def _refuse(self, msg: wire.Message, busy_s: float, held: str) -> list[Any] | None:
         """The reply to a call that waited near its deadline while every thread was busy."""
@@ -272,7 +283,8 @@ class NodeServer:
                 return wire.reply_frames(wire.K_FAULT, call_id, f"unpicklable reply: {exc!r}")
 
     def _batch_reply(self, token: Any, ok: bool, value: Any) -> None:
-        ident, call_id = token
+        ident, call_id, method, start = token
+        self._count(method, start, ok)
         if ok:
             frames = self._reply_frames(wire.K_OK, call_id, value)
         else:
@@ -301,6 +313,7 @@ class NodeServer:
             b.close()
         if self._track:
             remove_process_node(self.node.id)
+            callstats.forget(self.node.id)
         forget_gate(self.node.id)
 
     def __enter__(self) -> NodeServer:

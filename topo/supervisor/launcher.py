@@ -10,7 +10,9 @@ asks), the backend's executables, their logs (from the backend's
 run's ``RunState``, status events, restarts, and the stop; ``status.json`` is kept
 current while the run goes on.
 Metric rows from ``topo.metrics`` loggers go to ``metrics_store`` (files under
-``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``).
+``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``), the nodes' call
+figures to ``NodeStatus.rpc`` (``rpc_stats``), every status event to
+``<run_dir>/events.jsonl`` (``events_log``).
 
 Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 130 stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM.
@@ -47,12 +49,14 @@ from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import LivePlan, plan_change
+from topo.supervisor.events_log import EventLog
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder, write_status
 from topo.supervisor.requests import answer
+from topo.supervisor.rpc_stats import checked, split
 from topo.supervisor.snapshotter import Snapshotter
 from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
 
@@ -90,6 +94,7 @@ class Launcher(Sink):
         self._done = threading.Event()
         self._tailer: LogSource | None = None
         self.applier: Applier | None = None
+        self._events: EventLog | None = None
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     # -- the run's state (kept by the supervisor) -------------------------------
@@ -174,6 +179,8 @@ class Launcher(Sink):
             self._open_run()
         except BaseException:
             self._release()
+            if self._events is not None:
+                self._events.close()
             raise
         self.all_pids.update(self.backend.helper_pids())
         self._supervisor.start_all()
@@ -191,6 +198,8 @@ class Launcher(Sink):
             self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, opts.record
         )
         self.run_id = index.new_run_id()
+        self._events = EventLog(self.run_dir)  # events.jsonl: the dashboard's timeline
+        self._listeners.insert(0, self._events)
         self.control = ControlServer(self.run_dir, lambda request: answer(self, request))
         index.register(self.run_id, self.run_dir, opts.log_dir)
         recorder = StatusRecorder(self.run_dir, self.summary)
@@ -302,6 +311,21 @@ class Launcher(Sink):
         if self.snapshots is None or self.done:
             raise SnapshotError("the run is not running")
         return self.snapshots.take(reason)
+
+    def restart_node(self, node: str, by: str = "topo restart") -> dict[str, Any]:
+        """Restart ``node`` now: its executable's attempt is killed and started again (all
+        of that executable's nodes restart), whatever its restart policy; the answer says
+        which nodes, or why not (``ok`` false)."""
+        status = self.nodes.get(node)
+        if status is None:
+            return {"ok": False, "error": f"the program has no node {node!r}"}
+        if self.phase not in ("starting", "running"):
+            return {"ok": False, "error": f"the run is {self.phase}: nothing is restarted"}
+        exe = self.exes[status.exe]
+        if exe.runner is None and exe.restart_at is None:
+            return {"ok": False, "error": f"node {node} is {status.state}: it has no process"}
+        self._supervisor.restart(node, by)
+        return {"ok": True, "node": node, "executable": exe.id, "nodes": list(exe.nodes)}
 
     def _on_snapshot(self, ok: bool, message: str, figures: dict[str, Any]) -> None:
         if not ok:
@@ -446,6 +470,7 @@ class Launcher(Sink):
                     "busy": n.busy,
                     "phase": n.phase,
                     "last_line": n.last_line[-500:],
+                    "rpc": n.rpc,
                 }
                 for n in list(self.nodes.values())  # (topo apply may add or drop some)
             ],
@@ -491,6 +516,15 @@ class Launcher(Sink):
         store = self.metrics
         if store is None:
             return
+        rows, figures = split(rows)
+        for row in figures:  # call figures (topo.runtime.callstats): status.json only
+            found = checked(row, self.nodes)
+            if found is not None:
+                self.nodes[found[0]].rpc = found[1]
+        if figures:
+            self._supervisor.mark_dirty()
+        if not rows and not over:
+            return
         touched = store.add(rows, over)
         for node in touched:
             self.nodes[node].metrics = store.latest[node]
@@ -521,4 +555,6 @@ class Launcher(Sink):
             write_status(self.run_dir, self.summary())
         finally:
             self._emit("stopped", message=self.stop_reason, code=self.exit_code)
+            if self._events is not None:
+                self._events.close()
             self._done.set()

@@ -122,6 +122,15 @@ class Supervisor(Sink):
         self._stop_asked = True
         self._inbox.put(("kill",))
 
+    def restart(self, node: str, by: str) -> None:
+        """Restart ``node``'s executable: kill its attempt and start it again at once."""
+        self._inbox.put(("restart", node, by))
+
+    def mark_dirty(self) -> None:
+        """Something ``status.json`` shows changed outside a report (call figures)."""
+        if self._recorder is not None:
+            self._recorder.dirty = True
+
     def metrics_changed(self, nodes: list[str]) -> None:
         """``nodes`` have new figures (already stored): tell the view."""
         self._inbox.put(("metrics", nodes))
@@ -207,6 +216,7 @@ class Supervisor(Sink):
             self._handle(msg)
             if self._recorder is not None:
                 self._recorder.dirty = True
+                self._recorder.urgent = self._recorder.urgent or msg[0] != "metrics"
         registry = self._registry
         if registry is not None and registry.stop_event.is_set() and not self._stopping:
             reason, node = registry.stop_reason() or ("stop requested", None)
@@ -302,6 +312,26 @@ class Supervisor(Sink):
                 future.set_result(fn())
             except BaseException as exc:
                 future.set_exception(exc)
+        elif kind == "restart":
+            self._on_restart(msg[1], msg[2])
+
+    def _on_restart(self, node: str, by: str) -> None:
+        """A restart asked from outside: the attempt is killed, its exit starts the next."""
+        st = self.state.nodes.get(node)
+        if st is None or self._stopping:
+            return
+        exe = self.state.exes[st.exe]
+        if exe.leaving or exe.retiring:  # topo apply is ending it
+            return
+        if exe.runner is not None:
+            exe.asked = by
+            try:
+                exe.runner.kill()
+            except Exception as exc:
+                exe.asked = ""
+                self.state.warnings.append(f"could not restart {exe.id}: {exc!r}")
+        elif exe.restart_at is not None:  # already waiting out a backoff: now
+            exe.restart_at = time.monotonic()
 
     def _on_node(
         self, kind: str, node: str, exe_id: str, attempt: int, pid: int, text: str
@@ -355,7 +385,25 @@ class Supervisor(Sink):
             self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended(code, reason)}")
         if exe.retiring or (exe.leaving and not self._stopping):
+            exe.asked = ""  # a node topo apply ends is not restarted as asked
             self._retired(exe, pid, code)
+            return
+        if exe.asked and not self._stopping:
+            by, exe.asked = exe.asked, ""
+            exe.restarts += 1
+            exe.asked_restarts += 1
+            exe.restart_at = time.monotonic()
+            exe.state = "restarting"
+            self._set_nodes(exe, "restarting")
+            self._emit(
+                "restarting",
+                exe.nodes[0],
+                exe.id,
+                pid,
+                f"restarted as asked by {by} (restart {exe.restarts})",
+                restarts=exe.restarts,
+                asked=by,
+            )
             return
         if self._stopping:
             exe.state = "killed" if code < 0 and self._killed else "stopped"
@@ -370,7 +418,7 @@ class Supervisor(Sink):
             exe.state = "finished"
             self._set_nodes(exe, "finished")
             self._emit("exited", exe=exe_id, pid=pid, message="finished", code=code)
-            if policy.policy == "always" and exe.restarts < policy.max_restarts:
+            if policy.policy == "always" and exe.failed_restarts < policy.max_restarts:
                 self._schedule_restart(exe, "its run() returned")
             elif not any(
                 e.runner is not None or e.restart_at is not None for e in self.state.exes.values()
@@ -384,12 +432,12 @@ class Supervisor(Sink):
         self._set_nodes(exe, "failed")
         self._emit("failed", node, exe_id, pid, message, traceback=text, code=code)
         if policy.policy in ("on-failure", "always"):
-            if exe.restarts < policy.max_restarts:
+            if exe.failed_restarts < policy.max_restarts:
                 last = text.strip().splitlines()[-1] if text.strip() and code >= 0 else ""
                 self._schedule_restart(exe, f"raised {last}" if last else how)
                 return
             message = (
-                f"node {node} failed {exe.restarts + 1} times, giving up "
+                f"node {node} failed {exe.failed_restarts + 1} times, giving up "
                 f"(max_restarts: {policy.max_restarts}); last failure: {how}"
             )
         self.state.failure = Failure(node, exe_id, pid, message, text)
@@ -459,7 +507,7 @@ class Supervisor(Sink):
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
-        delay = min(p.backoff_s * (2**exe.restarts), p.backoff_max_s)
+        delay = min(p.backoff_s * (2**exe.failed_restarts), p.backoff_max_s)
         exe.restarts += 1
         exe.restart_at = time.monotonic() + delay
         exe.state = "restarting"
@@ -468,7 +516,7 @@ class Supervisor(Sink):
             "restarting",
             exe.nodes[0],
             exe.id,
-            message=f"{_clause(why)}; restart {exe.restarts}/{p.max_restarts} in {delay:g}s",
+            message=f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s",
             restarts=exe.restarts,
         )
 

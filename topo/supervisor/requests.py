@@ -1,5 +1,5 @@
 """What the launcher answers on its control channel (``topo stop``, ``topo snapshot``,
-``topo apply``).
+``topo apply``, ``topo restart``, the dashboard's actions).
 
 Requests and answers are JSON objects (``topo.runs.control``): nothing is unpickled. A
 change (``apply``) carries the new program as the IR's JSON; it is answered with the
@@ -40,6 +40,7 @@ class Operated(Protocol):
         source: dict[str, Any] | None = ...,
         keep_state: bool = ...,
     ) -> tuple[LivePlan, int | None]: ...
+    def restart_node(self, node: str, by: str = ...) -> dict[str, Any]: ...
 
 
 def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +70,11 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
         }
     if op == "apply":
         return _apply(launcher, request)
+    if op == "restart":
+        node = request.get("node")
+        if not isinstance(node, str) or not node:
+            return {"ok": False, "error": "restart needs the node to restart"}
+        return launcher.restart_node(node, str(request.get("by") or "topo restart"))
     return {"ok": False, "error": f"unknown request {op!r}"}
 
 

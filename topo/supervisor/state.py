@@ -26,6 +26,7 @@ class NodeStatus:
     stalled_s: float | None = None  # running without progress this long (supervisor.progress)
     busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
     phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
+    rpc: dict[str, Any] | None = None  # its latest call figures (supervisor.rpc_stats)
 
 
 @dataclass
@@ -48,6 +49,13 @@ class ExeStatus:
     leaving: bool = False
     retiring: str = ""  # why its nodes were asked to end (topo apply), while they end
     retire_deadline: float | None = None  # monotonic: killed if still running then
+    asked: str = ""  # who asked to restart the current attempt (``topo restart``), if anyone
+    asked_restarts: int = 0  # restarts asked for: they do not count against the policy
+
+    @property
+    def failed_restarts(self) -> int:
+        """The restarts its restart policy made (the budget of ``max_restarts``)."""
+        return self.restarts - self.asked_restarts
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""What the dashboard reads of a run directory: the launcher's file names, events read
+on from an offset, logs followed across a rotation, metric rows in pieces, a process's
+figures."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from topo.backends.logs import log_path, safe_name
+from topo.supervisor import events_log, metrics_store, record
+from topo.ui import files
+from topo.ui import record as ui_record
+from topo.ui.procinfo import process_figures
+
+
+def test_the_dashboard_reads_the_files_the_launcher_writes(tmp_path: Path) -> None:
+    assert ui_record.STATUS_FILE == record.STATUS_FILE
+    assert ui_record.EVENTS_FILE == events_log.EVENTS_FILE
+    assert ui_record.METRICS_DIR == metrics_store.METRICS_DIR
+    for node in ("actor/3", "learner", "a/b/c"):
+        assert ui_record.safe_name(node) == safe_name(node)
+        assert files.log_file(tmp_path, node) == log_path(tmp_path, node)
+
+
+def test_events_are_read_on_from_where_the_last_read_ended(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    reader = ui_record.EventReader(tmp_path)
+    assert reader.first() == []
+    path.write_text('{"kind": "starting"}\n{"kind": "rea')  # a line still being written
+    assert [e["kind"] for e in reader.more()] == ["starting"]
+    with open(path, "a") as f:
+        f.write('dy"}\nnot json\n{"kind": "applied", "generation": 3}\n')
+    assert [e["kind"] for e in reader.more()] == ["ready", "applied"]
+    assert reader.more() == []
+    os.replace(path, tmp_path / "events.jsonl.1")  # rotated: a new file begins
+    path.write_text('{"kind": "stopped"}\n')
+    assert [e["kind"] for e in reader.more()] == ["stopped"]
+    fresh = ui_record.EventReader(tmp_path)
+    assert [e["kind"] for e in fresh.first()] == ["starting", "ready", "applied", "stopped"]
+
+
+def test_a_log_is_followed_across_its_rotation(tmp_path: Path) -> None:
+    log = files.log_file(tmp_path, "actor/0")
+    log.parent.mkdir()
+    log.write_text("one\ntwo\nthr")
+    tail = files.log_tail(tmp_path, "actor/0")
+    assert tail["lines"] == ["one", "two"]
+    with open(log, "a") as f:
+        f.write("ee\nfour\n")
+    more = files.log_since(tmp_path, "actor/0", tail["offset"])
+    assert more["lines"] == ["three", "four"] and not more["reset"]
+    assert files.log_since(tmp_path, "actor/0", more["offset"])["lines"] == []
+    os.replace(log, log.with_name(log.name + ".1"))
+    log.write_text("five\n")
+    rotated = files.log_since(tmp_path, "actor/0", more["offset"])
+    assert rotated["lines"] == ["five"] and rotated["reset"]
+    found = files.log_search(tmp_path, "actor/0", "F")
+    assert found == {"lines": ["four", "five"], "matches": 2}
+
+
+def test_a_huge_log_is_sent_from_its_newest_part(tmp_path: Path) -> None:
+    log = files.log_file(tmp_path, "n")
+    log.parent.mkdir()
+    log.write_text("".join(f"line {i}\n" for i in range(100_000)))
+    tail = files.log_tail(tmp_path, "n", lines=3)
+    assert tail["lines"] == ["line 99997", "line 99998", "line 99999"]
+    behind = files.log_since(tmp_path, "n", 0)
+    assert behind["reset"] and behind["lines"][-1] == "line 99999"
+    assert len("\n".join(behind["lines"])) <= files.TAIL_BYTES
+
+
+def test_metric_rows_come_in_pieces_and_only_numbers(tmp_path: Path) -> None:
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    rows = [
+        {"time": 1.0 + i, "node": "actor/0", "ret": i, "note": "x", "ok": True} for i in range(3)
+    ]
+    (folder / "actor_0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"ti')
+    got = files.metric_rows(tmp_path, {})
+    part = got["actor_0"]
+    assert part["rows"] == [{"time": 1.0 + i, "node": "actor/0", "ret": i} for i in range(3)]
+    assert files.metric_rows(tmp_path, {"actor_0": part["offset"]}) == {}
+
+
+def test_process_figures_by_pid_here_and_remote() -> None:
+    here = process_figures(os.getpid(), None, {"pid": 1, "host": None}, "procs")
+    assert here["where"] == "local" and here["rss"] > 0 and not here["shared"]
+    threads = process_figures(os.getpid(), None, {"pid": os.getpid(), "host": None}, "threads")
+    assert threads["shared"]
+    assert process_figures(4242, "10.0.0.7", {}, "ssh") == {"where": "remote", "host": "10.0.0.7"}
+    assert process_figures(None, None, {}, "procs") == {"where": "gone"}

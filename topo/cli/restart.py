@@ -1,0 +1,46 @@
+"""``topo restart RUN NODE``: restart one node of a live run from any shell (its process
+is killed and started again, whatever its restart policy), over the run's control
+channel as ``topo stop`` is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from topo.cli.app import app
+from topo.cli.operate import LogDirOption, pick_run, say
+
+
+@app.command("restart")
+def restart(
+    run: Annotated[
+        str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
+    ],
+    node: Annotated[str, typer.Argument(help="The node to restart.", show_default=False)],
+    log_dir: LogDirOption = Path("runs"),
+) -> None:
+    """Restart one node of a live run now: its process is killed and started again."""
+    from topo.runs.control import ControlError, request
+
+    info = pick_run(run, log_dir)
+    if not info.live:
+        say(f"error: run {info.id} is not running ({info.state}): nothing to restart", "red")
+        raise typer.Exit(1)
+    socket_path = info.status.get("control")
+    try:
+        if not socket_path:
+            raise ControlError("the run has no control socket")
+        message = {"op": "restart", "node": node, "by": "topo restart"}
+        answer = request(info.run_dir, str(socket_path), message)
+    except ControlError as exc:
+        say(f"error: {exc}", "red")
+        raise typer.Exit(1) from None
+    if not answer.get("ok"):
+        say(f"error: {answer.get('error')}", "red")
+        raise typer.Exit(1)
+    nodes = [str(n) for n in answer.get("nodes") or [node]]
+    others = [n for n in nodes if n != node]
+    along = f" (with {', '.join(others)}, which share its process)" if others else ""
+    say(f"↻ restarting {node} of run {info.id}{along}", "bold")

@@ -1,0 +1,208 @@
+"""What the dashboard reads of a run directory: ``status.json`` (kept current by the
+launcher at most twice a second), ``program.json`` and ``events.jsonl``.
+
+The file names are the launcher's (``topo.supervisor.record``, ``events_log``,
+``metrics_store``, ``topo.backends.logs``); this room may not import those rooms, so they
+are named again here and ``tests/ui`` checks that they agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topo.ir import Program, loads
+from topo.runs.probe import LIVE_STATES, launcher_alive
+
+STATUS_FILE = "status.json"
+PROGRAM_FILE = "program.json"
+EVENTS_FILE = "events.jsonl"
+LOGS_DIR = "logs"
+METRICS_DIR = "metrics"
+MAX_EVENTS = 5000  # events sent to a page at first (the newest)
+
+# What a page shows of each node, from its entry in status.json.
+NODE_FIELDS = (
+    "id",
+    "group",
+    "executable",
+    "state",
+    "pid",
+    "host",
+    "restarts",
+    "since",
+    "stalled_s",
+    "phase",
+    "last_line",
+    "metrics",
+    "rpc",
+)
+RUN_FIELDS = (
+    "id",
+    "program",
+    "backend",
+    "updated",
+    "exit_code",
+    "stop_reason",
+    "failure",
+    "warnings",
+    "started",
+    "duration_s",
+    "ready_s",
+    "stopping_since",
+    "limiter",
+    "generation",
+)
+
+
+def safe_name(node_id: str) -> str:
+    """A node id as a file name, as the launcher writes it (``actor/3`` -> ``actor_3``)."""
+    return node_id.replace("/", "_").replace(os.sep, "_")
+
+
+def node_view(entry: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a node's status entry a page shows (``busy`` reduced to its
+    message: its stacks are long)."""
+    out = {k: entry.get(k) for k in NODE_FIELDS}
+    busy = entry.get("busy")
+    out["busy"] = busy.get("message", "busy") if isinstance(busy, dict) else None
+    return out
+
+
+@dataclass
+class Snapshot:
+    """One reading of ``status.json``: its version (changes whenever the file does), the
+    run's state as this machine sees it (``lost`` when its launcher died) and nodes."""
+
+    version: int
+    state: str
+    run: dict[str, Any]
+    nodes: dict[str, dict[str, Any]]
+    control: str | None
+
+
+class RunRecord:
+    """A run directory as the dashboard reads it; ``status()`` is shared by every page
+    and read again only when the file changed (one ``stat`` per look)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._version = 0
+        self._snapshot = Snapshot(0, "unknown", {}, {}, None)
+        self._checked = 0.0
+        self._program: Program | None = None
+
+    def program(self) -> Program:
+        """The run's program (``program.json``), read once."""
+        if self._program is None:
+            self._program = loads((self.run_dir / PROGRAM_FILE).read_text(encoding="utf-8"))
+        return self._program
+
+    def status(self, max_age_s: float = 0.05) -> Snapshot:
+        """The newest reading of ``status.json`` (at most ``max_age_s`` old)."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked < max_age_s:
+                return self._snapshot
+            self._checked = now
+            path = self.run_dir / STATUS_FILE
+            try:
+                st = path.stat()
+                stamp = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                stamp = None
+            if stamp is not None and stamp != self._stamp:
+                data = _read_json(path)
+                if data is not None:
+                    self._stamp = stamp
+                    self._version += 1
+                    self._snapshot = _snapshot(self._version, data)
+            elif self._snapshot.state in LIVE_STATES and stamp is not None:
+                # the file did not change: is its launcher still there?
+                run = self._snapshot.run
+                if launcher_alive(run.get("launcher")) is False:
+                    self._version += 1
+                    self._snapshot = Snapshot(
+                        self._version, "lost", run, self._snapshot.nodes, None
+                    )
+            return self._snapshot
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # (written atomically: an error is a file that went away)
+    return data if isinstance(data, dict) else None
+
+
+def _snapshot(version: int, data: dict[str, Any]) -> Snapshot:
+    state = str(data.get("state") or "unknown")
+    launcher = data.get("launcher") or {}
+    if state in LIVE_STATES and launcher_alive(launcher) is False:
+        state = "lost"
+    run = {k: data.get(k) for k in RUN_FIELDS}
+    run["launcher"] = launcher
+    nodes = {}
+    for entry in data.get("nodes") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            nodes[entry["id"]] = node_view(entry)
+    control = data.get("control") if state in LIVE_STATES else None
+    return Snapshot(version, state, run, nodes, control if isinstance(control, str) else None)
+
+
+class EventReader:
+    """``events.jsonl`` read on from where the last read ended (a rotation starts over
+    from the new file)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / EVENTS_FILE
+        self.offset = 0
+        self._inode: int | None = None
+
+    def first(self) -> list[dict[str, Any]]:
+        """Every event so far (the newest ``MAX_EVENTS``, the rotated file's first)."""
+        older = _read_lines(self.path.with_name(EVENTS_FILE + ".1"), 0)[0]
+        rows = older + self.more()
+        return rows[-MAX_EVENTS:]
+
+    def more(self) -> list[dict[str, Any]]:
+        """The events written since the last call."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return []
+        if self._inode != st.st_ino or st.st_size < self.offset:
+            self._inode, self.offset = st.st_ino, 0
+        if st.st_size == self.offset:
+            return []
+        rows, self.offset = _read_lines(self.path, self.offset)
+        return rows
+
+
+def _read_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of the whole lines of ``path`` from ``offset``, and where the
+    next read starts (after the last whole line)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for line in data[:end].splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, offset + end

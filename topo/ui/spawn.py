@@ -1,0 +1,109 @@
+"""``topo run --ui``: the dashboard as a process of its own (``python -m topo.ui``), so
+the launcher pays nothing for it, that ends with the run (see ``serve``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from topo.ui.auth import new_token
+from topo.ui.serve import ACCESS_LOG, UiError, check_host, url_of
+
+START_TIMEOUT_S = 30.0
+
+
+def precheck(host: str, port: int, allow_remote: bool) -> None:
+    """Refuse a host or port the dashboard could not take, before the run starts."""
+    check_host(host, allow_remote, ("--ui-host", "--ui-allow-remote"))
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UiError(f"cannot listen on host {host!r}: {exc.strerror or exc}") from None
+    except OverflowError:
+        raise UiError(f"--port {port} is not a port (0-65535)") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UiError(f"port {port} is in use on {host}: give another --ui-port") from None
+            raise UiError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+class Child:
+    """A running dashboard process and the URL it serves."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+    @property
+    def pid(self) -> int:
+        """The dashboard's pid."""
+        return self.proc.pid
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End it (its stdin closes) and wait; kill it if it does not end."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start(run_dir: Path, host: str, port: int) -> Child:
+    """Start the dashboard of ``run_dir``; its URL once it listens (``UiError`` if not)."""
+    token = new_token()
+    with open(run_dir / ACCESS_LOG, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "topo.ui", str(run_dir), host, str(port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    child = Child(proc, "")
+    try:
+        proc.stdin.write(f"{token}\n".encode())
+        proc.stdin.flush()
+        answer = _first_line(proc, START_TIMEOUT_S)
+    except (OSError, UiError):
+        child.close(1.0)
+        raise
+    if not answer.startswith("port "):
+        child.close(1.0)
+        raise UiError(answer.removeprefix("error: ") or "the dashboard did not start")
+    child.url = url_of(host, int(answer.split()[1]), token)
+    return child
+
+
+def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    end = time.monotonic() + timeout
+    data = b""
+    while b"\n" not in data:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise UiError(f"the dashboard did not start within {timeout:g}s (see {ACCESS_LOG})")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace").strip()
