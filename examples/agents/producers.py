@@ -103,10 +103,15 @@ class Consumer:
 
 def _result_unless_stopped(future: Future[int], stop: threading.Event) -> int | None:
     """The future's result, or None once the program stops first (a producer that
-    stopped before answering would otherwise hold the consumer past the grace period)."""
+    stopped before answering would otherwise hold the consumer past the grace period).
+    A call that failed by its deadline raises: its ``DeadlineExceeded`` is a
+    ``TimeoutError`` too, and taken for the poll's it made this loop spin, re-raising the
+    same exception (whose traceback grew each time: gigabytes under load)."""
     while True:
         try:
             return future.result(timeout=0.1)
         except FutureTimeout:
+            if future.done():
+                raise
             if stop.is_set():
                 return None

@@ -224,6 +224,11 @@ def run(
     if rerun is not None:
         file, settings = rerun.file, rerun.settings(ctx, settings)
     assert file is not None
+    warm = None
+    if ui:  # its interpreter starts now, before the program's nodes take the CPU
+        from topo.cli.ui import warm_for_run
+
+        warm = warm_for_run(ui_host, ui_port)
     try:  # procs: the fork server imports while the file is compiled
         launcher = prepare(
             file,
@@ -237,12 +242,14 @@ def run(
             **settings,
             check_imports=True,  # imports and node arguments, before anything starts
         )
-    except (BackendNotFound, BackendOptionError) as exc:
-        raise error(str(exc)) from None
-    except TopoError as exc:  # a bad file or inventory, or a program the backend refuses
-        raise fail(exc) from None
-    except SnapshotError as exc:  # --resume / --fork: a snapshot that does not fit
-        raise error(str(exc)) from None
+    except BaseException as exc:
+        if warm is not None:  # nothing runs: nor does the dashboard
+            warm.close()
+        if isinstance(exc, BackendNotFound | BackendOptionError | SnapshotError):
+            raise error(str(exc)) from None  # (--resume / --fork: a snapshot that does not fit)
+        if isinstance(exc, TopoError):  # a bad file or inventory, or a program refused
+            raise fail(exc) from None
+        raise
     set_title(f"topo: run {launcher.program.name} ({name})")
     warn_reused(run_dir)
     from topo.backends.base import Event
@@ -295,7 +302,8 @@ def run(
         if ui:
             from topo.cli.ui import start_with_run
 
-            dashboard = start_with_run(launcher.run_dir, ui_host, ui_port)
+            assert warm is not None
+            dashboard = start_with_run(launcher.run_dir, warm)
         while launcher.wait(0.2) is None:
             if detached is not None and detached.fd is not None and launcher.ready_at is not None:
                 launcher.record_now()  # `topo ps` right after `run -d` sees it running
@@ -303,6 +311,8 @@ def run(
     finally:
         if dashboard is not None:
             dashboard.close()
+        elif warm is not None:  # the run did not start, or the dashboard did not
+            warm.close()
         if detached is not None:
             detached.close()
         if view is not None:

@@ -13,7 +13,7 @@ from topo.cli.app import app
 from topo.cli.operate import LogDirOption, RunArgument, pick_run, say
 
 if TYPE_CHECKING:
-    from topo.ui.spawn import Child
+    from topo.ui.spawn import Child, Warm
 
 HostOption = Annotated[
     str,
@@ -101,14 +101,21 @@ def precheck_for_run(detach: bool, host: str, port: int, allow_remote: bool) -> 
         remote_warning(host)
 
 
-def start_with_run(run_dir: Path, host: str, port: int) -> Child | None:
-    """``topo run --ui``: start the dashboard process and print its URL; a failure is a
-    warning (the run goes on)."""
+def warm_for_run(host: str, port: int) -> Warm:
+    """``topo run --ui``: the dashboard process, started before the run so that its
+    start-up does not compete with the program's nodes for the CPU."""
+    from topo.ui.spawn import warm_up
+
+    return warm_up(host, port)
+
+
+def start_with_run(run_dir: Path, warm: Warm) -> Child | None:
+    """``topo run --ui``: the warmed-up dashboard serves the run; print its URL. A
+    failure is a warning (the run goes on)."""
     from topo.ui.serve import UiError
-    from topo.ui.spawn import start
 
     try:
-        child = start(run_dir, host, port)
+        child = warm.start(run_dir)
     except UiError as exc:
         say(f"warning: no dashboard: {exc}", "yellow")
         return None

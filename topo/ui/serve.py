@@ -12,6 +12,7 @@ the open pages to show the run's end).
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import sys
 import threading
@@ -77,6 +78,27 @@ def open_dashboard(run_dir: Path, host: str, port: int, token: str) -> Dashboard
         raise UiError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def set_title(run_dir: Path) -> None:
+    """``topo: ui RUN``: the process title ``ps`` shows, once the run is known."""
+    try:
+        from setproctitle import setproctitle
+
+        setproctitle(f"topo: ui {run_dir.name}")
+    except ImportError:
+        pass
+
+
+def _errors_to(path: Path) -> None:
+    """This process's stderr goes to ``path`` from now on (it was started before its run
+    directory existed)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def _access_log(run_dir: Path) -> TextIO | None:
     try:
         return open(run_dir / ACCESS_LOG, "a", encoding="utf-8")
@@ -96,11 +118,19 @@ def serve_until(dashboard: Dashboard, end: Callable[[], None] | None = None) -> 
             dashboard.access_log.close()
 
 
-def child(run_dir: Path, host: str, port: int) -> int:
-    """``topo ui --child``: token from stdin, ``port N`` on stdout, end at stdin's end."""
+def child(run_dir: Path | None, host: str, port: int) -> int:
+    """``topo ui --child``: token from stdin (then the run directory, when ``run_dir``
+    is None), ``port N`` on stdout, end at stdin's end."""
     token = sys.stdin.readline().strip()
     if not token:
         return 1
+    if run_dir is None:
+        given = sys.stdin.readline().strip()
+        if not given:
+            return 1
+        run_dir = Path(given)
+        _errors_to(run_dir / ACCESS_LOG)
+        set_title(run_dir)
     try:
         dashboard = open_dashboard(run_dir, host, port, token)
     except UiError as exc:

@@ -64,31 +64,53 @@ class Child:
             self.proc.wait()
 
 
-def start(run_dir: Path, host: str, port: int) -> Child:
-    """Start the dashboard of ``run_dir``; its URL once it listens (``UiError`` if not)."""
-    token = new_token()
-    with open(run_dir / ACCESS_LOG, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "topo.ui", str(run_dir), host, str(port)],
+class Warm:
+    """A dashboard process started before its run (``warm_up``): its interpreter and
+    imports done while the program starts, which on a busy machine (a program's nodes
+    taking every core at once) is what lets it come up at all."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "topo.ui", "-", host, str(port)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=log,
+            stderr=subprocess.DEVNULL,  # it writes to the run's ui.log once it has it
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    assert proc.stdin is not None and proc.stdout is not None
-    child = Child(proc, "")
-    try:
-        proc.stdin.write(f"{token}\n".encode())
-        proc.stdin.flush()
-        answer = _first_line(proc, START_TIMEOUT_S)
-    except (OSError, UiError):
-        child.close(1.0)
-        raise
-    if not answer.startswith("port "):
-        child.close(1.0)
-        raise UiError(answer.removeprefix("error: ") or "the dashboard did not start")
-    child.url = url_of(host, int(answer.split()[1]), token)
-    return child
+
+    def start(self, run_dir: Path) -> Child:
+        """Serve ``run_dir``: its URL once it listens (``UiError`` if it does not)."""
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        token = new_token()
+        child = Child(proc, "")
+        try:
+            proc.stdin.write(f"{token}\n{run_dir}\n".encode())
+            proc.stdin.flush()
+            answer = _first_line(proc, START_TIMEOUT_S)
+        except (OSError, UiError):
+            child.close(1.0)
+            raise
+        if not answer.startswith("port "):
+            child.close(1.0)
+            raise UiError(answer.removeprefix("error: ") or "the dashboard did not start")
+        child.url = url_of(self.host, int(answer.split()[1]), token)
+        return child
+
+    def close(self) -> None:
+        """The run never started: end the waiting dashboard process."""
+        Child(self.proc, "").close(1.0)
+
+
+def warm_up(host: str, port: int) -> Warm:
+    """Start the dashboard process now, to serve a run that is about to start."""
+    return Warm(host, port)
+
+
+def start(run_dir: Path, host: str, port: int) -> Child:
+    """Start the dashboard of ``run_dir``; its URL once it listens (``UiError`` if not)."""
+    return warm_up(host, port).start(run_dir)
 
 
 def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
