@@ -41,18 +41,11 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+
+from tests.ui.chromium import ARGS, CHROMIUM  # noqa: E402  (ROOT on the path first)
+
 READY_JS = "() => document.body.dataset.ready === '1' && Object.keys(Topo.nodes).length > 0"
 
 

@@ -28,19 +28,9 @@ from typing import Any
 import pytest
 
 from tests.cli.operate import run_pids, status, wait_gone
+from tests.ui.chromium import ARGS, CHROMIUM
 from tests.ui.support import end_all, start_with_ui
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "topologies"
 LOAD_S = 180.0  # generous: the suite runs beside two busy loops on 2 cores

@@ -8,11 +8,10 @@ starts over at the new file's beginning.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from topo.ui.record import LOGS_DIR, METRICS_DIR, safe_name
+from topo.ui.record import LOGS_DIR, METRICS_DIR, read_json_lines, safe_name
 
 TAIL_BYTES = 256 * 1024  # the most of a log sent at once
 MAX_LINE = 4000  # characters of one line shown
@@ -111,24 +110,10 @@ def metric_rows(run_dir: Path, offsets: dict[str, int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, path in metric_files(run_dir).items():
         offset = offsets.get(name, 0)
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(METRIC_BYTES)
-        except OSError:
+        rows, after = read_json_lines(path, offset, METRIC_BYTES)
+        if after == offset:  # unreadable, or no whole line yet
             continue
-        end = data.rfind(b"\n") + 1
-        if not end:
-            continue
-        rows = []
-        for line in data[:end].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                rows.append(_numbers(row))
-        out[name] = {"offset": offset + end, "rows": rows}
+        out[name] = {"offset": after, "rows": [_numbers(row) for row in rows]}
     return out
 
 

@@ -169,7 +169,7 @@ class EventReader:
 
     def first(self) -> list[dict[str, Any]]:
         """Every event so far (the newest ``MAX_EVENTS``, the rotated file's first)."""
-        older = _read_lines(self.path.with_name(EVENTS_FILE + ".1"), 0)[0]
+        older = read_json_lines(self.path.with_name(EVENTS_FILE + ".1"), 0)[0]
         rows = older + self.more()
         return rows[-MAX_EVENTS:]
 
@@ -183,17 +183,17 @@ class EventReader:
             self._inode, self.offset = st.st_ino, 0
         if st.st_size == self.offset:
             return []
-        rows, self.offset = _read_lines(self.path, self.offset)
+        rows, self.offset = read_json_lines(self.path, self.offset)
         return rows
 
 
-def _read_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The JSON objects of the whole lines of ``path`` from ``offset``, and where the
-    next read starts (after the last whole line)."""
+def read_json_lines(path: Path, offset: int, limit: int = -1) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of the whole lines of ``path`` from ``offset`` (at most ``limit``
+    bytes read), and where the next read starts (after the last whole line)."""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
-            data = f.read()
+            data = f.read(limit)
     except OSError:
         return [], offset
     end = data.rfind(b"\n") + 1
