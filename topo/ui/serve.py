@@ -78,7 +78,7 @@ def open_dashboard(run_dir: Path, host: str, port: int, token: str) -> Dashboard
         raise UiError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def set_title(run_dir: Path) -> None:
+def _set_title(run_dir: Path) -> None:
     """``topo: ui RUN``: the process title ``ps`` shows, once the run is known."""
     try:
         from setproctitle import setproctitle
@@ -118,19 +118,16 @@ def serve_until(dashboard: Dashboard, end: Callable[[], None] | None = None) -> 
             dashboard.access_log.close()
 
 
-def child(run_dir: Path | None, host: str, port: int) -> int:
-    """``topo ui --child``: token from stdin (then the run directory, when ``run_dir``
-    is None), ``port N`` on stdout, end at stdin's end."""
+def child(host: str, port: int) -> int:
+    """``python -m topo.ui``: the token and then the run directory from stdin, ``port N``
+    on stdout, end at stdin's end."""
     token = sys.stdin.readline().strip()
-    if not token:
+    given = sys.stdin.readline().strip() if token else ""
+    if not given:
         return 1
-    if run_dir is None:
-        given = sys.stdin.readline().strip()
-        if not given:
-            return 1
-        run_dir = Path(given)
-        _errors_to(run_dir / ACCESS_LOG)
-        set_title(run_dir)
+    run_dir = Path(given)
+    _errors_to(run_dir / ACCESS_LOG)
+    _set_title(run_dir)
     try:
         dashboard = open_dashboard(run_dir, host, port, token)
     except UiError as exc:

@@ -108,11 +108,6 @@ def warm_up(host: str, port: int) -> Warm:
     return Warm(host, port)
 
 
-def start(run_dir: Path, host: str, port: int) -> Child:
-    """Start the dashboard of ``run_dir``; its URL once it listens (``UiError`` if not)."""
-    return warm_up(host, port).start(run_dir)
-
-
 def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
