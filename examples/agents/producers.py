@@ -72,19 +72,19 @@ class Consumer:
         if not self.producers:
             raise ValueError("the consumer needs at least one producer")
         start = time.perf_counter()
-        futures: dict[int, Future[int]] = {
-            i: self.producers[i % len(self.producers)].futures.work(i)
-            for i in range(self.work_items)
-            if i not in self._results
-        }
         stop = topo.stop_event()
+        futures: dict[int, Future[int]] = {}
+        for i in range(self.work_items):
+            if stop.is_set():  # many items take a while to send: a stop is seen meanwhile
+                return self._stopped()
+            if i not in self._results:
+                futures[i] = self.producers[i % len(self.producers)].futures.work(i)
         for i, future in futures.items():
             topo.pausepoint()
             with topo.pausable():  # a producer's work: nothing here changes meanwhile
                 value = _result_unless_stopped(future, stop)
             if value is None:  # stopped from outside: nothing to sum
-                print(f"{topo.current_node().id}: stopped before every result came", flush=True)
-                return
+                return self._stopped()
             self._results[i] = value
         results = [self._results[i] for i in range(self.work_items)]
         self.result = sum(results)
@@ -95,6 +95,9 @@ class Consumer:
             f"in {elapsed:.2f}s, sum = {self.result}",
             flush=True,
         )
+
+    def _stopped(self) -> None:
+        print(f"{topo.current_node().id}: stopped before every result came", flush=True)
 
     def get_result(self) -> int | None:
         """The sum once ``run()`` has finished (for tests)."""

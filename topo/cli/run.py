@@ -303,7 +303,8 @@ def run(
             from topo.cli.ui import start_with_run
 
             assert warm is not None
-            dashboard = start_with_run(launcher.run_dir, warm)
+            show = view.say if isinstance(view, TableView) else None
+            dashboard = start_with_run(launcher.run_dir, warm, show)
         while launcher.wait(0.2) is None:
             if detached is not None and detached.fd is not None and launcher.ready_at is not None:
                 launcher.record_now()  # `topo ps` right after `run -d` sees it running

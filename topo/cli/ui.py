@@ -4,6 +4,7 @@ until Ctrl-C (``topo.ui``); ``topo run --ui`` starts the same dashboard with the
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,8 @@ from topo.cli.app import app
 from topo.cli.operate import LogDirOption, RunArgument, pick_run, say
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from topo.ui.spawn import Child, Warm
 
 HostOption = Annotated[
@@ -109,15 +112,26 @@ def warm_for_run(host: str, port: int) -> Warm:
     return warm_up(host, port)
 
 
-def start_with_run(run_dir: Path, warm: Warm) -> Child | None:
-    """``topo run --ui``: the warmed-up dashboard serves the run; print its URL. A
-    failure is a warning (the run goes on)."""
+def start_with_run(
+    run_dir: Path, warm: Warm, show: Callable[[Text], None] | None = None
+) -> Child | None:
+    """``topo run --ui``: the warmed-up dashboard serves the run; print its URL (through
+    ``show``, the live table's, when there is one; else on stderr). A failure is a
+    warning (the run goes on)."""
+    from rich.text import Text
+
     from topo.ui.serve import UiError
+
+    def tell(message: str, style: str) -> None:
+        if show is None:
+            say(message, style)
+        else:
+            show(Text(message, style=style))
 
     try:
         child = warm.start(run_dir)
     except UiError as exc:
-        say(f"warning: no dashboard: {exc}", "yellow")
+        tell(f"warning: no dashboard: {exc}", "yellow")
         return None
-    say(f"dashboard: {child.url}", "bold")
+    tell(f"dashboard: {child.url}", "bold")
     return child

@@ -203,8 +203,12 @@ class TableView:
             return
         line = status_line(event, self.source)
         if line is not None:
-            # wrapped by rich, not the terminal: the live table's redraw counts its lines
-            self.live.console.print(line, highlight=False, soft_wrap=False)
+            self.say(line)
+
+    def say(self, line: Text) -> None:
+        """A line above the table (a line written beside it would be drawn over)."""
+        # wrapped by rich, not the terminal: the live table's redraw counts its lines
+        self.live.console.print(line, highlight=False, soft_wrap=False)
 
     def close(self) -> None:
         """Print the final table and stop refreshing."""

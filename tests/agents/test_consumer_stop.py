@@ -1,0 +1,36 @@
+"""The consumer_producers example stops within the grace while its consumer is still
+sending its work items: with many items the fan-out takes seconds, and a stop asked
+meanwhile used to wait for all of them to be sent (the consumer was killed after the
+grace)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from topo.testing import wait_gone
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["threads", "procs"])
+def test_a_stop_during_the_consumers_fan_out_ends_it_within_the_grace(
+    topo_launch: Callable, backend: str
+) -> None:
+    # 300,000 items take far longer than a second to send on this machine
+    run = topo_launch(
+        EXAMPLES / "consumer_producers.yaml", backend, params={"work_items": 300_000}
+    )
+    assert run.wait_ready(120)
+    time.sleep(1.0)
+    assert run.wait(0) is None, "the consumer was done before the stop: more items needed"
+    run.stop("stopped by the test", timeout=30)
+    assert run.launcher.done
+    assert not wait_gone(run.pids(), 15)
+    status = json.loads((run.run_dir / "status.json").read_text())
+    assert not [w for w in status["warnings"] if "grace period" in w], status["warnings"]
+    assert "stopped before every result came" in run.log("consumer")
