@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,7 @@ def test_a_stop_during_the_consumers_fan_out_ends_it_within_the_grace(
     topo_launch: Callable, backend: str
 ) -> None:
     # 300,000 items take far longer than a second to send on this machine
-    run = topo_launch(
-        EXAMPLES / "consumer_producers.yaml", backend, params={"work_items": 300_000}
-    )
+    run = topo_launch(EXAMPLES / "consumer_producers.yaml", backend, params={"work_items": 300_000})
     assert run.wait_ready(120)
     time.sleep(1.0)
     assert run.wait(0) is None, "the consumer was done before the stop: more items needed"
