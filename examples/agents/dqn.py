@@ -58,6 +58,7 @@ from topo.nodes import Counter
 __all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
 log = logging.getLogger("examples.agents.dqn")
 PRIORITIES_FLUSH_S = 5.0  # at a snapshot, how long the learner waits for its priorities
+SAMPLER_JOIN_S = 5.0  # at the stop, how long the learner waits for its sampler to end
 VARIABLE_NAMES = ("policy", "params")  # names get_variables answers with the online params
 
 
@@ -204,7 +205,18 @@ class Learner:
             raise RuntimeError("this learner has no replay to learn from")
         batches: queue.Queue[Any] = queue.Queue(maxsize=2)
         # A daemon: a sample call stuck on a stopped replay must not hold the exit.
-        node_thread(self._sample_loop, "dqn-sampler", self._replay.address(), stop, batches)
+        sampler = node_thread(
+            self._sample_loop, "dqn-sampler", self._replay.address(), stop, batches
+        )
+        try:
+            self._learn_from(batches, stop)
+        finally:
+            # Its samples wait at most the rate limiter's timeout: ended before the learner
+            # is, it is not left waiting on a replay that stops next (a threads program
+            # runs in one process, which outlives it).
+            sampler.join(SAMPLER_JOIN_S)
+
+    def _learn_from(self, batches: queue.Queue[Any], stop: threading.Event) -> None:
         started, steps_then = time.monotonic(), self.steps
         while not stop.is_set():
             pause_step(self._counter, self._flush_priorities)

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs the rl and reverb extras",
 )
 ROOT = Path(__file__).resolve().parents[2]
+DQN_TABLES = "examples.agents.dqn_core:make_replay_tables"
 HOLD_WITHIN_S = 10.0  # a busy 2-core machine; a held loop is normally still in far less
 
 
@@ -34,6 +35,24 @@ def agents() -> SimpleNamespace:
     assert prepare(str(ROOT / "examples/topologies/acme_offline.yaml"), "examples.agents") is None
     names = ["dqn", "dqn_core", "offline", "demonstrations", "mava", "dial"]
     return SimpleNamespace(**{n: importlib.import_module(f"examples.agents.{n}") for n in names})
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left() -> Iterator[None]:
+    """Every thread a test starts has ended after it (nodes, their helpers, samplers): one
+    left waiting on a replay would go on in this process, and use its CPU, for ever."""
+    before = set(threading.enumerate())
+    yield
+    end = time.monotonic() + 15.0
+    left = [  # zmq's garbage collector starts with the process's first zero-copy send
+        t
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and type(t).__name__ != "GarbageCollectorThread"
+    ]
+    while left and time.monotonic() < end:
+        time.sleep(0.1)
+        left = [t for t in left if t.is_alive()]
+    assert not left, f"threads left behind: {[t.name for t in left]}"
 
 
 class NodeThread:
@@ -115,18 +134,26 @@ def test_an_offline_learner_is_held_between_steps_and_goes_on_after(
         node.close()
 
 
+def jailed_replay(tables: str, **table_args: Any) -> Any:
+    """A real Reverb server in a process of its own, as a reverb node runs it: a client
+    still waiting on it when it stops fails, where one waiting on a server in this
+    process would wait for ever (a thread left behind, spinning)."""
+    from topo.nodes.reverb import ReverbServer
+
+    return ReverbServer(tables, **table_args)
+
+
 @pytest.fixture
 def tight_replay(agents: SimpleNamespace) -> Iterator[tuple[Any, Any]]:
-    """A real Reverb server whose rate limiter soon holds inserts back (nothing samples),
-    and its client."""
+    """A Reverb server whose rate limiter soon holds inserts back (nothing samples), and
+    its client."""
     import reverb
 
-    tables = agents.dqn_core.make_replay_tables(
-        min_size_to_sample=20, samples_per_insert=4.0, samples_per_insert_tolerance=0.1
+    server = jailed_replay(
+        DQN_TABLES, min_size_to_sample=20, samples_per_insert=4.0, samples_per_insert_tolerance=0.1
     )
-    server = reverb.Server(tables, port=None)
-    yield server, reverb.Client(f"localhost:{server.port}")
-    server.stop()
+    yield server, reverb.Client(server.address())
+    server.close()
 
 
 def test_a_dqn_actor_held_by_the_rate_limiter_is_held_for_a_snapshot(
@@ -169,33 +196,20 @@ def test_a_dqn_actor_held_by_the_rate_limiter_is_held_for_a_snapshot(
         wait_until(lambda: actor.steps > steps)
     finally:
         node.stop.set()
-        # Samples release the writes the limiter still holds, so the actor's loop ends as
-        # at a program's stop (a replay that goes away first fails its last flush).
-        threading.Thread(target=drain, args=(tight_replay, node.thread), daemon=True).start()
-        node.thread.join(30)
-        tight_replay_server.stop()
+        # The replay releases the writes its limiter still holds, as at a program's stop,
+        # so the actor's loop ends (a replay that goes away first fails its last flush).
+        tight_replay_server.close()
         node.close()
-
-
-def drain(client: Any, thread: threading.Thread) -> None:
-    """Sample one item at a time while ``thread`` lives (ends when the server stops)."""
-    from examples.agents.dqn_core import TABLE
-
-    try:
-        while thread.is_alive():
-            next(client.sample(TABLE, num_samples=1))
-    except Exception:  # the server stopped
-        pass
 
 
 class Replay:
     """What a DQN learner uses of topo's replay handle, over a real Reverb client."""
 
     def __init__(self, server: Any, client: Any) -> None:
-        self._port, self._client = server.port, client
+        self._address, self._client = server.address(), client
 
     def address(self) -> str:
-        return f"localhost:{self._port}"
+        return self._address
 
     def mutate_priorities(self, table: str, updates: dict[int, float]) -> None:
         self._client.mutate_priorities(table, updates=updates)
@@ -222,16 +236,15 @@ def fill(client: Any, table: str, count: int, seed: int) -> None:
 
 @pytest.fixture
 def sampling_replay(agents: SimpleNamespace) -> Iterator[tuple[Any, Any]]:
-    """A real Reverb server whose rate limiter lets about 40 more samples through than
-    items were inserted, then holds samples back (no actor inserts); its client."""
+    """A Reverb server whose rate limiter lets about 40 more samples through than items
+    were inserted, then holds samples back (no actor inserts); its client."""
     import reverb
 
-    tables = agents.dqn_core.make_replay_tables(
-        min_size_to_sample=10, samples_per_insert=1.0, samples_per_insert_tolerance=5.0
+    server = jailed_replay(
+        DQN_TABLES, min_size_to_sample=10, samples_per_insert=1.0, samples_per_insert_tolerance=5.0
     )
-    server = reverb.Server(tables, port=None)
-    yield server, reverb.Client(f"localhost:{server.port}")
-    server.stop()
+    yield server, reverb.Client(server.address())
+    server.close()
 
 
 def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
@@ -272,8 +285,8 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
 
     from topo.nodes import Counter
 
-    server = reverb.Server(agents.mava.make_replay_tables(max_size=8), port=None)
-    client = reverb.Client(f"localhost:{server.port}")
+    server = jailed_replay("examples.agents.mava:make_replay_tables", max_size=8)
+    client = reverb.Client(server.address())
     counter = Counter()
     trainer = agents.mava.Trainer(client, counter, num_agents=3, batch_size=4)
     executor = agents.mava.Executor(0, client, trainer, counter, episodes_per_round=4)
@@ -297,6 +310,6 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
     finally:
         for node in nodes:
             node.stop.set()
-        server.stop()
+        server.close()
         for node in nodes:
             node.close()

@@ -284,7 +284,16 @@ class ReverbServer:
                     next_at = time.monotonic() + (every or 0.0)
             if self._dir is not None:
                 self.checkpoint()
-            self._jail.request("release")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the writers the rate limiters hold back, end the server's process and
+        remove its files (what the node does at the stop; for a server used outside a
+        program)."""
+        try:
+            if self._jail.alive():
+                self._jail.request("release")
         finally:
             self._jail.stop()
             shutil.rmtree(self._space, ignore_errors=True)
