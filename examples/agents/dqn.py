@@ -58,7 +58,10 @@ from topo.nodes import Counter
 __all__ = ["Actor", "Evaluator", "Learner", "ModelSaver", "make_replay_tables"]
 log = logging.getLogger("examples.agents.dqn")
 PRIORITIES_FLUSH_S = 5.0  # at a snapshot, how long the learner waits for its priorities
-SAMPLER_JOIN_S = 5.0  # at the stop, how long the learner waits for its sampler to end
+# At the stop, how long the learner waits for its sampler to end: one rate-limiter timeout
+# and a little more. Not longer: a sample on a replay that has stopped first is retried by
+# Reverb until the server comes back, and a longer wait ate the stop's whole grace.
+SAMPLER_JOIN_S = 1.5
 VARIABLE_NAMES = ("policy", "params")  # names get_variables answers with the online params
 
 
@@ -211,9 +214,10 @@ class Learner:
         try:
             self._learn_from(batches, stop)
         finally:
-            # Its samples wait at most the rate limiter's timeout: ended before the learner
-            # is, it is not left waiting on a replay that stops next (a threads program
-            # runs in one process, which outlives it).
+            # Its samples wait at most the rate limiter's timeout while the replay is up:
+            # ended before the learner is, it is not left waiting on a replay that stops
+            # next (a threads program runs in one process, which outlives it). If the
+            # replay stopped first it stays behind as a daemon: the wait is bounded.
             sampler.join(SAMPLER_JOIN_S)
 
     def _learn_from(self, batches: queue.Queue[Any], stop: threading.Event) -> None:
