@@ -158,9 +158,9 @@ def hosts_up() -> tuple[bool, str]:
     reason = testhosts.unavailable()
     if reason:
         return False, f"no test hosts: {reason} (those tests skip)"
-    if testhosts.existing() is not None:
+    _, mine = testhosts.ensure(3)
+    if not mine:
         return False, "test hosts were up already (left up)"
-    testhosts.up(3)
     return True, "test hosts brought up for this run and taken down after"
 
 

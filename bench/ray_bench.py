@@ -321,10 +321,7 @@ def _hosts() -> tuple[Any, bool]:
     reason = testhosts.unavailable()
     if reason:
         raise SystemExit(f"ray_bench needs the test hosts: {reason}")
-    hosts = testhosts.existing()
-    if hosts is not None:
-        return hosts, False
-    return testhosts.up(3), True
+    return testhosts.ensure(3)
 
 
 def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:

@@ -160,11 +160,7 @@ def test_hosts() -> Iterator[HostSet]:
     reason = testhosts.unavailable()
     if reason:
         pytest.skip(reason)
-    hosts = testhosts.existing()
-    mine = hosts is None
-    if hosts is None:
-        testhosts.down()  # namespaces left without their listing: a stale set, remade
-        hosts = testhosts.up(3)
+    hosts, mine = testhosts.ensure(3)
     if len(hosts.names) < 3:
         pytest.skip(f"only {len(hosts.names)} test hosts are up; these tests need 3")
     try:

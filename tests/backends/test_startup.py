@@ -267,3 +267,27 @@ def test_a_fork_server_that_dies_while_warming_up_leaves_its_output_in_the_run_d
     finally:
         run.stop(timeout=30)
         assert not wait_gone(run.pids(), 15)
+
+
+def test_the_run_directory_is_handed_over_before_any_node_starts(tmp_path: Path) -> None:
+    """``topo run --ui`` gives its dashboard the run directory through ``opened``: it
+    comes before the nodes start (and take the CPU), with the program already in it."""
+    path = tmp_path / "handed.yaml"
+    path.write_text(ECHO)
+    launcher = prepare(path, "procs", log_dir=tmp_path / "runs")
+    order: list[str] = []
+    launcher.add_listener(lambda event: order.append(event.kind))
+
+    def opened(run_dir: Path) -> None:
+        order.append("opened")
+        assert (run_dir / "program.json").exists() and (run_dir / "status.json").exists()
+
+    launcher.start(opened)
+    running = RunningProgram(launcher)
+    try:
+        assert running.wait_ready(60)
+    finally:
+        running.stop()
+    assert running.wait(60) == 0
+    assert order.index("opened") == 0 < order.index("starting") < order.index("ready")
+    assert not wait_gone(running.pids(), 20)

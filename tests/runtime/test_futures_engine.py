@@ -3,14 +3,18 @@ futures nobody calls ``result()`` on (callbacks, ``wait``, ``as_completed``)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import statistics
 import threading
 import time
 from concurrent.futures import as_completed, wait
 
+import psutil
 from rt_support import Spawn
 
-from topo.runtime import Handle, ProgramContext
+from topo.runtime import DeadlineExceeded, Handle, ProgramContext
+from topo.runtime.futures import engine
 
 
 def test_futures_complete_without_result_calls(program: ProgramContext, spawn: Spawn) -> None:
@@ -79,3 +83,35 @@ def test_a_future_only_polled_with_done_completes_when_its_reply_comes(
         assert f.result(timeout=0) == i
     # Before the fix each of these waited out the I/O thread's 1 s sleep.
     assert statistics.median(waits) < 0.5, waits
+
+
+def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
+    program: ProgramContext, spawn: Spawn
+) -> None:
+    """A call with a short deadline made after hundreds with long ones fails at its own
+    deadline while its peer answers nothing (stopped); the long ones are answered once
+    it goes on; thousands of answered calls leave no bookkeeping behind."""
+    proc = spawn("echo/0")
+    slow = Handle("echo/0", timeout=120, program=program)
+    assert slow.futures.echo(0).result(timeout=30) == 0  # connected before it stops
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
+            time.sleep(0.01)
+        queued = [slow.futures.echo(i) for i in range(300)]  # sent: they fit the socket
+        start = time.monotonic()
+        late = Handle("echo/0", timeout=0.5, program=program).futures.echo("late")
+        assert isinstance(late.exception(timeout=30), DeadlineExceeded)
+        assert time.monotonic() - start < 5
+        assert not any(f.done() for f in queued)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert [f.result(timeout=60) for f in queued] == list(range(300))
+    more = [slow.futures.echo(i) for i in range(3000)]
+    assert [f.result(timeout=60) for f in more] == list(range(3000))
+    eng = engine()
+    end = time.monotonic() + 10
+    while len(eng._deadlines) > 1024 and time.monotonic() < end:
+        slow.echo(1)  # the I/O thread runs its sweep meanwhile
+        time.sleep(0.02)
+    assert len(eng._deadlines) <= 1024 and not eng._inflight

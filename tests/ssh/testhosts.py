@@ -116,14 +116,41 @@ class HostSet:
         _run("ip", "link", "set", f"topo-v{name[6:]}", "up" if up else "down")
 
 
-def existing() -> HostSet | None:
-    """Hosts brought up earlier (by these tests or topo-hosts.sh), if any."""
-    names = _namespaces()
+def _listed() -> HostSet | None:
+    """The hosts named in the listing, if there are namespaces and a listing."""
     listing = BASE / "hosts.txt"
-    if not names or not listing.exists():
+    if not _namespaces() or not listing.exists():
         return None
     pairs = [line.split() for line in listing.read_text().splitlines() if line.strip()]
     return HostSet(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
+
+
+def existing() -> HostSet | None:
+    """Hosts brought up earlier (by these tests or topo-hosts.sh) whose sshd still runs,
+    if any; None for no hosts or a stale set (``down`` clears one)."""
+    hosts = _listed()
+    if hosts is None or not all(_serving(hosts, name) for name in hosts.names):
+        return None
+    return hosts
+
+
+def ensure(n: int) -> tuple[HostSet, bool]:
+    """The hosts that are up, else ``n`` new ones (a stale set is taken down first), and
+    whether this call brought them up (then the caller takes them down)."""
+    hosts = existing()
+    if hosts is not None:
+        return hosts, False
+    down()
+    return up(n), True
+
+
+def _serving(hosts: HostSet, name: str) -> bool:
+    """Whether host ``name``'s sshd still runs inside it (a machine restored from a
+    snapshot keeps the namespaces and files of hosts whose processes are gone)."""
+    if name not in _namespaces():
+        return False
+    sshd = hosts.sshd_pids(name)
+    return bool(sshd) and sshd[0] in hosts.pids(name)
 
 
 _SSHD_CONFIG = """\
@@ -203,7 +230,7 @@ def up(n: int) -> HostSet:
         listing.append(f"{ns} {ip}\n")
     (BASE / "known_hosts").write_text("".join(known))
     (BASE / "hosts.txt").write_text("".join(listing))
-    hosts = existing()
+    hosts = _listed()
     assert hosts is not None
     for name in hosts.names:
         _wait_listening(name)

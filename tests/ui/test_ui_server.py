@@ -169,3 +169,21 @@ def test_curves_of_other_runs_of_this_machine(run_dir: Path, tmp_path: Path) -> 
         rows = json.loads(call(d, "/api/metrics?run=0ther1d", headers=cookie(d))[2])["files"]
         assert [r["done"] for r in rows["consumer"]["rows"]] == [0, 1, 2]
         assert call(d, "/api/metrics?run=nosuchrun", headers=cookie(d))[0] == 400
+
+
+def test_a_browser_gone_mid_answer_leaves_no_traceback(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serving(run_dir) as d:
+        for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise gone
+            except ConnectionError:
+                d.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a real fault in a handler")
+        except ValueError:
+            d.handle_error(None, ("127.0.0.1", 1))
+        err = capsys.readouterr().err
+        assert "Traceback" in err and "a real fault in a handler" in err

@@ -291,8 +291,8 @@ def run(
                 view.kill_hint = "topo stop --kill to kill"
         if view is not None:
             launcher.add_listener(view)
-        try:
-            launcher.start()
+        try:  # the dashboard opens the run before the nodes start and take the CPU
+            launcher.start(warm.hand if warm is not None else None)
         except TopoError as refused:  # e.g. no run directory can be made there; nothing runs
             raise fail(refused) from None
         except SnapshotError as refused:  # the snapshot went away since it was checked

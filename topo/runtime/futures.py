@@ -16,6 +16,7 @@ fail with ``PermissionDenied`` as soon as its refusal is seen.
 from __future__ import annotations
 
 import collections
+import heapq
 import os
 import threading
 import time
@@ -96,6 +97,9 @@ class _Engine:
         self._tx.connect(addr)
         self._peers: dict[tuple[str, str, str | None], Peer] = {}
         self._inflight: dict[int, Request] = {}
+        # (deadline, call id) of the calls in flight, soonest first: answered ones stay
+        # until they come up or the heap is rebuilt (``_expire`` looks at due ones only).
+        self._deadlines: list[tuple[float, int]] = []
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
     # -- calling threads ----------------------------------------------------------
@@ -160,6 +164,7 @@ class _Engine:
                 fut._peer = peer
                 peer.waiting += 1
                 self._inflight[call_id] = req
+                heapq.heappush(self._deadlines, (req[6], call_id))
                 self._drain(peer, done, 1)
                 if self._io_timeout > 10 and not self._wake_pending:
                     # The I/O thread sleeps watching no replies: have it watch this one,
@@ -295,6 +300,7 @@ class _Engine:
                 req[5]._peer = peer
                 peer.waiting += 1
                 self._inflight[req[3]] = req
+                heapq.heappush(self._deadlines, (req[6], req[3]))
         self._drain(peer, done)
 
     def _handshakes(self, peer: Peer) -> bool:
@@ -334,15 +340,22 @@ class _Engine:
         peer.pending = keep
 
     def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
+        """Fail the calls past their deadline: in flight (the due ones only, from the
+        heap: thousands of calls in flight cost nothing between deadlines) and waiting."""
         failed: list[tuple[Future, BaseException]] = []
-        for call_id, req in list(self._inflight.items()):
-            if req[6] <= now:
-                del self._inflight[call_id]
-                peer = req[5]._peer
-                if peer is not None:
-                    peer.waiting -= 1
-                count(req, now, False)
-                failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
+        heap, inflight = self._deadlines, self._inflight
+        while heap and heap[0][0] <= now:
+            req = inflight.pop(heapq.heappop(heap)[1], None)
+            if req is None:  # answered meanwhile
+                continue
+            peer = req[5]._peer
+            if peer is not None:
+                peer.waiting -= 1
+            count(req, now, False)
+            failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
+        if len(heap) > 2 * len(inflight) + 1024:  # mostly answered calls: keep it small
+            self._deadlines = [(r[6], call_id) for call_id, r in inflight.items()]
+            heapq.heapify(self._deadlines)
         for peer in self._peers.values():
             if not any(r[6] <= now for r in peer.pending):
                 continue

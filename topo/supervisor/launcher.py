@@ -173,10 +173,14 @@ class Launcher(Sink):
         """Call ``listener(event)`` for every status event (from launcher threads)."""
         self._listeners.append(listener)
 
-    def start(self) -> None:
-        """Create the run directory and registry, start every executable."""
+    def start(self, opened: Callable[[Path], None] | None = None) -> None:
+        """Create the run directory and registry, start every executable. ``opened`` is
+        given the run directory before any executable starts (``topo run --ui`` hands it
+        to its dashboard then)."""
         try:  # nothing may stay up when a step fails: backend helpers, logs, registry
             self._open_run()
+            if opened is not None:
+                opened(self.run_dir)
         except BaseException:
             self._release()
             if self._events is not None:

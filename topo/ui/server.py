@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from http import HTTPStatus
@@ -60,6 +61,13 @@ class Dashboard(ThreadingHTTPServer):
         self.access_log = log
         self.log_lock = threading.Lock()
         self.stopping = threading.Event()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away mid-answer (a page closed or reloaded) is no error worth
+        a traceback in the log; anything else is, as the standard library prints it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def close(self) -> None:
         """Stop serving (live streams end at their next look) and release the port."""

@@ -15,7 +15,9 @@ from pathlib import Path
 from topo.ui.auth import new_token
 from topo.ui.serve import ACCESS_LOG, UiError, check_host, url_of
 
-START_TIMEOUT_S = 30.0
+# A program's nodes can take every core as the dashboard starts (each node's threads
+# count as much as the dashboard's one): a start on a busy machine takes this long.
+START_TIMEOUT_S = 120.0
 
 
 def precheck(host: str, port: int, allow_remote: bool) -> None:
@@ -78,16 +80,31 @@ class Warm:
             stderr=subprocess.DEVNULL,  # it writes to the run's ui.log once it has it
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        self._token = new_token()
+        self._handed: Path | None = None
+        self._lost: OSError | None = None
+
+    def hand(self, run_dir: Path) -> None:
+        """Give it ``run_dir`` to serve, without waiting: the launcher does this before the
+        program's nodes start, so that the dashboard opens before they take the CPU."""
+        if self._handed is not None:
+            return
+        self._handed = run_dir
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(f"{self._token}\n{run_dir}\n".encode())
+            self.proc.stdin.flush()
+        except OSError as exc:  # it ended already: ``start`` says so
+            self._lost = exc
 
     def start(self, run_dir: Path) -> Child:
         """Serve ``run_dir``: its URL once it listens (``UiError`` if it does not)."""
         proc = self.proc
-        assert proc.stdin is not None and proc.stdout is not None
-        token = new_token()
+        self.hand(run_dir)
         child = Child(proc, "")
         try:
-            proc.stdin.write(f"{token}\n{run_dir}\n".encode())
-            proc.stdin.flush()
+            if self._lost is not None:
+                raise self._lost
             answer = _first_line(proc, START_TIMEOUT_S)
         except (OSError, UiError):
             child.close(1.0)
@@ -95,7 +112,7 @@ class Warm:
         if not answer.startswith("port "):
             child.close(1.0)
             raise UiError(answer.removeprefix("error: ") or "the dashboard did not start")
-        child.url = url_of(self.host, int(answer.split()[1]), token)
+        child.url = url_of(self.host, int(answer.split()[1]), self._token)
         return child
 
     def close(self) -> None:
