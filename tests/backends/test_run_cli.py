@@ -41,9 +41,9 @@ def _topo(
     )
 
 
-def _start(*args: str) -> subprocess.Popen[str]:
+def _start(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*TOPO, *args],
+        [*prefix, *TOPO, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -150,6 +150,42 @@ def test_ctrl_c_stops_everything_within_the_grace(tmp_path: Path, topology: Call
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 130, out
         assert "Ctrl-C" in out and "grace period" in out  # the stubborn node was killed
+        assert not wait_gone(kids, 15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _autogroup_nice(pid: int) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:  # "/autogroup-56 nice 0"
+        return int(f.read().split()[-1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup scheduling")
+def test_nice_topo_run_makes_the_whole_program_yield(tmp_path: Path, topology: Callable) -> None:
+    """The fork server starts a session, so a scheduling group of its own where Linux
+    has autogroups: the group takes the launcher's niceness, as each process does."""
+    here = _autogroup_nice(os.getpid())
+    proc = _start(
+        "run",
+        str(topology(SERVERS)),
+        "--no-live",
+        "--grace",
+        "1",
+        "--log-dir",
+        str(tmp_path),
+        prefix=("nice", "-n", "7"),
+    )
+    try:
+        kids, _ = _wait_up(proc, 4)
+        for pid in kids:  # the fork server and the four executables
+            assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+            assert os.getsid(pid) != os.getsid(proc.pid)  # its group: not the launcher's
+            assert _autogroup_nice(pid) == os.getpriority(os.PRIO_PROCESS, pid)
+        assert _autogroup_nice(proc.pid) == here  # the launcher's group is the shell's
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
         assert not wait_gone(kids, 15)
     finally:
         if proc.poll() is None:

@@ -14,3 +14,5 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+LOAD_S = 180.0  # s a page may take to show something: generous, the suite runs beside two
+# busy loops on 2 cores

@@ -72,9 +72,10 @@ def make_run_dir(path: Path, program: str = "consumer_producers", state: str = "
 
 
 @contextmanager
-def serving(run_dir: Path, host: str = "127.0.0.1") -> Iterator[Dashboard]:
-    """A dashboard of ``run_dir`` on a free port, served on a thread while in the block."""
-    dashboard = open_dashboard(run_dir, host, 0, TOKEN)
+def serving(run_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[Dashboard]:
+    """A dashboard of ``run_dir`` on ``port`` (0: a free one), served on a thread while in
+    the block."""
+    dashboard = open_dashboard(run_dir, host, port, TOKEN)
     thread = threading.Thread(target=dashboard.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -82,8 +83,7 @@ def serving(run_dir: Path, host: str = "127.0.0.1") -> Iterator[Dashboard]:
     finally:
         dashboard.close()
         thread.join(5)
-        if dashboard.access_log is not None:
-            dashboard.access_log.close()
+        dashboard.close_log()
 
 
 def call(

@@ -20,7 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +30,11 @@ import psutil
 import pytest
 
 from tests.cli.operate import run_pids, status, wait_gone
-from tests.ui.chromium import ARGS, CHROMIUM
+from tests.ui.chromium import CHROMIUM, LOAD_S
 from tests.ui.support import end_all, start_with_ui
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "topologies"
-LOAD_S = 180.0  # generous: the suite runs beside two busy loops on 2 cores
 UP = ("running", "busy")  # busy: running, with every handler thread serving a call
 # the collapsed group of 9: up, and its counts (e.g. "8 running, 1 busy") summing to 9
 UP_9 = """(up) => {
@@ -58,31 +57,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}"),
 ]
-
-
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        yield p
-
-
-@pytest.fixture
-def browser(playwright: Any, tmp_path: Path) -> Iterator[Any]:
-    """A fresh Chromium (its own profile directory) for one test."""
-    profile = tempfile.mkdtemp(prefix="topo-chromium-")
-    context = playwright.chromium.launch_persistent_context(
-        profile,
-        executable_path=CHROMIUM,
-        args=ARGS,
-        headless=True,
-        viewport={"width": 1400, "height": 900},
-    )
-    context.set_default_timeout(LOAD_S * 1000)
-    try:
-        yield context
-    finally:
-        context.close()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
@@ -116,19 +90,6 @@ def pid_of(run_dir: Path, node_id: str) -> int:
     return int({n["id"]: n for n in status(run_dir)["nodes"]}[node_id]["pid"])
 
 
-def producer_pids(run_dir: Path, n: int) -> list[int]:
-    """The pids of the ``n`` producers, once the record has them all (the dashboard's
-    address is known before every node has started)."""
-    end = time.monotonic() + LOAD_S
-    while True:
-        rows = [r for r in status(run_dir)["nodes"] if r["id"].startswith("producer/")]
-        pids = [int(r["pid"]) for r in rows if r.get("pid")]
-        if len(pids) == n or time.monotonic() > end:
-            assert len(pids) == n, f"producers without a pid in the record: {rows}"
-            return pids
-        time.sleep(0.2)
-
-
 def renice(pid: int, niceness: int) -> None:
     """Set the niceness of every thread of ``pid`` (Linux's setpriority on a pid sets only
     its main thread's; threads it starts later inherit from the thread starting them)."""
@@ -136,6 +97,34 @@ def renice(pid: int, niceness: int) -> None:
         for thread in psutil.Process(pid).threads():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.setpriority(os.PRIO_PROCESS, thread.id, niceness)
+
+
+@contextlib.contextmanager
+def niced(run_dir: Path, prefix: str, niceness: int) -> Iterator[set[int]]:
+    """Every thread of every node whose id starts with ``prefix`` kept at ``niceness``
+    while in the block, a restarted node's new process too, once it runs (looked for twice
+    a second: niced while it starts, it would start last of all); yields the pids seen."""
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def keep() -> None:
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                for row in status(run_dir)["nodes"]:
+                    up = row.get("state") == "running" and row.get("pid")
+                    if row["id"].startswith(prefix) and up:
+                        renice(int(row["pid"]), niceness)
+                        seen.add(int(row["pid"]))
+            if stop.wait(0.5):
+                return
+
+    thread = threading.Thread(target=keep, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def shot(page: Any, tmp_path: Path, name: str) -> Path:
@@ -161,20 +150,33 @@ def test_consumer_producers_live(browser: Any, tmp_path: Path, started: list) ->
         f"extends: {EXAMPLES / 'consumer_producers.yaml'}\n"
         "nodes:\n"
         "  producer:\n    restart: {policy: on-failure, max_restarts: 5}\n"
-        # each item 50 times the example's work: the run lasts until the test stops it on
-        # a machine that is not busy already (20,000 items froze the page's events tab)
+        # each item 50 times the example's work, 20,000 of them: the run lasts until the
+        # test stops it
         '    args: {producer_id: "${replica}", rounds: 1000000}\n'
         "  consumer:\n    restart: {policy: on-failure, max_restarts: 5}\n"
         # the last of the items in flight wait in the producers' queues past the default
         # 60 s deadline
         "    rpc: {deadline_s: 3600}\n"
     )
-    args = [str(topology), "-p", "num_producers=9", "-p", "work_items=2000"]
+    args = [str(topology), "-p", "num_producers=9", "-p", "work_items=20000"]
     proc, url, ui_pid, run_dir = start_with_ui(tmp_path, args, started)
-    # The producers hash on every core as fast as they can: niced, they leave the page,
-    # its server and this test the CPU they need on a machine that is busy already.
-    for pid in producer_pids(run_dir, 9):
-        renice(pid, 15)
+    # The producers hash on every core as fast as they can: niced, they leave the CPU of
+    # the program's scheduling group (its own where Linux has autogroups) to the consumer
+    # and to a producer starting again, which is niced once it runs.
+    with niced(run_dir, "producer/", 15) as pids:
+        wait_until(lambda: len(pids) >= 9, "every producer niced")
+        live(page_of(browser, url), proc, run_dir, ui_pid, tmp_path)
+
+
+def wait_until(ready: Any, what: str, timeout: float = LOAD_S) -> None:
+    end = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < end, f"not {what} after {timeout:.0f} s"
+        time.sleep(0.2)
+
+
+def page_of(browser: Any, url: str) -> Any:
+    """A page of the run (after the token is checked: none or a wrong one is refused)."""
     # no token, a wrong one: refused, in the browser as anywhere
     base = url.split("?")[0]
     other = browser.new_page()
@@ -182,7 +184,14 @@ def test_consumer_producers_live(browser: Any, tmp_path: Path, started: list) ->
     assert other.goto(base + "?token=wrong").status == 403
     assert "no valid token" in other.inner_text("body")
     other.close()
-    page = open_page(browser, url)
+    return open_page(browser, url)
+
+
+def live(
+    page: Any, proc: subprocess.Popen[str], run_dir: Path, ui_pid: int, tmp_path: Path
+) -> None:
+    """The run's page: its states, a group expanded, a producer killed and restarted,
+    actions refused and confirmed, the run stopped from it."""
     # the group of 9 is one box, coloured and counted by its replicas' states: each
     # running, or busy (running, every handler thread serving a long work item) at times
     wait_js(page, UP_9, list(UP))

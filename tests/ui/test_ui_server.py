@@ -187,3 +187,14 @@ def test_a_browser_gone_mid_answer_leaves_no_traceback(
             d.handle_error(None, ("127.0.0.1", 1))
         err = capsys.readouterr().err
         assert "Traceback" in err and "a real fault in a handler" in err
+
+
+def test_a_request_answered_as_the_dashboard_ends_is_not_logged(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serving(run_dir) as d:
+        call(d, "/api/run", headers=cookie(d))
+        d.close_log()  # as at its end, while a page may still be asking
+        assert call(d, "/api/run", headers=cookie(d))[0] == 200
+    assert capsys.readouterr().err == ""
+    assert (run_dir / "ui.log").read_text().count("GET /api/run") == 1

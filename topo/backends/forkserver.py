@@ -53,6 +53,7 @@ from typing import Any
 from topo.backends.grant_pipe import read_blob, wipe
 from topo.backends.proctree import (
     become_subreaper,
+    keep_niceness,
     kill_group,
     kill_tree,
     pid_alive,
@@ -222,6 +223,7 @@ def serve(status_fd: int) -> None:
     set_title("topo: fork server")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C
     become_subreaper()  # orphans of the executables' processes come back to this server
+    keep_niceness()  # a new session: the launcher's niceness, for the whole program
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
     errors = warm_up()  # meanwhile the launcher compiles the program
     init = read_msg(0)

@@ -53,6 +53,27 @@ def become_subreaper() -> bool:
         return False
 
 
+def keep_niceness() -> int | None:
+    """Give this process's scheduling group the niceness this process has; what it set
+    (None: nothing to do, or not allowed).
+
+    A process that starts a new session (the fork server of every backend) gets a new
+    autogroup where Linux has autogroup scheduling (most distributions): its CPU share is
+    then the group's, whose niceness starts at 0 whatever the process's, so ``nice topo
+    run`` would no longer make the program yield to the rest of the machine."""
+    try:
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        with open("/proc/self/autogroup") as f:  # "/autogroup-56 nice 0"
+            group = int(f.read().split()[-1])
+        if mine <= group:
+            return None
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(mine))
+        return mine
+    except (OSError, ValueError, IndexError):
+        return None  # no autogroups (disabled, not Linux), or refused
+
+
 def child_pids(pid: int | None = None, recursive: bool = False) -> list[int]:
     """The child processes of ``pid`` (default: this process), read from
     ``/proc/PID/task/*/children``: unlike a scan of every process on the machine, this

@@ -114,8 +114,7 @@ def serve_until(dashboard: Dashboard, end: Callable[[], None] | None = None) -> 
         dashboard.serve_forever(poll_interval=0.2)
     finally:
         dashboard.server_close()
-        if dashboard.access_log is not None:
-            dashboard.access_log.close()
+        dashboard.close_log()
 
 
 def child(host: str, port: int) -> int:

@@ -4,7 +4,8 @@ per request; a page's live stream holds one), the page and its assets from
 
 The live stream is Server-Sent Events: ``status`` messages with the run and the nodes
 that changed (looked for every ``POLL_S``: one ``stat`` of ``status.json``), and
-``events`` messages with new lines of ``events.jsonl`` (all of them at first). A browser
+``events`` messages with new lines of ``events.jsonl`` (all of them first, in a message
+sent even when there are none, which a page's list starts over from). A browser
 reconnects a dropped stream by itself.
 """
 
@@ -75,6 +76,13 @@ class Dashboard(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
 
+    def close_log(self) -> None:
+        """Close the access log; requests still being answered are no longer logged."""
+        with self.log_lock:
+            log, self.access_log = self.access_log, None
+        if log is not None:
+            log.close()
+
 
 class Handler(BaseHTTPRequestHandler):
     """One request."""
@@ -94,10 +102,10 @@ class Handler(BaseHTTPRequestHandler):
         self._log(f"{self.command} {path} {int(code) if str(code).isdigit() else code}")
 
     def _log(self, text: str) -> None:
-        log = self.server.access_log
-        if log is None:
-            return
         with self.server.log_lock:
+            log = self.server.access_log
+            if log is None:  # none, or closed: a request answered as the dashboard ends
+                return
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
             log.flush()
 
@@ -244,10 +252,11 @@ class Handler(BaseHTTPRequestHandler):
                     self._event("status", message)
                     quiet_since = time.monotonic()
                 new = first if first is not None else events.more()
-                first = None
-                if new:
+                # the first batch goes even when empty: a page starts its list over from it
+                if new or first is not None:
                     self._event("events", new)
                     quiet_since = time.monotonic()
+                first = None
                 if time.monotonic() - quiet_since > KEEPALIVE_S:
                     self.wfile.write(b": keep-alive\n\n")
                     self.wfile.flush()

@@ -26,7 +26,9 @@
     if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor(s % 3600 / 60)).padStart(2, "0")}m`;
     return `${Math.floor(s / 86400)}d${String(Math.floor(s % 86400 / 3600)).padStart(2, "0")}h`;
   };
-  T.clock = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
+  // one formatter for every time shown (toLocaleTimeString builds a new one per call)
+  const CLOCK = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  T.clock = (t) => CLOCK.format(new Date(t * 1000));
 
   function toast(text) {
     const el = $("toast");
@@ -129,28 +131,58 @@
   const LIFE = ["starting", "started", "ready", "finished", "exited", "stopping", "stopped", "snapshot", "applied"];
   const KNOWN = ["node", "executable", "pid", "message", "kind", "time", "traceback"];
 
+  const SHOWN = 2000; // rows the events tab holds, the newest first
+  const KEPT = 10000; // events the page keeps (the server sends at most 5000 at first)
+
+  function wanted(kind, f) {
+    return (e) => (!kind || (kind === "trouble" ? TROUBLE : LIFE).includes(e.kind)
+      || (kind === "life" && !TROUBLE.includes(e.kind) && !LIFE.includes(e.kind)))
+      && (!f || JSON.stringify(e).toLowerCase().includes(f));
+  }
+
+  function eventRow(e) {
+    // a kind this page does not know is shown as it came: its fields as key=value
+    const extra = Object.entries(e).filter(([k]) => !KNOWN.includes(k)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+    const who = e.node || e.executable || "";
+    const tb = e.traceback ? `<details><summary>traceback</summary><pre class=tb>${esc(e.traceback)}</pre></details>` : "";
+    const st = TROUBLE.includes(e.kind) ? (e.kind === "killed" ? "failed" : e.kind)
+      : ["ready", "started"].includes(e.kind) ? "running" : e.kind === "starting" ? "starting" : "finished";
+    return `<li data-kind="${esc(e.kind)}"><span class=when>${T.clock(e.time)}</span><span class="badge st-${st}">${esc(e.kind)}</span>`
+      + `<span class=who data-node="${esc(e.node || "")}">${esc(who)}</span><span>${esc(e.message || "")} <span class=muted>${esc(extra)}</span></span>${tb}</li>`;
+  }
+
+  // What the list shows: for which filters, which T.events and how much of it it has gone
+  // through, how many rows it holds. New events are added on top; the list is drawn whole
+  // again only when the filters change or T.events is a new array (a new connection, or
+  // the oldest dropped).
+  let listed = { filters: null, list: null, seen: 0, rows: 0 };
+
   function events() {
     const kind = $("event-kind").value;
     const f = $("event-filter").value.trim().toLowerCase();
-    const rows = T.events.filter((e) => (!kind || (kind === "trouble" ? TROUBLE : LIFE).includes(e.kind)
-      || (kind === "life" && !TROUBLE.includes(e.kind) && !LIFE.includes(e.kind)))
-      && (!f || JSON.stringify(e).toLowerCase().includes(f)));
-    $("event-list").innerHTML = rows.slice(-2000).reverse().map((e) => {
-      // a kind this page does not know is shown as it came: its fields as key=value
-      const extra = Object.entries(e).filter(([k]) => !KNOWN.includes(k)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
-      const who = e.node || e.executable || "";
-      const tb = e.traceback ? `<details><summary>traceback</summary><pre class=tb>${esc(e.traceback)}</pre></details>` : "";
-      const st = TROUBLE.includes(e.kind) ? (e.kind === "killed" ? "failed" : e.kind)
-        : ["ready", "started"].includes(e.kind) ? "running" : e.kind === "starting" ? "starting" : "finished";
-      return `<li data-kind="${esc(e.kind)}"><span class=when>${T.clock(e.time)}</span><span class="badge st-${st}">${esc(e.kind)}</span>`
-        + `<span class=who data-node="${esc(e.node || "")}">${esc(who)}</span><span>${esc(e.message || "")} <span class=muted>${esc(extra)}</span></span>${tb}</li>`;
-    }).join("");
+    const filters = `${kind}\n${f}`;
+    const el = $("event-list");
+    const again = filters !== listed.filters || T.events !== listed.list;
+    if (!again && T.events.length === listed.seen) return;
+    const rows = T.events.slice(again ? 0 : listed.seen).filter(wanted(kind, f)).slice(-SHOWN).reverse();
+    const html = rows.map(eventRow).join("");
+    if (again) {
+      el.innerHTML = html;
+      listed = { filters, list: T.events, seen: T.events.length, rows: rows.length };
+      return;
+    }
+    listed.seen = T.events.length;
+    if (!rows.length) return;
+    el.insertAdjacentHTML("afterbegin", html);
+    listed.rows += rows.length;
+    for (; listed.rows > SHOWN; listed.rows--) el.lastElementChild.remove();
   }
 
   // -- the live stream -------------------------------------------------------------------
   function connect() {
     const source = new EventSource("/api/stream");
-    source.addEventListener("open", () => $("link").classList.remove("down"));
+    let fresh = true; // the first events of a connection are all of them: they replace
+    source.addEventListener("open", () => { fresh = true; $("link").classList.remove("down"); });
     source.addEventListener("error", () => $("link").classList.add("down"));
     source.addEventListener("status", (m) => {
       const d = JSON.parse(m.data);
@@ -161,7 +193,10 @@
       schedule();
     });
     source.addEventListener("events", (m) => {
-      T.events.push(...JSON.parse(m.data));
+      const batch = JSON.parse(m.data);
+      if (fresh) T.events = batch; else for (const e of batch) T.events.push(e);
+      fresh = false;
+      if (T.events.length > KEPT + KEPT / 4) T.events = T.events.slice(-KEPT); // a new array
       $("events-count").textContent = String(T.events.length);
       schedule();
     });

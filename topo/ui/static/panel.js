@@ -30,6 +30,7 @@
     $("panel").hidden = false;
     document.querySelector("#panel .panel-body").scrollTop = 0;
     $("log").textContent = "";
+    shown = [];
     $("log-search").value = "";
     searching = false;
     logOffset = 0;
@@ -87,7 +88,12 @@
     ].join("");
   }
 
+  // the history drawn last: for which node, which T.events and how long it was
+  let history = { node: null, list: null, seen: -1 };
+
   function renderHistory() {
+    if (history.node === node && history.list === T.events && history.seen === T.events.length) return;
+    history = { node, list: T.events, seen: T.events.length };
     const items = T.events.filter((e) => (e.node === node || (e.executable && e.executable === (T.nodes[node] || {}).executable))
       && ["failed", "restarting", "exited", "killed", "stalled", "busy"].includes(e.kind));
     const el = $("panel-history");
@@ -150,16 +156,24 @@
     return (m ? `<span class=ts>${m[1].slice(11)}</span> ` : "") + text;
   }
 
+  // The log view keeps the last LOG_LINES lines (their HTML kept here too): new lines are
+  // added at the end, and it is drawn whole again, cut back to LOG_LINES, only once
+  // LOG_SLACK more have come (it used to be read back and redrawn at every new line).
+  const LOG_LINES = 5000, LOG_SLACK = 1000;
+  let shown = [];
+
   function show(lines, append, needle) {
     const el = $("log");
     const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
-    const html = lines.map((l) => lineHtml(l, needle)).join("\n");
-    if (append && el.innerHTML) el.insertAdjacentHTML("beforeend", html ? "\n" + html : "");
-    else el.innerHTML = html;
-    // keep the view bounded: the last 5000 lines
-    const all = el.innerHTML.split("\n");
-    if (all.length > 5000) el.innerHTML = all.slice(-5000).join("\n");
-    el.dataset.lines = String(Math.min(all.length, 5000));
+    const html = lines.map((l) => lineHtml(l, needle));
+    if (append && el.innerHTML && shown.length && shown.length + html.length <= LOG_LINES + LOG_SLACK) {
+      if (html.length) el.insertAdjacentHTML("beforeend", "\n" + html.join("\n"));
+      shown.push(...html);
+    } else {
+      shown = (append ? shown.concat(html) : html).slice(-LOG_LINES);
+      el.innerHTML = shown.join("\n");
+    }
+    el.dataset.lines = String(shown.length);
     if (atEnd || !append) el.scrollTop = el.scrollHeight;
   }
 
