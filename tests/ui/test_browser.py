@@ -92,7 +92,17 @@ def pid_of(run_dir: Path, node_id: str) -> int:
 
 def renice(pid: int, niceness: int) -> None:
     """Set the niceness of every thread of ``pid`` (Linux's setpriority on a pid sets only
-    its main thread's; threads it starts later inherit from the thread starting them)."""
+    its main thread's; threads it starts later inherit from the thread starting them), and
+    of its scheduling group where Linux has autogroups.
+
+    A thread's niceness counts only inside its autogroup (its session: here the fork
+    server's, the whole program's), and each group competes as one whole: with the
+    program's group at niceness 0, a busy loop outside it got 5-30 % of a core beside the
+    nine hashing producers (kernel 6.18), and the browser, the dashboard and this test
+    crawled; with the group at 19 the loop got all of one. ``nice topo run`` does this for
+    a whole program (``topo.backends.proctree.keep_niceness``)."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
     with contextlib.suppress(psutil.NoSuchProcess):
         for thread in psutil.Process(pid).threads():
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -160,9 +170,10 @@ def test_consumer_producers_live(browser: Any, tmp_path: Path, started: list) ->
     )
     args = [str(topology), "-p", "num_producers=9", "-p", "work_items=20000"]
     proc, url, ui_pid, run_dir = start_with_ui(tmp_path, args, started)
-    # The producers hash on every core as fast as they can: niced, they leave the CPU of
-    # the program's scheduling group (its own where Linux has autogroups) to the consumer
-    # and to a producer starting again, which is niced once it runs.
+    # The producers hash on every core as fast as they can: niced, with the program's
+    # scheduling group, they leave the CPU to the browser, the dashboard and this test
+    # outside the program, and inside it to the consumer and to a producer starting again,
+    # which is niced once it runs.
     with niced(run_dir, "producer/", 15) as pids:
         wait_until(lambda: len(pids) >= 9, "every producer niced")
         live(page_of(browser, url), proc, run_dir, ui_pid, tmp_path)
