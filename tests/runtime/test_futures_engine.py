@@ -9,8 +9,10 @@ import statistics
 import threading
 import time
 from concurrent.futures import as_completed, wait
+from typing import Any
 
 import psutil
+import pytest
 from rt_support import Spawn
 
 from topo.runtime import DeadlineExceeded, Handle, ProgramContext
@@ -115,3 +117,40 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
         slow.echo(1)  # the I/O thread runs its sweep meanwhile
         time.sleep(0.02)
     assert len(eng._deadlines) <= 1024 and not eng._inflight
+
+
+def test_the_io_thread_goes_on_after_a_fault(
+    program: ProgramContext, spawn: Spawn, monkeypatch: pytest.MonkeyPatch, capfd: Any
+) -> None:
+    """A fault in a round of the I/O thread is printed and the thread goes on: it alone
+    expires deadlines, so had it ended, a call to a peer that answers nothing would wait
+    for ever (and every later call of the process with it)."""
+    proc = spawn("echo/0")
+    slow = Handle("echo/0", timeout=120, program=program)
+    assert slow.futures.echo(0).result(timeout=30) == 0
+    eng = engine()
+    real = eng._expire
+    faults: list[float] = []
+
+    def faulty(now: float) -> Any:
+        if not faults:
+            faults.append(now)
+            raise RuntimeError("a fault for the test")
+        return real(now)
+
+    monkeypatch.setattr(eng, "_expire", faulty)
+    end = time.monotonic() + 10
+    while not faults and time.monotonic() < end:
+        slow.echo(1)  # the I/O thread goes round meanwhile
+        time.sleep(0.02)
+    assert faults
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
+            time.sleep(0.01)
+        late = Handle("echo/0", timeout=0.5, program=program).futures.echo("late")
+        assert isinstance(late.exception(timeout=30), DeadlineExceeded)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert slow.futures.echo(2).result(timeout=30) == 2
+    assert "a fault for the test" in capfd.readouterr().err

@@ -18,8 +18,10 @@ from __future__ import annotations
 import collections
 import heapq
 import os
+import sys
 import threading
 import time
+import traceback
 import uuid
 from concurrent.futures import Future
 from typing import Any
@@ -383,6 +385,27 @@ class _Engine:
 
     # -- the I/O thread -----------------------------------------------------------
     def _loop(self) -> None:
+        """The I/O thread: ``_serve`` again after a fault (it was the only thread that
+        expires deadlines and sends calls not sent yet; had it ended, every later call of
+        this process could wait for ever). The fault is printed once per kind."""
+        seen: set[str] = set()
+        while True:
+            try:
+                self._serve()
+            except Exception as exc:
+                kind = f"{type(exc).__name__}: {exc}"
+                if kind not in seen:
+                    seen.add(kind)
+                    print(
+                        "topo: the futures engine's I/O thread hit a fault and goes on:\n"
+                        + "".join(traceback.format_exception(exc)),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                self._wake_pending = False
+                time.sleep(0.01)
+
+    def _serve(self) -> None:
         next_expire = 0.0
         swept = 0
         watched: tuple[int, ...] = ()

@@ -235,9 +235,10 @@ class Snapshotter:
 
     def _resume(self, up: list[str]) -> None:
         futures = [self._handle(n, 10.0).submit(STATE_METHOD, self._proof(n), "resume") for n in up]
+        end = time.monotonic() + 15.0  # the calls' own 10 s deadline, and a bound of our own
         for fut in futures:
             try:
-                fut.result()
+                fut.result(timeout=max(0.0, end - time.monotonic()))
             except Exception:  # a node that ended meanwhile has nothing to resume
                 pass
 
