@@ -15,7 +15,16 @@ import psutil
 import pytest
 from rt_support import Spawn
 
-from topo.runtime import DeadlineExceeded, Handle, ProgramContext
+from topo.runtime import (
+    DeadlineExceeded,
+    Handle,
+    PeerUnavailable,
+    ProgramContext,
+    RegistryServer,
+    connect_program,
+    new_program_id,
+    new_secret,
+)
 from topo.runtime.futures import engine
 
 
@@ -117,6 +126,36 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
         slow.echo(1)  # the I/O thread runs its sweep meanwhile
         time.sleep(0.02)
     assert len(eng._deadlines) <= 1024 and not eng._inflight
+
+
+def test_a_registry_gone_holds_up_no_other_call(
+    program: ProgramContext, spawn: Spawn, capfd: Any
+) -> None:
+    """A call to a peer of a program whose registry is gone cannot be resolved: it fails
+    by its deadline, quietly, and its lookup holds up neither the I/O thread (which alone
+    expires deadlines) nor the calls of another program (it waited 30 s for the registry,
+    then raised in the I/O thread)."""
+    spawn("echo/0")
+    live = Handle("echo/0", program=program)
+    assert live.echo(0) == 0
+    registry = RegistryServer(new_program_id(), new_secret(), default_deadline=30.0)
+    ended = connect_program(registry.info)
+    registry.close()
+    outcome: list[BaseException | None] = []
+    try:
+        ghost = Handle("ghost/0", timeout=3, program=ended)
+        asking = threading.Thread(
+            target=lambda: outcome.append(ghost.futures.echo(1).exception(timeout=60))
+        )
+        asking.start()
+        time.sleep(0.5)  # the ghost's lookup is under way
+        assert [live.futures.echo(i).result(timeout=15) for i in range(3)] == [0, 1, 2]
+        asking.join(60)
+        assert len(outcome) == 1 and isinstance(outcome[0], DeadlineExceeded | PeerUnavailable)
+        assert live.futures.echo(3).result(timeout=15) == 3
+    finally:
+        ended.address_book.close()
+    assert "futures engine" not in capfd.readouterr().err
 
 
 def test_the_io_thread_goes_on_after_a_fault(

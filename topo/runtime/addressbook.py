@@ -26,8 +26,10 @@ class AddressBook(ABC):
         """Forget ``node_id`` if it is still registered at ``endpoint``."""
 
     @abstractmethod
-    def lookup(self, node_id: str) -> str | None:
-        """Current endpoint of ``node_id``, or None if it is not registered (no wait)."""
+    def lookup(self, node_id: str, timeout: float | None = None) -> str | None:
+        """Current endpoint of ``node_id``, or None if it is not registered (no wait for
+        it to be). ``timeout``: how long a networked book may take to answer (None: its
+        call deadline); it raises past it."""
 
     def message_limit(self, node_id: str) -> int | None:
         """The largest request ``node_id`` accepts, in bytes (None: not known)."""
@@ -94,7 +96,7 @@ class InProcessAddressBook(AddressBook):
             if self._entries.get(node_id) == endpoint:
                 del self._entries[node_id]
 
-    def lookup(self, node_id: str) -> str | None:
+    def lookup(self, node_id: str, timeout: float | None = None) -> str | None:
         return self._entries.get(node_id)
 
     def message_limit(self, node_id: str) -> int | None:

@@ -63,6 +63,8 @@ from topo.runtime.peers import (
 _HOLD_S = 0.0005  # s a call may be held back for coalescing (by the caller)
 _IDLE_AFTER = 0.002  # s without caller activity before the I/O thread watches replies
 _SLICE_MS = 2  # a waiting caller polls its peer in slices this long (holding the I/O lock)
+_LOOKUP_TIMEOUT_S = 2.0  # s the I/O thread may wait for the registry to resolve a peer
+_LOOKUP_RETRY_S = 0.5  # s before a peer whose lookup failed is looked up again
 _POLLIN = int(zmq.POLLIN)  # plain ints: pyzmq's enum flags cost microseconds per use
 _EVENTS = int(zmq.EVENTS)
 _NOBLOCK = wire.NOBLOCK
@@ -253,31 +255,42 @@ class _Engine:
         stuck = peer.blocked_since is not None and now - peer.blocked_since > 0.05
         if now >= peer.next_lookup and (peer.sock is None or stuck):
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
-            key = (peer.program.program_id, peer.node_id)
-            endpoint = (endpoints.get(key) if peer.sock is None else None) or (
-                peer.program.address_book.lookup(peer.node_id)
-            )
-            if endpoint is None and peer.sock is not None and peer.endpoint is not None:
-                # The registry dropped it (its process ended): stop reconnecting there.
-                peer.sock.disconnect(peer.endpoint)
-                peer.endpoint = None
-                endpoints.pop(key, None)
-            elif endpoint is not None and endpoint != peer.endpoint:
-                endpoints[key] = endpoint
-                if peer.sock is None:
-                    peer.sock, peer.monitor = new_socket(
-                        peer.program, endpoint, peer.node_id, peer.cap
-                    )
-                    peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
-                    peer.limit = peer_limit(peer.program, peer.node_id)
-                    self._refuse_oversized(peer)
-                else:
-                    if peer.endpoint is not None:
-                        peer.sock.disconnect(peer.endpoint)
-                    peer.sock.connect(endpoint)
-                peer.endpoint = endpoint
+            try:
+                self._resolve(peer)
+            except Exception:  # the registry is slow or gone: its calls expire meanwhile
+                peer.next_lookup = time.monotonic() + _LOOKUP_RETRY_S
         if peer.sock is None:
             return
+        self._send_pending(peer, now, done)
+
+    def _resolve(self, peer: Peer) -> None:
+        """Look ``peer`` up in its program's address book and (re)connect there. The
+        lookup is bounded (``_LOOKUP_TIMEOUT_S``): this thread alone expires every call's
+        deadline, so a registry busy or gone with its program must not hold it."""
+        key = (peer.program.program_id, peer.node_id)
+        endpoint = (endpoints.get(key) if peer.sock is None else None) or (
+            peer.program.address_book.lookup(peer.node_id, timeout=_LOOKUP_TIMEOUT_S)
+        )
+        if endpoint is None and peer.sock is not None and peer.endpoint is not None:
+            # The registry dropped it (its process ended): stop reconnecting there.
+            peer.sock.disconnect(peer.endpoint)
+            peer.endpoint = None
+            endpoints.pop(key, None)
+        elif endpoint is not None and endpoint != peer.endpoint:
+            endpoints[key] = endpoint
+            if peer.sock is None:
+                peer.sock, peer.monitor = new_socket(peer.program, endpoint, peer.node_id, peer.cap)
+                peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
+                peer.limit = peer_limit(peer.program, peer.node_id)
+                self._refuse_oversized(peer)
+            else:
+                if peer.endpoint is not None:
+                    peer.sock.disconnect(peer.endpoint)
+                peer.sock.connect(endpoint)
+            peer.endpoint = endpoint
+
+    def _send_pending(self, peer: Peer, now: float, done: Done) -> None:
+        assert peer.sock is not None
         pending = peer.pending
         while pending:
             # Up to BATCH_MAX small one-frame calls in a row go as one batch frame.

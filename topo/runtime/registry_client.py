@@ -95,8 +95,16 @@ class RegistryClient(AddressBook):
     def unregister(self, node_id: str, endpoint: str) -> None:
         self._call("unregister", node_id, endpoint)
 
-    def lookup(self, node_id: str) -> str | None:
-        result: str | None = self._call("lookup", node_id)
+    def lookup(self, node_id: str, timeout: float | None = None) -> str | None:
+        result: str | None = client.call(
+            self._boot,
+            REGISTRY_ID,
+            "lookup",
+            (node_id,),
+            {},
+            self._boot.default_deadline if timeout is None else timeout,
+            self._key,
+        )
         return result
 
     def message_limit(self, node_id: str) -> int | None:

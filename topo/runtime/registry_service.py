@@ -110,7 +110,7 @@ class RegistryService(InProcessAddressBook):
         """The CURVE public key ``node_id``'s server proves."""
         return None if self._authority is None else self._authority.server_public(str(node_id))
 
-    def lookup(self, node_id: str) -> str | None:
+    def lookup(self, node_id: str, timeout: float | None = None) -> str | None:
         """The endpoint of ``node_id``; a miss is noted: some node is waiting for it."""
         endpoint = super().lookup(node_id)
         if endpoint is None:
