@@ -400,13 +400,15 @@ class _Engine:
     def _loop(self) -> None:
         """The I/O thread: ``_serve`` again after a fault (it was the only thread that
         expires deadlines and sends calls not sent yet; had it ended, every later call of
-        this process could wait for ever). The fault is printed once per kind."""
-        seen: set[str] = set()
+        this process could wait for ever). The fault is printed once per kind: its type
+        and where it was raised (its message may differ each time, a waited duration)."""
+        seen: set[tuple[str, str, int | None]] = set()
         while True:
             try:
                 self._serve()
             except Exception as exc:
-                kind = f"{type(exc).__name__}: {exc}"
+                frames = traceback.extract_tb(exc.__traceback__)
+                kind = (type(exc).__name__, frames[-1].filename, frames[-1].lineno)
                 if kind not in seen:
                     seen.add(kind)
                     print(
