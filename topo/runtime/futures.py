@@ -30,24 +30,9 @@ import zmq
 
 from topo.runtime import callstats, client, wire
 from topo.runtime.auth import zmq_context
-from topo.runtime.client import (
-    call_ids,
-    caller_name,
-    check_size,
-    close_monitor,
-    close_socket,
-    endpoints,
-    handshakes,
-    new_socket,
-    peer_limit,
-)
+from topo.runtime.client import call_ids, caller_name, check_size, close_socket
 from topo.runtime.context import ProgramContext
-from topo.runtime.errors import (
-    DeadlineExceeded,
-    MessageTooLarge,
-    PeerUnavailable,
-    PermissionDenied,
-)
+from topo.runtime.errors import DeadlineExceeded, MessageTooLarge, PeerUnavailable
 from topo.runtime.peers import (
     CallFuture,
     Done,
@@ -256,38 +241,12 @@ class _Engine:
         if now >= peer.next_lookup and (peer.sock is None or stuck):
             peer.next_lookup = now + (0.02 if peer.sock is None else 0.1)
             try:
-                self._resolve(peer)
+                peer.connect(_LOOKUP_TIMEOUT_S)
             except Exception:  # the registry is slow or gone: its calls expire meanwhile
                 peer.next_lookup = time.monotonic() + _LOOKUP_RETRY_S
         if peer.sock is None:
             return
         self._send_pending(peer, now, done)
-
-    def _resolve(self, peer: Peer) -> None:
-        """Look ``peer`` up in its program's address book and (re)connect there. The
-        lookup is bounded (``_LOOKUP_TIMEOUT_S``): this thread alone expires every call's
-        deadline, so a registry busy or gone with its program must not hold it."""
-        key = (peer.program.program_id, peer.node_id)
-        endpoint = (endpoints.get(key) if peer.sock is None else None) or (
-            peer.program.address_book.lookup(peer.node_id, timeout=_LOOKUP_TIMEOUT_S)
-        )
-        if endpoint is None and peer.sock is not None and peer.endpoint is not None:
-            # The registry dropped it (its process ended): stop reconnecting there.
-            peer.sock.disconnect(peer.endpoint)
-            peer.endpoint = None
-            endpoints.pop(key, None)
-        elif endpoint is not None and endpoint != peer.endpoint:
-            endpoints[key] = endpoint
-            if peer.sock is None:
-                peer.sock, peer.monitor = new_socket(peer.program, endpoint, peer.node_id, peer.cap)
-                peer.fd = peer.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
-                peer.limit = peer_limit(peer.program, peer.node_id)
-                self._refuse_oversized(peer)
-            else:
-                if peer.endpoint is not None:
-                    peer.sock.disconnect(peer.endpoint)
-                peer.sock.connect(endpoint)
-            peer.endpoint = endpoint
 
     def _send_pending(self, peer: Peer, now: float, done: Done) -> None:
         assert peer.sock is not None
@@ -303,13 +262,13 @@ class _Engine:
             except zmq.Again:
                 if peer.blocked_since is None:
                     peer.blocked_since = now
-                if peer.monitor is not None and self._handshakes(peer):
-                    self._refused(peer)
+                if peer.monitor is not None and peer.handshakes():
+                    peer.refuse_all()
                     return
                 break
             peer.blocked_since = None
             if peer.monitor is not None:  # connected: close the monitor once it says so
-                self._handshakes(peer)
+                peer.handshakes()
             for _ in range(n if frames else 1):
                 req = pending.popleft()
                 req[5]._peer = peer
@@ -317,42 +276,6 @@ class _Engine:
                 self._inflight[req[3]] = req
                 heapq.heappush(self._deadlines, (req[6], req[3]))
         self._drain(peer, done)
-
-    def _handshakes(self, peer: Peer) -> bool:
-        """Whether ``peer`` refused our right; its monitor is closed once it accepted it."""
-        assert peer.sock is not None and peer.monitor is not None
-        refused, accepted = handshakes(peer.monitor, peer.endpoint)
-        if accepted and not refused:
-            close_monitor(peer.sock, peer.monitor)
-            peer.monitor = None
-        return refused
-
-    def _refused(self, peer: Peer) -> None:
-        """``peer`` refused our right: its waiting calls fail, its socket is closed (the
-        next call connects again, and is refused again, rather than retry in a loop)."""
-        for r in peer.pending:
-            peer.refused.append((r[5], PermissionDenied(r[5]._caller, peer.node_id)))
-        peer.pending.clear()
-        assert peer.sock is not None
-        close_socket(peer.sock, peer.monitor)
-        peer.sock = peer.monitor = None
-        peer.endpoint = None
-        peer.fd = -1
-        peer.blocked_since = None
-
-    def _refuse_oversized(self, peer: Peer) -> None:
-        """Take the pending calls larger than ``peer`` accepts off its queue; they fail
-        with the size error (calls submitted before the peer was resolved)."""
-        if peer.limit is None:
-            return
-        keep: collections.deque[Request] = collections.deque()
-        for r in peer.pending:
-            try:
-                check_size(r[4], peer.limit, r[1], r[2])
-                keep.append(r)
-            except MessageTooLarge as exc:
-                peer.refused.append((r[5], exc))
-        peer.pending = keep
 
     def _expire(self, now: float) -> list[tuple[Future, BaseException]]:
         """Fail the calls past their deadline: in flight (the due ones only, from the
@@ -476,7 +399,7 @@ class _Engine:
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
                         if peer.monitor is not None and not peer.blocked_since:
-                            self._handshakes(peer)  # connected: its monitor can go
+                            peer.handshakes()  # connected: its monitor can go
                         if peer.outq and now - peer.outq_at >= _HOLD_S:
                             self._send_outq(peer)
                         self._drain(peer, done)

@@ -1,5 +1,6 @@
-"""The futures engine's view of one peer: its connection state, the requests it has in
-flight, and how their futures complete (``topo.runtime.futures`` drives them)."""
+"""The futures engine's view of one peer: its connection (looked up, connected, its
+right accepted or refused), the requests it has in flight, and how their futures
+complete (``topo.runtime.futures`` drives them)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from typing import Any
 import zmq
 
 from topo.runtime import callstats, wire
-from topo.runtime.client import decode_reply
+from topo.runtime.client import (
+    check_size,
+    close_monitor,
+    close_socket,
+    decode_reply,
+    endpoints,
+    handshakes,
+    new_socket,
+    peer_limit,
+)
 from topo.runtime.context import ProgramContext
+from topo.runtime.errors import MessageTooLarge, PermissionDenied
 
 
 class Peer:
@@ -35,6 +46,68 @@ class Peer:
         self.outq_bytes = 0
         self.limit: int | None = None  # the largest request it accepts, once resolved
         self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
+
+    def connect(self, lookup_timeout: float) -> None:
+        """Look this peer up in its program's address book and (re)connect there. The
+        lookup is bounded (``lookup_timeout``): the engine's I/O thread alone expires the
+        calls' deadlines, so a registry busy or gone with its program must not hold it."""
+        key = (self.program.program_id, self.node_id)
+        endpoint = (endpoints.get(key) if self.sock is None else None) or (
+            self.program.address_book.lookup(self.node_id, timeout=lookup_timeout)
+        )
+        if endpoint is None and self.sock is not None and self.endpoint is not None:
+            # The registry dropped it (its process ended): stop reconnecting there.
+            self.sock.disconnect(self.endpoint)
+            self.endpoint = None
+            endpoints.pop(key, None)
+        elif endpoint is not None and endpoint != self.endpoint:
+            endpoints[key] = endpoint
+            if self.sock is None:
+                self.sock, self.monitor = new_socket(self.program, endpoint, self.node_id, self.cap)
+                self.fd = self.sock.getsockopt(zmq.FD)  # type: ignore[assignment]
+                self.limit = peer_limit(self.program, self.node_id)
+                self.refuse_oversized()
+            else:
+                if self.endpoint is not None:
+                    self.sock.disconnect(self.endpoint)
+                self.sock.connect(endpoint)
+            self.endpoint = endpoint
+
+    def handshakes(self) -> bool:
+        """Whether this peer refused our right; its monitor is closed once it accepted it."""
+        assert self.sock is not None and self.monitor is not None
+        refused, accepted = handshakes(self.monitor, self.endpoint)
+        if accepted and not refused:
+            close_monitor(self.sock, self.monitor)
+            self.monitor = None
+        return refused
+
+    def refuse_all(self) -> None:
+        """This peer refused our right: its waiting calls fail, its socket is closed (the
+        next call connects again, and is refused again, rather than retry in a loop)."""
+        for r in self.pending:
+            self.refused.append((r[5], PermissionDenied(r[5]._caller, self.node_id)))
+        self.pending.clear()
+        assert self.sock is not None
+        close_socket(self.sock, self.monitor)
+        self.sock = self.monitor = None
+        self.endpoint = None
+        self.fd = -1
+        self.blocked_since = None
+
+    def refuse_oversized(self) -> None:
+        """Take the pending calls larger than this peer accepts off its queue; they fail
+        with the size error (calls submitted before the peer was resolved)."""
+        if self.limit is None:
+            return
+        keep: collections.deque[Request] = collections.deque()
+        for r in self.pending:
+            try:
+                check_size(r[4], self.limit, r[1], r[2])
+                keep.append(r)
+            except MessageTooLarge as exc:
+                self.refused.append((r[5], exc))
+        self.pending = keep
 
 
 # (program, node_id, method, call_id, frames, future, deadline, start)
