@@ -3,12 +3,11 @@ detaches and leaves the run going, ``topo stop`` stops it."""
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from topo.cli.app import app
+from topo.cli.interrupts import Interrupts
 from topo.cli.operate import LogDirOption, RunArgument, pick_run, say, state_text
 from topo.runs.probe import RunInfo
 
@@ -30,20 +29,18 @@ def attach(run: RunArgument = None, log_dir: LogDirOption = Path("runs")) -> Non
         console.print(TableView(source, console, live=False).render())
         _outcome(info)
         sys.exit(_code(info))
-    detach = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda s, f: detach.set())
     log = _Tail(info.run_dir / LAUNCHER_LOG)
-    view = TableView(source, console)
-    try:
-        while not detach.wait(0.25):
-            for line in log.new_lines():
-                view.live.console.print(Text(line), highlight=False)
-            if not source.refresh().live:
-                break
-    finally:
-        view.close()
-        signal.signal(signal.SIGINT, previous)
-    if detach.is_set():
+    with Interrupts() as ctrl_c:
+        view = TableView(source, console)
+        try:
+            while not ctrl_c.wait(0.25):
+                for line in log.new_lines():
+                    view.live.console.print(Text(line), highlight=False)
+                if not source.refresh().live:
+                    break
+        finally:
+            view.close()
+    if ctrl_c.count:
         say(
             f"detached from run {info.id}; it goes on (topo attach {info.id} · "
             f"topo stop {info.id})",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ import typer
 
 from topo.cli.app import app
 from topo.cli.complete import complete_run
+from topo.cli.interrupts import Interrupts
 from topo.cli.operate import LogDirOption, pick_run, say
 from topo.runs.probe import RunInfo
 
@@ -140,18 +140,17 @@ def _follow(info: RunInfo, files: dict[str, Path], stamps: bool) -> int:
         with lock:
             console.print(Text(f"{label:<{width}} | ", style=colours.get(label, "")) + Text(line))
 
-    stopped = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda s, f: stopped.set())
-    tailer = LogTailer(files, emit, stamps=stamps)
-    tailer.start()
-    try:
-        while not stopped.wait(0.25):
-            now = probe(info.run_dir, info.id)
-            if not now.live:
-                time.sleep(0.3)  # the last lines the nodes wrote
-                tailer.close()
-                return now.exit_code if now.state == "ended" and now.exit_code is not None else 1
-        return 130
-    finally:
-        tailer.close()
-        signal.signal(signal.SIGINT, previous)
+    with Interrupts() as ctrl_c:
+        tailer = LogTailer(files, emit, stamps=stamps)
+        tailer.start()
+        try:
+            while not ctrl_c.wait(0.25):
+                now = probe(info.run_dir, info.id)
+                if not now.live:
+                    time.sleep(0.3)  # the last lines the nodes wrote
+                    tailer.close()
+                    code = now.exit_code if now.state == "ended" else None
+                    return 1 if code is None else code
+            return 130
+        finally:
+            tailer.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -33,6 +32,7 @@ from topo.cli.common import (
     stderr,
 )
 from topo.cli.complete import complete_backend
+from topo.cli.interrupts import Interrupts
 from topo.diagnostics import TopoError
 
 
@@ -268,7 +268,7 @@ def run(
         if event.kind == "stopping":
             stopping = True
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(signum: int) -> None:
         # The first signal asks for a stop; one while stopping (for any reason) kills.
         nonlocal stopping
         if stopping:
@@ -278,7 +278,7 @@ def run(
         name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
         launcher.request_stop(name, code=130 if signum == signal.SIGINT else 143)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = Interrupts(signal.SIGINT, signal.SIGTERM, then=on_signal).start()
     launcher.add_listener(on_event)
     view: LinesView | TableView | None = None
     dashboard = None
@@ -318,8 +318,7 @@ def run(
             detached.close()
         if view is not None:
             view.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signals.close()
     code = launcher.exit_code or 0
     if plot:
         _plot(launcher.run_dir)

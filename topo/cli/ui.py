@@ -3,7 +3,6 @@ until Ctrl-C (``topo.ui``); ``topo run --ui`` starts the same dashboard with the
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from topo.cli.app import app
+from topo.cli.interrupts import Interrupts
 from topo.cli.operate import LogDirOption, RunArgument, pick_run, say
 
 if TYPE_CHECKING:
@@ -72,17 +72,12 @@ def ui(
     say(f"dashboard of run {info.id} ({info.state}) — Ctrl-C to end it", "bold")
     typer.echo(url_of(host, dashboard.server_address[1], token))
 
-    def on_interrupt(signum: int, frame: object) -> None:
+    def on_interrupt(signum: int) -> None:
         dashboard.stopping.set()
-        import threading
+        dashboard.shutdown()  # returns once serve_until's loop has ended
 
-        threading.Thread(target=dashboard.shutdown, daemon=True).start()
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
+    with Interrupts(then=on_interrupt):
         serve_until(dashboard)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     raise typer.Exit(0)
 
 
