@@ -84,6 +84,18 @@ def test_topo_ui_serves_a_run_until_ctrl_c(tmp_path: Path) -> None:
         assert refused.value.code == 403
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
+        hasty = subprocess.Popen(  # Ctrl-C the moment the URL shows ends it as well
+            [sys.executable, "-m", "topo", "ui", run_id],
+            cwd=tmp_path,
+            env=env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert hasty.stdout is not None and hasty.stdout.readline().startswith("http://")
+        hasty.send_signal(signal.SIGINT)
+        _, said = hasty.communicate(timeout=20)
+        assert hasty.returncode == 0 and "Traceback" not in said, said
         token = url.split("token=")[1]
         for file in run_dir.rglob("*"):
             if file.is_file():

@@ -69,14 +69,14 @@ def ui(
         raise typer.Exit(1) from None
     if not is_loopback(host):
         remote_warning(host)
-    say(f"dashboard of run {info.id} ({info.state}) — Ctrl-C to end it", "bold")
-    typer.echo(url_of(host, dashboard.server_address[1], token))
 
     def on_interrupt(signum: int) -> None:
         dashboard.stopping.set()
-        dashboard.shutdown()  # returns once serve_until's loop has ended
+        dashboard.shutdown()  # returns once serve_until's loop has ended (or at once)
 
-    with Interrupts(then=on_interrupt):
+    with Interrupts(then=on_interrupt):  # before the URL: Ctrl-C as soon as it shows
+        say(f"dashboard of run {info.id} ({info.state}) — Ctrl-C to end it", "bold")
+        typer.echo(url_of(host, dashboard.server_address[1], token))
         serve_until(dashboard)
     raise typer.Exit(0)
 
