@@ -44,6 +44,18 @@ def taken_port() -> socket.socket:
     return sock
 
 
+def start_ui(cwd: Path, run_id: str) -> subprocess.Popen[str]:
+    """``topo ui RUN`` with its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "topo", "ui", run_id],
+        cwd=cwd,
+        env=env(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path) -> None:
     one_line_error(topo("ui", "nosuchrun", cwd=tmp_path), "no run 'nosuchrun'")
     path = ticker_topology(tmp_path / "t.yaml")
@@ -66,14 +78,7 @@ def test_topo_ui_serves_a_run_until_ctrl_c(tmp_path: Path) -> None:
         with taken_port() as sock:
             port = str(sock.getsockname()[1])
             one_line_error(topo("ui", run_id, "--port", port, cwd=tmp_path), "in use")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "topo", "ui", run_id],
-            cwd=tmp_path,
-            env=env(tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = start_ui(tmp_path, run_id)
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and "?token=" in url
@@ -84,14 +89,7 @@ def test_topo_ui_serves_a_run_until_ctrl_c(tmp_path: Path) -> None:
         assert refused.value.code == 403
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
-        hasty = subprocess.Popen(  # Ctrl-C the moment the URL shows ends it as well
-            [sys.executable, "-m", "topo", "ui", run_id],
-            cwd=tmp_path,
-            env=env(tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        hasty = start_ui(tmp_path, run_id)  # Ctrl-C the moment the URL shows ends it too
         assert hasty.stdout is not None and hasty.stdout.readline().startswith("http://")
         hasty.send_signal(signal.SIGINT)
         _, said = hasty.communicate(timeout=20)

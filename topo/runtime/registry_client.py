@@ -84,10 +84,9 @@ class RegistryClient(AddressBook):
             client.joined(info.program_id)
             self._watcher.start()
 
-    def _call(self, method: str, *args: Any) -> Any:
-        return client.call(
-            self._boot, REGISTRY_ID, method, args, {}, self._boot.default_deadline, self._key
-        )
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        deadline = self._boot.default_deadline if timeout is None else timeout
+        return client.call(self._boot, REGISTRY_ID, method, args, {}, deadline, self._key)
 
     def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
         self._call("register", node_id, endpoint, max_message_bytes)
@@ -96,15 +95,7 @@ class RegistryClient(AddressBook):
         self._call("unregister", node_id, endpoint)
 
     def lookup(self, node_id: str, timeout: float | None = None) -> str | None:
-        result: str | None = client.call(
-            self._boot,
-            REGISTRY_ID,
-            "lookup",
-            (node_id,),
-            {},
-            self._boot.default_deadline if timeout is None else timeout,
-            self._key,
-        )
+        result: str | None = self._call("lookup", node_id, timeout=timeout)
         return result
 
     def message_limit(self, node_id: str) -> int | None:
