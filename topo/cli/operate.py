@@ -128,22 +128,39 @@ def _shown_path(path: Path) -> str:
 def status(
     run: RunArgument = None,
     as_json: Annotated[bool, typer.Option("--json", help="The run's status.json.")] = False,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Every column and more figures, nothing cut (long lines wrap)."
+        ),
+    ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Show one run's nodes once: state, host, pid, restarts, uptime, metrics, last line."""
+    """Show one run's nodes once: state, pid, restarts, uptime, metrics, last line.
+
+    On a terminal the table fits its width, as the live view does; piped, every row is
+    whole. It reads the run's status.json only, so it answers at once."""
     info = pick_run(run, log_dir)
     if as_json:
         typer.echo(json.dumps({**info.status, "state": info.state}, indent=2, default=str))
         return
-    from rich.console import Console
+    import shutil
 
+    from topo.cli.ansi import paint, use_colour
     from topo.cli.recorded import StatusSource
-    from topo.cli.view import TableView
+    from topo.cli.view_table import CHROME_LINES, Shape, table_lines
 
-    console = Console(highlight=False)
-    view = TableView(StatusSource(info), console, live=False)
-    console.print(view.render())
-    say(f"run {info.id}: {state_text(info)}", _style(info))
+    if sys.stdout.isatty() and not wide:
+        size = shutil.get_terminal_size()
+        shape = Shape(size.columns, max(size.lines - CHROME_LINES, 5))
+    else:  # piped: whole rows, every node
+        shape = Shape(None, None, wide=wide)
+    colour = use_colour(sys.stdout)
+    text = "".join(paint(line, colour) + "\n" for line in table_lines(StatusSource(info), shape))
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    footer = [(f"run {info.id}: {state_text(info)}", _style(info))]
+    sys.stderr.write(paint(footer, use_colour(sys.stderr)) + "\n")
 
 
 def _style(info: RunInfo) -> str:

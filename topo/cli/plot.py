@@ -55,7 +55,8 @@ def _number(value: Any) -> float | None:
 
 def load_curves(run_dir: Path, node_glob: str | None = None) -> Curves:
     """Read a run's metric rows (only nodes matching ``node_glob``), or PlotError."""
-    from topo.supervisor.metrics_store import METRICS_DIR, STAMPS, read_rows
+    from topo.runs.figures import STAMPS
+    from topo.supervisor.metrics_store import METRICS_DIR, read_rows
 
     if not run_dir.is_dir():
         raise PlotError(f"{run_dir} is not a directory (give the run directory of a topo run)")
@@ -109,7 +110,7 @@ def _started(run_dir: Path, fallback: float) -> float:
 
 def choose_keys(curves: Curves, x: str | None, ys: list[str] | None) -> tuple[str, list[str]]:
     """The x key (``elapsed_s`` by default) and the y keys to draw, or PlotError."""
-    from topo.supervisor.metrics_store import rank_keys
+    from topo.runs.figures import rank_keys
 
     known = curves.numeric
     x_key = x or ELAPSED
