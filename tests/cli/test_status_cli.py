@@ -1,7 +1,8 @@
 """``topo status`` of a live run with the real CLI: piped, whole rows (the pid column, a
 long last line, the figures with their full names) whatever COLUMNS says and no
 trailing spaces; ``--wide`` every column; and it stays light: neither zmq nor topo's
-runtime, the IR or rich is imported to print it."""
+runtime, the IR or rich is imported to print it. ``topo attach`` on an 80-column
+terminal shows the return, and the evaluator's closing line whole when the run stops."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
+
 from tests.cli.operate import env, run_detached, run_pids, topo, wait_for, wait_gone
+from tests.cli.view_nodes import FINAL
 
 LONG = "evaluated episode " + " ".join(f"word{i}" for i in range(20)) + " END-OF-LINE"
 TOPOLOGY = f"""\
@@ -70,4 +74,33 @@ def test_status_piped_and_wide_shows_whole_rows_and_imports_little(tmp_path: Pat
     finally:
         stopped = topo("stop", run_id, cwd=tmp_path)
         assert stopped.returncode == 0, stopped.stderr
+        assert not wait_gone(pids, 20)
+
+
+def test_attach_shows_the_return_and_the_closing_line_at_80_columns(tmp_path: Path) -> None:
+    (tmp_path / "reporting.yaml").write_text(TOPOLOGY)
+    run_id, run_dir = run_detached(tmp_path, "reporting.yaml", "-b", "procs")
+    pids = run_pids(run_dir)
+    e = {**env(tmp_path), "TERM": "xterm-256color"}
+    del e["NO_COLOR"], e["COLUMNS"]
+    attached = pexpect.spawn(
+        sys.executable,
+        ["-m", "topo", "attach", run_id],
+        cwd=str(tmp_path),
+        env=e,
+        dimensions=(30, 80),
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=60,
+    )
+    try:
+        attached.expect("return 213.4")
+        stopped = topo("stop", run_id, cwd=tmp_path)
+        assert stopped.returncode == 0, stopped.stderr
+        attached.expect(pexpect.EOF)
+        out = " ".join((attached.before or "").split())  # lines wrapped at 80, joined
+        assert FINAL in out, out  # whole: wrapped, never cut
+    finally:
+        attached.close(force=True)
+        topo("stop", run_id, "--kill", cwd=tmp_path)  # (ended already, unless this failed)
         assert not wait_gone(pids, 20)
