@@ -25,7 +25,7 @@ def snapshot(
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
     """Snapshot a live run now (every node's state, at one consistent point), or --list
-    a run's snapshots; resume one with topo run --resume RUN_DIR."""
+    a run's snapshots; resume one with topo run --resume RUN."""
     info = pick_run(run, log_dir)
     if list_them:
         _list(info.run_dir)
