@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
 
 from topo.cli.complete import complete_param
+from topo.cli.helpfmt import Rows, TopoCommand
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
 
@@ -81,7 +81,7 @@ class Refused(Exception):
     take, a bad value): printed as ``error: ...``, exit 2 like click's usage errors."""
 
 
-class BackendCommand(TyperCommand):
+class BackendCommand(TopoCommand):
     """A command with ``--backend NAME`` that also takes the options the backend declares
     (``Backend.options``) as flags: ``topo run FILE -b ssh --hosts H``. The backend is read
     from the command line (``topo.api.named_backend``, as ``--backend`` is everywhere)
@@ -168,25 +168,16 @@ class BackendCommand(TyperCommand):
             f"(the backend's options: {takes}){guess}"
         )
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        """Typer's help, then a panel of the backend's own options."""
-        super().format_help(ctx, formatter)
+    def extra_panels(self, ctx: Any) -> list[tuple[str, Rows]]:
+        """A panel of the backend's own options, after topo's."""
         declared: tuple[BackendOption, ...] = ctx.meta.get(_DECLARED, ())
         if not declared:
-            return
-        from rich.panel import Panel
-        from rich.table import Table
-
-        table = Table.grid(padding=(0, 2))
+            return []
+        rows = []
         for option in declared:
             needed = " [red](required)[/]" if option.required else ""
-            table.add_row(
-                f"[bold cyan]{option.flag}[/] {_metavar(option)}", escape(option.help) + needed
-            )
-        title = f"Options of --backend {ctx.meta[_NAME]}"
-        Console(highlight=False).print(
-            Panel(table, title=title, title_align="left", border_style="dim")
-        )
+            rows.append((f"{option.flag} {_metavar(option)}".strip(), escape(option.help) + needed))
+        return [(f"Options of --backend {ctx.meta[_NAME]}", rows)]
 
 
 def chosen_backend(ctx: typer.Context) -> tuple[str | None, dict[str, Any]]:

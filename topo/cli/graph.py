@@ -103,7 +103,9 @@ def graph(
         typer.Option("--show-disabled", help="Show disabled and empty groups, greyed."),
     ] = False,
 ) -> None:
-    """Draw the topology: groups as clusters, colocated nodes boxed, handles as edges."""
+    """Draw the topology as a graph.
+
+    Groups are clusters, colocated nodes are boxed together, handles are edges."""
     from topo.render import (
         GraphvizError,
         UnknownGroupError,

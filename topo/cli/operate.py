@@ -83,7 +83,7 @@ def ps(
     all_runs: Annotated[bool, typer.Option("--all", "-a", help="Ended runs too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list.")] = False,
 ) -> None:
-    """List the runs on this machine: live ones, and with -a ended ones too."""
+    """List the runs on this machine (-a: ended ones too)."""
     from topo.runs import index
     from topo.runs.probe import probe
 
@@ -136,10 +136,11 @@ def status(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Show one run's nodes once: state, pid, restarts, uptime, metrics, last line.
+    """Show one run's nodes once: state, pid, uptime, metrics.
 
-    On a terminal the table fits its width, as the live view does; piped, every row is
-    whole. It reads the run's status.json only, so it answers at once."""
+    Also restarts and each node's last line. On a terminal the table fits its width, as
+    the live view does; piped, every row is whole. It reads the run's status.json only,
+    so it answers at once."""
     info = pick_run(run, log_dir)
     if as_json:
         typer.echo(json.dumps({**info.status, "state": info.state}, indent=2, default=str))
@@ -179,7 +180,9 @@ def stop(
     kill: Annotated[bool, typer.Option("--kill", help="Kill every node now.")] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Stop a run as Ctrl-C in its terminal would; exit with the run's exit code."""
+    """Stop a run as Ctrl-C in its terminal would.
+
+    Exits with the run's exit code."""
     from topo.runs.control import ControlError, request
 
     info = pick_run(run, log_dir)

@@ -209,7 +209,7 @@ def plot(
         typer.Option(
             "--out",
             "-o",
-            metavar="OUT.png",
+            metavar="PNG",
             help="PNG file to write (default: RUN_DIR/metrics.png).",
         ),
     ] = None,
@@ -237,7 +237,9 @@ def plot(
         ),
     ] = None,
 ) -> None:
-    """Draw the learning curves of a run (its topo.metrics rows) to a PNG."""
+    """Draw a run's learning curves to a PNG.
+
+    The curves are the rows its nodes wrote with topo.metrics."""
     try:
         written, bad = plot_run(run_dir, out, x, y, node)
     except PlotError as exc:

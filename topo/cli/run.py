@@ -200,8 +200,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run FILE (or, with --from, a run directory's program again): start every node,
-    show their status and logs, stop on Ctrl-C."""
+    """Run FILE: start every node, show their status, stop on Ctrl-C.
+
+    With --from, --resume or --fork: a run's program again, or from its snapshot."""
     if ui and detach:
         raise error(
             "--ui goes with a run in this terminal; for a detached run: topo ui RUN", USAGE_EXIT

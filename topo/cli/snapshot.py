@@ -24,8 +24,10 @@ def snapshot(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Snapshot a live run now (every node's state, at one consistent point), or --list
-    a run's snapshots; resume one with topo run --resume RUN."""
+    """Snapshot a live run now, or list a run's snapshots.
+
+    A snapshot holds every node's state at one consistent point; resume one with
+    topo run --resume RUN."""
     info = pick_run(run, log_dir)
     if list_them:
         _list(info.run_dir)
