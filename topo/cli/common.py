@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from topo.cli.complete import complete_param
+from topo.cli.consoles import console
 from topo.cli.helpfmt import Rows, TopoCommand
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
@@ -34,9 +34,10 @@ FileArgument = Annotated[
     Path, typer.Argument(metavar="FILE", help="Topology YAML file.", show_default=False)
 ]
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # ":100:" is a line
-# Piped output is not cut to 80 columns: tables keep whole target paths.
-stdout = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
+stderr = console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # ":100:" is a line
+# Piped output is not cut to 80 columns (tables keep whole target paths) and its lines end
+# without the spaces rich pads table cells with (topo.cli.consoles).
+stdout = console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
 
 
 def fail(error: TopoError) -> typer.Exit:

@@ -82,6 +82,6 @@ def _list(run_dir: Path) -> None:
             continue
         print(
             f"{number:>3}  {duration(now - snap.taken_at) + ' ago':>9}  {len(snap.nodes):>6}  "
-            f"{human_size(snap.size):>9}  {snap.pause_s:>6.2f}s  {snap.reason}"
+            f"{human_size(snap.size):>9}  {snap.pause_s:>6.2f}s  {snap.reason}".rstrip()
         )
     print(f"resume the newest: topo run --resume {run_dir}")
