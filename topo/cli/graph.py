@@ -32,7 +32,7 @@ def _load(file: Path, params: list[str] | None) -> Program:
 def _choose(
     dot: bool, mermaid: bool, svg: Path | None, png: Path | None, out: Path | None
 ) -> tuple[str, Path | None]:
-    """The output format and file (None: stdout) from the flags; a usage error (exit 1) when
+    """The output format and file (None: stdout) from the flags; a usage error (exit 2) when
     they clash."""
     picked: list[tuple[str, Path | None]] = []
     if dot:
