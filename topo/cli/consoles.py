@@ -15,26 +15,29 @@ _TRAILING = re.compile(r"[ \t]+(?=\n)")
 
 
 class TrimmedStream:
-    """A text stream that drops the spaces at the end of every line written to it (and
-    passes everything else to the stream it wraps)."""
+    """``sys.stdout`` (or ``sys.stderr``) as it is at each write, with the spaces at the
+    end of every line dropped when it is not a terminal."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+
+    @property
+    def stream(self) -> TextIO:
+        """The stream written to now (a test or a redirection may have replaced it)."""
+        return sys.stderr if self._stderr else sys.stdout
 
     def write(self, text: str) -> int:
-        """Write ``text`` without the spaces before each of its newlines."""
-        self._stream.write(_TRAILING.sub("", text))
+        """Write ``text``; piped, without the spaces before each of its newlines."""
+        stream = self.stream
+        isatty = getattr(stream, "isatty", None)
+        stream.write(text if isatty and isatty() else _TRAILING.sub("", text))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+        return getattr(self.stream, name)
 
 
 def console(stderr: bool = False, **kwargs: Any) -> Console:
-    """A rich console on stdout (or stderr) as it is now; piped, its lines end without
-    spaces. ``kwargs`` go to rich's ``Console``."""
-    stream = sys.stderr if stderr else sys.stdout
-    isatty = getattr(stream, "isatty", None)
-    if not (isatty and isatty()):
-        stream = TrimmedStream(stream)  # type: ignore[assignment]
-    return Console(file=stream, **kwargs)
+    """A rich console on stdout (or stderr); piped, its lines end without spaces.
+    ``kwargs`` go to rich's ``Console``."""
+    return Console(file=TrimmedStream(stderr), **kwargs)  # type: ignore[arg-type]
