@@ -22,21 +22,23 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.cli.view_nodes import FINAL
 from topo.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent  # view_nodes.py, the test nodes
 TOPO = [sys.executable, "-c", "from topo.cli import main; main()"]
 
 
 class PtyRun:
     """``topo run`` with stdin/stdout/stderr on a pty that is its controlling terminal."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, width: int = 160) -> None:
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, width, 0, 0))
         self.master = master
         self.output = bytearray()
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color")
+        env = dict(os.environ, PYTHONPATH=f"{ROOT}:{HERE}", TERM="xterm-256color")
         env.pop("NO_COLOR", None)
         env.pop("COLUMNS", None)
 
@@ -136,6 +138,32 @@ def test_live_table_on_a_terminal_stops_on_ctrl_c_and_sigterm(
         for node in ("producer/0", "producer/1", "consumer"):
             assert node in out
         assert f"exit {expected}" in out
+        assert not wait_gone(pids, 15)
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
+def test_an_80_column_terminal_shows_the_return_and_the_closing_line_whole(
+    tmp_path: Path,
+) -> None:
+    topology = tmp_path / "reporting.yaml"
+    topology.write_text(
+        "name: reporting\n"
+        "nodes:\n"
+        "  learner: {target: 'view_nodes:Idle'}\n"
+        "  evaluator: {target: 'view_nodes:Evaluator'}\n"
+    )
+    run = PtyRun("run", str(topology), "-b", "procs", "--log-dir", str(tmp_path), width=80)
+    try:
+        assert run.wait_for("return 213.4", 60), run.text()  # in the metrics column
+        pids = run.pids()
+        os.write(run.master, b"\x03")
+        assert run.proc.wait(timeout=30) == 130, run.text()
+        run._reader.join(2)
+        out = run.text()
+        assert FINAL in out, out  # printed whole under the table: the terminal wraps it
+        assert out.index(FINAL) > out.rindex("reporting — procs")
         assert not wait_gone(pids, 15)
     finally:
         run.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.cli.view_nodes import FINAL
 from topo.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,6 +195,33 @@ def test_every_node_and_its_state_shows_at_any_width_and_the_grace_counts(
     assert status["limiter"] is None
     nodes = {n["id"]: n for n in status["nodes"]}
     assert nodes["replay"]["last_line"] == LONG and nodes["replay"]["phase"] == ""
+
+
+REPORTING = """
+    name: view_metrics
+    nodes:
+      learner: {target: "view_nodes:Idle"}
+      evaluator: {target: "view_nodes:Evaluator", args: {line: "evaluated episode"}}
+"""
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_a_metrics_value_and_the_closing_line_show_whole_at_any_width(
+    tmp_path: Path, terminal: Callable[..., Tmux], width: int
+) -> None:
+    path = topology(tmp_path, REPORTING)
+    run = terminal(width, 30, path, "-b", "threads", "--grace", "5")
+    screen = run.wait_for(lambda s: "213.4" in s, 60)
+    header = next(line for line in screen.splitlines() if line.startswith("node "))
+    assert "executable" not in header, screen  # every executable is named as its node
+    assert re.search(r"return 213\.4", row(screen, "evaluator")), screen
+    if width >= 200:
+        assert re.search(r"mean_return 213\.4 · actor_steps \d", row(screen, "evaluator")), screen
+    run.tmux("send-keys", "-t", "v", "C-c")
+    assert run.exited(40) == "130", run.history()
+    history = run.history()  # wrapped lines joined: a line printed whole reads whole
+    assert f"evaluator | {FINAL}" in history.splitlines(), history
+    assert history.index(f"evaluator | {FINAL}") > history.rindex("view_metrics — threads")
 
 
 def test_300_nodes_collapse_by_group(tmp_path: Path, terminal: Callable[..., Tmux]) -> None:

@@ -207,12 +207,13 @@ def test_from_a_directory_that_is_no_run_is_an_error(tmp_path: Path) -> None:
     assert not logs.exists()
 
 
-def test_file_and_from_together_is_an_error(tmp_path: Path) -> None:
+def test_file_and_from_together_or_no_file_is_a_command_line_mistake(tmp_path: Path) -> None:
     result = _topo("run", str(EXAMPLE), "--from", str(tmp_path), "--log-dir", str(tmp_path))
-    assert result.returncode == 1
-    assert "give FILE or --from RUN_DIR, not both" in result.stderr
+    assert result.returncode == 2  # docs/running.md: conflicting flags exit 2
+    assert "give FILE or --from RUN, not both" in result.stderr
     result = _topo("run", "--log-dir", str(tmp_path))
-    assert result.returncode == 1 and "--from RUN_DIR" in result.stderr
+    assert result.returncode == 2 and "missing FILE" in result.stderr
+    assert "--from RUN" in result.stderr and "--resume RUN" in result.stderr
     assert _runs(tmp_path) == []
 
 

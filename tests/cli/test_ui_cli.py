@@ -30,8 +30,8 @@ from tests.cli.operate import (
 from tests.ui.support import end_all, start_with_ui
 
 
-def one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
-    assert done.returncode == 1, done.stdout + done.stderr
+def one_line_error(done: subprocess.CompletedProcess[str], text: str, code: int = 1) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], lines
@@ -59,7 +59,7 @@ def start_ui(cwd: Path, run_id: str) -> subprocess.Popen[str]:
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path) -> None:
     one_line_error(topo("ui", "nosuchrun", cwd=tmp_path), "no run 'nosuchrun'")
     path = ticker_topology(tmp_path / "t.yaml")
-    one_line_error(topo("run", str(path), "--ui", "-d", cwd=tmp_path), "topo ui RUN")
+    one_line_error(topo("run", str(path), "--ui", "-d", cwd=tmp_path), "topo ui RUN", code=2)
     with taken_port() as sock:
         port = str(sock.getsockname()[1])
         done = topo("run", str(path), "--ui", "--ui-port", port, "--no-live", cwd=tmp_path)

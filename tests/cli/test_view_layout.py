@@ -44,7 +44,8 @@ def test_narrow_terminals_keep_node_state_and_restarts() -> None:
         assert widths["node"] == 12  # ids are never cut while there is room for them
         if width >= 80:
             assert widths["state"] == 34
-    assert list(layout(WANTS, 80)) == ["node", "state", "restarts", "last log line"]
+    # the metrics (the return) stay when the last line has no room left
+    assert list(layout(WANTS, 80)) == ["node", "state", "restarts", "metrics"]
     assert list(layout({**WANTS, "state": 14}, 80)) == [
         *("node", "state", "restarts", "metrics", "last log line")
     ]
@@ -72,6 +73,10 @@ class Source:
     limiter: LimiterProgress | None = None
     generation: int = 0
     hosts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def program_name(self) -> str:
+        return self.program.name
 
     def location(self, exe_id: str) -> str | None:
         return self.hosts.get(exe_id)

@@ -1,9 +1,11 @@
-"""Nodes for the live-view tests: one that idles until the stop, one slow to stop."""
+"""Nodes for the live-view tests: one that idles until the stop, one slow to stop, an
+evaluator that reports a return and ends with a long closing line."""
 
 from __future__ import annotations
 
 import time
 
+import topo
 from topo.runtime import lifecycle
 
 
@@ -62,3 +64,28 @@ class Stepper:
     def run(self) -> None:
         while not lifecycle.wait_for_stop(0.1):
             self.counter.increment(actor_steps=self.per_tick)  # type: ignore[attr-defined]
+
+
+FINAL = (
+    "final evaluation return: 213.4 (mean of the last 10 episodes, greedy policy; "
+    "this whole line must show)"
+)
+
+
+class Evaluator:
+    """Writes a mean return (always 213.4) every ``every`` seconds and prints ``line``
+    until the stop; then prints ``FINAL``, as examples/agents/dqn_eval.py prints its
+    final evaluation return."""
+
+    def __init__(self, every: float = 0.2, line: str = "evaluating") -> None:
+        self.every = every
+        self.line = line
+
+    def run(self) -> None:
+        log = topo.metrics.logger("evaluator")
+        n = 0
+        while not lifecycle.wait_for_stop(self.every):
+            n += 1
+            log.write({"mean_return": 213.4, "actor_steps": 1000 * n, "learner_steps": 300 * n})
+            print(f"{self.line} {n}", flush=True)
+        print(FINAL, flush=True)

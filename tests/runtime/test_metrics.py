@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import topo
+from topo.runs.figures import rank_keys
 from topo.runtime import NodeInfo, RegistryServer, connect_program, new_program_id, new_secret
 from topo.runtime import metrics as node_metrics
 from topo.runtime.context import node_scope
 from topo.runtime.registry import MAX_METRIC_ROWS
-from topo.supervisor.metrics_store import MetricsStore, check_row, metrics_path, rank_keys
+from topo.supervisor.metrics_store import MetricsStore, check_row, metrics_path
 
 
 def test_rows_are_stamped_and_numpy_scalars_become_plain_values() -> None:

@@ -58,7 +58,9 @@ def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
 
         not_live = topo("snapshot", run_id, cwd=tmp_path)
         assert not_live.returncode == 1 and "is not running" in not_live.stderr
-        _, again = run_detached(tmp_path, "--resume", "runs/latest", "--snapshot", "1")
+        _refusals(tmp_path, file, run_id, run_dir)
+        # RUN as every command takes it: an id prefix names the run to resume
+        _, again = run_detached(tmp_path, "--resume", run_id[:6], "--snapshot", "1")
         pids |= run_pids(again)
         assert status(again)["backend"] == "procs"  # as the resumed run was started
         assert wait_for(lambda: "restored its state" in _log(again, "stepper/1"), 60)
@@ -66,6 +68,29 @@ def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
         assert not wait_gone(pids)
     finally:
         _kill(pids)
+
+
+def _refusals(tmp_path: Path, file: Path, run_id: str, run_dir: Path) -> None:
+    """What a wrong --resume or --fork says, and that it starts nothing."""
+    runs = sorted((tmp_path / "runs").iterdir())
+    with_file = topo("run", str(file), "--resume", run_id, cwd=tmp_path)
+    assert with_file.returncode == 2, with_file.stderr  # a command-line mistake
+    assert "--resume RUN brings back the program RUN ran" in with_file.stderr
+    assert "use --fork RUN" in with_file.stderr and "--from" not in with_file.stderr
+    nope = topo("run", "--resume", "runs/nope", cwd=tmp_path)
+    assert nope.returncode == 1 and "no run 'runs/nope'" in nope.stderr, nope.stderr
+    assert "snapshot" not in nope.stderr
+    other = tmp_path / "other.yaml"
+    other.write_text(TOPOLOGY.replace("snapcli", "other").replace("stepper:", "walker:"))
+    forked = topo("run", str(other), "--fork", run_id, "-q", cwd=tmp_path)
+    assert forked.returncode == 1, forked.stderr
+    assert re.search(
+        rf"snapshot 2 of run {re.escape(str(run_dir))} belongs to program 'snapcli' "
+        r"\(structure [0-9a-f]{12}\), not to program 'other' \(structure [0-9a-f]{12}\): "
+        r"2 saved states have no node in it: 'stepper/0', 'stepper/1'",
+        " ".join(forked.stderr.split()),
+    ), forked.stderr
+    assert sorted((tmp_path / "runs").iterdir()) == runs  # nothing started
 
 
 def _log(run_dir: Path, node: str) -> str:
@@ -83,7 +108,7 @@ def test_resume_of_a_run_without_snapshots_or_a_changed_program_starts_nothing(
     assert none.returncode == 1 and "has no snapshot" in none.stderr
     assert "Traceback" not in none.stderr
     both = topo("run", str(file), "--resume", str(empty), "--fork", str(empty), cwd=tmp_path)
-    assert both.returncode == 1 and "not several" in both.stderr
+    assert both.returncode == 2 and "not several" in both.stderr  # the command line's mistake
     lone = topo("run", str(file), "--snapshot", "2", cwd=tmp_path)
-    assert lone.returncode == 1 and "--snapshot N goes with --resume" in lone.stderr
+    assert lone.returncode == 2 and "--snapshot N goes with --resume" in lone.stderr
     assert not (tmp_path / "runs").exists()

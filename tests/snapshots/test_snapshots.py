@@ -199,8 +199,9 @@ def test_a_snapshot_that_does_not_fit_is_refused_before_anything_starts(
     with pytest.raises(SnapshotError) as refused:
         launch(renamed, "threads", log_dir=tmp_path / "r2", start_from=snap.path)
     text = str(refused.value)
-    assert "'stepper/0' has a saved state but is not in this program" in text
-    assert str(snap.path) in text
+    assert "2 saved states have no node in it: 'stepper/0', 'stepper/1'" in text
+    assert f"snapshot {snap.number} of run {snap.path.parent.parent}" in text
+    assert "of program 'snap' (structure " in text  # the program it belongs to
     assert not (tmp_path / "r2").exists()  # nothing started, no run directory
     other = topology(STEPPERS.format(cls="Crasher", extra=""), "crasher.yaml")
     with pytest.raises(SnapshotError, match="was built by snap_nodes:Stepper when saved"):

@@ -3,17 +3,30 @@ command's module only when that command is used (``topo.cli.lazy``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
 import topo
 from topo.cli import coerce
+from topo.cli.helpfmt import TopoCommand
 from topo.cli.lazy import LazyGroup
 
 coerce.install()  # plain values without pydantic
 
-app = typer.Typer(
+
+class TopoTyper(typer.Typer):
+    """typer's application whose commands are ``TopoCommand`` unless they name their
+    own class (one help and usage convention for all: ``topo.cli.helpfmt``)."""
+
+    def command(
+        self, name: str | None = None, *, cls: type[Any] | None = None, **kwargs: Any
+    ) -> Callable[[Any], Any]:
+        return super().command(name, cls=cls or TopoCommand, **kwargs)
+
+
+app = TopoTyper(
     name="topo",
     cls=LazyGroup,
     help="Check, draw and run distributed Python programs described in YAML.",

@@ -56,8 +56,10 @@ def apply(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Change a running program into FILE's: new nodes start, changed ones restart one at a
-    time, removed ones stop, the others go on. Shows the plan; --dry-run changes nothing."""
+    """Change a running program into FILE's program.
+
+    New nodes start, changed ones restart one at a time, removed ones stop, the others go
+    on. Shows the plan; --dry-run changes nothing."""
     info = pick_run(run, log_dir)
     if not info.live:
         say(f"error: run {info.id} is not running ({info.state}): nothing to change", "red")

@@ -34,8 +34,8 @@ def attach(run: RunArgument = None, log_dir: LogDirOption = Path("runs")) -> Non
         view = TableView(source, console)
         try:
             while not ctrl_c.wait(0.25):
-                for line in log.new_lines():
-                    view.live.console.print(Text(line), highlight=False)
+                for line in log.new_lines():  # status lines, and what nodes print at the stop
+                    view.say(Text(line))
                 if not source.refresh().live:
                     break
         finally:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
 
 from topo.cli.complete import complete_param
+from topo.cli.consoles import console
+from topo.cli.helpfmt import Rows, TopoCommand
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
 
@@ -34,9 +34,10 @@ FileArgument = Annotated[
     Path, typer.Argument(metavar="FILE", help="Topology YAML file.", show_default=False)
 ]
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # ":100:" is a line
-# Piped output is not cut to 80 columns: tables keep whole target paths.
-stdout = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
+stderr = console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # ":100:" is a line
+# Piped output is not cut to 80 columns (tables keep whole target paths) and its lines end
+# without the spaces rich pads table cells with (topo.cli.consoles).
+stdout = console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
 
 
 def fail(error: TopoError) -> typer.Exit:
@@ -81,7 +82,7 @@ class Refused(Exception):
     take, a bad value): printed as ``error: ...``, exit 2 like click's usage errors."""
 
 
-class BackendCommand(TyperCommand):
+class BackendCommand(TopoCommand):
     """A command with ``--backend NAME`` that also takes the options the backend declares
     (``Backend.options``) as flags: ``topo run FILE -b ssh --hosts H``. The backend is read
     from the command line (``topo.api.named_backend``, as ``--backend`` is everywhere)
@@ -168,25 +169,16 @@ class BackendCommand(TyperCommand):
             f"(the backend's options: {takes}){guess}"
         )
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        """Typer's help, then a panel of the backend's own options."""
-        super().format_help(ctx, formatter)
+    def extra_panels(self, ctx: Any) -> list[tuple[str, Rows]]:
+        """A panel of the backend's own options, after topo's."""
         declared: tuple[BackendOption, ...] = ctx.meta.get(_DECLARED, ())
         if not declared:
-            return
-        from rich.panel import Panel
-        from rich.table import Table
-
-        table = Table.grid(padding=(0, 2))
+            return []
+        rows = []
         for option in declared:
             needed = " [red](required)[/]" if option.required else ""
-            table.add_row(
-                f"[bold cyan]{option.flag}[/] {_metavar(option)}", escape(option.help) + needed
-            )
-        title = f"Options of --backend {ctx.meta[_NAME]}"
-        Console(highlight=False).print(
-            Panel(table, title=title, title_align="left", border_style="dim")
-        )
+            rows.append((f"{option.flag} {_metavar(option)}".strip(), escape(option.help) + needed))
+        return [(f"Options of --backend {ctx.meta[_NAME]}", rows)]
 
 
 def chosen_backend(ctx: typer.Context) -> tuple[str | None, dict[str, Any]]:

@@ -39,8 +39,9 @@ def diff(
         bool, typer.Option("--json", help="Print the diff as JSON (its shape: topo.ir.diff).")
     ] = False,
 ) -> None:
-    """Compare two programs (topology files or runs) and print what changes, as a plan.
-    Exit 0 when equal, 1 when they differ, 2 on trouble."""
+    """Compare two programs (files or runs) and print the changes.
+
+    The changes print as a plan. Exit 0 when equal, 1 when they differ, 2 on trouble."""
     from topo.ir.diff import diff_programs
     from topo.ir.diff_printer import diff_to_dict, format_diff
 

@@ -72,7 +72,9 @@ def export(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Program seed of the exported file.")] = 0,
 ) -> None:
-    """Call BUILDER with the -p values as keyword arguments and write the topology YAML of
+    """Write the topology YAML of a program built in Python.
+
+    Calls BUILDER with the -p values as keyword arguments and writes the topology YAML of
     the program it returns. Exit 1 when part of it cannot be written declaratively."""
     from topo.cli.export_params import builder_uses
     from topo.export import build_program, export_doc, export_program

@@ -32,7 +32,7 @@ def _load(file: Path, params: list[str] | None) -> Program:
 def _choose(
     dot: bool, mermaid: bool, svg: Path | None, png: Path | None, out: Path | None
 ) -> tuple[str, Path | None]:
-    """The output format and file (None: stdout) from the flags; a usage error (exit 1) when
+    """The output format and file (None: stdout) from the flags; a usage error (exit 2) when
     they clash."""
     picked: list[tuple[str, Path | None]] = []
     if dot:
@@ -103,7 +103,9 @@ def graph(
         typer.Option("--show-disabled", help="Show disabled and empty groups, greyed."),
     ] = False,
 ) -> None:
-    """Draw the topology: groups as clusters, colocated nodes boxed, handles as edges."""
+    """Draw the topology as a graph.
+
+    Groups are clusters, colocated nodes are boxed together, handles are edges."""
     from topo.render import (
         GraphvizError,
         UnknownGroupError,

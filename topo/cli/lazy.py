@@ -40,36 +40,28 @@ COMMANDS: dict[str, str] = {
     "ui": "topo.cli.ui",
 }
 
-# command -> its help as `topo --help` lists it (the command function's docstring), so
-# the listing imports nothing. tests/cli/test_lazy_cli.py checks it against the real
-# commands. A command missing here is imported for the listing instead.
+# command -> its summary as `topo --help` lists it (the first sentence of the command
+# function's docstring: topo.cli.helpfmt.summary), so the listing imports nothing.
+# tests/cli/test_lazy_cli.py checks it against the real commands. A command missing here
+# is imported for the listing instead.
 HELP: dict[str, str] = {
-    "validate": "Check FILE: YAML, params, references, colocation; print a summary. "
-    "Exit 1 on errors.",
-    "plan": "Compile FILE and print the plan: executables, their nodes, arguments and references,"
-    "\nand who may call whom (each node only the nodes its arguments refer to).",
-    "diff": "Compare two programs (topology files or runs) and print what changes, as a plan."
-    "\nExit 0 when equal, 1 when they differ, 2 on trouble.",
-    "schema": "Print the JSON Schema of topology files (editors use it through the "
-    "$schema modeline).",
-    "graph": "Draw the topology: groups as clusters, colocated nodes boxed, handles as edges.",
-    "run": "Run FILE (or, with --from, a run directory's program again): start every node,"
-    "\nshow their status and logs, stop on Ctrl-C.",
-    "plot": "Draw the learning curves of a run (its topo.metrics rows) to a PNG.",
-    "export": "Call BUILDER with the -p values as keyword arguments and write the topology "
-    "YAML of\nthe program it returns. Exit 1 when part of it cannot be written "
-    "declaratively.",
-    "ps": "List the runs on this machine: live ones, and with -a ended ones too.",
-    "status": "Show one run's nodes once: state, host, pid, restarts, uptime, metrics, last line.",
-    "logs": "Print a run's node output (with -f: and follow it until the run ends).",
-    "stop": "Stop a run as Ctrl-C in its terminal would; exit with the run's exit code.",
-    "snapshot": "Snapshot a live run now (every node's state, at one consistent point), or "
-    "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
-    "apply": "Change a running program into FILE's: new nodes start, changed ones restart one "
-    "at a\ntime, removed ones stop, the others go on. Shows the plan; --dry-run changes nothing.",
-    "restart": "Restart one node of a live run now: its process is killed and started again.",
+    "validate": "Check a topology file and print a summary of it.",
+    "plan": "Compile FILE and print the plan of its executables.",
+    "diff": "Compare two programs (files or runs) and print the changes.",
+    "schema": "Print the JSON Schema of topology files.",
+    "graph": "Draw the topology as a graph.",
+    "run": "Run FILE: start every node, show their status, stop on Ctrl-C.",
+    "plot": "Draw a run's learning curves to a PNG.",
+    "export": "Write the topology YAML of a program built in Python.",
+    "ps": "List the runs on this machine (-a: ended ones too).",
+    "status": "Show one run's nodes once: state, pid, uptime, metrics.",
+    "logs": "Print a run's node output (-f: follow it until the run ends).",
+    "stop": "Stop a run as Ctrl-C in its terminal would.",
+    "snapshot": "Snapshot a live run now, or list a run's snapshots.",
+    "apply": "Change a running program into FILE's program.",
+    "restart": "Restart one node of a live run now.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
-    "ui": "Serve the web dashboard of a run (live or ended) on this machine and print its URL.",
+    "ui": "Serve a run's web dashboard on this machine and print its URL.",
 }
 
 
@@ -180,9 +172,13 @@ class LazyGroup(TyperGroup):
         return commands.get(cmd_name)
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        from topo.cli.helpfmt import print_help, summary
+
         self._listing = True
         try:
-            super().format_help(ctx, formatter)
+            listed = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
+            commands = [(n, summary(c.help)) for n, c in listed if c is not None and not c.hidden]
+            print_help(self, ctx, commands=commands)
         finally:
             self._listing = False
 

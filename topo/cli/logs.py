@@ -45,7 +45,7 @@ def logs(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Print a run's node output (with -f: and follow it until the run ends)."""
+    """Print a run's node output (-f: follow it until the run ends)."""
     from topo.runs.history import BadSince, parse_since
 
     info, chosen = _run_and_nodes(run, nodes or [], log_dir)

@@ -83,7 +83,7 @@ def ps(
     all_runs: Annotated[bool, typer.Option("--all", "-a", help="Ended runs too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list.")] = False,
 ) -> None:
-    """List the runs on this machine: live ones, and with -a ended ones too."""
+    """List the runs on this machine (-a: ended ones too)."""
     from topo.runs import index
     from topo.runs.probe import probe
 
@@ -128,22 +128,40 @@ def _shown_path(path: Path) -> str:
 def status(
     run: RunArgument = None,
     as_json: Annotated[bool, typer.Option("--json", help="The run's status.json.")] = False,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Every column and more figures, nothing cut (long lines wrap)."
+        ),
+    ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Show one run's nodes once: state, host, pid, restarts, uptime, metrics, last line."""
+    """Show one run's nodes once: state, pid, uptime, metrics.
+
+    Also restarts and each node's last line. On a terminal the table fits its width, as
+    the live view does; piped, every row is whole. It reads the run's status.json only,
+    so it answers at once."""
     info = pick_run(run, log_dir)
     if as_json:
         typer.echo(json.dumps({**info.status, "state": info.state}, indent=2, default=str))
         return
-    from rich.console import Console
+    import shutil
 
+    from topo.cli.ansi import paint, use_colour
     from topo.cli.recorded import StatusSource
-    from topo.cli.view import TableView
+    from topo.cli.view_table import CHROME_LINES, Shape, table_lines
 
-    console = Console(highlight=False)
-    view = TableView(StatusSource(info), console, live=False)
-    console.print(view.render())
-    say(f"run {info.id}: {state_text(info)}", _style(info))
+    if sys.stdout.isatty() and not wide:
+        size = shutil.get_terminal_size()
+        shape = Shape(size.columns, max(size.lines - CHROME_LINES, 5))
+    else:  # piped: whole rows, every node
+        shape = Shape(None, None, wide=wide)
+    colour = use_colour(sys.stdout)
+    text = "".join(paint(line, colour) + "\n" for line in table_lines(StatusSource(info), shape))
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    footer = [(f"run {info.id}: {state_text(info)}", _style(info))]
+    sys.stderr.write(paint(footer, use_colour(sys.stderr)) + "\n")
 
 
 def _style(info: RunInfo) -> str:
@@ -162,7 +180,9 @@ def stop(
     kill: Annotated[bool, typer.Option("--kill", help="Kill every node now.")] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Stop a run as Ctrl-C in its terminal would; exit with the run's exit code."""
+    """Stop a run as Ctrl-C in its terminal would.
+
+    Exits with the run's exit code."""
     from topo.runs.control import ControlError, request
 
     info = pick_run(run, log_dir)

@@ -49,8 +49,10 @@ def plan(
         ),
     ] = None,
 ) -> None:
-    """Compile FILE and print the plan: executables, their nodes, arguments and references,
-    and who may call whom (each node only the nodes its arguments refer to)."""
+    """Compile FILE and print the plan of its executables.
+
+    Each executable with its nodes, their arguments and references, and who may call
+    whom (each node only the nodes its arguments refer to)."""
     from topo.backends.base import placement_text
     from topo.ir import dumps
     from topo.ir.printer import format_program

@@ -55,7 +55,8 @@ def _number(value: Any) -> float | None:
 
 def load_curves(run_dir: Path, node_glob: str | None = None) -> Curves:
     """Read a run's metric rows (only nodes matching ``node_glob``), or PlotError."""
-    from topo.supervisor.metrics_store import METRICS_DIR, STAMPS, read_rows
+    from topo.runs.figures import STAMPS
+    from topo.supervisor.metrics_store import METRICS_DIR, read_rows
 
     if not run_dir.is_dir():
         raise PlotError(f"{run_dir} is not a directory (give the run directory of a topo run)")
@@ -109,7 +110,7 @@ def _started(run_dir: Path, fallback: float) -> float:
 
 def choose_keys(curves: Curves, x: str | None, ys: list[str] | None) -> tuple[str, list[str]]:
     """The x key (``elapsed_s`` by default) and the y keys to draw, or PlotError."""
-    from topo.supervisor.metrics_store import rank_keys
+    from topo.runs.figures import rank_keys
 
     known = curves.numeric
     x_key = x or ELAPSED
@@ -208,7 +209,7 @@ def plot(
         typer.Option(
             "--out",
             "-o",
-            metavar="OUT.png",
+            metavar="PNG",
             help="PNG file to write (default: RUN_DIR/metrics.png).",
         ),
     ] = None,
@@ -236,7 +237,9 @@ def plot(
         ),
     ] = None,
 ) -> None:
-    """Draw the learning curves of a run (its topo.metrics rows) to a PNG."""
+    """Draw a run's learning curves to a PNG.
+
+    The curves are the rows its nodes wrote with topo.metrics."""
     try:
         written, bad = plot_run(run_dir, out, x, y, node)
     except PlotError as exc:

@@ -1,15 +1,14 @@
 """A run seen from another shell: what its ``status.json`` says, in the shape the live
-view reads from a launcher (``topo status``, ``topo attach``)."""
+view reads from a launcher (``topo status``, ``topo attach``). It reads no program
+(the IR): ``topo status`` stays light."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from topo.ir import Program, loads
+from topo.runs.node_status import LimiterProgress, NodeStatus
 from topo.runs.probe import RunInfo, probe
-from topo.supervisor.phases import LimiterProgress
-from topo.supervisor.state import NodeStatus
 
 
 class StatusSource:
@@ -18,7 +17,7 @@ class StatusSource:
     def __init__(self, info: RunInfo) -> None:
         self.info = info
         self.run_dir: Path = info.run_dir
-        self.program: Program = loads((info.run_dir / "program.json").read_text())
+        self.program_name = info.name
         self.nodes: dict[str, NodeStatus] = {}
         self.backend_name = info.backend
         self.grace_s = 0.0
@@ -44,13 +43,8 @@ class StatusSource:
 
     def _apply(self, status: dict[str, Any]) -> None:
         hosts: dict[str, str | None] = {}
-        generation = int(status.get("generation") or 0)
-        if generation != self.generation:  # topo apply changed the program
-            self.generation = generation
-            try:
-                self.program = loads((self.run_dir / "program.json").read_text())
-            except (OSError, ValueError):
-                pass  # (being rewritten: the next refresh reads it)
+        self.generation = int(status.get("generation") or 0)  # changes topo apply made
+        self.program_name = str(status.get("program") or self.program_name)
         rows = status.get("nodes") or []
         listed = {row["id"] for row in rows}
         for gone in [n for n in self.nodes if n not in listed]:

@@ -1,4 +1,5 @@
-"""``topo run --from RUN_DIR``: run again the program a run directory kept.
+"""``topo run --from RUN``: run again the program a run directory kept (RUN: a run id,
+an id prefix or a run directory, as every command takes it).
 
 The run directory's ``topology.yaml`` (its ``-p`` values written as defaults) is the
 file; its ``run.json`` gives the backend with its options and the run options
@@ -27,7 +28,7 @@ from topo.backends.rerun import (
     recorded_backend,
     reused_warning,
 )
-from topo.cli.common import error, stderr
+from topo.cli.common import USAGE_EXIT, error, stderr
 
 # prepare()'s keyword -> the name of topo run's parameter that gives it
 _SETTINGS = {"grace_s": "grace", "log_dir": "log_dir", "log_max_mb": "log_max_mb"} | {
@@ -55,17 +56,34 @@ class Rerun:
         return out
 
 
+def run_dir_of(spec: Path) -> Path:
+    """The run directory RUN names (``--from``, ``--resume``, ``--fork``: a run directory,
+    a run id or an id prefix); exits 1 when it names no run. A directory is taken as it
+    is: what it lacks (a record, a snapshot) is said where it is needed."""
+    from topo.runs.resolve import RunNotFound, resolve
+
+    if spec.is_dir():
+        return spec
+    try:
+        return resolve(str(spec)).run_dir
+    except RunNotFound as exc:
+        raise error(str(exc)) from None
+
+
 def rerun_of(file: Path | None, from_run: Path | None) -> Rerun | None:
-    """The run ``--from`` names (None without it); exits 1 saying why when the command
-    line is wrong or the directory cannot be rerun."""
+    """The run ``--from`` names (None without it, a run directory); exits 2 when the
+    command line is wrong, 1 saying why when the directory cannot be rerun."""
     if from_run is None:
         if file is None:
-            raise error("missing FILE: give a topology file, or --from RUN_DIR to rerun a run")
+            raise error(
+                "missing FILE: give a topology file, or --from RUN to rerun a run", USAGE_EXIT
+            )
         return None
     if file is not None:
         raise error(
-            f"give FILE or --from RUN_DIR, not both: --from reruns the topology kept in "
-            f"{from_run}/{TOPOLOGY_FILE} (add -p NAME=VALUE to change its parameters)"
+            f"give FILE or --from RUN, not both: --from reruns the topology kept in "
+            f"{from_run}/{TOPOLOGY_FILE} (add -p NAME=VALUE to change its parameters)",
+            USAGE_EXIT,
         )
     try:
         record = read_record(from_run)
@@ -112,8 +130,22 @@ def warn_reused(run_dir: Path | None) -> None:
 def recorded_preset(args: Sequence[str], default: str | None) -> tuple[str | None, dict[str, Any]]:
     """The backend ``topo run`` uses when ``-b`` is not given (the one the run directory
     of ``--from`` recorded, else ``default``) and the option values recorded for it."""
-    run_dir = named_run_dir(args)
+    named = named_run_dir(args)
+    run_dir = None if named is None else _quietly_resolved(named)
     found = None if run_dir is None else recorded_backend(run_dir)
     if found is None:
         return default, {}
     return found
+
+
+def _quietly_resolved(spec: str) -> Path | str:
+    """The run directory RUN names, or ``spec`` itself (what is wrong with it is said
+    once the command line is parsed)."""
+    from topo.runs.resolve import RunNotFound, resolve
+
+    if Path(spec).is_dir():
+        return spec
+    try:
+        return resolve(spec).run_dir
+    except RunNotFound:
+        return spec

@@ -21,7 +21,9 @@ def restart(
     node: Annotated[str, typer.Argument(help="The node to restart.", show_default=False)],
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Restart one node of a live run now: its process is killed and started again."""
+    """Restart one node of a live run now.
+
+    Its process is killed and started again (with the nodes that share it)."""
     from topo.runs.control import ControlError, request
 
     info = pick_run(run, log_dir)

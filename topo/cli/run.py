@@ -24,6 +24,7 @@ from topo.api import RUN_BACKEND
 from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
 from topo.cli.app import app
 from topo.cli.common import (
+    USAGE_EXIT,
     BackendCommand,
     ParamsOption,
     chosen_backend,
@@ -60,7 +61,9 @@ def run(
     file: Annotated[
         Path | None,
         typer.Argument(
-            metavar="FILE", help="Topology YAML file (not with --from).", show_default=False
+            metavar="FILE",
+            help="Topology YAML file (not with --from or --resume).",
+            show_default=False,
         ),
     ] = None,
     params: ParamsOption = None,
@@ -128,26 +131,28 @@ def run(
         Path | None,
         typer.Option(
             "--from",
-            metavar="RUN_DIR",
-            help="Rerun the program of RUN_DIR (its topology.yaml with the parameters it ran "
-            "with, its backend and run options; options given here override them).",
+            metavar="RUN",
+            help="Rerun the program of RUN (a run directory, id or id prefix): its "
+            "topology.yaml with the parameters it ran with, its backend and run options; "
+            "options given here override them.",
         ),
     ] = None,
     resume: Annotated[
         Path | None,
         typer.Option(
             "--resume",
-            metavar="RUN_DIR",
-            help="Bring RUN_DIR's program back from its newest snapshot (or --snapshot N): "
-            "counters, learners, replays and random streams go on where they were.",
+            metavar="RUN",
+            help="Bring RUN's program back from its newest snapshot (or --snapshot N): "
+            "counters, learners, replays and random streams go on where they were. No FILE: "
+            "the program is RUN's own.",
         ),
     ] = None,
     fork: Annotated[
         Path | None,
         typer.Option(
             "--fork",
-            metavar="RUN_DIR",
-            help="Start a new run of FILE from RUN_DIR's newest snapshot (or --snapshot N); "
+            metavar="RUN",
+            help="Start a new run of FILE from RUN's newest snapshot (or --snapshot N); "
             "parameters may change where the saved states still fit (e.g. more actors).",
         ),
     ] = None,
@@ -195,8 +200,14 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run FILE (or, with --from, a run directory's program again): start every node,
-    show their status and logs, stop on Ctrl-C."""
+    """Run FILE: start every node, show their status, stop on Ctrl-C.
+
+    With --from, --resume or --fork: a run's program again, or from its snapshot."""
+    if ui and detach:
+        raise error(
+            "--ui goes with a run in this terminal; for a detached run: topo ui RUN", USAGE_EXIT
+        )
+    from_run, start_from = _snapshot_options(file, from_run, resume, fork, snapshot)
     if ui:
         from topo.cli.ui import precheck_for_run
 
@@ -219,8 +230,7 @@ def run(
     settings: dict[str, Any] = dict(
         grace_s=grace, log_dir=log_dir, log_max_mb=log_max_mb, log_keep=log_keep
     )
-    from_run, start_from = _snapshot_options(file, from_run, resume, fork, snapshot)
-    rerun = rerun_of(file, from_run)  # --from RUN_DIR: its file and recorded options
+    rerun = rerun_of(file, from_run)  # --from / --resume RUN: its file and recorded options
     if rerun is not None:
         file, settings = rerun.file, rerun.settings(ctx, settings)
     assert file is not None
@@ -334,26 +344,52 @@ def _snapshot_options(
     fork: Path | None,
     number: int | None,
 ) -> tuple[Path | None, Path | None]:
-    """(the run directory to rerun, the snapshot to start from) for --resume / --fork."""
+    """(the run directory to run again, the snapshot to start from) for --from, --resume
+    and --fork. A command line that means nothing exits 2 (before anything starts or is
+    detached); a run or a snapshot that is not there exits 1."""
     given = [
         name for name, v in (("--from", from_run), ("--resume", resume), ("--fork", fork)) if v
     ]
     if len(given) > 1:
-        raise error(f"give one of {', '.join(given)}, not several")
+        raise error(f"give one of {', '.join(given)}, not several", USAGE_EXIT)
     if number is not None and not (resume or fork):
-        raise error("--snapshot N goes with --resume RUN_DIR or --fork RUN_DIR")
+        raise error("--snapshot N goes with --resume RUN or --fork RUN", USAGE_EXIT)
+    if file is None and not (from_run or resume):
+        raise error(
+            "missing FILE: --fork RUN starts FILE from RUN's snapshot"
+            if fork
+            else "missing FILE: give a topology file (or --from RUN to run a run's program "
+            "again, --resume RUN to bring it back from its snapshot)",
+            USAGE_EXIT,
+        )
+    if file is not None and resume is not None:
+        raise error(
+            f"--resume RUN brings back the program RUN ran (its own topology, parameters "
+            f"and backend) and takes no FILE; to start {file} from RUN's snapshot, with its "
+            "parameters, use --fork RUN",
+            USAGE_EXIT,
+        )
+    if file is not None and from_run is not None:
+        raise error(
+            "give FILE or --from RUN, not both: --from runs again the topology kept in RUN "
+            "(add -p NAME=VALUE to change its parameters)",
+            USAGE_EXIT,
+        )
+    from topo.cli.rerun import run_dir_of
+
+    if from_run is not None:
+        return run_dir_of(from_run), None
     source = resume or fork
     if source is None:
-        return from_run, None
-    if fork is not None and file is None:
-        raise error("missing FILE: --fork RUN_DIR starts FILE from RUN_DIR's snapshot")
+        return None, None
     from topo.snapshots.store import SnapshotError, find
 
+    run_dir = run_dir_of(source)
     try:
-        snap = find(source, number)
+        snap = find(run_dir, number)
     except SnapshotError as exc:
         raise error(str(exc)) from None
-    return (resume if resume is not None else None), snap.path
+    return (run_dir if resume is not None else None), snap.path
 
 
 def _detach(log_dir: Path) -> None:

@@ -31,7 +31,9 @@ def schema(
         bool, typer.Option("--uri", help="Print the installed schema file as a file:// URI.")
     ] = False,
 ) -> None:
-    """Print the JSON Schema of topology files (editors use it through the $schema modeline)."""
+    """Print the JSON Schema of topology files.
+
+    Editors use it through the $schema modeline of a topology file."""
     from topo.loader.schema import schema_text
 
     if path or uri:

@@ -24,8 +24,10 @@ def snapshot(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Snapshot a live run now (every node's state, at one consistent point), or --list
-    a run's snapshots; resume one with topo run --resume RUN_DIR."""
+    """Snapshot a live run now, or list a run's snapshots.
+
+    A snapshot holds every node's state at one consistent point; resume one with
+    topo run --resume RUN."""
     info = pick_run(run, log_dir)
     if list_them:
         _list(info.run_dir)
@@ -80,6 +82,6 @@ def _list(run_dir: Path) -> None:
             continue
         print(
             f"{number:>3}  {duration(now - snap.taken_at) + ' ago':>9}  {len(snap.nodes):>6}  "
-            f"{human_size(snap.size):>9}  {snap.pause_s:>6.2f}s  {snap.reason}"
+            f"{human_size(snap.size):>9}  {snap.pause_s:>6.2f}s  {snap.reason}".rstrip()
         )
     print(f"resume the newest: topo run --resume {run_dir}")

@@ -55,7 +55,9 @@ def ui(
     allow_remote: AllowRemoteOption = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Serve the web dashboard of a run (live or ended) on this machine and print its URL."""
+    """Serve a run's web dashboard on this machine and print its URL.
+
+    The run may be live or ended."""
     from topo.ui.auth import is_loopback, new_token
     from topo.ui.serve import UiError, check_host, open_dashboard, serve_until, url_of
 

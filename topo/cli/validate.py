@@ -73,7 +73,9 @@ def validate(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when valid.")] = False,
 ) -> None:
-    """Check FILE: YAML, params, references, colocation; print a summary. Exit 1 on errors."""
+    """Check a topology file and print a summary of it.
+
+    Checks its YAML, parameters, references and colocation. Exit 1 on errors."""
     loaded = load_topology(file, params, check_imports=check_imports)
     program = loaded.program
     if loaded.warnings:

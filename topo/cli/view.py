@@ -5,8 +5,10 @@
   figures at most once every ``METRICS_EVERY_S`` seconds.
 * ``TableView``: a rich live table (node, executable, state, pid, restarts,
   uptime, key metric figures, last log line) when stdout is a terminal, fitted to its
-  width (``view_layout``) and height (groups collapse: ``view_rows``); the title says
-  when the run is stopping and how far a steps limiter got.
+  width (``view_layout``, ``view_table``) and height (groups collapse: ``view_rows``);
+  the title says when the run is stopping and how far a steps limiter got. What the
+  nodes print once the stop began (an evaluator's final return), and the last line of
+  the node whose end stopped the program, are printed whole under the final table.
 
 Both read the run only through ``RunSource``: the ``Launcher`` of ``topo run``, or what
 ``topo attach`` reads back from a run's ``status.json``.
@@ -15,31 +17,26 @@ Both read the run only through ``RunSource``: the ``Launcher`` of ``topo run``, 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from rich import box
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from topo.backends.base import Event
+from topo.cli.cells import clean
 from topo.cli.colours import colour
-from topo.cli.view_layout import COLUMNS, layout
-from topo.cli.view_rows import (
-    STATE_STYLE,
-    STILL_UP,
-    clock,
-    format_number,
-    key_figures,
-    limiter_text,
-    table_rows,
-)
+from topo.cli.view_figures import LINE_FIGURES, format_number, key_figures
+from topo.cli.view_rows import STATE_STYLE
 from topo.cli.view_source import RunSource
+from topo.cli.view_table import CHROME_LINES, Shape, table_lines
+
+if TYPE_CHECKING:
+    from topo.backends.base import Event
 
 __all__ = ["STATE_STYLE", "LinesView", "RunSource", "TableView", "format_number", "key_figures"]
 
 METRICS_EVERY_S = 10.0  # LinesView: one metrics line per node at most this often
-CHROME_LINES = 7  # the table's title, header, rule and caption, and a little room
+CLOSING_LINES = 20  # TableView: the last lines the nodes printed during the stop, at most
 
 
 KILL_HINT = "press Ctrl-C again to kill"
@@ -90,13 +87,18 @@ class LinesView:
         self.kill_hint = kill_hint  # how to kill during the grace (detached: topo stop --kill)
         self.width = min(32, max((len(self._label(n)) for n in list(source.nodes)), default=4))
         self._shown: dict[str, float] = {}  # node -> when its figures were last printed
+        self._stopping = False
 
     def __call__(self, event: Event) -> None:
         if event.kind == "metrics":
             self._metrics(event)
             return
+        if event.kind == "stopping":
+            self._stopping = True
         if event.kind == "log":
-            if self.logs and event.node is not None:
+            # Without logs (a detached launcher's own log), the lines of the stop still
+            # show: what the program says at its end (topo attach prints them).
+            if (self.logs or self._stopping) and event.node is not None:
                 label = self._label(event.node)
                 prefix = Text(f"{label:<{self.width}} | ", style=colour(event.node))
                 self.console.print(prefix + Text(event.message), soft_wrap=True, highlight=False)
@@ -122,7 +124,7 @@ class LinesView:
         now = time.monotonic()
         if now - self._shown.get(node, -METRICS_EVERY_S) < METRICS_EVERY_S:
             return
-        figures = key_figures(self.source.nodes[node].metrics, limit=6)
+        figures = key_figures(self.source.nodes[node].metrics, limit=LINE_FIGURES)
         if figures:
             self._shown[node] = now
             prefix = Text(f"{self._label(node):<{self.width}} | ", style=colour(node))
@@ -139,68 +141,31 @@ class TableView:
     def __init__(self, source: RunSource, console: Console, live: bool = True) -> None:
         self.source = source
         self.console = console
+        self.closing: list[tuple[str, str]] = []  # (node, line) printed since the stop began
+        self._stopping = False
         self.live = Live(
             console=console, refresh_per_second=4, transient=False, get_renderable=self.render
         )
         if live:
             self.live.start()
 
-    def title(self, now: float) -> Text:
-        """``program — backend``, then the stop's progress and a limiter's."""
-        src = self.source
-        parts = [f"{src.program.name} — {src.backend_name}"]
-        if src.generation:
-            parts.append(f"gen {src.generation}")
-        still_up = any(st.state in STILL_UP for st in list(src.nodes.values()))
-        if src.stopping_since is not None and still_up:
-            parts.append(f"stopping {clock(now - src.stopping_since)}/{clock(src.grace_s)}")
-        limiter = src.limiter
-        if limiter is not None:
-            parts.append(limiter_text(limiter))
-        return Text(" · ".join(parts), no_wrap=True, overflow="ellipsis")
-
     def render(self) -> Group:
-        """The table as of now, fitted to the terminal, and the run directory under it.
-
-        No line reaches the last column: the terminal's ``^C`` echo would wrap it and the
-        next redraw would leave a stale line behind."""
-        src = self.source
-        now = time.time()
+        """The table as of now, fitted to the terminal, and the run directory under it."""
         width, height = self.console.size
-        figures = {n: key_figures(st.metrics) for n, st in list(src.nodes.items()) if st.metrics}
-        rows = table_rows(src, max(height - CHROME_LINES, 5), figures, now)
-        wants = {c: len(c) for c in COLUMNS}
-        if not any(figures.values()):
-            del wants["metrics"]
-        for row in rows:
-            for column in wants:
-                wants[column] = max(wants[column], len(row.cell(column)))
-        widths = layout(wants, width - 1)
-        table = Table(
-            title=self.title(now),
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            padding=(0, 1),
-            expand=False,
-        )
-        for column, w in widths.items():
-            table.add_column(column, width=w, no_wrap=True, overflow="ellipsis")
-        for row in rows:
-            styles = {
-                "node": colour(row.key) if row.key else "dim",
-                "state": row.state_style,
-                "metrics": "dim",
-            }
-            table.add_row(*(Text(row.cell(c), style=styles.get(c, "")) for c in widths))
-        where = Text(str(src.run_dir), no_wrap=True, overflow="ellipsis")
-        where.truncate(max(width - 4, 8), overflow="ellipsis")
-        return Group(table, where)
+        shape = Shape(width, max(height - CHROME_LINES, 5))
+        lines = table_lines(self.source, shape)
+        return Group(*(Text.assemble(*line, no_wrap=True, overflow="crop") for line in lines))
 
     def __call__(self, event: Event) -> None:
         if event.kind == "log":
+            if self._stopping and event.node is not None:
+                self.closing.append((event.node, event.message))
             return
+        if event.kind == "stopping":
+            self._stopping = True
+            status = self.source.nodes.get(event.node or "")
+            if status is not None and status.last_line:  # what the node ended with
+                self.closing.append((status.id, status.last_line))
         line = status_line(event, self.source)
         if line is not None:
             self.say(line)
@@ -211,5 +176,19 @@ class TableView:
         self.live.console.print(line, highlight=False, soft_wrap=False)
 
     def close(self) -> None:
-        """Print the final table and stop refreshing."""
+        """Print the final table and stop refreshing; then the lines the nodes printed
+        while the program stopped, whole (the table's last-line column cuts them)."""
         self.live.stop()
+        shown = self.closing[-CLOSING_LINES:]
+        if not shown:
+            return
+        width = min(32, max(len(node) for node, _ in shown))
+        left = len(self.closing) - len(shown)
+        if left:
+            self.console.print(
+                Text(f"… {left} earlier lines in {self.source.run_dir / 'logs'}", style="dim"),
+                soft_wrap=True,
+            )
+        for node, line in shown:
+            prefix = Text(f"{node:<{width}} | ", style=colour(node))
+            self.console.print(prefix + Text(clean(line)), soft_wrap=True, highlight=False)

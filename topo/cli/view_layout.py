@@ -1,9 +1,13 @@
 """The live table's columns at a terminal's width.
 
-The node, state and restarts columns always stay. When the columns do not fit, the
-metrics and last-line columns shrink first (to ``SHRINK_TO``), then executable, pid,
-uptime, metrics and last line are dropped in that order, then state and node shrink;
-whatever width is left goes to the last line, so it is never cut on a wide terminal.
+The node, state and restarts columns always stay. Each column has a natural width (its
+widest cell or header) and the least it may take: the last line 16 cells, the metrics
+the first figure with its short name, every other column its natural width. When the
+least widths do not fit, executable, pid, uptime, the last line and the metrics are
+dropped in that order, then state and node shrink. The room left goes to the metrics
+until every figure shows with its short name, then to the last line until it is whole,
+then to the metrics' full names, and the rest to the last line: on a wide terminal
+nothing is cut. With no width (a pipe: whole rows) every column takes its natural width.
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ from __future__ import annotations
 COLUMNS = ("node", "executable", "state", "pid", "restarts", "uptime", "metrics", "last log line")
 KEPT = ("node", "state", "restarts")
 LAST = "last log line"
-SHRINK_FIRST = ("metrics", LAST)
-SHRINK_TO = 16  # the narrowest a metrics or last-line column gets before it is dropped
-DROP_ORDER = ("executable", "pid", "uptime", "metrics", LAST)
+METRICS = "metrics"
+SHRINK_TO = 16  # the narrowest the last line gets before it is dropped
+DROP_ORDER = ("executable", "pid", "uptime", LAST, METRICS)
 KEPT_LEAST = {"state": 12, "node": 10}  # kept columns shrink to this at the very least
 GAP = 3  # characters between two columns (padding and divider)
 
@@ -23,26 +27,47 @@ def total_width(widths: dict[str, int]) -> int:
     return sum(widths.values()) + GAP * max(len(widths) - 1, 0)
 
 
-def layout(wants: dict[str, int], width: int) -> dict[str, int]:
-    """Column -> width, in display order, for a terminal ``width`` wide; ``wants`` is
-    each column's natural width (its widest cell or header); columns not in it are not
-    shown (e.g. metrics when no node has any)."""
-    widths = {c: max(wants[c], 1) for c in COLUMNS if c in wants}
-
-    def over() -> int:
-        return total_width(widths) - width
-
-    for column in SHRINK_FIRST:
-        if column in widths and over() > 0:
-            widths[column] = max(min(widths[column], SHRINK_TO), widths[column] - over())
+def layout(
+    wants: dict[str, int],
+    width: int | None,
+    least: dict[str, int] | None = None,
+    enough: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """Column -> width, in display order, for a terminal ``width`` wide (None: no limit).
+    ``wants`` is each column's natural width; columns not in it are not shown (e.g.
+    metrics when no node has any). ``least`` may say how narrow the metrics column may
+    get (default: ``SHRINK_TO``), ``enough`` how wide it is served before the last line
+    (default: its natural width)."""
+    natural = {c: max(wants[c], 1) for c in COLUMNS if c in wants}
+    if width is None:
+        return natural
+    floor = dict(natural)
+    if LAST in floor:
+        floor[LAST] = min(floor[LAST], SHRINK_TO)
+    if METRICS in floor:
+        floor[METRICS] = min(floor[METRICS], max((least or {}).get(METRICS, SHRINK_TO), 1))
     for column in DROP_ORDER:
-        if over() <= 0:
+        if total_width(floor) <= width:
             break
-        widths.pop(column, None)
+        floor.pop(column, None)
+    over = total_width(floor) - width
     for column in ("state", "node"):
-        if column in widths and over() > 0:
-            least = min(widths[column], KEPT_LEAST[column])
-            widths[column] = max(least, widths[column] - over())
-    if LAST in widths and over() < 0:
-        widths[LAST] -= over()  # the rest of the line
-    return widths
+        if column in floor and over > 0:
+            smallest = min(floor[column], KEPT_LEAST[column])
+            shrunk = max(smallest, floor[column] - over)
+            over -= floor[column] - shrunk
+            floor[column] = shrunk
+    room = width - total_width(floor)
+    first = min((enough or {}).get(METRICS, natural.get(METRICS, 0)), natural.get(METRICS, 0))
+    for column, target in ((METRICS, first), (LAST, natural.get(LAST, 0))):
+        if column in floor and room > 0:
+            more = min(room, max(target - floor[column], 0))
+            floor[column] += more
+            room -= more
+    if METRICS in floor and room > 0:
+        more = min(room, natural[METRICS] - floor[METRICS])
+        floor[METRICS] += more
+        room -= more
+    if LAST in floor and room > 0:
+        floor[LAST] += room  # the rest of the line
+    return floor

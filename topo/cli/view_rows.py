@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
+from topo.cli.cells import clean
+from topo.cli.view_figures import Figure, fit, format_number
 from topo.cli.view_source import RunSource
-from topo.supervisor.metrics_store import STAMPS, rank_keys
-from topo.supervisor.phases import LIMIT_KEYS, LimiterProgress
-from topo.supervisor.state import NodeStatus
+from topo.runs.node_status import LimiterProgress, NodeStatus
 
 STATE_STYLE = {
     "running": "green",
@@ -32,39 +31,6 @@ STATE_STYLE = {
 }
 ATTENTION = ("failed", "restarting", "killed")  # listed first, also inside a collapsed group
 STILL_UP = ("running", "starting")  # what a stop is still waiting for
-_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-
-
-def format_number(value: float) -> str:
-    """A figure in 3-4 significant digits, large ones with k/M/G/T: 187.3, 2.1k, 12.5M."""
-    if isinstance(value, int) and abs(value) < 1000:
-        return str(value)
-    size = abs(value)
-    for scale, suffix in _SUFFIXES:
-        if size >= scale * 0.9995:  # 999.96 rounds to 1k, not 1e+03
-            text = f"{value / scale:.3g}"
-            return f"{text}{suffix}"
-    return f"{value:.4g}"
-
-
-def key_figures(values: dict[str, Any], limit: int = 3) -> str:
-    """A node's latest figures in a few words, key figures first (return, reward, loss,
-    steps per second, steps): ``return 187.3 · steps/s 2.1k``. A limiter's bookkeeping
-    (``limit_key``, ``limit``, ``eta_s``) is left out: the table's title shows it."""
-    hidden = (*STAMPS, *LIMIT_KEYS) if "limit_key" in values else STAMPS
-    keys = rank_keys([k for k in values if k not in hidden])
-    numbers = [k for k in keys if _is_number(values[k])]
-    shown = [*numbers, *(k for k in keys if k not in numbers)][:limit]
-    parts = []
-    for key in shown:
-        value = values[key]
-        text = format_number(value) if _is_number(value) else str(value)[:16]
-        parts.append(f"{key.replace('_per_s', '/s')} {text}")
-    return " · ".join(parts)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def clock(seconds: float) -> str:
@@ -108,11 +74,12 @@ class Row:
     pid: str = ""
     restarts: str = ""
     uptime: str = ""
-    metrics: str = ""
+    figures: tuple[Figure, ...] = ()
     last: str = ""
 
     def cell(self, column: str) -> str:
-        """The text of ``column`` (a name of ``view_layout.COLUMNS``)."""
+        """The text of ``column`` (a name of ``view_layout.COLUMNS``) at its natural width
+        (the metrics: every figure with its full name)."""
         return {
             "node": self.node,
             "executable": self.executable,
@@ -120,12 +87,12 @@ class Row:
             "pid": self.pid,
             "restarts": self.restarts,
             "uptime": self.uptime,
-            "metrics": self.metrics,
+            "metrics": fit(list(self.figures), None),
             "last log line": self.last,
         }[column]
 
 
-def node_row(st: NodeStatus, source: RunSource, now: float, figures: str) -> Row:
+def node_row(st: NodeStatus, source: RunSource, now: float, figures: list[Figure]) -> Row:
     """The row of one node (``figures``: its key metric figures)."""
     text, style = state_cell(st, source, now)
     host = source.location(st.exe)
@@ -140,8 +107,8 @@ def node_row(st: NodeStatus, source: RunSource, now: float, figures: str) -> Row
         pid=f"{pid}@{host}" if host else pid,
         restarts=str(st.restarts or ""),
         uptime=clock(now - st.started) if running and st.started is not None else "",
-        metrics=figures,
-        last=st.last_line[:500],
+        figures=tuple(figures),
+        last=clean(st.last_line[:500]),
     )
 
 
@@ -166,26 +133,30 @@ def group_row(group: str, members: list[NodeStatus], source: RunSource, now: flo
 
 
 def table_rows(
-    source: RunSource, height: int, figures: dict[str, str], now: float | None = None
+    source: RunSource,
+    height: int | None,
+    figures: dict[str, list[Figure]],
+    now: float | None = None,
 ) -> list[Row]:
-    """The rows that fit ``height`` lines: every node, or collapsed groups (see the module
-    docstring) and, if even those do not fit, a last ``… N more`` row."""
+    """The rows that fit ``height`` lines (None: no limit): every node, or collapsed
+    groups (see the module docstring) and, if even those do not fit, a last ``… N more``
+    row."""
     now = time.time() if now is None else now
     nodes = list(source.nodes.values())
+    if height is None or len(nodes) <= max(height, 2):
+        return [node_row(st, source, now, figures.get(st.id, [])) for st in nodes]
     height = max(height, 2)
-    if len(nodes) <= height:
-        return [node_row(st, source, now, figures.get(st.id, "")) for st in nodes]
     groups: dict[str, list[NodeStatus]] = {}
     for st in nodes:
         groups.setdefault(st.id.split("/")[0], []).append(st)  # (a node topo apply removes too)
     first = [
-        node_row(st, source, now, figures.get(st.id, "")) for st in nodes if needs_attention(st)
+        node_row(st, source, now, figures.get(st.id, [])) for st in nodes if needs_attention(st)
     ]
     rest: list[Row] = []
     for name, members in groups.items():
         if len(members) == 1:
             if not needs_attention(members[0]):
-                rest.append(node_row(members[0], source, now, figures.get(members[0].id, "")))
+                rest.append(node_row(members[0], source, now, figures.get(members[0].id, [])))
         else:
             rest.append(group_row(name, members, source, now))
     rows = first + rest

@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from topo.ir import Program
-from topo.supervisor.phases import LimiterProgress
-from topo.supervisor.state import NodeStatus
+from topo.runs.node_status import LimiterProgress, NodeStatus
 
 
 class RunSource(Protocol):
@@ -19,8 +17,8 @@ class RunSource(Protocol):
     fills it from ``status.json``). Every value is read, never changed."""
 
     @property
-    def program(self) -> Program:
-        """The run's program (the IR): groups, nodes, executables."""
+    def program_name(self) -> str:
+        """The name of the run's program (the table's title)."""
 
     @property
     def backend_name(self) -> str:

@@ -9,22 +9,32 @@ from topo.ir import Program
 from topo.ir.structure import node_target, structure_digest
 from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
 
+SHOWN = 4  # nodes named in a refusal; the others are counted
+
 
 def check_fit(program: Program, path: Path, *, same_program: bool) -> Snapshot:
     """The snapshot in ``path`` once it is known to fit ``program`` and its state files
-    are whole; else one ``SnapshotError`` naming the snapshot, the nodes and what differs."""
+    are whole; else one ``SnapshotError`` naming the snapshot, the program it belongs
+    to, the nodes and what differs."""
     snapshot = read_snapshot(path)
     problems = []
+    missing = [n for n in sorted(snapshot.nodes) if n not in program.node_index]
+    if len(missing) == 1:
+        problems.append(f"node {missing[0]!r} has a saved state but is not in this program")
+    elif missing:
+        named = ", ".join(repr(n) for n in missing[:SHOWN])
+        more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+        problems.append(f"{len(missing)} saved states have no node in it: {named}{more}")
     for node_id, entry in sorted(snapshot.nodes.items()):
         if node_id not in program.node_index:
-            problems.append(f"node {node_id!r} has a saved state but is not in this program")
             continue
         now = node_target(program, node_id)
         if entry.target and entry.target != now:
             problems.append(
                 f"node {node_id!r} was built by {entry.target} when saved, now by {now}"
             )
-    if same_program and not problems and snapshot.structure != structure_digest(program):
+    digest = structure_digest(program)
+    if same_program and not problems and snapshot.structure != digest:
         problems.append(
             "the program's structure (its nodes, kinds, targets or wiring) is not the one "
             "the snapshot was taken of"
@@ -33,10 +43,19 @@ def check_fit(program: Program, path: Path, *, same_program: bool) -> Snapshot:
         hint = ""
         if same_program:
             hint = "; to start a new run from it where the states still fit, use --fork"
-        raise SnapshotError(
-            f"snapshot {snapshot.path} does not fit program {program.name!r}: "
-            + "; ".join(problems)
-            + hint
-        )
+        raise SnapshotError(f"{_whose(snapshot, program, digest)}: {'; '.join(problems)}{hint}")
     snapshot.verify()
     return snapshot
+
+
+def _whose(snapshot: Snapshot, program: Program, digest: str) -> str:
+    """``snapshot 3 of run R belongs to program 'a' (structure …), not to program 'b'
+    (structure …)``; of the same program's name: ``… of program 'a' (structure …) does
+    not fit program 'a' as it is now (structure …)``."""
+    run_dir = snapshot.path.parent.parent
+    head = f"snapshot {snapshot.number} of run {run_dir}"
+    theirs = f"program {snapshot.program!r} (structure {snapshot.structure[:12]})"
+    if snapshot.program != program.name:
+        ours = f"program {program.name!r} (structure {digest[:12]})"
+        return f"{head} belongs to {theirs}, not to {ours}"
+    return f"{head} of {theirs} does not fit it as it is now (structure {digest[:12]})"

@@ -159,6 +159,11 @@ class Launcher(Sink):
         """The backend's name (``procs``, ``threads``...)."""
         return self.backend.name
 
+    @property
+    def program_name(self) -> str:
+        """The program's name (the live table's title)."""
+        return self.program.name
+
     def location(self, exe_id: str) -> str | None:
         """The host an executable runs on, for a backend that spans hosts (else None)."""
         return self.backend.location(exe_id)

@@ -19,34 +19,19 @@ from pathlib import Path
 from typing import IO, Any
 
 from topo.backends.logs import safe_name
+from topo.runs.figures import STAMPS
 
 METRICS_DIR = "metrics"
-STAMPS = ("time", "node", "label")  # what the logger adds to every row; not figures
 MAX_KEYS = 100  # per row
 MAX_KEY_CHARS = 200
 MAX_STR_CHARS = 1000  # per string value
 MAX_STR_BYTES = 256 * 1024  # string characters taken from one batch; later rows are dropped
 MAX_LATEST_KEYS = 64  # merged keys kept per node for the view and status.json
-# Key figures first: a key containing an earlier fragment ranks higher.
-PREFERRED = ("return", "reward", "loss", "steps_per_s", "sps", "fps", "step", "episode")
 
 
 def metrics_path(run_dir: Path, node_id: str) -> Path:
     """``<run_dir>/metrics/<node>.jsonl``."""
     return run_dir / METRICS_DIR / f"{safe_name(node_id)}.jsonl"
-
-
-def rank_keys(keys: list[str]) -> list[str]:
-    """``keys`` with return/reward/loss/steps-per-second/step-like keys first (in that
-    order), the others after them in their own order."""
-
-    def rank(item: tuple[int, str]) -> tuple[int, int]:
-        index, key = item
-        low = key.lower()
-        hits = [i for i, fragment in enumerate(PREFERRED) if fragment in low]
-        return (hits[0] if hits else len(PREFERRED), index)
-
-    return [key for _, key in sorted(enumerate(keys), key=rank)]
 
 
 def check_row(row: Any, nodes: Mapping[str, Any]) -> str | None:

@@ -10,16 +10,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from topo.ir import Program
-from topo.supervisor.state import NodeStatus
+from topo.runs.node_status import LimiterProgress, NodeStatus
 
 CHECK_EVERY_S = 0.25
 NO_PROCESS = "waiting for its process"
 BUILDING = "building"
-LIMIT_KEYS = ("limit_key", "limit", "eta_s")  # the limiter's figures besides the count
 
 
 def peers_of(program: Program) -> dict[str, tuple[str, ...]]:
@@ -67,17 +65,6 @@ class PhaseWatch:
                 st.phase = phase
                 changed = True
         return changed
-
-
-@dataclass(frozen=True)
-class LimiterProgress:
-    """How far a steps limiter got: ``actor_steps 47.1k/50k · ~20 s``."""
-
-    node: str
-    key: str
-    steps: float
-    limit: float
-    eta_s: float | None = None
 
 
 def limiter_progress(nodes: Mapping[str, NodeStatus]) -> LimiterProgress | None:

@@ -5,28 +5,10 @@ from __future__ import annotations
 import signal
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from topo.backends.base import ExecutableRunner
 from topo.ir import Program, RestartPolicy
-
-
-@dataclass
-class NodeStatus:
-    """What the live view shows for one node."""
-
-    id: str
-    exe: str
-    state: str = "pending"
-    pid: int | None = None
-    restarts: int = 0
-    started: float | None = None
-    last_line: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)  # latest figures (topo.metrics)
-    stalled_s: float | None = None  # running without progress this long (supervisor.progress)
-    busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
-    phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
-    rpc: dict[str, Any] | None = None  # its latest call figures (supervisor.rpc_stats)
+from topo.runs.node_status import NodeStatus
 
 
 @dataclass
