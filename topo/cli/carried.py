@@ -41,6 +41,7 @@ class ForRun:
     asked: tuple[str, ...]  # this command's -p
     dropped: tuple[str, ...]  # the run's -p values of parameters FILE does not declare
     reset: bool
+    left: tuple[str, ...] = ()  # --reset-params: the run's -p values not carried
 
     def as_json(self) -> dict[str, Any]:
         """The parameters of the change, for ``--json`` and the change record."""
@@ -58,7 +59,9 @@ class ForRun:
         parts = [f"{t} (given)" for t in self.asked]
         parts += [f"{t} (carried from run {self.run_id})" for t in self.carried]
         if self.reset:
-            parts.append("the file's defaults otherwise (--reset-params)")
+            left = f"; not carried: {', '.join(self.left)}" if self.left else ""
+            defaults = "the file's defaults otherwise" if parts else "the file's defaults"
+            parts.append(f"{defaults} (--reset-params{left})")
         return [f"Parameters: {', '.join(parts)}"] if parts else []
 
     def notes(self, file: Path) -> list[str]:
@@ -85,7 +88,8 @@ def load_for_run(
     from topo.diagnostics import TopoError, render_diagnostics
     from topo.loader.params import override_name
 
-    base = [] if reset else given_params(run_dir)
+    recorded = given_params(run_dir)
+    base = [] if reset else recorded
     asked = list(params or [])
     try:
         loaded = load(file, asked, carried=base)
@@ -104,4 +108,5 @@ def load_for_run(
     given = loaded.spec.given
     carried = tuple(t for t in given if override_name(t) not in names)
     mine = tuple(t for t in given if override_name(t) in names)
-    return ForRun(loaded, run_id, carried, mine, loaded.spec.dropped, reset)
+    left = tuple(recorded) if reset else ()
+    return ForRun(loaded, run_id, carried, mine, loaded.spec.dropped, reset, left)

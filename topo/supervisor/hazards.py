@@ -51,8 +51,7 @@ def hazards(
     if gone:
         out.append(
             f"{node_names(gone)} {'keeps' if len(gone) == 1 else 'keep'} a state "
-            "(save/restore) and would be removed: the state is lost "
-            "(topo snapshot takes one first)"
+            "(save/restore) and would be removed: the state is lost"
         )
     fresh = [n for n in restarted if not keep_state and keeping.get(n)]
     if fresh:

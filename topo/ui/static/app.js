@@ -182,14 +182,19 @@
   function connect() {
     const source = new EventSource("/api/stream");
     let fresh = true; // the first events of a connection are all of them: they replace
-    source.addEventListener("open", () => { fresh = true; $("link").classList.remove("down"); });
+    let whole = true; // so is its first status: every node the run has now
+    source.addEventListener("open", () => { fresh = true; whole = true; $("link").classList.remove("down"); });
     source.addEventListener("error", () => $("link").classList.add("down"));
     source.addEventListener("status", (m) => {
       const d = JSON.parse(m.data);
       T.state = d.state; T.run = d.run; T.actions = d.actions;
+      if (whole) T.nodes = {};
+      whole = false;
       for (const n of d.nodes) T.nodes[n.id] = n;
+      for (const id of d.gone || []) delete T.nodes[id]; // removed by topo apply
       document.body.dataset.version = String(d.version);
       document.body.dataset.state = d.state;
+      T.graph.follow(); // a change to the program (topo apply): its new drawing
       schedule();
     });
     source.addEventListener("events", (m) => {
