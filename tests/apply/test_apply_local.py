@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from topo.api import ApplyRefused, RunningProgram
+from topo.api import ApplyNeedsConfirmation, ApplyRefused, RunningProgram
 from topo.testing import wait_gone
 
 BACKENDS = ["threads", "procs"]
@@ -227,7 +227,11 @@ def test_a_restarted_node_keeps_its_state_unless_fresh(
     assert run.wait_ready(60)
     for _ in range(5):
         run.handle("tally").add()
-    change = run.apply(tally(10), fresh=fresh)
+    if fresh:  # its state would be lost: refused unless confirmed
+        with pytest.raises(ApplyNeedsConfirmation, match="tally keeps a state"):
+            run.apply(tally(10), fresh=True)
+        assert run.launcher.generation == 0 and run.handle("tally").count() == 5
+    change = run.apply(tally(10), fresh=fresh, confirm=fresh)
     assert change.result == "applied", change.record
     assert run.handle("tally").count() == (0 if fresh else 5)
     assert run.handle("tally").add() == (10 if fresh else 15)  # the new definition's step
