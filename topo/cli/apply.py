@@ -99,7 +99,7 @@ def apply(
     _check_arguments(info, for_run)
     request = _request(file, for_run, dry_run, max_unavailable)
     request.update(fresh=fresh, confirmed=yes)
-    answer = _ask(info, request)
+    answer = {**_ask(info, request), "params": for_run.as_json()}
     if not as_json:
         text = "\n".join([*for_run.lines(), answer["plan_text"]])
         stdout.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -123,7 +123,8 @@ def apply(
                 "red",
             )
             raise typer.Exit(1)
-        answer = _ask(info, {**request, "confirmed": True, "expect": answer.get("digest")})
+        again = {**request, "confirmed": True, "expect": answer.get("digest")}
+        answer = {**_ask(info, again), "params": for_run.as_json()}
         if answer.get("refused"):
             say(f"error: not applied: {'; '.join(answer['refused'])}", "red")
             raise typer.Exit(1)

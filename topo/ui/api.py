@@ -19,7 +19,7 @@ from topo.ui.procinfo import process_figures
 from topo.ui.record import RunRecord
 
 ACTIONS = ("stop", "restart", "snapshot")
-ACTION_TIMEOUT_S = {"stop": 10.0, "restart": 10.0, "snapshot": 900.0}
+ACTION_TIMEOUT_S = {"stop": 10.0, "restart": 330.0, "snapshot": 900.0}  # restart: a save()
 BY = "the dashboard"
 
 

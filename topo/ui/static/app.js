@@ -40,7 +40,7 @@
   const ASK = {
     stop: () => `Stop the whole program ${T.run.program || ""} (run ${T.run.id || ""})? Every node gets the stop, then its grace period.`,
     snapshot: () => "Take a snapshot of every node's state now? The nodes pause briefly.",
-    restart: (node) => `Restart node ${node}? Its process is killed and started again.`,
+    restart: (node) => `Restart node ${node}? Its process is killed and started again; its nodes keep the state they have now.`,
   };
 
   // Every action asks first; without a yes nothing is sent.
@@ -55,7 +55,7 @@
       const a = await r.json();
       if (!a.ok) { toast(`${op} failed: ${a.error}`); return; }
       if (op === "snapshot") toast(`snapshot ${a.number} taken: ${(a.nodes || []).length} node state(s), paused ${Number(a.pause_s).toFixed(2)}s`);
-      else if (op === "restart") toast(`restarting ${(a.nodes || [node]).join(", ")}`);
+      else if (op === "restart") toast(`restarting ${(a.nodes || [node]).join(", ")}${a.message ? `: ${a.message}` : ""}`);
       else toast("stopping the program");
     } catch (e) { toast(`${op} failed: ${e}`); }
   };
