@@ -133,6 +133,9 @@ def apply(
         if not as_json and dry_run and not answer.get("equal"):
             say("dry run: nothing changed")
         raise typer.Exit(0)
+    if answer.get("generation") is None:  # (nothing refused or to confirm, yet not begun)
+        say(f"error: run {info.id} did not begin the change: {answer.get('error')}", "red")
+        raise typer.Exit(1)
     record = _follow(info.run_dir, int(answer["generation"]), quiet=as_json)
     _print_json(as_json, {**answer, "record": record})
     raise typer.Exit(0 if record.get("result") == "applied" else 1)
