@@ -1,6 +1,7 @@
 """``topo diff A B``: what changes from program A to program B, as a plan -- each of A and B a
 topology file or a run (its recorded ``program.json``). A run compared with a file is
-shown as ``topo apply`` would change it (the run's processes kept where they can be).
+shown as ``topo apply`` would change it: the file compiled from the run's parameters
+(``topo.cli.carried``), the run's processes kept where they can be.
 Exit 0 when equal, 1 when they differ, 2 on trouble (``diff``'s convention)."""
 
 from __future__ import annotations
