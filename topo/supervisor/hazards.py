@@ -43,7 +43,12 @@ def hazards(
     new = plan.program
     started = [n for e in (*plan.start, *plan.restart) for n in new.executable_index[e].nodes]
     out = [_limit_passed(new, node, probe, limiter) for node in started]
-    stopped = [n for e in plan.stop for n in running.executable_index[e].nodes]
+    stopped = [
+        n
+        for e in plan.stop
+        for n in running.executable_index[e].nodes
+        if n not in new.node_index  # (not one that goes on in another process)
+    ]
     restarted = [n for e in plan.restart for n in running.executable_index[e].nodes]
     asked = stopped + ([] if keep_state else restarted)
     keeping = probe.keeps_state(asked) if asked else {}

@@ -396,7 +396,8 @@ class Launcher(Sink):
 
         if self.snapshots is None:
             return []
-        return hazards(self.program, plan, keep_state, self.snapshots, self.limiter)
+        running = self._supervisor.program  # (what the plan was made from)
+        return hazards(running, plan, keep_state, self.snapshots, self.limiter)
 
     @property
     def params_given(self) -> list[str]:
