@@ -151,10 +151,8 @@ class Applier:
         if snaps is not None:
             snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
         try:
-            self.run(plan, record, max_unavailable, keep_state, source)
+            self.run(plan, record, max_unavailable, keep_state, source, snaps)
         finally:
-            if snaps is not None:
-                snaps.changing = ""
             self._done()
 
     def publish_initial(self) -> None:
@@ -177,22 +175,29 @@ class Applier:
         max_unavailable: int = 1,
         keep_state: bool = True,
         source: dict[str, Any] | None = None,
+        snaps: Snapshots | None = None,
     ) -> None:
         """Apply ``plan`` (after ``begin``); the outcome goes to ``record``. With
         ``keep_state`` a node restarted with a new definition starts from the state it
         had (``save``/``restore``; one that cannot give it, from the newest snapshot's),
-        else fresh."""
+        else fresh. ``snaps``: the snapshotter held back meanwhile, let go at the end.
+        The applier is free again (and snapshots possible) before the record says the
+        change ended: whoever follows the record may change the run again at once."""
+        result, error = "failed", "the change was cut short"
         try:
             self._apply(plan, record, max(1, max_unavailable), keep_state, source or {})
-            record.finish("applied")
+            result, error = "applied", ""
         except ApplyInterrupted as exc:
-            record.finish("interrupted", str(exc))
+            result, error = "interrupted", str(exc)
         except Exception as exc:
-            record.finish("failed", f"{type(exc).__name__}: {exc}")
+            result, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             self._programs = [self._sup.program]
+            if snaps is not None:
+                snaps.changing = ""
             with self._lock:
                 self.busy = False
+            record.finish(result, error)
             self._emit("applied", message=record.summary(), generation=record.generation)
 
     def _apply(
