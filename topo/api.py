@@ -67,17 +67,19 @@ def load(
     params: Mapping[str, Any] | Sequence[str] | None = None,
     *,
     check_imports: bool = False,
+    carried: Sequence[str] | None = None,
 ) -> Loaded:
     """Load, interpolate and compile a topology file (the one load path of the API and
     every CLI command).
 
     ``params`` are overrides (``{"num_actors": 8}`` or ``["num_actors=8"]``); with
-    ``check_imports`` every target must import. Raises ``topo.diagnostics.TopoError``
-    on a bad file."""
+    ``check_imports`` every target must import. ``carried``: ``-p`` values from before
+    (a running program's) that ``params`` change by name; one the file does not declare
+    is dropped (``spec.dropped``). Raises ``topo.diagnostics.TopoError`` on a bad file."""
     from topo.compile import compile_spec
     from topo.loader import load_spec
 
-    loaded = load_spec(Path(path), overrides=_overrides(params))
+    loaded = load_spec(Path(path), _overrides(params), list(carried or []))
     warnings: list[Diagnostic] = []
     program = compile_spec(loaded, check_imports=check_imports, warnings=warnings)
     return Loaded(program, loaded, warnings)
@@ -90,6 +92,11 @@ class ApplyRefused(ValueError):
     def __init__(self, reasons: list[str]) -> None:
         super().__init__("; ".join(reasons))
         self.reasons = reasons
+
+
+class ApplyNeedsConfirmation(ApplyRefused):
+    """A change that would stop the program or lose work (``reasons`` say how), refused
+    because it was not confirmed (``confirm=True``); nothing was changed."""
 
 
 class Change:
@@ -161,26 +168,31 @@ class RunningProgram:
         max_unavailable: int = 1,
         fresh: bool = False,
         timeout: float | None = 300.0,
+        confirm: bool = False,
+        reset_params: bool = False,
     ) -> Change:
         """Change the running program into ``source`` (a topology file compiled with
         ``params``, or a program), as ``topo apply`` does: new nodes start, changed ones
         restart ``max_unavailable`` at a time, removed ones stop, and every other node
         goes on; a node restarted with a new definition keeps its state (``save`` /
-        ``restore``) unless ``fresh``. Waits up to ``timeout`` for the change to end.
-        Raises ``ApplyRefused`` when it cannot be applied live (nothing changed then)."""
+        ``restore``) unless ``fresh``. A file starts from the run's parameters
+        (``params`` change them by name; ``reset_params``: from the file's defaults).
+        Waits up to ``timeout`` for the change to end. Raises ``ApplyRefused`` when it
+        cannot be applied live, ``ApplyNeedsConfirmation`` when it would stop the
+        program or lose work and ``confirm`` is not given (nothing changed then)."""
         from topo.supervisor.change_record import read_change
 
         if isinstance(source, Program):
             program, where = source, {}
         else:
-            # Every target imported and every node's arguments checked here, as topo run
-            # does: a wrong argument is an error at its line, before anything changes.
-            loaded = load(source, params, check_imports=self.launcher.backend.imports_here)
+            carried = [] if reset_params else self.launcher.params_given
+            loaded = load(source, params, carried=carried)
             program = loaded.program
+            self._check_arguments(loaded)
             where = {
                 "file": str(Path(source).resolve()),
                 "topology": loaded.yaml_text,
-                "params_given": _overrides(params),
+                "params_given": list(loaded.spec.given),
                 "params": {k: v for k, v in loaded.spec.param_values.items()},
             }
         plan, generation = self.launcher.apply(
@@ -189,9 +201,12 @@ class RunningProgram:
             max_unavailable=max_unavailable,
             source=where,
             keep_state=not fresh,
+            confirmed=confirm,
         )
         if plan.refused:
             raise ApplyRefused(list(plan.refused))
+        if plan.confirm and generation is None and not dry_run:
+            raise ApplyNeedsConfirmation(list(plan.confirm))
         record = None
         if generation is not None:
             import time
@@ -205,6 +220,23 @@ class RunningProgram:
                     break
                 time.sleep(0.02)
         return Change(plan, generation, record)
+
+    def _check_arguments(self, loaded: Loaded) -> None:
+        """Every target of ``loaded`` imported where the nodes import them (procs: its fork
+        server) and every node's arguments checked, as topo run does: a wrong argument is
+        an error at its line (``TopoError``), before anything changes."""
+        from topo.compile.checks import check_imports, checked_targets
+        from topo.targets import TargetInfo
+
+        program = loaded.program
+        found = self.launcher.describe_targets(
+            checked_targets(program, loaded.spec), program.source
+        )
+        described = {
+            t: v if isinstance(v, str) else TargetInfo.from_json(v) for t, v in found.items()
+        }
+        imports_here = self.launcher.backend.imports_here
+        check_imports(program, loaded.spec, imports_here=imports_here, described=described)
 
     def wait_ready(self, timeout: float | None = 60.0) -> bool:
         """Wait until every node is up (served / running)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from topo.api import ApplyRefused, RunningProgram
+from topo.api import ApplyNeedsConfirmation, ApplyRefused, RunningProgram
 from topo.testing import wait_gone
 
 BACKENDS = ["threads", "procs"]
@@ -227,7 +227,43 @@ def test_a_restarted_node_keeps_its_state_unless_fresh(
     assert run.wait_ready(60)
     for _ in range(5):
         run.handle("tally").add()
-    change = run.apply(tally(10), fresh=fresh)
+    if fresh:  # its state would be lost: refused unless confirmed
+        with pytest.raises(ApplyNeedsConfirmation, match="tally keeps a state"):
+            run.apply(tally(10), fresh=True)
+        assert run.launcher.generation == 0 and run.handle("tally").count() == 5
+    change = run.apply(tally(10), fresh=fresh, confirm=fresh)
     assert change.result == "applied", change.record
     assert run.handle("tally").count() == (0 if fresh else 5)
     assert run.handle("tally").add() == (10 if fresh else 15)  # the new definition's step
+
+
+@pytest.mark.slow
+def test_a_file_applied_from_python_starts_from_the_runs_parameters(
+    topology: Callable[..., Path], topo_launch: Callable[..., RunningProgram]
+) -> None:
+    file = topology(
+        """
+        name: apply_test
+        params:
+          n: {default: 2}
+          tag: {default: v1}
+        nodes:
+          worker:
+            target: apply_nodes:Worker
+            count: ${n}
+            args: {worker_id: "${replica}", tag: "${tag}"}
+          caller: {target: apply_nodes:Caller, args: {workers: "@worker"}}
+        """,
+        "params.yaml",
+    )
+    run = topo_launch(file, "threads", params={"n": 3})
+    assert run.wait_ready(60)
+    change = run.apply(file, {"tag": "v2"})  # n=3 carried: three workers, each restarted
+    assert change.result == "applied", change.record
+    assert change.plan.stop == () and len(change.plan.restart) == 3
+    assert run.launcher.params_given == ["n=3", "tag=v2"]
+    assert [run.handle(f"worker/{i}").work(0)["tag"] for i in range(3)] == ["v2"] * 3
+    back = run.apply(file, reset_params=True)  # the file's defaults: n=2, tag=v1
+    assert back.result == "applied", back.record
+    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1"]
+    assert run.launcher.params_given == []

@@ -67,8 +67,11 @@ def test_apply_changes_a_detached_run_and_records_it(tmp_path: Path) -> None:
         assert json.loads((run_dir / "run.json").read_text())["params"]["n"] == 4
         assert "ticker/3" in (run_dir / "program.json").read_text()
 
-        down = topo("apply", run_id, str(file), "--json", cwd=tmp_path)  # back to n=2
-        assert down.returncode == 0, down.stderr
+        same = topo("apply", run_id, str(file), cwd=tmp_path)  # the run's n=4 carried
+        assert same.returncode == 0 and "No differences." in same.stdout, same.stderr
+        assert "n=4 (carried from run" in same.stdout
+        down = topo("apply", run_id, str(file), "--reset-params", "--json", cwd=tmp_path)
+        assert down.returncode == 0, down.stderr  # back to the file's n=2
         answer = json.loads(down.stdout)
         assert (
             answer["stop"] == ["ticker/2", "ticker/3"] and answer["record"]["result"] == "applied"

@@ -118,6 +118,7 @@ def test_a_node_is_restarted_when_asked(
         "node": "ticker/1",
         "executable": "ticker/1",
         "nodes": ["ticker/1"],
+        "message": "",  # a ticker keeps no state: nothing to say of it
     }
 
     def restarted() -> bool:

@@ -7,11 +7,15 @@ import http.client
 import json
 import shutil
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.conftest import EXAMPLES, compile_file
 from tests.ui.support import TOKEN, call, cookie, make_run_dir, serving
+from topo.ir import dumps
 from topo.ui.serve import UiError, check_host, open_dashboard
 
 
@@ -198,3 +202,61 @@ def test_a_request_answered_as_the_dashboard_ends_is_not_logged(
         assert call(d, "/api/run", headers=cookie(d))[0] == 200
     assert capsys.readouterr().err == ""
     assert (run_dir / "ui.log").read_text().count("GET /api/run") == 1
+
+
+def _applied(run_dir: Path, producers: int, generation: int) -> None:
+    """What ``topo apply`` leaves in a run directory: program.json rewritten first, then
+    status.json with the new generation and the nodes the run has now."""
+    program = compile_file(EXAMPLES / "consumer_producers.yaml", [f"num_producers={producers}"])
+    (run_dir / "program.json").write_text(dumps(program))
+    status = json.loads((run_dir / "status.json").read_text())
+    kept = {n["id"]: n for n in status["nodes"]}
+    status["nodes"] = [
+        kept.get(n.id, {**status["nodes"][0], "id": n.id, "group": n.group}) for n in program.nodes
+    ]
+    status["generation"] = generation
+    (run_dir / "status.json").write_text(json.dumps(status))
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_the_graph_is_drawn_from_the_runs_program_as_a_change_left_it(run_dir: Path) -> None:
+    with serving(run_dir) as d:
+
+        def producers(drawing: dict[str, Any]) -> list[str]:
+            return sorted(n for ids in drawing["members"].values() for n in ids if "prod" in n)
+
+        before = json.loads(call(d, "/api/graph", headers=cookie(d))[2])
+        assert producers(before) == [f"producer/{i}" for i in range(4)]
+        _applied(run_dir, 6, 1)  # topo apply -p num_producers=6, while the page is open
+        end = time.monotonic() + 10  # (status.json is read again 0.05 s after the last look)
+        while True:
+            after = json.loads(call(d, "/api/graph", headers=cookie(d))[2])
+            if after["generation"] == 1 or time.monotonic() > end:
+                break
+        assert after["generation"] == 1 and "producer/5" in after["svg"]
+        assert producers(after) == [f"producer/{i}" for i in range(6)]
+        run = json.loads(call(d, "/api/run", headers=cookie(d))[2])
+        assert run["run"]["generation"] == 1
+        assert [g["count"] for g in run["groups"] if g["name"] == "producer"] == [6]
+
+
+def test_the_stream_says_which_nodes_a_change_removed(run_dir: Path) -> None:
+    with serving(run_dir) as d:
+        conn = http.client.HTTPConnection("127.0.0.1", d.server_address[1], timeout=10)
+        headers = {**cookie(d), "Host": f"127.0.0.1:{d.server_address[1]}"}
+        conn.request("GET", "/api/stream", headers=headers)
+        reply = conn.getresponse()
+
+        def next_status() -> dict[str, Any]:
+            while True:
+                line = reply.fp.readline().decode().strip()
+                if line == "event: status":
+                    found: dict[str, Any] = json.loads(reply.fp.readline().decode()[6:])
+                    return found
+
+        assert next_status()["gone"] == []
+        _applied(run_dir, 2, 1)  # topo apply -p num_producers=2
+        changed = next_status()
+        conn.close()
+    assert changed["run"]["generation"] == 1
+    assert sorted(changed["gone"]) == ["producer/2", "producer/3"]

@@ -265,8 +265,9 @@ class Backend(ABC):
         self, targets: list[str], source: str | None
     ) -> Mapping[str, TargetInfo | str] | None:
         """Import ``targets`` where the nodes will run and describe them for the checks
-        before the run (``topo.targets.describe_targets``), or None: the launcher imports
-        them itself. procs asks its warmed-up fork server, which imports them anyway."""
+        before the run, and before a change to it (``topo apply``; see
+        ``topo.targets.describe_targets``), or None: the launcher imports them itself.
+        procs asks its fork server, which imports them anyway."""
         return None
 
     def warm_up(self) -> bool:

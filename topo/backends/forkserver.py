@@ -271,6 +271,8 @@ def serve(status_fd: int) -> None:
                     gc.collect()
                     gc.freeze()
                     send_status(t="program", nodes=len(init["program"].nodes))
+                if msg[0] == "check":  # topo apply: a new program's imports and arguments
+                    _answer_check(msg[1], msg[2])
                 if msg[0] == "spawn":
                     _, exe, attempt, size = msg
                     grant = read_blob(0, size)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ from topo.backends.logs import exe_output_path, file_size, wait_written, write_m
 from topo.backends.proctree import kill_tree
 from topo.ir import Program, dumps
 from topo.targets import TargetInfo
+
+CHECK_TIMEOUT_S = 110.0  # a new program's imports (TensorFlow's alone take seconds)
 
 
 class _ProcRunner(ExecutableRunner):
@@ -177,6 +181,8 @@ class ProcsBackend(Backend):
         self._job: JobContext | None = None
         self._init: dict[str, Any] | None = None
         self._log: Path | None = None
+        self._check_lock = threading.Lock()
+        self._checked: queue.Queue[Any] | None = None  # where the reader hands a check's answer
 
     @property
     def server_pid(self) -> int | None:
@@ -191,10 +197,13 @@ class ProcsBackend(Backend):
     def describe_targets(
         self, targets: list[str], source: str | None
     ) -> dict[str, TargetInfo | str] | None:
-        """The warmed-up fork server imports the targets (it needs them anyway) and
-        describes them; None without a warmed-up server or if it could not say."""
+        """The fork server imports the targets (it needs them anyway) and describes them:
+        before the run, the warmed-up one; during it (``topo apply``), the running one.
+        None without a server or if it could not say."""
+        if self._opened:
+            return self._describe_running(targets, source)
         server = self._server
-        if server is None or self._opened or not server.send(("check", targets, source)):
+        if server is None or not server.send(("check", targets, source)):
             return None
         sock = server.sock
         sock.settimeout(0.2)
@@ -210,10 +219,32 @@ class ProcsBackend(Backend):
                     break
         finally:
             sock.settimeout(None)
-        found = msg.get("targets")
-        if found is None:
-            return None
-        return {t: v if isinstance(v, str) else TargetInfo.from_json(v) for t, v in found.items()}
+        return _described(msg.get("targets"))
+
+    def _describe_running(
+        self, targets: list[str], source: str | None
+    ) -> dict[str, TargetInfo | str] | None:
+        """The running fork server's description of ``targets`` (its reader hands the
+        answer over); None if it is gone or did not answer in ``CHECK_TIMEOUT_S``."""
+        with self._check_lock:  # one at a time: the answer carries no request id
+            answers: queue.Queue[Any] = queue.Queue()
+            with self._lock:
+                server = self._server
+                if server is None or server.dead or not server.ready:
+                    return None
+                self._checked = answers
+                if not server.send(("check", targets, source)):
+                    return None
+            end = time.monotonic() + CHECK_TIMEOUT_S
+            try:
+                while True:
+                    try:
+                        return _described(answers.get(timeout=0.2))
+                    except queue.Empty:
+                        if server.dead or self._closing or time.monotonic() > end:
+                            return None
+            finally:
+                self._checked = None
 
     def _discard(self) -> None:
         """End a fork server that was never sent a program (it has no children)."""
@@ -347,6 +378,10 @@ class ProcsBackend(Backend):
             elif t == "server":
                 server.ready = True
                 self.import_errors = msg.get("import_errors", [])
+            elif t == "checked":
+                answers = self._checked
+                if answers is not None:
+                    answers.put(msg.get("targets"))
 
     def _lost(self, server: _Server) -> None:
         """``server`` died: its executables died with it (``PR_SET_PDEATHSIG``). They are
@@ -424,6 +459,13 @@ class ProcsBackend(Backend):
                     out.write(early)
         except (OSError, ValueError):
             pass
+
+
+def _described(found: Any) -> dict[str, TargetInfo | str] | None:
+    """A fork server's ``checked`` answer as ``TargetInfo`` (or why one does not import)."""
+    if not isinstance(found, dict):
+        return None
+    return {t: v if isinstance(v, str) else TargetInfo.from_json(v) for t, v in found.items()}
 
 
 def _server_env() -> dict[str, str]:

@@ -232,6 +232,18 @@ def read_record(run_dir: Path) -> RunRecord:
         raise RecordError(f"{path} is damaged: {where}: {first['msg']}") from None
 
 
+def given_params(run_dir: Path) -> list[str]:
+    """The ``-p`` values a run runs with now: as given at its start (``--from``: with the
+    run it reran's), as every change ``topo apply`` made left them; read cheaply (no
+    validation: ``topo apply`` and ``topo diff`` start from them). Empty when the run
+    has no record (a program made in Python) or it holds none."""
+    try:
+        given = json.loads((run_dir / RUN_FILE).read_text()).get("params_given")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(t) for t in given] if isinstance(given, list) else []
+
+
 def named_run_dir(args: Sequence[str]) -> str | None:
     """The run directory a command line names with ``--from DIR`` or ``--resume DIR`` (or
     ``=DIR``; the last one given), None when none is; ``args`` are the words after the command."""

@@ -1,6 +1,7 @@
 """``topo diff A B``: what changes from program A to program B, as a plan -- each of A and B a
 topology file or a run (its recorded ``program.json``). A run compared with a file is
-shown as ``topo apply`` would change it (the run's processes kept where they can be).
+shown as ``topo apply`` would change it: the file compiled from the run's parameters
+(``topo.cli.carried``), the run's processes kept where they can be.
 Exit 0 when equal, 1 when they differ, 2 on trouble (``diff``'s convention)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
+from topo.cli.carried import ResetParamsOption
 from topo.cli.common import ParamsOption, error, stderr, stdout
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
@@ -35,6 +37,7 @@ def diff(
         typer.Argument(metavar="B", help="The same, compared with A.", show_default=False),
     ],
     params: ParamsOption = None,
+    reset_params: ResetParamsOption = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the diff as JSON (its shape: topo.ir.diff).")
     ] = False,
@@ -45,19 +48,52 @@ def diff(
     from topo.ir.diff import diff_programs
     from topo.ir.diff_printer import diff_to_dict, format_diff
 
-    before, after = load_operand(old, params), load_operand(new, params)
-    if not _is_file(old) and _is_file(new):
-        # A run and a file: the file as `topo apply` would run it there (the processes
-        # the run has are kept where the new packing allows).
+    for_run = None
+    if _is_file(old) != _is_file(new) and _run_of(new if _is_file(old) else old) is not None:
+        # A run and a file: the file as `topo apply` would run it there, from the run's
+        # parameters (and with the processes the run has kept where the new packing allows)
+        from topo.cli.carried import load_for_run
         from topo.ir.packing import as_applied
 
-        after = as_applied(before, after)
+        file, other = (Path(old), new) if _is_file(old) else (Path(new), old)
+        run_id, run_dir = _run_of(other) or ("", Path())
+        recorded = load_operand(other, None)
+        for_run = load_for_run(file, run_dir, run_id, params, reset_params, TROUBLE)
+        compiled = for_run.loaded.program
+        if file == Path(new):
+            before, after = recorded, as_applied(recorded, compiled)
+        else:
+            before, after = compiled, recorded
+        for note in for_run.notes(file):
+            stderr.print(note, highlight=False, markup=False)
+    else:
+        before, after = load_operand(old, params), load_operand(new, params)
     found = diff_programs(before, after)
     if as_json:
-        print(json.dumps(diff_to_dict(found), indent=2))
+        data = diff_to_dict(found)
+        if for_run is not None:
+            data["params"] = for_run.as_json()
+        print(json.dumps(data, indent=2))
     else:
-        stdout.print(format_diff(found), highlight=False, markup=False, soft_wrap=True)
+        lines = [] if for_run is None else for_run.lines()
+        text = "\n".join([*lines, format_diff(found)])
+        stdout.print(text, highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(0 if found.equal else 1)
+
+
+def _run_of(spec: str) -> tuple[str, Path] | None:
+    """The id and directory of the run ``spec`` names; None for a recorded
+    ``program.json`` or what names no run (``load_operand`` then says what it is)."""
+    path = Path(spec)
+    if path.is_file() or (path.is_dir() and not (path / "program.json").is_file()):
+        return None
+    from topo.runs.resolve import RunNotFound, resolve
+
+    try:
+        info = resolve(spec)
+    except RunNotFound:
+        return (path.name, path) if path.is_dir() else None
+    return info.id, info.run_dir
 
 
 def _is_file(spec: str) -> bool:

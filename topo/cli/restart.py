@@ -1,6 +1,9 @@
 """``topo restart RUN NODE``: restart one node of a live run from any shell (its process
 is killed and started again, whatever its restart policy), over the run's control
-channel as ``topo stop`` is."""
+channel as ``topo stop`` is. Each node of the process takes its live state along
+(``save()`` just before the end, ``restore()`` at the next start), as ``topo apply``
+hands it over; ``--fresh`` starts them with none. A node with no live state (it is
+down) restores the newest snapshot holding its state, and the command says which."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import typer
 from topo.cli.app import app
 from topo.cli.operate import LogDirOption, pick_run, say
 
+RESTART_TIMEOUT_S = 330.0  # beyond the launcher's deadline for one node's save()
+
 
 @app.command("restart")
 def restart(
@@ -19,6 +24,12 @@ def restart(
         str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
     ],
     node: Annotated[str, typer.Argument(help="The node to restart.", show_default=False)],
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Start with no state (default: each node keeps the state it has)."
+        ),
+    ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
     """Restart one node of a live run now.
@@ -34,8 +45,9 @@ def restart(
     try:
         if not socket_path:
             raise ControlError("the run has no control socket")
-        message = {"op": "restart", "node": node, "by": "topo restart"}
-        answer = request(info.run_dir, str(socket_path), message)
+        message = {"op": "restart", "node": node, "by": "topo restart", "fresh": fresh}
+        # (a node's live state is saved before the answer: a replay's can take a while)
+        answer = request(info.run_dir, str(socket_path), message, timeout=RESTART_TIMEOUT_S)
     except ControlError as exc:
         say(f"error: {exc}", "red")
         raise typer.Exit(1) from None
@@ -46,3 +58,6 @@ def restart(
     others = [n for n in nodes if n != node]
     along = f" (with {', '.join(others)}, which share its process)" if others else ""
     say(f"↻ restarting {node} of run {info.id}{along}", "bold")
+    for said in str(answer.get("message") or "").split("; "):
+        if said:
+            say(f"  {said}")

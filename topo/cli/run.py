@@ -233,6 +233,11 @@ def run(
     rerun = rerun_of(file, from_run)  # --from / --resume RUN: its file and recorded options
     if rerun is not None:
         file, settings = rerun.file, rerun.settings(ctx, settings)
+        # its -p values go on (topology.yaml holds them as defaults, and topo apply to
+        # the new run starts from them), changed by the ones given now
+        from topo.loader.params import merge_overrides
+
+        params = merge_overrides(rerun.record.params_given, params or [])
     assert file is not None
     warm = None
     if ui:  # its interpreter starts now, before the program's nodes take the CPU

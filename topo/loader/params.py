@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +192,22 @@ def _values(
         params[name] = Param(name, value, resolved_type, help_text, overridden)
         scope[name] = value
     return params
+
+
+def override_name(text: str) -> str:
+    """The parameter a ``-p NAME=VALUE`` names (the whole text when it has no ``=``)."""
+    name, sep, _ = text.partition("=")
+    return name.strip() if sep else text
+
+
+def merge_overrides(base: Sequence[str], more: Sequence[str]) -> list[str]:
+    """``base``'s ``-p`` values changed by ``more``'s, by name (a later one wins), one
+    per parameter, in the order each was first given: a run's parameters as a change
+    (``topo apply -p``) leaves them."""
+    merged: dict[str, str] = {}
+    for text in [*base, *more]:
+        merged[override_name(text)] = text
+    return list(merged.values())
 
 
 def given_raw(overrides: list[str], name: str) -> str:

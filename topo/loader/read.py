@@ -12,7 +12,14 @@ from topo.diagnostics import Diagnostic, SourcePos, TopoError
 from topo.kinds import get_kind, option_owners
 from topo.loader.limits import check_node_counts
 from topo.loader.models import GroupSpec, TopologySpec, topology_model
-from topo.loader.params import RESERVED, Param, resolve_params, suggest
+from topo.loader.params import (
+    RESERVED,
+    Param,
+    merge_overrides,
+    override_name,
+    resolve_params,
+    suggest,
+)
 from topo.syntax import interpolate
 from topo.syntax.expr import ExprError, names
 from topo.syntax.source import Document, PathKey, SourceMap, read_document
@@ -33,6 +40,8 @@ class LoadedSpec:
     data: dict[str, Any]
     raw: dict[str, Any] | None = None  # the file with its bases merged, not interpolated
     tree: Any = None  # the file's round-trip tree (comments kept) when it extends nothing
+    given: tuple[str, ...] = ()  # the -p values it was loaded with (carried ones merged in)
+    dropped: tuple[str, ...] = ()  # carried -p values of parameters the file does not declare
 
     @property
     def param_values(self) -> dict[str, Any]:
@@ -230,12 +239,23 @@ def _kind_checks(spec: TopologySpec, sources: SourceMap) -> list[Diagnostic]:
     return errors
 
 
-def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpec:
-    """Read ``path`` and everything it extends, apply ``-p`` overrides and validate."""
+def load_spec(
+    path: Path | str, overrides: list[str] | None = None, carried: list[str] | None = None
+) -> LoadedSpec:
+    """Read ``path`` and everything it extends, apply ``-p`` overrides and validate.
+
+    ``carried`` are ``-p`` values from before (a running program's, which ``topo apply``
+    starts from): ``overrides`` change them by name, and one naming a parameter the file
+    does not declare is dropped (listed in ``dropped``), not an error."""
     path = Path(path)
     doc = _load_with_extends(path)
     data: dict[str, Any] = doc.data
-    params = resolve_params(data.get("params"), overrides or [], doc.sources)
+    raw_params = data.get("params")
+    declared: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+    kept = [t for t in carried or [] if override_name(t) in declared]
+    dropped = tuple(t for t in carried or [] if override_name(t) not in declared)
+    given = merge_overrides(kept, overrides or [])
+    params = resolve_params(data.get("params"), given, doc.sources)
     scope = {name: p.value for name, p in params.items()}
     errors: list[Diagnostic] = []
     interpolated = {
@@ -252,7 +272,9 @@ def load_spec(path: Path | str, overrides: list[str] | None = None) -> LoadedSpe
     errors = _kind_checks(spec, doc.sources) or check_node_counts(spec, doc.sources)
     if errors:
         raise TopoError(errors)
-    return LoadedSpec(doc.file, spec, params, doc.sources, interpolated, data, doc.tree)
+    return LoadedSpec(
+        doc.file, spec, params, doc.sources, interpolated, data, doc.tree, tuple(given), dropped
+    )
 
 
 __all__ = ["GroupSpec", "LoadedSpec", "TopologySpec", "load_spec"]

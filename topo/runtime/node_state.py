@@ -49,6 +49,8 @@ class StateDoor:
         if op == "resume":
             gate.resume()
             return None
+        if op == "has_state":  # -> whether a change that ends it loses a state
+            return has_state(self._obj)
         if op == "save":  # -> pickled state, or None for a node that keeps none
             if not has_state(self._obj):
                 return None

@@ -51,6 +51,8 @@ class Snapshots(Protocol):
 
     def forget_handed(self, node_ids: list[str]) -> None: ...
 
+    def start_fresh(self, node_ids: list[str]) -> None: ...
+
 
 class ApplyInterrupted(Exception):
     """The run began to stop while a change was applied."""
@@ -80,6 +82,8 @@ class Applier:
         self._done = done  # after a change: status.json written at once
         # Takes no snapshot while a change is applied; restarted nodes hand it their state.
         self.snapshots: Snapshots | None = None
+        # Why a plan must be confirmed (plan, keep_state) -> reasons (topo.supervisor.hazards)
+        self.hazards: Callable[[LivePlan, bool], list[str]] | None = None
         self._lock = threading.Lock()
         self.busy = False
         self._membership = 0  # the registry's membership generation
@@ -94,11 +98,13 @@ class Applier:
         max_unavailable: int = 1,
         source: dict[str, Any] | None = None,
         keep_state: bool = True,
+        confirmed: bool = False,
     ) -> tuple[LivePlan, int | None]:
         """Plan the change of the running program into ``program`` (compiled from a file;
         ``source``: which file and parameters, for the record) and, unless it is refused,
-        a dry run or empty, begin it in the background. The plan, and the change's
-        generation (None when nothing was begun)."""
+        a dry run, empty, or would stop the program or lose work and is not
+        ``confirmed`` (``plan.confirm`` says why), begin it in the background. The plan,
+        and the change's generation (None when nothing was begun)."""
         refused = []
         phase = self._phase()
         if phase != "running":
@@ -108,8 +114,14 @@ class Applier:
         else:  # the backend is asked about the program as it would run (processes kept)
             found = preflight_update(as_applied(self._sup.program, program), self._backend)
             refused += [d.headline() for d in found if d.severity == "error"]
+        if self.busy:
+            refused.append("another change is being applied to this run")
         plan = plan_change(self._sup.program, program, refused)
-        if plan.refused or dry_run or plan.empty:
+        if plan.refused or plan.empty:
+            return plan, None
+        if self.hazards is not None:
+            plan = replace(plan, confirm=tuple(self.hazards(plan, keep_state)))
+        if dry_run or (plan.confirm and not confirmed):
             return plan, None
         if not self.begin():
             return replace(plan, refused=("another change is being applied to this run",)), None
@@ -139,10 +151,8 @@ class Applier:
         if snaps is not None:
             snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
         try:
-            self.run(plan, record, max_unavailable, keep_state, source)
+            self.run(plan, record, max_unavailable, keep_state, source, snaps)
         finally:
-            if snaps is not None:
-                snaps.changing = ""
             self._done()
 
     def publish_initial(self) -> None:
@@ -165,21 +175,29 @@ class Applier:
         max_unavailable: int = 1,
         keep_state: bool = True,
         source: dict[str, Any] | None = None,
+        snaps: Snapshots | None = None,
     ) -> None:
         """Apply ``plan`` (after ``begin``); the outcome goes to ``record``. With
         ``keep_state`` a node restarted with a new definition starts from the state it
-        had (``save``/``restore``), else from the newest snapshot's, or fresh."""
+        had (``save``/``restore``; one that cannot give it, from the newest snapshot's),
+        else fresh. ``snaps``: the snapshotter held back meanwhile, let go at the end.
+        The applier is free again (and snapshots possible) before the record says the
+        change ended: whoever follows the record may change the run again at once."""
+        result, error = "failed", "the change was cut short"
         try:
             self._apply(plan, record, max(1, max_unavailable), keep_state, source or {})
-            record.finish("applied")
+            result, error = "applied", ""
         except ApplyInterrupted as exc:
-            record.finish("interrupted", str(exc))
+            result, error = "interrupted", str(exc)
         except Exception as exc:
-            record.finish("failed", f"{type(exc).__name__}: {exc}")
+            result, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             self._programs = [self._sup.program]
+            if snaps is not None:
+                snaps.changing = ""
             with self._lock:
                 self.busy = False
+            record.finish(result, error)
             self._emit("applied", message=record.summary(), generation=record.generation)
 
     def _apply(
@@ -195,9 +213,10 @@ class Applier:
         members = {e.id: e.nodes for e in (*old.executables, *new.executables)}
         authority.set_members(members)  # the old ones end later, the new ones may join now
         self._backend.update(new)
+        # program.json first: whoever sees the new generation (status.json) finds its program
+        self._adopt(new, source)
         self._call(lambda: self._sup.adopt_program(new))
         self._programs = [old, new]
-        self._adopt(new, source)
         record.step("program", f"the run's program is generation {record.generation}")
         if plan.start:
             self._call(lambda: self._sup.start_exes(list(plan.start)))
@@ -209,7 +228,11 @@ class Applier:
             batch = list(plan.restart[i : i + max_unavailable])
             nodes = self._nodes_of(batch)
             self._leave(nodes)
-            kept = self.snapshots.hand_over(nodes) if keep_state and self.snapshots else []
+            kept = []
+            if self.snapshots is not None and keep_state:
+                kept = self.snapshots.hand_over(nodes)
+            elif self.snapshots is not None:
+                self.snapshots.start_fresh(nodes)
             self._end(batch, "restarted by topo apply")
             self._call(lambda b=batch: self._sup.start_exes(b))  # type: ignore[misc]
             try:

@@ -24,7 +24,8 @@ class LivePlan:
     """A change to a running program: the program as it will run, the diff, and the
     executables to ``start`` (new), ``restart`` (same id, new definition) and ``stop``
     (gone from the program), in start order; ``refused`` says why it cannot be applied
-    live (empty: it can)."""
+    live (empty: it can); ``confirm`` why it must be confirmed first (it would stop the
+    program or lose work: ``topo.supervisor.hazards``)."""
 
     program: Program
     diff: ProgramDiff
@@ -32,6 +33,7 @@ class LivePlan:
     restart: tuple[str, ...] = ()
     stop: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
+    confirm: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -1,11 +1,12 @@
 """The run directory's record of the changes ``topo apply`` made to a running program.
 
 Each change is one file, ``<run_dir>/changes/<generation>.json``, rewritten atomically
-at every step: when it was asked, from which file and parameters, the plan (the JSON of
-``topo diff --json``) and its text, each step as it happened (the nodes it started,
-restarted or stopped, and when), and the result (``applying``, then ``applied``,
-``failed`` or ``interrupted`` with the reason). ``topo apply`` follows it to show the
-progress; ``read_changes`` lists a run's changes.
+at every step: when it was asked, from which file and parameters (``params_given``: the
+run's ``-p`` values from this change on; ``params_change``: which were carried from the
+run, given, dropped), the plan (the JSON of ``topo diff --json``) and its text, each step
+as it happened (the nodes it started, restarted or stopped, and when), and the result
+(``applying``, then ``applied``, ``failed`` or ``interrupted`` with the reason). ``topo
+apply`` follows it to show the progress; ``read_changes`` lists a run's changes.
 """
 
 from __future__ import annotations

@@ -95,6 +95,8 @@ class Launcher(Sink):
         self._tailer: LogSource | None = None
         self.applier: Applier | None = None
         self._events: EventLog | None = None
+        record = self.options.record
+        self._params_given: list[str] = [] if record is None else list(record.params_given)
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
     # -- the run's state (kept by the supervisor) -------------------------------
@@ -258,13 +260,14 @@ class Launcher(Sink):
             self.program,
             self.run_dir,
             self.registry,
-            lambda node: (self.nodes[node].state, self.nodes[node].restarts, self.nodes[node].pid),
+            self._node_state,
             self._on_snapshot,
             read_snapshot(opts.start_from) if opts.start_from is not None else None,
             lambda: self.phase == "running",
         )
         self.registry.service.states = self.snapshots.state_for
         self.applier.snapshots = self.snapshots
+        self.applier.hazards = self._hazards
         self._state.started_at = time.time()
         self.backend.open(job, self)
 
@@ -321,20 +324,44 @@ class Launcher(Sink):
             raise SnapshotError("the run is not running")
         return self.snapshots.take(reason)
 
-    def restart_node(self, node: str, by: str = "topo restart") -> dict[str, Any]:
+    def restart_node(
+        self, node: str, by: str = "topo restart", fresh: bool = False
+    ) -> dict[str, Any]:
         """Restart ``node`` now: its executable's attempt is killed and started again (all
-        of that executable's nodes restart), whatever its restart policy; the answer says
-        which nodes, or why not (``ok`` false)."""
+        of that executable's nodes restart), whatever its restart policy, each node
+        handing its live state over to its next start unless ``fresh``; the answer says
+        which nodes and what each starts from, or why not (``ok`` false)."""
+        from topo.supervisor.node_restart import restart_node
+
+        return restart_node(
+            node,
+            by,
+            fresh,
+            nodes=self.nodes,
+            exes=self.exes,
+            phase=self.phase,
+            states=self.snapshots if self.phase == "running" else None,
+            restart=self._supervisor.restart,
+        )
+
+    def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]:
+        """What the checks of a new program (``topo apply``) need of its targets, imported
+        where the nodes import them (procs: the fork server; threads: here), as plain
+        data: target -> ``TargetInfo`` as a dict, or why it does not import. The command
+        that asks never imports a node's framework itself."""
+        import dataclasses
+
+        from topo.targets import describe_targets
+
+        found = self.backend.describe_targets(targets, source)
+        if found is None:
+            return describe_targets(targets, source)
+        return {t: v if isinstance(v, str) else dataclasses.asdict(v) for t, v in found.items()}
+
+    def _node_state(self, node: str) -> tuple[str, int, int | None]:
+        """A node's (state, restarts, pid) for the snapshotter (``gone``: not in the run)."""
         status = self.nodes.get(node)
-        if status is None:
-            return {"ok": False, "error": f"the program has no node {node!r}"}
-        if self.phase not in ("starting", "running"):
-            return {"ok": False, "error": f"the run is {self.phase}: nothing is restarted"}
-        exe = self.exes[status.exe]
-        if exe.runner is None and exe.restart_at is None:
-            return {"ok": False, "error": f"node {node} is {status.state}: it has no process"}
-        self._supervisor.restart(node, by)
-        return {"ok": True, "node": node, "executable": exe.id, "nodes": list(exe.nodes)}
+        return ("gone", 0, None) if status is None else (status.state, status.restarts, status.pid)
 
     def _on_snapshot(self, ok: bool, message: str, figures: dict[str, Any]) -> None:
         if not ok:
@@ -350,10 +377,12 @@ class Launcher(Sink):
         max_unavailable: int = 1,
         source: dict[str, Any] | None = None,
         keep_state: bool = True,
+        confirmed: bool = False,
     ) -> tuple[LivePlan, int | None]:
         """Change the running program into ``program`` (``Applier.propose``): the plan,
         and the generation of the change begun in the background (None: refused, a dry
-        run, or nothing to do)."""
+        run, nothing to do, or it would stop the program or lose work and was not
+        ``confirmed``: ``plan.confirm`` says why)."""
         if self.applier is None:
             refused = (f"the run is {self.phase}: a change is applied to a running program",)
             return plan_change(self.program, program, refused), None
@@ -363,7 +392,23 @@ class Launcher(Sink):
             max_unavailable=max_unavailable,
             source=source,
             keep_state=keep_state,
+            confirmed=confirmed,
         )
+
+    def _hazards(self, plan: LivePlan, keep_state: bool) -> list[str]:
+        """Why ``plan`` must be confirmed (``topo.supervisor.hazards``)."""
+        from topo.supervisor.hazards import hazards
+
+        if self.snapshots is None:
+            return []
+        running = self._supervisor.program  # (what the plan was made from)
+        return hazards(running, plan, keep_state, self.snapshots, self.limiter)
+
+    @property
+    def params_given(self) -> list[str]:
+        """The ``-p`` values the run's program was made with, as the last change left
+        them (``topo apply`` and ``RunningProgram.apply`` start from them)."""
+        return list(self._params_given)
 
     def _record_soon(self) -> None:
         """Write ``status.json`` on the supervisor's thread at its next turn."""
@@ -382,6 +427,8 @@ class Launcher(Sink):
         if self._tailer is not None:
             for label, path in log_files(program, self.run_dir).items():
                 self._tailer.follow(label, path)  # (a file it follows already stays)
+        if source.get("params_given") is not None:
+            self._params_given = [str(t) for t in source["params_given"]]
         if source.get("params") is not None:
             record_change(
                 self.run_dir,

@@ -3,13 +3,20 @@
 
 Requests and answers are JSON objects (``topo.runs.control``): nothing is unpickled. A
 change (``apply``) carries the new program as the IR's JSON; it is answered with the
-plan at once and carried out in the background (``changes/<generation>.json`` follows it).
+plan at once and carried out in the background (``changes/<generation>.json`` follows it)
+-- unless it would stop the program or lose work and is not ``confirmed`` (the answer's
+``confirm`` says why). ``describe`` imports a new program's targets where the nodes
+import them and describes them, so that ``topo apply`` checks the arguments without
+importing a node's framework itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from typing import Any, Protocol
 
+from topo.backends.base import Backend
 from topo.ir import IRFormatError, Program, program_from_dict
 from topo.snapshots.store import Snapshot, SnapshotError
 from topo.supervisor.change_plan import LivePlan
@@ -39,8 +46,15 @@ class Operated(Protocol):
         max_unavailable: int = ...,
         source: dict[str, Any] | None = ...,
         keep_state: bool = ...,
+        confirmed: bool = ...,
     ) -> tuple[LivePlan, int | None]: ...
-    def restart_node(self, node: str, by: str = ...) -> dict[str, Any]: ...
+
+    def restart_node(self, node: str, by: str = ..., fresh: bool = ...) -> dict[str, Any]: ...
+
+    def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]: ...
+
+    @property
+    def backend(self) -> Backend: ...
 
 
 def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
@@ -68,38 +82,73 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
             "bytes": taken.size,
             "nodes": sorted(taken.nodes),
         }
+    if op == "describe":
+        targets, source = request.get("targets"), request.get("source")
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            return {"ok": False, "error": "describe needs the targets, a list of names"}
+        where = source if isinstance(source, str) else None
+        return {
+            "ok": True,
+            "targets": launcher.describe_targets(targets, where),
+            "imports_here": launcher.backend.imports_here,
+        }
     if op == "apply":
         return _apply(launcher, request)
     if op == "restart":
         node = request.get("node")
         if not isinstance(node, str) or not node:
             return {"ok": False, "error": "restart needs the node to restart"}
-        return launcher.restart_node(node, str(request.get("by") or "topo restart"))
+        by = str(request.get("by") or "topo restart")
+        return launcher.restart_node(node, by, bool(request.get("fresh")))
     return {"ok": False, "error": f"unknown request {op!r}"}
 
 
+def plan_digest(plan_text: str) -> str:
+    """What a confirmation names: the plan it was shown (``topo apply``'s y/N prompt)."""
+    return hashlib.sha256(plan_text.encode()).hexdigest()[:16]
+
+
 def _apply(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
-    from topo.ir.diff_printer import diff_to_dict, format_diff
+    from topo.ir.diff_printer import format_diff
 
     try:
         program = program_from_dict(request["program"])
     except (KeyError, TypeError, ValueError, IRFormatError) as exc:
         return {"ok": False, "error": f"the request has no program this topo can read: {exc}"}
-    source = {k: request.get(k) for k in ("file", "topology", "params_given", "params")}
+    keys = ("file", "topology", "params_given", "params", "params_change")
+    source = {k: request.get(k) for k in keys}
+    keep_state = not request.get("fresh")
+    expect = request.get("expect")
+    if expect is not None:  # confirmed at a prompt: only the plan that was shown
+        shown, _ = launcher.apply(program, dry_run=True, source=source, keep_state=keep_state)
+        if plan_digest(format_diff(shown.diff)) != expect:
+            why = "the run's program changed since the plan was shown: run topo apply again"
+            shown = replace(shown, refused=(*shown.refused, why))
+            return _answer(shown, None)
     plan, generation = launcher.apply(
         program,
         dry_run=bool(request.get("dry_run")),
         max_unavailable=int(request.get("max_unavailable") or 1),
         source=source,
-        keep_state=not request.get("fresh"),
+        keep_state=keep_state,
+        confirmed=bool(request.get("confirmed")),
     )
+    return _answer(plan, generation)
+
+
+def _answer(plan: LivePlan, generation: int | None) -> dict[str, Any]:
+    from topo.ir.diff_printer import diff_to_dict, format_diff
+
+    text = format_diff(plan.diff)
     return {
         "ok": not plan.refused,
         "generation": generation,
         "equal": plan.empty,
         "refused": list(plan.refused),
+        "confirm": list(plan.confirm),
+        "digest": plan_digest(text),
         "plan": diff_to_dict(plan.diff),
-        "plan_text": format_diff(plan.diff),
+        "plan_text": text,
         "start": list(plan.start),
         "restart": list(plan.restart),
         "stop": list(plan.stop),

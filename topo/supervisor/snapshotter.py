@@ -59,8 +59,12 @@ class Snapshotter:
         self.running: Callable[[], bool] = lambda: running() and not registry.stop_event.is_set()
         self._lock = threading.Lock()
         self._latest = start_from
-        self._handed: dict[str, bytes] = {}  # node -> the state it handed over (topo apply)
-        self._client: ProgramContext | None = None  # made at the first snapshot
+        # node -> the state it handed over (topo apply, topo restart); nodes to start
+        # fresh (--fresh): both until a snapshot holds a newer state of the node
+        self._handed: dict[str, bytes] = {}
+        self._fresh: set[str] = set()
+        self._client: ProgramContext | None = None  # made when first needed
+        self._client_lock = threading.Lock()
         self._stop = threading.Event()
         self._clock: threading.Thread | None = None
         self.served = _served(program)
@@ -79,20 +83,41 @@ class Snapshotter:
 
     # -- what a starting node restores ------------------------------------------------
     def state_for(self, node_id: str) -> bytes | None:
-        """The state ``node_id`` is to start from: the one it handed over when ``topo
-        apply`` restarted it (until the next snapshot), else the newest snapshot's, or None."""
+        """The state ``node_id`` is to start from: none when it is to start fresh, the one
+        it handed over when ``topo apply`` or ``topo restart`` restarted it (until the
+        next snapshot), else the newest snapshot's, or None."""
+        if node_id in self._fresh:
+            return None
         handed = self._handed.get(node_id)
         if handed is not None:
             return handed
         snapshot = self._latest
         return None if snapshot is None else snapshot.state(node_id)
 
+    def start_source(self, node_id: str) -> tuple[str, Snapshot | None]:
+        """Where ``state_for`` takes ``node_id``'s state from: ``fresh`` (none),
+        ``handed`` (the state it handed over), ``snapshot`` (that snapshot's), or
+        ``none`` (no snapshot holds one)."""
+        if node_id in self._fresh:
+            return "fresh", None
+        if node_id in self._handed:
+            return "handed", None
+        snapshot = self._latest
+        if snapshot is not None and node_id in snapshot.nodes:
+            return "snapshot", snapshot
+        return "none", None
+
     def hand_over(self, node_ids: list[str]) -> list[str]:
         """Take the state of these running nodes now (paused for it, then let go), for
         their next start (``topo apply`` restarts them with a new definition: a learner
         keeps its parameters). The nodes whose state was taken; one that cannot give
         it starts from the newest snapshot instead."""
-        taken = []
+        return [n for n, got in self.take_states(node_ids).items() if isinstance(got, int)]
+
+    def take_states(self, node_ids: list[str]) -> dict[str, int | str | None]:
+        """``hand_over``, saying for each served node what it gave: the bytes of its
+        state, None when it keeps none (no ``save``), or why it could not give it."""
+        out: dict[str, int | str | None] = {}
         with self._lock:
             for node_id in node_ids:
                 if node_id not in self.served:
@@ -102,22 +127,58 @@ class Snapshotter:
                 try:
                     handle.call(STATE_METHOD, proof, "pause", self.settings.pause_timeout_s)
                     data = handle.call(STATE_METHOD, proof, "save")
-                except Exception:
+                except Exception as exc:
+                    out[node_id] = f"{type(exc).__name__}: {exc}"
                     continue
                 finally:
                     try:
                         handle.call(STATE_METHOD, proof, "resume")
                     except Exception:
                         pass
+                out[node_id] = None if data is None else len(data)
                 if data is not None:
                     self._handed[node_id] = data
-                    taken.append(node_id)
-        return taken
+                    self._fresh.discard(node_id)
+        return out
+
+    def start_fresh(self, node_ids: list[str]) -> None:
+        """These nodes start with no state at their next start (``--fresh``), not the
+        newest snapshot's, until a snapshot holds a newer state of theirs."""
+        for node_id in node_ids:
+            self._handed.pop(node_id, None)
+            self._fresh.add(node_id)
 
     def forget_handed(self, node_ids: list[str]) -> None:
         """Drop states handed over (a node whose new definition failed to start)."""
         for node_id in node_ids:
             self._handed.pop(node_id, None)
+
+    # -- what a change asks of the running nodes (topo.supervisor.hazards) ---------------
+    def keeps_state(self, node_ids: list[str]) -> dict[str, bool]:
+        """Which of these running served nodes keep a state (``save``/``restore``) now;
+        a node that does not answer within a few seconds is not listed."""
+        asked = {
+            n: self._handle(n, 10.0).submit(STATE_METHOD, self._proof(n), "has_state")
+            for n in node_ids
+            if n in self.served and self._node_state(n)[0] in RUNNING
+        }
+        found = {}
+        for node_id, fut in asked.items():
+            try:
+                found[node_id] = bool(fut.result(timeout=10.0))
+            except Exception:
+                continue
+        return found
+
+    def counts(self, node_id: str) -> dict[str, Any] | None:
+        """A running counter node's counts now (``get_counts``); None if it cannot say."""
+        if node_id not in self.served or self._node_state(node_id)[0] not in RUNNING:
+            return None
+        try:
+            found = self._handle(node_id, 5.0).call("get_counts")
+        except Exception:
+            return None
+        return found if isinstance(found, dict) else None
 
     # -- taking one --------------------------------------------------------------------
     def take(self, reason: str) -> Snapshot:
@@ -126,9 +187,10 @@ class Snapshotter:
             return self._take(reason)
 
     def _handle(self, node_id: str, timeout: float) -> Handle:
-        if self._client is None:
-            self._client = connect_program(self._registry.info)
-        return Handle(node_id, timeout, program=self._client)
+        with self._client_lock:
+            if self._client is None:
+                self._client = connect_program(self._registry.info)
+            return Handle(node_id, timeout, program=self._client)
 
     def _proof(self, node_id: str) -> str:
         return state_proof(self._registry.authority.server_secret(node_id))
@@ -172,6 +234,7 @@ class Snapshotter:
         finally:
             self._resume(up)
         pause_s = time.monotonic() - started
+        saved = set(states)
         carried = self._carry(states, up)
         snapshot = write_snapshot(
             self.run_dir,
@@ -186,7 +249,9 @@ class Snapshotter:
             keep=self.settings.keep,
         )
         self._latest = snapshot
-        self._handed.clear()  # the snapshot has newer states of them
+        for node_id in saved:  # the snapshot has newer states of them
+            self._handed.pop(node_id, None)
+            self._fresh.discard(node_id)
         notes = []
         if moving:
             notes.append(f"not paused: {', '.join(sorted(moving))}")
@@ -243,19 +308,20 @@ class Snapshotter:
                 pass
 
     def _carry(self, states: dict[str, bytes], up: list[str]) -> list[str]:
-        """Nodes down at this snapshot keep the state of the previous one."""
+        """Nodes down at this snapshot keep the state they are to start from: the one
+        they handed over, else the previous snapshot's (none when they start fresh)."""
         previous = self._latest
-        if previous is None:
-            return []
+        down = [n for n in self.served if n not in up and n not in states]
         carried = []
-        for node_id in previous.nodes:
-            if node_id not in self.program.node_index:  # removed by topo apply
+        for node_id in down:  # (a node removed by topo apply is not served any more)
+            if node_id in self._fresh:
                 continue
-            if node_id not in up and node_id not in states:
+            data = self._handed.get(node_id)
+            if data is None and previous is not None:
                 data = previous.state(node_id)
-                if data is not None:
-                    states[node_id] = data
-                    carried.append(node_id)
+            if data is not None:
+                states[node_id] = data
+                carried.append(node_id)
         return carried
 
     # -- on a clock, and at the stop -------------------------------------------------

@@ -19,7 +19,7 @@ from topo.ui.procinfo import process_figures
 from topo.ui.record import RunRecord
 
 ACTIONS = ("stop", "restart", "snapshot")
-ACTION_TIMEOUT_S = {"stop": 10.0, "restart": 10.0, "snapshot": 900.0}
+ACTION_TIMEOUT_S = {"stop": 10.0, "restart": 330.0, "snapshot": 900.0}  # restart: a save()
 BY = "the dashboard"
 
 
@@ -33,9 +33,19 @@ class Api:
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
-        self.drawings = Drawings(record.program())
+        self._drawings = Drawings(record.program())
+        self._lock = threading.Lock()
         # the first page asks for the default drawing: have it ready (Graphviz takes a while)
-        threading.Thread(target=self.drawings.drawing, name="topo-ui-draw", daemon=True).start()
+        threading.Thread(target=self._drawings.drawing, name="topo-ui-draw", daemon=True).start()
+
+    @property
+    def drawings(self) -> Drawings:
+        """The drawings of the run's program as it is now (``topo apply`` changes it)."""
+        program = self.record.program()
+        with self._lock:
+            if self._drawings.program is not program:
+                self._drawings = Drawings(program)
+            return self._drawings
 
     # -- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -68,8 +78,12 @@ class Api:
         }
 
     def graph(self, expand: str) -> dict[str, Any]:
-        """The drawing with the groups named in ``expand`` (comma-separated) expanded."""
-        return self.drawings.drawing(frozenset(g for g in expand.split(",") if g))
+        """The drawing of the run's program now with the groups named in ``expand``
+        (comma-separated) expanded, and the run's ``generation`` it was read at (the page
+        draws again when the run's generation moves past it)."""
+        generation = self.record.status().run.get("generation")
+        drawing = self.drawings.drawing(frozenset(g for g in expand.split(",") if g))
+        return {**drawing, "generation": generation}
 
     def _node(self, node: str) -> dict[str, Any]:
         found = self.record.status().nodes.get(node)

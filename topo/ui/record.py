@@ -98,12 +98,26 @@ class RunRecord:
         self._snapshot = Snapshot(0, "unknown", {}, {}, None)
         self._checked = 0.0
         self._program: Program | None = None
+        self._program_stamp: tuple[int, int, int] | None = None
 
     def program(self) -> Program:
-        """The run's program (``program.json``), read once."""
-        if self._program is None:
-            self._program = loads((self.run_dir / PROGRAM_FILE).read_text(encoding="utf-8"))
-        return self._program
+        """The run's program (``program.json``), read again when the file changed: ``topo
+        apply`` rewrites it before the run's generation (``status.json``) moves on."""
+        path = self.run_dir / PROGRAM_FILE
+        with self._lock:
+            try:
+                st = path.stat()
+                stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+            except OSError:
+                stamp = None
+            if self._program is None or (stamp is not None and stamp != self._program_stamp):
+                try:
+                    self._program = loads(path.read_text(encoding="utf-8"))
+                    self._program_stamp = stamp
+                except (OSError, ValueError):
+                    if self._program is None:  # (written atomically: a rewrite is whole)
+                        raise
+            return self._program
 
     def status(self, max_age_s: float = 0.05) -> Snapshot:
         """The newest reading of ``status.json`` (at most ``max_age_s`` old)."""

@@ -246,9 +246,10 @@ class Handler(BaseHTTPRequestHandler):
                 if snap.version != version:
                     version = snap.version
                     changed = [n for k, n in snap.nodes.items() if sent.get(k) != n]
+                    gone = [k for k in sent if k not in snap.nodes]  # removed by topo apply
                     sent = dict(snap.nodes)
                     message = {"state": snap.state, "version": version, "run": snap.run}
-                    message.update(nodes=changed, actions=snap.control is not None)
+                    message.update(nodes=changed, gone=gone, actions=snap.control is not None)
                     self._event("status", message)
                     quiet_since = time.monotonic()
                 new = first if first is not None else events.more()

@@ -40,7 +40,7 @@
   const ASK = {
     stop: () => `Stop the whole program ${T.run.program || ""} (run ${T.run.id || ""})? Every node gets the stop, then its grace period.`,
     snapshot: () => "Take a snapshot of every node's state now? The nodes pause briefly.",
-    restart: (node) => `Restart node ${node}? Its process is killed and started again.`,
+    restart: (node) => `Restart node ${node}? Its process is killed and started again; its nodes keep the state they have now.`,
   };
 
   // Every action asks first; without a yes nothing is sent.
@@ -55,7 +55,7 @@
       const a = await r.json();
       if (!a.ok) { toast(`${op} failed: ${a.error}`); return; }
       if (op === "snapshot") toast(`snapshot ${a.number} taken: ${(a.nodes || []).length} node state(s), paused ${Number(a.pause_s).toFixed(2)}s`);
-      else if (op === "restart") toast(`restarting ${(a.nodes || [node]).join(", ")}`);
+      else if (op === "restart") toast(`restarting ${(a.nodes || [node]).join(", ")}${a.message ? `: ${a.message}` : ""}`);
       else toast("stopping the program");
     } catch (e) { toast(`${op} failed: ${e}`); }
   };
@@ -182,14 +182,19 @@
   function connect() {
     const source = new EventSource("/api/stream");
     let fresh = true; // the first events of a connection are all of them: they replace
-    source.addEventListener("open", () => { fresh = true; $("link").classList.remove("down"); });
+    let whole = true; // so is its first status: every node the run has now
+    source.addEventListener("open", () => { fresh = true; whole = true; $("link").classList.remove("down"); });
     source.addEventListener("error", () => $("link").classList.add("down"));
     source.addEventListener("status", (m) => {
       const d = JSON.parse(m.data);
       T.state = d.state; T.run = d.run; T.actions = d.actions;
+      if (whole) T.nodes = {};
+      whole = false;
       for (const n of d.nodes) T.nodes[n.id] = n;
+      for (const id of d.gone || []) delete T.nodes[id]; // removed by topo apply
       document.body.dataset.version = String(d.version);
       document.body.dataset.state = d.state;
+      T.graph.follow(); // a change to the program (topo apply): its new drawing
       schedule();
     });
     source.addEventListener("events", (m) => {

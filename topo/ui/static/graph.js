@@ -10,6 +10,7 @@
     "pending", "killed", "stopped", "finished"];
   let drawing = null;
   let expanded = [];
+  let following = false; // a drawing of the run's new program is being fetched
 
   function shown(n) {
     if (!n) return "pending";
@@ -40,7 +41,9 @@
     const q = expanded.length ? "?expand=" + encodeURIComponent(expanded.join(",")) : "";
     const d = await T.get("/api/graph" + q);
     drawing = d;
+    expanded = expanded.filter((g) => (d.expanded || []).includes(g)); // (a group removed)
     const box = document.getElementById("graph");
+    box.dataset.generation = String(d.generation ?? "");
     if (!d.svg) {
       box.innerHTML = "<p class=muted></p>";
       box.querySelector("p").textContent = d.error || "no drawing";
@@ -59,6 +62,14 @@
     }
     chips();
     paint();
+  }
+
+  // Draw again when the run's program changed (its generation moved past the drawing's).
+  function follow() {
+    const gen = T.run.generation;
+    if (!drawing || following || gen == null || gen === drawing.generation) return;
+    following = true;
+    load().catch(() => {}).finally(() => { following = false; });
   }
 
   function click(key) {
@@ -114,5 +125,5 @@
     }
   }
 
-  T.graph = { load, paint, legend, shown, counts, summary };
+  T.graph = { load, follow, paint, legend, shown, counts, summary };
 })();
