@@ -33,6 +33,8 @@ COMMANDS: dict[str, str] = {
     "status": "topo.cli.operate",
     "logs": "topo.cli.logs",
     "stop": "topo.cli.operate",
+    "rm": "topo.cli.remove",
+    "prune": "topo.cli.remove",
     "snapshot": "topo.cli.snapshot",
     "apply": "topo.cli.apply",
     "restart": "topo.cli.restart",
@@ -59,10 +61,12 @@ HELP: dict[str, str] = {
     "export": "Call BUILDER with the -p values as keyword arguments and write the topology "
     "YAML of\nthe program it returns. Exit 1 when part of it cannot be written "
     "declaratively.",
-    "ps": "List the runs on this machine: live ones, and with -a ended ones too.",
+    "ps": "List the runs on this machine: live and lost ones, with -a ended ones too.",
     "status": "Show one run's nodes once: state, host, pid, restarts, uptime, metrics, last line.",
     "logs": "Print a run's node output (with -f: and follow it until the run ends).",
-    "stop": "Stop a run as Ctrl-C in its terminal would; exit with the run's exit code.",
+    "stop": "Stop runs as Ctrl-C in their terminals would; exit with the run's exit code.",
+    "rm": "Remove ended or lost runs: their listing, run directory and temporary files.",
+    "prune": "Remove every ended and lost run listed here (asks first; -f does not).",
     "snapshot": "Snapshot a live run now (every node's state, at one consistent point), or "
     "--list\na run's snapshots; resume one with topo run --resume RUN_DIR.",
     "apply": "Change a running program into FILE's: new nodes start, changed ones restart one "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.ir import Program, loads
-from topo.runs.probe import LIVE_STATES, launcher_alive
+from topo.runs.probe import LIVE_STATES, launcher_alive, lost_nodes
 
 STATUS_FILE = "status.json"
 PROGRAM_FILE = "program.json"
@@ -33,6 +33,7 @@ NODE_FIELDS = (
     "executable",
     "state",
     "pid",
+    "pid_start",
     "host",
     "restarts",
     "since",
@@ -77,7 +78,8 @@ def node_view(entry: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class Snapshot:
     """One reading of ``status.json``: its version (changes whenever the file does), the
-    run's state as this machine sees it (``lost`` when its launcher died) and nodes."""
+    run's state as this machine sees it (``lost`` when its launcher died) and nodes (those
+    of a lost run that were live: ``lost``, or ``orphaned``, ``topo.runs.probe``)."""
 
     version: int
     state: str
@@ -129,9 +131,8 @@ class RunRecord:
                 run = self._snapshot.run
                 if launcher_alive(run.get("launcher")) is False:
                     self._version += 1
-                    self._snapshot = Snapshot(
-                        self._version, "lost", run, self._snapshot.nodes, None
-                    )
+                    nodes = {n["id"]: n for n in lost_nodes(list(self._snapshot.nodes.values()))}
+                    self._snapshot = Snapshot(self._version, "lost", run, nodes, None)
             return self._snapshot
 
 
@@ -150,8 +151,11 @@ def _snapshot(version: int, data: dict[str, Any]) -> Snapshot:
         state = "lost"
     run = {k: data.get(k) for k in RUN_FIELDS}
     run["launcher"] = launcher
+    entries = data.get("nodes") or []
+    if state == "lost":  # its live nodes too: lost, or orphaned (still running, unwatched)
+        entries = lost_nodes(entries)
     nodes = {}
-    for entry in data.get("nodes") or []:
+    for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             nodes[entry["id"]] = node_view(entry)
     control = data.get("control") if state in LIVE_STATES else None
