@@ -269,9 +269,9 @@ def clear_lost(info: RunInfo, grace: float | None, kill: bool, by: str) -> int:
     done = []
     if cleared.ended:
         pids = ", ".join(f"{node} (pid {pid})" for node, pid in cleared.ended)
-        done.append(f"ended {len(cleared.ended)} node process(es) left running: {pids}")
+        done.append(f"ended {len(cleared.ended)} process(es) left running: {pids}")
     else:
-        done.append("no node process was left running")
+        done.append("no process was left running")
     if cleared.removed:
         done.append("removed " + ", ".join(str(p) for p in cleared.removed))
     for problem in cleared.problems:

@@ -1,5 +1,6 @@
 """What a run leaves behind, and clearing it: the node processes a lost run left running
-(each checked by its pid *and* start time before a signal, never a reused pid), the
+and its backend's helpers (a fork server; each checked by its pid *and* start time
+before every signal: never a reused pid), the
 directories it made in the temporary directory (its sockets: ``topo-<random>``, its
 control channel: ``topo-ctl-<random>``), its record, its listing and its run directory.
 
@@ -141,7 +142,12 @@ def end_lost(info: RunInfo, grace_s: float | None, kill: bool, by: str) -> Clear
     status = info.status
     grace = grace_s if grace_s is not None else float(status.get("grace_s") or 5.0)
     orphans = [n for n in status.get("nodes") or [] if n.get("state") == ORPHANED_NODE]
-    cleared = end_orphans(orphans, grace, kill)
+    helpers = [
+        {**h, "id": "the backend's helper"}
+        for h in status.get("helpers") or []
+        if isinstance(h, dict) and node_alive(h)
+    ]
+    cleared = end_orphans([*orphans, *helpers], grace, kill)
     for path in temp_dirs(status):
         _remove_tree(path, cleared)
     ended = {node for node, _pid in cleared.ended}
