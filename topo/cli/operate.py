@@ -142,8 +142,8 @@ def ps(
     width = shutil.get_terminal_size().columns if os.isatty(1) else None
     for line in fit([HEADER, *rows], width):
         typer.echo(line)
-    if not shown and not every and not chosen and infos:
-        say(f"({len(infos)} ended runs: topo ps -a)", "dim")
+    if not shown and not every and not chosen and infos:  # (plain: rich costs 50 modules)
+        typer.echo(f"({len(infos)} ended runs: topo ps -a)", err=True)
 
 
 def _shown_path(path: Path) -> str:
