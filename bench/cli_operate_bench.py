@@ -13,8 +13,11 @@
   and, for the whole picture, from the command's start to ``started`` and ``ready_s``
   itself. Goal: within 1 s of the nodes being up. Each run is then killed
   (``topo stop --kill``; the resumed one's snapshot comes from a run stopped gracefully).
-  With ``--base REV`` the same with topo's code at commit REV (``git archive``, first on
-  ``PYTHONPATH``), interleaved run by run.
+  With ``--base REV`` the same with topo's code at commit REV, interleaved run by run.
+
+The code measured is a commit's (``--this``, default HEAD): its ``topo`` package exported
+with ``git archive`` and put first on ``PYTHONPATH``; the examples and tests come from
+this checkout.
 
 "Idle" is the live run alone (its actors and learner keep the 2 cores busy, as a user's
 training does); "busy" adds two ``sh -c 'while :; do :; done'`` loops this bench starts
@@ -22,6 +25,7 @@ and ends by pid. Ratios busy/idle are of medians. The bench keeps its runs in a
 ``TOPO_HOME`` and a directory of its own, and removes them at the end.
 
     .venv/bin/python bench/cli_operate_bench.py [--rounds 9] [--runs 4] [--base REV]
+        [--this REV]
 
 Writes bench/results/cli-operate.md and .json. Not a test.
 """
@@ -60,7 +64,8 @@ class Bench:
     def __init__(self, home: Path, code: Path = ROOT) -> None:
         self.home = home
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        self.env.update(PYTHONPATH=str(code), TOPO_HOME=str(home / "state"), NO_COLOR="1")
+        path = os.pathsep.join([str(code), str(ROOT)])  # its topo first, then the examples
+        self.env.update(PYTHONPATH=path, TOPO_HOME=str(home / "state"), NO_COLOR="1")
         self.env.pop("COLUMNS", None)
 
     def topo(
@@ -172,17 +177,18 @@ def median(values: list[float]) -> float:
 
 
 def export(rev: str, into: Path) -> tuple[str, Path]:
-    """topo's package at commit ``rev`` unpacked under ``into``: its short hash and the
-    directory to put first on ``PYTHONPATH``."""
+    """topo's package at commit ``rev`` unpacked in a directory of ``into``: its short
+    hash and the directory to put first on ``PYTHONPATH`` (what is measured is a commit,
+    whatever the working tree holds meanwhile)."""
     short = subprocess.run(
         ["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
-    archive = into / "base.tar"
+    archive = into / f"{short}.tar"
     with archive.open("wb") as out:
         subprocess.run(["git", "archive", rev, "topo"], cwd=ROOT, stdout=out, check=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(into / "base", filter="data")
-    return short, into / "base"
+        tar.extractall(into / short, filter="data")
+    return short, into / short
 
 
 def measure(
@@ -223,10 +229,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9, help="rounds of ps, status, apply")
     parser.add_argument("--runs", type=int, default=4, help="run -d and --resume -d each")
+    parser.add_argument("--this", default="HEAD", help="the commit measured (default HEAD)")
     parser.add_argument("--base", help="also time run -d with topo's code at this commit")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="topo-cli-operate-bench-"))
-    bench = Bench(home)
+    head, code = export(args.this, home)
+    bench = Bench(home, code)
     base, base_rev = None, None
     if args.base:
         base_rev, code = export(args.base, home)
@@ -262,9 +270,6 @@ def main() -> None:
         if live is not None:
             subprocess.run([*TOPO, "stop", live, "--kill"], cwd=home, env=bench.env, check=False)
         shutil.rmtree(home, ignore_errors=True)
-    head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
     meta = {
         "commit": head,
         "base": base_rev,
