@@ -148,3 +148,18 @@ def _prune_in_a_terminal(cwd: Path, answer: str) -> str:
     child.close()
     assert child.exitstatus == (0 if answer == "y" else 1), seen.getvalue()
     return seen.getvalue()
+
+
+def test_rm_never_removes_the_working_directory_a_run_was_started_in(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    file = ticker_topology(work / "tickers.yaml")
+    run_id, run_dir = run_detached(work, str(file), "-b", "threads", "--run-dir", ".")
+    assert run_dir == work.resolve()
+    assert topo("stop", run_id, cwd=work).returncode == 0
+    refused = topo("rm", run_id, cwd=work)
+    assert refused.returncode == 1
+    assert "it is (or holds) the working or the home directory" in refused.stderr
+    assert file.exists() and run_id in listed(work)  # nothing of it removed
+    kept = topo("rm", run_id, "--keep-dir", cwd=work)
+    assert kept.returncode == 0 and run_id not in listed(work) and file.exists()

@@ -212,7 +212,7 @@ def stop(
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
     """Stop runs as Ctrl-C in their terminals would; exit with the run's exit code."""
-    codes: list[int] = []
+    codes: list[int | None] = []  # in the order given; None: a live run, known at its end
     stopping: list[RunInfo] = []
     specs: list[str | None] = list(runs) if runs else [None]
     for spec in specs:
@@ -224,10 +224,12 @@ def stop(
         if info.live:
             ask_stop(info, grace, kill)
             stopping.append(info)
+            codes.append(None)
         else:
             codes.append(_already_over(info, grace, kill))
-    codes += _wait_end(stopping, grace, kill)
-    sys.exit(next((c for c in codes if c != 0), 0))
+    ends = iter(_wait_end(stopping, grace, kill))
+    final = [next(ends) if c is None else c for c in codes]
+    sys.exit(next((c for c in final if c != 0), 0))
 
 
 def ask_stop(info: RunInfo, grace: float | None, kill: bool) -> None:
@@ -308,7 +310,7 @@ def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        while len(codes) < len(stopping):
+        while len(codes) < len({i.id for i in stopping}):  # (a run named twice: once)
             for info in stopping:
                 if info.id in codes:
                     continue

@@ -81,7 +81,7 @@ def _remove_one(info: RunInfo, force: bool, keep_dir: bool) -> int:
         return 1
     cleared = remove(_fresh(info), keep_dir)
     _said(info, cleared, keep_dir)
-    return 1 if cleared.problems else 0
+    return 1 if cleared.problems or cleared.refused else 0
 
 
 def _fresh(info: RunInfo) -> RunInfo:
@@ -106,6 +106,10 @@ def _ended(info: RunInfo, timeout: float = 60.0) -> bool:
 
 
 def _said(info: RunInfo, cleared: Cleared, keep_dir: bool) -> None:
+    """What removing one run did: a line on stderr, its id on stdout (as docker rm)."""
+    if cleared.refused:
+        say(f"error: run {info.id} kept: {cleared.refused}", "red")
+        return
     for problem in cleared.problems:
         say(f"warning: {problem}", "yellow")
     gone = [str(p) for p in cleared.removed]
@@ -135,7 +139,10 @@ def prune(
         what = f"{len(over)} run(s) ({len(over) - lost} ended, {lost} lost)"
         dirs = "" if keep_dir else ", with their run directories"
         if not sys.stdin.isatty():
-            say(f"error: topo prune would remove {what}{dirs}; with no terminal to ask, add -f")
+            say(
+                f"error: topo prune would remove {what}{dirs}; with no terminal to ask, add -f",
+                "red",
+            )
             raise typer.Exit(1)
         sys.stderr.write(f"This removes {what}{dirs}. Go on? [y/N] ")
         sys.stderr.flush()

@@ -36,6 +36,7 @@ class Cleared:
     removed: list[Path] = field(default_factory=list)
     freed: int = 0
     problems: list[str] = field(default_factory=list)
+    refused: str = ""  # why nothing of the run was removed
 
     def add(self, other: Cleared) -> None:
         """Count ``other`` in too."""
@@ -43,6 +44,8 @@ class Cleared:
         self.removed += other.removed
         self.freed += other.freed
         self.problems += other.problems
+        if other.refused:
+            self.problems.append(other.refused)
 
 
 def temp_dirs(status: dict[str, Any]) -> list[Path]:
@@ -182,6 +185,10 @@ def remove(info: RunInfo, keep_dir: bool = False) -> Cleared:
     directories it left in the temporary directory, and unless ``keep_dir`` its run
     directory (with ``latest`` beside it when it points there)."""
     cleared = Cleared()
+    why_not = "" if keep_dir else _not_removable(info.run_dir)
+    if why_not:  # nothing of it is removed
+        cleared.refused = f"{info.run_dir} is not removed: {why_not} (--keep-dir keeps it)"
+        return cleared
     for path in temp_dirs(info.status):
         _remove_tree(path, cleared)
     index.forget([info.id])
@@ -195,6 +202,24 @@ def remove(info: RunInfo, keep_dir: bool = False) -> Cleared:
         pass
     _remove_tree(info.run_dir, cleared)
     return cleared
+
+
+def _not_removable(run_dir: Path) -> str:
+    """Why ``run_dir`` must not be removed whole ("" when it may): a run directory holds
+    the run's record, and is never a directory above the working one or the home (a run
+    started with ``--run-dir ~`` ...)."""
+    target = run_dir.resolve()
+    if not (target / STATUS_FILE).is_file():
+        return f"it holds no {STATUS_FILE}"
+    guarded = [Path.cwd().resolve()]
+    try:
+        guarded.append(Path.home().resolve())
+    except RuntimeError:  # no home directory known
+        pass
+    for place in guarded:
+        if target == place or target in place.parents:
+            return "it is (or holds) the working or the home directory"
+    return ""
 
 
 def listed_here(info: RunInfo) -> bool:
