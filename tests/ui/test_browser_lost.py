@@ -39,12 +39,16 @@ def test_the_page_of_a_run_that_gets_lost_says_so(browser: Any, tmp_path: Path) 
         page = browser.new_page()
         page.goto(url)
         page.wait_for_selector("body[data-state='running']")
-        assert "2/2 nodes running" in page.inner_text("#run-facts")
+        page.wait_for_function(
+            "document.querySelector('#run-facts').textContent.includes('2/2 nodes running')"
+        )
 
         launcher = int(status(run_dir)["launcher"]["pid"])
         os.kill(launcher, signal.SIGKILL)
         assert not wait_gone(pids)
         page.wait_for_selector("body[data-state='lost']", timeout=LOAD_S * 1000)
+        drawn = "document.querySelector('#run-facts').textContent.includes('run lost')"
+        page.wait_for_function(drawn, timeout=LOAD_S * 1000)  # (at the next frame)
         facts = page.inner_text("#run-facts")
         assert f"run lost: its launcher (pid {launcher}) ended without ending the run" in facts
         assert "nodes running" not in facts and f"topo stop {run_id} cleans up" in facts
@@ -52,6 +56,7 @@ def test_the_page_of_a_run_that_gets_lost_says_so(browser: Any, tmp_path: Path) 
         states = page.evaluate("Object.values(Topo.nodes).map((n) => n.state)")
         assert states == ["lost", "lost"]
         page.click("nav button[data-tab='nodes']")
+        page.wait_for_selector("#node-table tbody td.st-lost", timeout=LOAD_S * 1000)
         cells = page.eval_on_selector_all(
             "#node-table tbody tr",
             "(rows) => rows.map((r) => [...r.cells].map((c) => c.className + ':' + c.textContent))",
