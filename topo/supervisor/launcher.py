@@ -20,9 +20,7 @@ Exit codes: 0 clean stop; 1 a node failed (or ran out of restarts);
 
 from __future__ import annotations
 
-import atexit
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +46,7 @@ from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record, process_start
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
+from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import LivePlan, plan_change
@@ -63,33 +62,6 @@ from topo.supervisor.snapshotter import Snapshotter
 from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
 
 Listener = Callable[[Event], None]
-_RUNNING: set[Launcher] = set()  # the runs this process launched that have not ended
-_LOCK = threading.Lock()
-EXIT_WAIT_S = 60.0  # past its grace, how long the exit of a process waits for its runs
-
-
-def _end_with_process() -> None:
-    """At the exit of the process that launched runs (``topo.launch`` in a script that
-    ended or raised): each run still going stops as ``stop()`` would (its grace, its
-    snapshot at the stop) and its record ends, where otherwise its nodes would die with
-    the process and leave ``status.json`` saying running."""
-    with _LOCK:
-        ours = [r for r in _RUNNING if r._launcher["pid"] == os.getpid() and not r.done]
-    if not ours:  # (a process forked from the launcher's inherits this hook: not its runs)
-        return
-    raised = getattr(sys, "last_value", None)  # what the interpreter printed as uncaught
-    why = "the process that launched it exited"
-    code = 0
-    if isinstance(raised, BaseException):
-        why += f" (uncaught {type(raised).__name__}: {raised})"
-        code = 130 if isinstance(raised, KeyboardInterrupt) else 1
-    for launcher in ours:
-        launcher.request_stop(why, code)
-    for launcher in ours:
-        launcher.wait(launcher.grace_s + EXIT_WAIT_S)
-
-
-atexit.register(_end_with_process)
 
 
 class Launcher(Sink):
@@ -218,8 +190,7 @@ class Launcher(Sink):
             raise
         self.all_pids.update(self.backend.helper_pids())
         self._supervisor.start_all()
-        with _LOCK:
-            _RUNNING.add(self)
+        exiting.track(self)
         self._thread.start()
         if self.snapshots is not None:
             self.snapshots.start_clock()
@@ -609,5 +580,4 @@ class Launcher(Sink):
             if self._events is not None:
                 self._events.close()
             self._done.set()
-            with _LOCK:
-                _RUNNING.discard(self)
+            exiting.untrack(self)
