@@ -29,12 +29,14 @@ def env(cwd: Path | None = None) -> dict[str, str]:
     return out
 
 
-def topo(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``topo ARGS`` as a user types it, in ``cwd``."""
+def topo(
+    *args: str, cwd: Path, timeout: float = 120, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``topo ARGS`` as a user types it, in ``cwd`` (``extra``: more environment)."""
     return subprocess.run(
         [sys.executable, "-m", "topo", *args],
         cwd=cwd,
-        env=env(cwd),
+        env={**env(cwd), **(extra or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from topo.runs.control import KEY_FILE, ControlError, ControlServer, request
-from topo.runs.history import BadSince, bare, history, parse_since
+from topo.runs.history import BadSince, bare, history, parse_since, parse_time
 from topo.runs.probe import launcher_alive, launcher_record
 
 
@@ -44,8 +44,13 @@ def test_history_interleaves_nodes_in_time_across_rotated_files(tmp_path: Path) 
 def test_since_takes_durations_and_times_and_says_what_it_wants() -> None:
     assert parse_since("10m", now=1000.0) == 400.0
     assert parse_since("1.5h", now=10000.0) == 10000.0 - 5400.0
-    with pytest.raises(BadSince, match="30s, 10m, 2h, 1d"):
+    assert parse_since("1h30m", now=10000.0) == 10000.0 - 5400.0  # as docker's
+    assert parse_since("1796162400") == 1796162400.0  # seconds since the epoch
+    assert parse_since("2026-12-01T22:00:00Z") == 1796162400.0
+    with pytest.raises(BadSince, match=r"--since 'yesterday': .*30s, 10m, 1h30m, 1d"):
         parse_since("yesterday")
+    with pytest.raises(BadSince, match="--until 'nan'"):
+        parse_time("nan", "--until")
 
 
 def _server(run_dir: Path, seen: list[dict[str, Any]]) -> ControlServer:

@@ -38,7 +38,13 @@ def logs(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Only lines from then on: 30s, 10m, 2h, 1d, or a time."),
+        typer.Option(
+            "--since", help="Only lines from then on: 30s, 10m, 1h30m, 1d ago, or a time."
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="Only lines before then (as --since; not with -f)."),
     ] = None,
     timestamps: Annotated[
         bool, typer.Option("--timestamps", "-t", help="Show each line's timestamp.")
@@ -46,16 +52,20 @@ def logs(
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
     """Print a run's node output (-f: follow it until the run ends)."""
-    from topo.runs.history import BadSince, parse_since
+    from topo.runs.history import BadSince, parse_time
 
-    info, chosen = _run_and_nodes(run, nodes or [], log_dir)
     try:
-        since_t = None if since is None else parse_since(since)
+        since_t = None if since is None else parse_time(since, "--since")
+        until_t = None if until is None else parse_time(until, "--until")
     except BadSince as exc:
         say(f"error: {exc}", "red")
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
+    if follow and until is not None:
+        say("error: --until ends the output at a time; -f follows new lines: give one", "red")
+        raise typer.Exit(2)
+    info, chosen = _run_and_nodes(run, nodes or [], log_dir)
     files = _files(info, chosen)
-    _print_history(files, tail, since_t, timestamps)
+    _print_history(files, tail, since_t, until_t, timestamps)
     if follow:
         sys.exit(_follow(info, files, timestamps))
 
@@ -110,7 +120,11 @@ def _prefixer(files: dict[str, Path]) -> tuple[int, dict[str, str]]:
 
 
 def _print_history(
-    files: dict[str, Path], tail: int | None, since: float | None, stamps: bool
+    files: dict[str, Path],
+    tail: int | None,
+    since: float | None,
+    until: float | None,
+    stamps: bool,
 ) -> None:
     from rich.console import Console
     from rich.text import Text
@@ -119,7 +133,7 @@ def _print_history(
 
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     width, colours = _prefixer(files)
-    for label, line in history(files, tail, since):
+    for label, line in history(files, tail, since, until):
         shown = line if stamps else bare(line)
         console.print(Text(f"{label:<{width}} | ", style=colours[label]) + Text(shown))
 

@@ -55,10 +55,14 @@ def pick_run(spec: str | None, log_dir: Path = Path("runs")) -> RunInfo:
 
 def state_text(info: RunInfo) -> str:
     """``running``, ``ended (exit 1)``, ``lost``, ``running (gen 2)`` after ``topo
-    apply`` changed the program twice, ``running (applying change 3)`` ..."""
+    apply`` changed the program twice, ``running (applying change 3)`` ...; a lost run
+    whose nodes still run says how many (``lost (2 orphaned)``), one ``topo stop`` cleared
+    says ``ended (lost)``."""
     generation = int(info.status.get("generation") or 0)
     if info.state == "ended":
-        return f"ended (exit {info.exit_code})"
+        return "ended (lost)" if info.exit_code is None else f"ended (exit {info.exit_code})"
+    if info.state == "lost" and info.orphans:
+        return f"lost ({len(info.orphans)} orphaned)"
     if info.live and info.status.get("applying"):
         return f"{info.state} (applying change {generation + 1})"
     return f"{info.state} (gen {generation})" if generation else info.state
@@ -81,21 +85,48 @@ def duration(seconds: float | None) -> str:
 @app.command("ps")
 def ps(
     all_runs: Annotated[bool, typer.Option("--all", "-a", help="Ended runs too.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the run ids.")] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            "-f",
+            metavar="KEY=VALUE",
+            help="Only the runs that match (repeatable; one key's values are alternatives): "
+            "id=PREFIX, name=PART, backend=NAME, state=running|starting|stopping|ended|lost|"
+            "live, exit=CODE. A state= filter looks at ended runs too.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list.")] = False,
 ) -> None:
-    """List the runs on this machine (-a: ended ones too)."""
+    """List the runs on this machine (-a: ended ones too).
+
+    Live and lost runs are listed; -a adds the ended ones."""
+    import os
+    import shutil
+
+    from topo.cli.ps_table import HEADER, BadFilter, fit, keep, parse_filters
     from topo.runs import index
     from topo.runs.probe import probe
 
+    try:
+        chosen = parse_filters(filters or [])
+    except BadFilter as exc:
+        say(f"error: {exc}", "red")
+        raise typer.Exit(2) from None
     infos = [probe(run_dir, run_id) for run_id, run_dir in index.entries()]
     infos.sort(key=lambda i: i.started or 0.0, reverse=True)
     ended = [i for i in infos if not i.live and i.state != "lost"]
     index.forget([i.id for i in ended[index.KEEP_ENDED :]])
-    shown = infos if all_runs else [i for i in infos if i.live or i.state == "lost"]
+    every = all_runs or "state" in chosen or "exit" in chosen
+    shown = [i for i in infos if (every or i.live or i.state == "lost") and keep(i, chosen)]
+    if quiet:
+        for i in shown:
+            typer.echo(i.id)
+        return
     if as_json:
         typer.echo(json.dumps([i.to_json() for i in shown], indent=2))
         return
-    header = ("ID", "NAME", "BACKEND", "STATE", "NODES", "RESTARTS", "UPTIME", "PID", "RUN DIR")
     rows = [
         (
             i.id,
@@ -110,11 +141,11 @@ def ps(
         )
         for i in shown
     ]
-    widths = [max(len(r[k]) for r in [header, *rows]) for k in range(len(header))]
-    for row in [header, *rows]:
-        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    if not shown and not all_runs and infos:
-        say(f"({len(infos)} ended runs: topo ps -a)", "dim")
+    width = shutil.get_terminal_size().columns if os.isatty(1) else None
+    for line in fit([HEADER, *rows], width):
+        typer.echo(line)
+    if not shown and not every and not chosen and infos:  # (plain: rich costs 50 modules)
+        typer.echo(f"({len(infos)} ended runs: topo ps -a)", err=True)
 
 
 def _shown_path(path: Path) -> str:
@@ -160,19 +191,39 @@ def status(
     text = "".join(paint(line, colour) + "\n" for line in table_lines(StatusSource(info), shape))
     sys.stdout.write(text)
     sys.stdout.flush()
-    footer = [(f"run {info.id}: {state_text(info)}", _style(info))]
+    footer = [(f"run {info.id}: {state_text(info)}{lost_hint(info)}", _style(info))]
     sys.stderr.write(paint(footer, use_colour(sys.stderr)) + "\n")
 
 
+def lost_hint(info: RunInfo) -> str:
+    """What a lost run is and what to do about it, after its state ("" for the others)."""
+    if info.state != "lost":
+        return ""
+    left = f"; {len(info.orphans)} node(s) still running unwatched" if info.orphans else ""
+    return (
+        f" — its launcher (pid {info.pid}) ended without ending the run{left}; "
+        f"topo stop {info.id} clears what is left"
+    )
+
+
 def _style(info: RunInfo) -> str:
-    if info.state == "lost" or (info.state == "ended" and info.exit_code not in (0, None)):
+    if info.state == "lost" or (info.state == "ended" and info.exit_code != 0):
         return "red"
     return "green" if info.live else ""
 
 
 @app.command("stop")
 def stop(
-    run: RunArgument = None,
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[RUN]...",
+            help="Run ids, unique id prefixes or run directories (default: the latest run "
+            "started here).",
+            show_default=False,
+            autocompletion=complete_run,
+        ),
+    ] = None,
     grace: Annotated[
         float | None,
         typer.Option("--grace", min=0.0, help="Seconds nodes get to stop before being killed."),
@@ -180,14 +231,33 @@ def stop(
     kill: Annotated[bool, typer.Option("--kill", help="Kill every node now.")] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Stop a run as Ctrl-C in its terminal would.
+    """Stop runs as Ctrl-C in their terminals would.
 
-    Exits with the run's exit code."""
+    Exits with the first non-zero exit code of the runs, in the order given."""
+    codes: list[int | None] = []  # in the order given; None: a live run, known at its end
+    stopping: list[RunInfo] = []
+    specs: list[str | None] = list(runs) if runs else [None]
+    for spec in specs:
+        try:
+            info = pick_run(spec, log_dir)
+        except typer.Exit as refused:  # (said why) the others are stopped all the same
+            codes.append(refused.exit_code)
+            continue
+        if info.live:
+            ask_stop(info, grace, kill)
+            stopping.append(info)
+            codes.append(None)
+        else:
+            codes.append(_already_over(info, grace, kill))
+    ends = iter(_wait_end(stopping, grace, kill))
+    final = [next(ends) if c is None else c for c in codes]
+    sys.exit(next((c for c in final if c != 0), 0))
+
+
+def ask_stop(info: RunInfo, grace: float | None, kill: bool) -> None:
+    """Ask a live run's launcher to stop (its SIGTERM when it cannot be reached)."""
     from topo.runs.control import ControlError, request
 
-    info = pick_run(run, log_dir)
-    if not info.live:
-        _already_over(info)
     socket_path = info.status.get("control")
     message = {"op": "stop", "grace": grace, "kill": kill, "by": "topo stop"}
     try:
@@ -198,20 +268,40 @@ def stop(
         say(f"warning: {exc}; sending SIGTERM to the launcher (pid {info.pid})", "yellow")
         _signal(info, signal.SIGTERM)
     say(f"■ stopping run {info.id}" + (" (kill)" if kill else ""), "bold")
-    code = _wait_end(info)
-    sys.exit(code)
 
 
-def _already_over(info: RunInfo) -> None:
+def _already_over(info: RunInfo, grace: float | None, kill: bool) -> int:
+    """A run that is not live: a lost one is cleared (0), an ended one says so (its
+    exit code; 0 for one that was lost)."""
     if info.state == "lost":
-        say(
-            f"✗ run {info.id} is lost: its launcher (pid {info.pid}) ended without ending the run",
-            "red",
-        )
-        raise typer.Exit(1)
+        say(f"run {info.id} is lost: its launcher (pid {info.pid}) ended without ending the run")
+        return clear_lost(info, grace, kill, "topo stop")
+    if info.state == "ended" and info.exit_code is None:
+        say(f"run {info.id} has already ended (lost, cleared)")
+        return 0
     code = info.exit_code if info.exit_code is not None else 1
     say(f"run {info.id} has already ended (exit {code})")
-    raise typer.Exit(code)
+    return code
+
+
+def clear_lost(info: RunInfo, grace: float | None, kill: bool, by: str) -> int:
+    """End what a lost run left running, remove its temporary directories, mark it ended;
+    say what was done. 0, or 1 when something could not be cleared."""
+    from topo.runs.cleanup import end_lost
+
+    cleared = end_lost(info, grace, kill, by)
+    done = []
+    if cleared.ended:
+        pids = ", ".join(f"{node} (pid {pid})" for node, pid in cleared.ended)
+        done.append(f"ended {len(cleared.ended)} process(es) left running: {pids}")
+    else:
+        done.append("no process was left running")
+    if cleared.removed:
+        done.append("removed " + ", ".join(str(p) for p in cleared.removed))
+    for problem in cleared.problems:
+        say(f"warning: {problem}", "yellow")
+    say(f"✓ run {info.id} cleared: {'; '.join(done)}; it is marked ended (lost)")
+    return 1 if cleared.problems else 0
 
 
 def _signal(info: RunInfo, signum: int) -> None:
@@ -226,12 +316,15 @@ def _signal(info: RunInfo, signum: int) -> None:
             pass
 
 
-def _wait_end(info: RunInfo) -> int:
-    """Wait until the run ended; its exit code (1 when its launcher vanished)."""
+def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[int]:
+    """Wait until every run in ``stopping`` ended; their exit codes, in order (1 for one
+    whose launcher vanished: what it left is cleared). Ctrl-C kills every node."""
     from topo.runs.control import ControlError, request
     from topo.runs.probe import launcher_alive, probe
 
+    codes: dict[str, int] = {}
     killing = False
+    killed: set[str] = set()
 
     def on_interrupt(signum: int, frame: object) -> None:  # Ctrl-C while waiting: kill
         nonlocal killing
@@ -239,27 +332,34 @@ def _wait_end(info: RunInfo) -> int:
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        while True:
-            now = probe(info.run_dir, info.id)
-            if now.state == "ended":
-                code = now.exit_code if now.exit_code is not None else 1
-                say(f"✓ run {info.id} stopped: {now.status.get('stop_reason')} — exit {code}")
-                return code
-            if now.state == "lost" or launcher_alive(now.status.get("launcher")) is False:
-                time.sleep(0.1)  # its last record may be on its way
-                if probe(info.run_dir, info.id).state == "ended":
+        while len(codes) < len({i.id for i in stopping}):  # (a run named twice: once)
+            for info in stopping:
+                if info.id in codes:
                     continue
-                say(f"✗ run {info.id}: its launcher (pid {info.pid}) ended without a record", "red")
-                return 1
-            if killing:
-                killing = False
-                say("killing every node", "red")
-                try:
-                    request(
-                        info.run_dir, str(now.status.get("control")), {"op": "stop", "kill": True}
-                    )
-                except ControlError:
-                    _signal(info, signal.SIGKILL)
+                now = probe(info.run_dir, info.id)
+                if now.state == "ended":
+                    code = now.exit_code if now.exit_code is not None else 1
+                    reason = now.status.get("stop_reason")
+                    say(f"✓ run {info.id} stopped: {reason} — exit {code}")
+                    codes[info.id] = code
+                elif now.state == "lost" or launcher_alive(now.status.get("launcher")) is False:
+                    time.sleep(0.1)  # its last record may be on its way
+                    now = probe(info.run_dir, info.id)
+                    if now.state == "ended":
+                        continue
+                    gone = f"its launcher (pid {info.pid}) ended without a record"
+                    say(f"✗ run {info.id}: {gone}", "red")
+                    clear_lost(now, grace, kill, "topo stop")
+                    codes[info.id] = 1
+                elif killing and info.id not in killed:
+                    killed.add(info.id)
+                    say(f"killing every node of run {info.id}", "red")
+                    try:
+                        message = {"op": "stop", "kill": True}
+                        request(info.run_dir, str(now.status.get("control")), message)
+                    except ControlError:
+                        _signal(info, signal.SIGKILL)
             time.sleep(0.1)
     finally:
         signal.signal(signal.SIGINT, previous)
+    return [codes[i.id] for i in stopping]

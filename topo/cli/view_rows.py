@@ -28,6 +28,8 @@ STATE_STYLE = {
     "stopped": "dim",
     "killed": "red",
     "stopping": "bold",
+    "lost": "red",  # a node of a lost run (topo.runs.probe)
+    "orphaned": "bold red",  # ... whose process still runs, unwatched
 }
 ATTENTION = ("failed", "restarting", "killed")  # listed first, also inside a collapsed group
 STILL_UP = ("running", "starting")  # what a stop is still waiting for

@@ -18,6 +18,7 @@ class NodeStatus:
     exe: str
     state: str = "pending"
     pid: int | None = None
+    pid_start: int | None = None  # its process's start time (``topo.runs.probe``), if local
     restarts: int = 0
     started: float | None = None
     last_line: str = ""

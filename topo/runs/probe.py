@@ -1,5 +1,8 @@
 """What a run directory says about its run, checked against the machine: a run whose
-launcher died without ending it is *lost*, whatever its ``status.json`` last said."""
+launcher died without ending it is *lost*, whatever its ``status.json`` last said, and
+so are its nodes that were live: each reads ``lost`` (its process is gone, or this
+machine cannot tell) or ``orphaned`` (its process still runs here, the same pid and
+start time as recorded, with no launcher watching it: ``topo stop`` ends it)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ from typing import Any
 
 STATUS_FILE = "status.json"
 LIVE_STATES = ("starting", "running", "stopping")
+NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
+LOST_NODE = "lost"  # a node of a lost run whose process is gone (or cannot be checked)
+ORPHANED_NODE = "orphaned"  # a node of a lost run whose process verifiably still runs
 
 
 def process_start(pid: int) -> int | None:
@@ -51,6 +57,29 @@ def launcher_alive(record: dict[str, Any] | None) -> bool | None:
     return start is not None and start == record.get("start")
 
 
+def node_alive(entry: dict[str, Any]) -> bool | None:
+    """Whether the process of a node entry of ``status.json`` still runs: the recorded pid
+    with the recorded start time (None: it ran on another host, or no start time was
+    recorded, so this machine cannot tell)."""
+    pid, start = entry.get("pid"), entry.get("pid_start")
+    if not pid or start is None or entry.get("host") not in (None, socket.gethostname()):
+        return None
+    return process_start(int(pid)) == start
+
+
+def lost_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The node entries of a lost run as they are now: a node that was live reads
+    ``lost``, or ``orphaned`` when its process verifiably still runs; the others (ended
+    before the launcher) keep their state."""
+    out = []
+    for entry in nodes:
+        if isinstance(entry, dict) and entry.get("state") in NODE_LIVE_STATES:
+            alive = node_alive(entry)
+            entry = {**entry, "state": ORPHANED_NODE if alive else LOST_NODE, "stalled_s": None}
+        out.append(entry)
+    return out
+
+
 def read_status(run_dir: Path) -> dict[str, Any] | None:
     """``status.json`` of ``run_dir`` (None when there is none or it cannot be read)."""
     try:
@@ -82,6 +111,11 @@ class RunInfo:
     def live(self) -> bool:
         """The launcher is (as far as this machine can tell) still running the run."""
         return self.state in LIVE_STATES
+
+    @property
+    def orphans(self) -> list[dict[str, Any]]:
+        """The node entries of a lost run whose processes still run on this machine."""
+        return [n for n in self.status.get("nodes") or [] if n.get("state") == ORPHANED_NODE]
 
     @property
     def uptime_s(self) -> float | None:
@@ -119,6 +153,8 @@ def probe(run_dir: Path, run_id: str | None = None) -> RunInfo:
     state = str(status.get("state") or "unknown")
     if state in LIVE_STATES and launcher_alive(launcher) is False:
         state = "lost"
+        nodes = lost_nodes(nodes)
+        status = {**status, "state": state, "nodes": nodes}
     return RunInfo(
         id=str(status.get("id") or run_id or run_dir.name),
         run_dir=run_dir,

@@ -43,9 +43,10 @@ from topo.diagnostics import TopoError
 from topo.ir import Program
 from topo.runs import index
 from topo.runs.control import ControlServer
-from topo.runs.probe import launcher_record
+from topo.runs.probe import launcher_record, process_start
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
+from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import LivePlan, plan_change
@@ -88,6 +89,7 @@ class Launcher(Sink):
         self._stop_lock = threading.Lock()
         self._stop_pending = False  # a snapshot at the stop is being taken first
         self._launcher = launcher_record()
+        self._helper_starts: dict[int, int] = {}
         self._state = RunState.of(program, [d.headline() for d in found if d.severity != "error"])
         self._supervisor = Supervisor(program, backend, self._state, self._emit, self.grace_s)
         self._listeners: list[Listener] = []
@@ -195,6 +197,7 @@ class Launcher(Sink):
             raise
         self.all_pids.update(self.backend.helper_pids())
         self._supervisor.start_all()
+        exiting.track(self)
         self._thread.start()
         if self.snapshots is not None:
             self.snapshots.start_clock()
@@ -510,6 +513,7 @@ class Launcher(Sink):
             "metrics_rows": 0 if self.metrics is None else self.metrics.rows,
             "metrics_dropped": 0 if self.metrics is None else self.metrics.dropped,
             "stopping_since": self.stopping_since,
+            "helpers": self._helpers(),
             "limiter": None if limiter is None else vars(limiter),
             "nodes": [
                 {
@@ -518,6 +522,7 @@ class Launcher(Sink):
                     "group": n.id.split("/")[0],
                     "state": n.state,
                     "pid": n.pid,
+                    "pid_start": n.pid_start,
                     "host": self.backend.location(n.exe),
                     "restarts": n.restarts,
                     "since": n.started,
@@ -531,6 +536,19 @@ class Launcher(Sink):
                 for n in list(self.nodes.values())  # (topo apply may add or drop some)
             ],
         }
+
+    def _helpers(self) -> list[dict[str, Any]]:
+        """The backend's own processes on this machine (a fork server) by pid and start
+        time: what ``topo stop`` of a lost run ends besides its nodes."""
+        if not self.backend.local_pids:
+            return []
+        out = []
+        for pid in self.backend.helper_pids():
+            start = self._helper_starts.get(pid) or process_start(pid)
+            if start is not None:
+                self._helper_starts[pid] = start
+            out.append({"pid": pid, "pid_start": start})
+        return out
 
     # -- Sink (called from backend threads and the registry's handlers) --------
     def node_status(
@@ -614,3 +632,4 @@ class Launcher(Sink):
             if self._events is not None:
                 self._events.close()
             self._done.set()
+            exiting.untrack(self)

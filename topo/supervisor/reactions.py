@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from topo.backends.base import Backend, EventKind, LogSource, Sink
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
+from topo.runs.probe import process_start
 from topo.runtime import RegistryServer
 from topo.supervisor import changes
 from topo.supervisor.deadlines import check_starting, dump_late_stacks
@@ -159,13 +160,15 @@ class Supervisor(Sink):
         for exe in self.state.exes.values():
             self._start_exe(exe)
 
-    def _set_nodes(self, exe: ExeStatus, state: str, pid: int | None = None) -> None:
+    def _set_nodes(
+        self, exe: ExeStatus, state: str, pid: int | None = None, pid_start: int | None = None
+    ) -> None:
         for n in exe.nodes:
             st = self.state.nodes[n]
             st.state = state
             st.restarts = exe.restarts
             if pid is not None:
-                st.pid = pid
+                st.pid, st.pid_start = pid, pid_start
 
     def _start_exe(self, exe: ExeStatus) -> None:
         exe.attempt += 1
@@ -188,14 +191,16 @@ class Supervisor(Sink):
         exe = self.state.exes[exe_id]
         if attempt != exe.attempt:
             return
+        pid_start = None  # with the pid, names the process for good (a lost run's cleanup)
         if pid != os.getpid() and self.backend.local_pids:  # threads: the launcher itself
             self.state.all_pids.add(pid)
             self.state.all_pids.update(self.backend.helper_pids())  # e.g. a new fork server
+            pid_start = process_start(pid)
         if (exe_id, attempt) not in self._marked:  # procs may report a pid twice
             self._marked.add((exe_id, attempt))
             self._mark(exe, f"attempt {attempt + 1} started (pid {pid})")
         exe.pids.append(pid)
-        self._set_nodes(exe, self.state.nodes[exe.nodes[0]].state, pid)
+        self._set_nodes(exe, self.state.nodes[exe.nodes[0]].state, pid, pid_start)
         self._emit("started", exe=exe_id, pid=pid)
 
     def _mark(self, exe: ExeStatus, text: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.ir import Program, loads
-from topo.runs.probe import LIVE_STATES, launcher_alive
+from topo.runs.probe import LIVE_STATES, ORPHANED_NODE, launcher_alive, lost_nodes
 
 STATUS_FILE = "status.json"
 PROGRAM_FILE = "program.json"
@@ -25,6 +25,7 @@ EVENTS_FILE = "events.jsonl"
 LOGS_DIR = "logs"
 METRICS_DIR = "metrics"
 MAX_EVENTS = 5000  # events sent to a page at first (the newest)
+ORPHANS_S = 1.0  # how often a lost run's orphaned nodes are looked at again
 
 # What a page shows of each node, from its entry in status.json.
 NODE_FIELDS = (
@@ -77,7 +78,8 @@ def node_view(entry: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class Snapshot:
     """One reading of ``status.json``: its version (changes whenever the file does), the
-    run's state as this machine sees it (``lost`` when its launcher died) and nodes."""
+    run's state as this machine sees it (``lost`` when its launcher died) and nodes (those
+    of a lost run that were live: ``lost``, or ``orphaned``, ``topo.runs.probe``)."""
 
     version: int
     state: str
@@ -96,7 +98,9 @@ class RunRecord:
         self._stamp: tuple[int, int] | None = None
         self._version = 0
         self._snapshot = Snapshot(0, "unknown", {}, {}, None)
+        self._entries: list[Any] = []  # the nodes as the file has them
         self._checked = 0.0
+        self._orphans_checked = 0.0
         self._program: Program | None = None
         self._program_stamp: tuple[int, int, int] | None = None
 
@@ -137,15 +141,25 @@ class RunRecord:
                 if data is not None:
                     self._stamp = stamp
                     self._version += 1
+                    self._entries = list(data.get("nodes") or [])
                     self._snapshot = _snapshot(self._version, data)
             elif self._snapshot.state in LIVE_STATES and stamp is not None:
                 # the file did not change: is its launcher still there?
                 run = self._snapshot.run
                 if launcher_alive(run.get("launcher")) is False:
                     self._version += 1
-                    self._snapshot = Snapshot(
-                        self._version, "lost", run, self._snapshot.nodes, None
-                    )
+                    nodes = _nodes(self._entries, lost=True)
+                    self._snapshot = Snapshot(self._version, "lost", run, nodes, None)
+            elif self._snapshot.state == "lost" and now - self._orphans_checked >= ORPHANS_S:
+                # a node left running unwatched ends some time after its launcher: looked at
+                # again until none is left
+                self._orphans_checked = now
+                old = self._snapshot
+                if any(n.get("state") == ORPHANED_NODE for n in old.nodes.values()):
+                    nodes = _nodes(self._entries, lost=True)
+                    if nodes != old.nodes:
+                        self._version += 1
+                        self._snapshot = Snapshot(self._version, "lost", old.run, nodes, None)
             return self._snapshot
 
 
@@ -164,12 +178,21 @@ def _snapshot(version: int, data: dict[str, Any]) -> Snapshot:
         state = "lost"
     run = {k: data.get(k) for k in RUN_FIELDS}
     run["launcher"] = launcher
-    nodes = {}
-    for entry in data.get("nodes") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-            nodes[entry["id"]] = node_view(entry)
+    nodes = _nodes(data.get("nodes") or [], lost=state == "lost")
     control = data.get("control") if state in LIVE_STATES else None
     return Snapshot(version, state, run, nodes, control if isinstance(control, str) else None)
+
+
+def _nodes(entries: list[Any], lost: bool) -> dict[str, dict[str, Any]]:
+    """Node id -> what a page shows of it; of a lost run, its live nodes read ``lost``, or
+    ``orphaned`` while their processes still run (``topo.runs.probe.lost_nodes``)."""
+    if lost:
+        entries = lost_nodes(entries)
+    nodes = {}
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            nodes[entry["id"]] = node_view(entry)
+    return nodes
 
 
 class EventReader:

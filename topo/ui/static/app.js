@@ -91,9 +91,11 @@
     const nodes = Object.values(T.nodes);
     const up = nodes.filter((n) => n.state === "running").length;
     const restarts = nodes.reduce((a, n) => a + (n.restarts || 0), 0);
-    const parts = [`run ${r.id || ""}`, r.backend, `${up}/${nodes.length} nodes running`];
+    const lost = T.state === "lost";
+    const parts = [`run ${r.id || ""}`, r.backend, lost ? lostText(r, nodes) : `${up}/${nodes.length} nodes running`];
     if (restarts) parts.push(`${restarts} restart(s)`);
-    if (r.started) parts.push(`up ${T.duration((T.state === "ended" ? r.updated : Date.now() / 1000) - r.started)}`);
+    // a lost run's clock stopped with its launcher's last record
+    if (r.started) parts.push(`up ${T.duration((T.state === "ended" || lost ? r.updated : Date.now() / 1000) - r.started)}`);
     if (r.limiter) {
       const eta = r.limiter.eta_s != null && T.state === "running" ? ` · ~${T.duration(r.limiter.eta_s)}` : "";
       parts.push(`${r.limiter.key || "steps"} ${T.charts.fmt(r.limiter.steps || 0)}/${T.charts.fmt(r.limiter.limit || 0)}${eta}`);
@@ -108,6 +110,14 @@
     if (r.failure && r.failure.message) warnings.unshift(r.failure.message);
     w.hidden = !warnings.length;
     w.textContent = warnings.join("\n");
+  }
+
+  function lostText(r, nodes) {
+    const pid = (r.launcher || {}).pid;
+    const orphaned = nodes.filter((n) => n.state === "orphaned").length;
+    let text = `run lost: its launcher${pid ? ` (pid ${pid})` : ""} ended without ending the run`;
+    if (orphaned) text += ` · ${orphaned} node(s) still running unwatched`;
+    return `${text} · topo stop ${r.id || ""} cleans up`;
   }
 
   function metricsText(m) {
