@@ -217,7 +217,7 @@ def stop(
     runs: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[RUN]...",
+            metavar="RUN",
             help="Run ids, unique id prefixes or run directories (default: the latest run "
             "started here).",
             show_default=False,

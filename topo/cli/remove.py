@@ -29,7 +29,7 @@ def rm(
     runs: Annotated[
         list[str],
         typer.Argument(
-            metavar="RUN...",
+            metavar="RUN",
             help="Run ids, unique id prefixes or run directories.",
             show_default=False,
             autocompletion=complete_run,
@@ -41,7 +41,9 @@ def rm(
     keep_dir: KeepDirOption = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Remove ended or lost runs: their listing, run directory and temporary files."""
+    """Remove ended or lost runs and what they left.
+
+    Their listing, run directory (unless --keep-dir) and temporary files go."""
     code = 0
     for spec in runs:
         try:
@@ -124,7 +126,9 @@ def prune(
     force: Annotated[bool, typer.Option("--force", "-f", help="Do not ask.")] = False,
     keep_dir: KeepDirOption = False,
 ) -> None:
-    """Remove every ended and lost run listed here (asks first; -f does not)."""
+    """Remove every ended and lost run listed here.
+
+    Asks first on a terminal; -f does not ask."""
     from topo.runs import index
     from topo.runs.cleanup import remove
     from topo.runs.probe import probe

@@ -18,7 +18,6 @@ class NodeStatus:
     exe: str
     state: str = "pending"
     pid: int | None = None
-    pid_start: int | None = None  # its process's start time (``topo.runs.probe``), if local
     restarts: int = 0
     started: float | None = None
     last_line: str = ""
@@ -27,6 +26,7 @@ class NodeStatus:
     busy: dict[str, Any] | None = None  # every handler thread stuck: what the node reported
     phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
     rpc: dict[str, Any] | None = None  # its latest call figures (supervisor.rpc_stats)
+    pid_start: int | None = None  # its process's start time (``topo.runs.probe``), if local
 
 
 @dataclass(frozen=True)
