@@ -157,8 +157,7 @@ def dqn(where: Path) -> dict[str, Any]:
         out: dict[str, Any] = {"rate_2": rate()}
         for n, key in ((8, "8"), (2, "2_again")):
             t0 = time.perf_counter()
-            # (8 -> 2 removes actors that keep a state: confirmed)
-            change = run.apply(EXAMPLE, {**base, "num_actors": n}, timeout=300, confirm=True)
+            change = run.apply(EXAMPLE, {**base, "num_actors": n}, timeout=300)
             out[f"apply_to_{key}_s"] = time.perf_counter() - t0
             assert change.result == "applied", change.record
             time.sleep(5)

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from topo.api import ApplyNeedsConfirmation
-
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
     reason="needs the rl and reverb extras",
@@ -54,9 +52,7 @@ def test_apply_grows_and_shrinks_the_actors_while_the_learner_trains(
     assert with_eight > with_two > 0, (with_two, with_eight)
 
     steps_before = _steps(counter)
-    with pytest.raises(ApplyNeedsConfirmation, match=r"actor/2\.\.7 keep a state"):
-        run.apply(PATH, {**BASE, "num_actors": 2})  # the actors' states would go with them
-    down = run.apply(PATH, {**BASE, "num_actors": 2}, timeout=240, confirm=True)
+    down = run.apply(PATH, {**BASE, "num_actors": 2}, timeout=240)
     assert down.result == "applied", down.record
     assert "actor/7" not in run.launcher.nodes
     assert _rate(counter, 5.0) > 0 and _steps(counter) > steps_before

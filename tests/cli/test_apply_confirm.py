@@ -1,6 +1,7 @@
 """``topo apply`` holds back a change that would stop the program or lose work until it
 is confirmed: a steps limiter added with a limit its counter already passed (the issue's
-``max_actor_steps`` run), nodes that keep a state removed. Without ``--yes`` (or a y at
+``max_actor_steps`` run), a group of nodes that keep a state removed whole (a group
+scaled down is not asked about). Without ``--yes`` (or a y at
 the prompt on a terminal) it is refused with exit 1 and says how to confirm;
 ``--dry-run`` only shows it."""
 
@@ -79,18 +80,23 @@ def test_a_change_that_stops_the_program_or_loses_state_needs_a_yes(tmp_path: Pa
         assert "over its max_steps of 5" in stop.stderr and "--yes" in stop.stderr
         assert "Traceback" not in stop.stderr
 
-        lose = ["apply", run_id, str(file), "-p", "steppers=1"]
+        fewer = topo("apply", run_id, str(file), "-p", "steppers=1", cwd=tmp_path)
+        assert fewer.returncode == 0, fewer.stdout + fewer.stderr  # scaled down: not asked
+        assert "change 1 applied" in fewer.stderr and "✓ stopped stepper/1" in fewer.stderr
+
+        lose = ["apply", run_id, str(file), "-p", "steppers=0"]
         refused = topo(*lose, cwd=tmp_path)
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "stepper/1 keeps a state (save/restore) and would be removed" in refused.stderr
+        said = "stepper/0 keeps a state (save/restore) and would be removed with its group"
+        assert said in refused.stderr
         said_no = _on_a_terminal(tmp_path, "n\n", *lose[1:])
         assert said_no.returncode == 1 and "[y/N]" in said_no.stdout, said_no.stderr
-        assert status(run_dir)["generation"] == 0
-        assert len(status(run_dir)["nodes"]) == 3  # nothing changed
+        assert status(run_dir)["generation"] == 1
+        assert len(status(run_dir)["nodes"]) == 2  # nothing changed
         said_yes = _on_a_terminal(tmp_path, "y\n", *lose[1:])
         assert said_yes.returncode == 0, said_yes.stdout + said_yes.stderr
-        assert "change 1 applied" in said_yes.stderr and "✓ stopped stepper/1" in said_yes.stderr
-        assert sorted(n["id"] for n in status(run_dir)["nodes"]) == ["counter", "stepper/0"]
+        assert "change 2 applied" in said_yes.stderr and "✓ stopped stepper/0" in said_yes.stderr
+        assert [n["id"] for n in status(run_dir)["nodes"]] == ["counter"]
 
         ended = topo("apply", run_id, str(file), "-p", "max_steps=5", "--yes", cwd=tmp_path)
         assert STOPS in ended.stderr  # said, and done: the program stops itself

@@ -4,7 +4,10 @@ change is refused unless it is confirmed (``--yes``, or ``confirm=True`` in Pyth
 * A steps limiter (``topo.nodes:StepsLimiter``) started or restarted with a limit its
   counter already passed: the program would stop at once (a stop the program makes
   itself takes no snapshot).
-* Nodes removed that keep a state (``save``/``restore``): their state goes with them.
+* Nodes removed that keep a state (``save``/``restore``) with the last of their group (a
+  learner or a replay group taken out): their state goes with them. A group scaled down
+  (replicas removed, the group goes on: fewer actors) is what a change is for and needs
+  no confirmation, as ``kubectl scale`` asks for none.
 * Nodes restarted with ``--fresh`` that keep a state: they start over from nothing.
 
 The running nodes are asked what they are (counts, whether they keep a state) through
@@ -43,11 +46,13 @@ def hazards(
     new = plan.program
     started = [n for e in (*plan.start, *plan.restart) for n in new.executable_index[e].nodes]
     out = [_limit_passed(new, node, probe, limiter) for node in started]
+    going_on = {new.node_index[n].group for n in new.node_index}
     stopped = [
         n
         for e in plan.stop
         for n in running.executable_index[e].nodes
-        if n not in new.node_index  # (not one that goes on in another process)
+        # (not one that goes on in another process, nor a replica of a group that goes on)
+        if n not in new.node_index and running.node_index[n].group not in going_on
     ]
     restarted = [n for e in plan.restart for n in running.executable_index[e].nodes]
     asked = stopped + ([] if keep_state else restarted)
@@ -56,7 +61,7 @@ def hazards(
     if gone:
         out.append(
             f"{node_names(gone)} {'keeps' if len(gone) == 1 else 'keep'} a state "
-            "(save/restore) and would be removed: the state is lost"
+            "(save/restore) and would be removed with its group: the state is lost"
         )
     fresh = [n for n in restarted if not keep_state and keeping.get(n)]
     if fresh:
