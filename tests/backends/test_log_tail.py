@@ -235,3 +235,32 @@ def test_rotating_fds_cap_what_is_written_to_the_fds(tmp_path: Path, python_leve
     assert all(p.stat().st_size <= limit.max_bytes + 2 * 72_000 for p in files)
     numbers = [int(x.split()[1]) for p in reversed(files) for x in p.read_text().splitlines()]
     assert numbers == list(range(numbers[0], 20000))
+
+
+def test_a_line_written_while_the_file_rotates_goes_to_the_new_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread of the writer may write while the full file is renamed (the rename
+    lets it run): its line lands in the new file, not past the cap of the rotated one."""
+    import topo.backends.rotation as rotation
+
+    log = tmp_path / "node.log"
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(fd, b"x" * 2000 + b"\n")
+    rot = RotatingFds(log, LogLimit(max_bytes=1000, keep=2), fds=(fd,))
+    renamed = rotation.rotate
+
+    def rotate_with_a_write(path: Path, keep: int) -> None:  # a write lands mid-rotation
+        os.write(fd, b"written while rotating\n")
+        renamed(path, keep)
+        os.write(fd, b"written after\n")
+
+    monkeypatch.setattr(rotation, "rotate", rotate_with_a_write)
+    try:
+        rot.check()
+        os.write(fd, b"then\n")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "node.log.1").read_bytes() == b"x" * 2000 + b"\n"
+    assert log.read_bytes() == b"written while rotating\nwritten after\nthen\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node.log", "node.log.1"]

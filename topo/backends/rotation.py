@@ -114,14 +114,26 @@ class RotatingFds:
         if size < self.limit.max_bytes and _same_file(self.fds[0], self.path):
             return
         with self._lock:
-            if _same_file(self.fds[0], self.path):
-                if os.fstat(self.fds[0]).st_size < self.limit.max_bytes:
-                    return
-                rotate(self.path, self.limit.keep)
-            fd = _open_append(self.path)
-            for target in self.fds:
-                os.dup2(fd, target)
-            os.close(fd)
+            if not _same_file(self.fds[0], self.path):  # another writer rotated it: follow
+                self._point_at(_open_append(self.path))
+                return
+            if os.fstat(self.fds[0]).st_size < self.limit.max_bytes:
+                return
+            # The fds move to the new file before the full one is renamed: what other
+            # threads write meanwhile (rename releases the GIL) goes to the new file, not
+            # past the cap of the rotated one.
+            fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+            self._point_at(
+                os.open(fresh, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
+            )
+            rotate(self.path, self.limit.keep)
+            os.replace(fresh, self.path)
+
+    def _point_at(self, fd: int) -> None:
+        """Make every fd of ``self.fds`` a copy of ``fd`` (then closed)."""
+        for target in self.fds:
+            os.dup2(fd, target)
+        os.close(fd)
 
     def watch(self) -> None:
         """A daemon thread that checks every ``CHECK_INTERVAL_S`` (output C code writes)."""
