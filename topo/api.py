@@ -408,10 +408,10 @@ def prepare(
             log_max_mb=log_max_mb,
             log_keep=log_keep,
             disable_run=disable_run,
-            topo_version=topo.__version__,
             argv=argv,
             from_run=from_run,
             git=git,
+            topo_version=topo.__version__,
         )
         options = RunOptions(
             grace_s=grace_s,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.rundir.layout import holds_run, log_files, log_path, metrics_path
+from topo.rundir.layout import holds_run, log_files, log_path, metrics_files, metrics_path
 from topo.rundir.record import given_params, read_record, recorded_backend
 from topo.rundir.snapshots import find
 from topo.rundir.status import read_status
@@ -46,6 +46,7 @@ def test_its_logs_metrics_and_snapshot_are_where_they_were(old_run: Path) -> Non
     assert files["stepper/0"] == log_path(old_run, "stepper/0") == old_run / "logs/stepper_0.log"
     assert [line for _, line in history(files)][-1].endswith(" hello from talk")
     assert metrics_path(old_run, "talk").read_text().count('"loss"') == 2
+    assert metrics_files(old_run) == [metrics_path(old_run, "talk")]
     snapshot = find(old_run)
     snapshot.verify()
     assert (snapshot.number, sorted(snapshot.nodes)) == (1, ["counter", "stepper/0", "stepper/1"])

@@ -118,6 +118,14 @@ def metrics_path(run_dir: Path, node_id: str) -> Path:
     return run_dir / METRICS_DIR / f"{safe_name(node_id)}.jsonl"
 
 
+def metrics_files(run_dir: Path) -> list[Path]:
+    """Every node's metric rows file of a run, in order of name (none: no ``metrics/``)."""
+    try:
+        return sorted((run_dir / METRICS_DIR).glob("*.jsonl"))
+    except OSError:
+        return []
+
+
 def change_path(run_dir: Path, generation: int) -> Path:
     """``<run_dir>/changes/<generation>.json``: change ``generation`` of a run."""
     return run_dir / CHANGES_DIR / f"{generation}.json"

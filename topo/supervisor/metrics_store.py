@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from topo.rundir.layout import METRICS_DIR, metrics_path
+from topo.rundir.layout import METRICS_DIR, metrics_files, metrics_path
 from topo.runs.figures import STAMPS
 
 MAX_KEYS = 100  # per row
@@ -136,7 +136,7 @@ class MetricsStore:
 def read_rows(run_dir: Path) -> Iterator[tuple[Path, int, dict[str, Any] | None]]:
     """Every line of ``<run_dir>/metrics/*.jsonl`` as (file, line number, row); row is
     None for a line that is not a JSON object (a file cut short by a crash)."""
-    for path in sorted((run_dir / METRICS_DIR).glob("*.jsonl")):
+    for path in metrics_files(run_dir):
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():

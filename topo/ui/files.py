@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from topo.rundir.layout import METRICS_DIR, log_path, with_rotated
+from topo.rundir.layout import log_path, metrics_files, with_rotated
 from topo.ui.reader import read_json_lines
 
 TAIL_BYTES = 256 * 1024  # the most of a log sent at once
@@ -87,11 +87,7 @@ def log_search(run_dir: Path, node: str, text: str) -> dict[str, Any]:
 
 def metric_files(run_dir: Path) -> dict[str, Path]:
     """Node file name -> its metric rows file."""
-    folder = run_dir / METRICS_DIR
-    try:
-        return {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
-    except OSError:
-        return {}
+    return {p.stem: p for p in metrics_files(run_dir)}
 
 
 def metric_rows(run_dir: Path, offsets: dict[str, int]) -> dict[str, Any]:
