@@ -93,16 +93,16 @@ def session_per_node(hosts: str) -> Any:
     server) per executable, where the ``ssh`` backend opens one per host. Defined in a
     function so that the node module above does not import the backend on the hosts."""
     from topo.backends.base import ExecutableRunner, JobContext, Sink
-    from topo.backends.logs import safe_name
     from topo.backends.ssh.backend import SshBackend, _RemoteRunner
     from topo.backends.worker import target_modules
     from topo.ir import dumps
+    from topo.rundir.layout import AGENTS_DIR, agent_log_path, safe_name
 
     class SessionPerNode(SshBackend):
         def open(self, job: JobContext, sink: Sink) -> None:
             assert self.sessions is not None, "check() runs first"
             self._sink, self._job = sink, job
-            (job.run_dir / "agents").mkdir(exist_ok=True, mode=0o700)
+            (job.run_dir / AGENTS_DIR).mkdir(exist_ok=True, mode=0o700)
             self._init = {
                 "program_json": dumps(job.program),
                 "registry": vars(job.registry).copy(),
@@ -124,7 +124,7 @@ def session_per_node(hosts: str) -> Any:
                     self._command(spec, ["-m", "topo.backends.ssh.agent"]),
                     lambda msg: self._on_message(key, msg),
                     lambda why: self._host_lost(key, why),
-                    self._job.run_dir / "agents" / f"{safe_name(key)}.log",
+                    agent_log_path(self._job.run_dir, key),
                     self.lease_s,
                 )
             except Exception as exc:  # a failed session is a failed node, as in the backend

@@ -1,7 +1,8 @@
 """The README and docs/ stay true to the code: the rooms table and picture of
-docs/architecture.md say what ``RULES`` in test_layering.py says, every relative link
-and image resolves, the README opens with the two commands that work, and names every
-command of ``topo --help``."""
+docs/architecture.md say what ``RULES`` in test_layering.py says and every arrow of the
+picture is an import the code makes, its table of a backend's seams names every public
+method and flag of ``Backend``, every relative link and image resolves, the README opens
+with the two commands that work, and names every command of ``topo --help``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from test_layering import RULES
+from test_layering import RULES, full_graph, reach, room_of
+
+from topo.backends.base import Backend
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -69,6 +72,71 @@ def test_the_svg_is_rendered_from_the_dot() -> None:
     assert set(NODE.findall(dot)) <= titles
     assert len([t for t in titles if "&#45;&gt;" in t]) == len(arrows)
     assert "architecture.svg" in (DOCS / "architecture.md").read_text(encoding="utf-8")
+
+
+def unused_arrows(dot: str, edges: dict[str, frozenset[str]]) -> list[str]:
+    """The arrows of the picture that no import makes: ``tail -> head`` where no module of
+    room ``tail`` reaches one of room ``head`` (directly or through other modules)."""
+    reached: dict[str, set[str]] = {}
+    for module in edges:
+        found = {room_of(m) for m in reach(module, edges)}
+        reached.setdefault(room_of(module), set()).update(found)
+    return [
+        f"{tail} -> {head}"
+        for tail, head, _ in EDGE.findall(dot)
+        if head not in reached.get(tail, set())
+    ]
+
+
+def test_every_arrow_of_the_picture_is_an_import_the_code_makes() -> None:
+    dot = (DOCS / "architecture.dot").read_text(encoding="utf-8")
+    assert unused_arrows(dot, full_graph()) == []
+
+
+def test_an_arrow_no_import_makes_is_caught() -> None:
+    """The checker itself: an arrow drawn where the code imports nothing is named."""
+    dot = (DOCS / "architecture.dot").read_text(encoding="utf-8")
+    planted = dot.replace("  ir -> vocab;\n", "  ir -> vocab;\n  vocab -> targets;\n")
+    assert unused_arrows(planted, full_graph()) == ["vocab -> targets"]
+
+
+def seam_names(text: str) -> list[str]:
+    """The names the seams table of docs/architecture.md gives (its first column: each
+    backquoted name, ``open(job, sink)`` as ``open``)."""
+    section = text[text.index("### Backends") :]
+    section = section[: section.index("\n### ", 1)]
+    names = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            names += re.findall(r"`(\w+)", cells[0])
+    return names
+
+
+def seam_problems(names: list[str]) -> list[str]:
+    """What the table lacks of ``Backend``'s public methods and flags, and what it names
+    that the class does not have."""
+    public = {n for n in dir(Backend) if not n.startswith("_")}
+    missing = [f"missing: {n}" for n in sorted(public - set(names))]
+    extra = [f"not in Backend: {n}" for n in sorted(set(names) - public)]
+    twice = [f"twice: {n}" for n in sorted({n for n in names if names.count(n) > 1})]
+    return missing + extra + twice
+
+
+def test_the_seams_table_names_every_method_and_flag_of_backend() -> None:
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    assert seam_problems(seam_names(text)) == []
+
+
+def test_a_seam_left_out_of_the_table_or_made_up_is_named() -> None:
+    """The checker itself: a row taken out and a name the class lacks are both said."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `local_pids` |"))
+    wrong = text.replace(row, "| `local_hosts` | made up | None |")
+    assert seam_problems(seam_names(wrong)) == [
+        "missing: local_pids",
+        "not in Backend: local_hosts",
+    ]
 
 
 def room_table(text: str) -> dict[str, set[str]]:

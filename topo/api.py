@@ -24,8 +24,8 @@ from topo.ir import Program
 if TYPE_CHECKING:
     from topo.backends.base import Backend, Event
     from topo.loader import LoadedSpec
+    from topo.rundir.snapshots import Snapshot
     from topo.runtime import Handle, ProgramContext
-    from topo.snapshots.store import Snapshot
     from topo.supervisor.change_plan import LivePlan
     from topo.supervisor.launcher import Launcher
     from topo.supervisor.state import Failure, NodeStatus
@@ -273,7 +273,7 @@ class RunningProgram:
     def log(self, node_id: str) -> str:
         """The log file content of ``node_id`` so far (the current file: what a size cap
         rotated away is in ``<node>.log.1`` and on)."""
-        from topo.backends.logs import log_path
+        from topo.rundir.layout import log_path
 
         return log_path(self.run_dir, node_id).read_text(errors="replace")
 
@@ -363,9 +363,10 @@ def prepare(
     ``sys.argv``) and, for ``topo run --from``, the run directory ``from_run`` it reruns.
     ``start_from``: a snapshot every node with a saved state starts from; it must fit
     the program (``same_program``: be of this very program, as ``--resume`` asks), else
-    ``topo.snapshots.store.SnapshotError`` says what differs and nothing starts."""
+    ``topo.rundir.snapshots.SnapshotError`` says what differs and nothing starts."""
+    import topo
     from topo.backends.base import RunOptions
-    from topo.backends.rerun import git_lookup, make_record
+    from topo.rundir.record import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
 
     if params and not isinstance(source, str | Path):
@@ -410,6 +411,7 @@ def prepare(
             argv=argv,
             from_run=from_run,
             git=git,
+            topo_version=topo.__version__,
         )
         options = RunOptions(
             grace_s=grace_s,

@@ -37,7 +37,7 @@ def _main(args: list[str]) -> None:
         cli_main()  # topo.api (the IR, the backends) only if the command needs it
         return
     from topo.api import RUN_BACKEND, close_early, named_backend, warm_early
-    from topo.backends.rerun import named_run_dir, recorded_backend
+    from topo.rundir.record import named_run_dir, recorded_backend
 
     run_dir = named_run_dir(args[1:])  # --from RUN_DIR: the backend it recorded
     recorded = None if run_dir is None else recorded_backend(run_dir)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from topo.backends.base import ExecutableRunner, JobContext, LineSink, LogSource, Network
 from topo.backends.procs import ProcsBackend
+from topo.backends.tail import LogTailer
 from topo.backends.threads import ThreadsBackend
+from topo.rundir.layout import log_files
 
 CURVE = Network(bind_host="127.0.0.1", advertise_host="127.0.0.1", mechanism="curve")
 
@@ -37,7 +39,9 @@ class RemoteLogs(ThreadsBackend):
         def prefixed(label: str, line: str) -> None:
             emit(label, f"[host-a] {line}")
 
-        return super().log_source(job, prefixed)
+        program = job.program
+        files = log_files(job.run_dir, (n.id for n in program.nodes), program.executables)
+        return LogTailer(files, prefixed, limit=job.options.log_limit)
 
 
 class _Unreported(ExecutableRunner):

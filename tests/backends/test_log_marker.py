@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topo.backends.logs import MARKER, write_marker
+from topo.backends.logs import write_marker
+from topo.rundir.lines import MARKER
 
 
 def test_a_marker_after_a_line_cut_short_starts_on_a_new_line(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from topo.backends.logs import display_line
 from topo.render.graphviz import PNG_MAX_PX, png_size
+from topo.rundir.lines import display_line
 from topo.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]

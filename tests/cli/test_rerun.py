@@ -101,7 +101,7 @@ def test_run_json_says_how_the_run_was_started(tmp_path: Path) -> None:
 
 
 def test_no_git_work_tree_records_no_commit(tmp_path: Path) -> None:
-    from topo.backends.rerun import git_state
+    from topo.rundir.record import git_state
 
     assert git_state(tmp_path) is None  # tmp is in no work tree
     head = _git_head()

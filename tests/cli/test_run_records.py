@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from topo.runs.control import KEY_FILE, ControlError, ControlServer, request
-from topo.runs.history import BadSince, bare, history, parse_since, parse_time
+from topo.rundir.layout import CONTROL_KEY_FILE
+from topo.rundir.lines import bare
+from topo.runs.control import ControlError, ControlServer, request
+from topo.runs.history import BadSince, history, parse_since, parse_time
 from topo.runs.probe import launcher_alive, launcher_record
 
 
@@ -65,12 +67,12 @@ def test_the_control_channel_answers_the_key_holder_only(tmp_path: Path) -> None
     seen: list[dict[str, Any]] = []
     server = _server(tmp_path, seen)
     try:
-        assert stat.S_IMODE(os.stat(tmp_path / KEY_FILE).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(tmp_path / CONTROL_KEY_FILE).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(server.dir).st_mode) == 0o700
         assert request(tmp_path, server.path, {"op": "ping"}) == {"ok": True, "echo": "ping"}
         other = tmp_path / "other"
         other.mkdir()
-        (other / KEY_FILE).write_text(os.urandom(32).hex() + "\n")  # not the run's key
+        (other / CONTROL_KEY_FILE).write_text(os.urandom(32).hex() + "\n")  # not the run's key
         with pytest.raises(ControlError):
             request(other, server.path, {"op": "stop"})
         assert [r["op"] for r in seen] == ["ping"]  # the wrong key's request never ran
@@ -87,7 +89,7 @@ def test_a_client_refuses_a_server_that_does_not_hold_the_key(tmp_path: Path) ->
     fake.mkdir()
     impostor = _server(fake, seen)  # listens, but with a key of its own
     try:
-        (real / KEY_FILE).write_text(os.urandom(32).hex() + "\n")
+        (real / CONTROL_KEY_FILE).write_text(os.urandom(32).hex() + "\n")
         with pytest.raises(ControlError):
             request(real, impostor.path, {"op": "stop"})
         assert seen == []

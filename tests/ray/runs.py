@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from topo.backends.logs import log_path
+from topo.rundir.layout import log_path
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = "tests.ray.ray_nodes"

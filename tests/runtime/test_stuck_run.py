@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from topo.backends.base import Event
-from topo.backends.logs import log_path
+from topo.rundir.layout import log_path
 from topo.runtime.errors import NodeBusy
 from topo.testing import wait_gone
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from topo.snapshots.store import SnapshotError, latest, numbers, read_snapshot, snapshots_dir
+from topo.rundir.snapshots import SnapshotError, latest, numbers, read_snapshot, snapshots_dir
 
 STEPPERS = """
     name: snap
@@ -150,7 +150,7 @@ def test_a_node_killed_during_a_snapshot_leaves_the_previous_one(
 
 
 def test_a_launcher_killed_while_writing_leaves_the_previous_snapshot(tmp_path: Path) -> None:
-    from topo.snapshots.store import write_snapshot
+    from topo.rundir.snapshots import write_snapshot
 
     run_dir = tmp_path / "run"
     first = write_snapshot(
@@ -163,7 +163,7 @@ def test_a_launcher_killed_while_writing_leaves_the_previous_snapshot(tmp_path: 
             sys.executable,
             "-c",
             "import os, sys; from pathlib import Path; "
-            "from topo.snapshots.store import write_snapshot; "
+            "from topo.rundir.snapshots import write_snapshot; "
             "write_snapshot(Path(sys.argv[1]), "
             "{f'n{i}': os.urandom(1 << 20) * 64 for i in range(8)}, "
             "program='p', structure='s', pause_s=0.1)",

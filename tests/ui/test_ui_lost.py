@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.cli.operate import wait_for
 from tests.ui.support import make_run_dir
 from topo.runs.probe import process_start
-from topo.ui.record import RunRecord
+from topo.ui.reader import RunReader
 
 
 def test_an_orphaned_node_reads_lost_once_its_process_ended(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_an_orphaned_node_reads_lost_once_its_process_ended(tmp_path: Path) -> N
         record["nodes"][-1]["state"] = "finished"  # ended before the launcher: stays so
         (run_dir / "status.json").write_text(json.dumps(record))
 
-        reading = RunRecord(run_dir)
+        reading = RunReader(run_dir)
         snap = reading.status()
         assert snap.state == "lost"
         states = {k: n["state"] for k, n in snap.nodes.items()}

@@ -8,7 +8,8 @@ a backend fills in besides starting executables:
 * ``network()``: where the program's registry binds, the address peers dial and
   the auth mechanism (PLAIN on loopback, CURVE across hosts);
 * ``check(program)``: what it cannot honour, as diagnostics, before anything starts;
-* ``log_source(job, emit)``: where the launcher gets node log lines from;
+* ``log_source(job, emit)``: where the launcher gets node log lines from, when not
+  from the run directory's log files;
 * ``options()``: the options it takes (``topo run -b NAME --hosts H``, or
   ``get_backend(name, hosts=H)``), and ``placement_text(program, **options)``: what
   ``topo plan --backend NAME`` prints about where executables would run.
@@ -38,7 +39,7 @@ from topo.ir import Program
 if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
     from importlib.metadata import EntryPoint
 
-    from topo.backends.rerun import RunRecord
+    from topo.rundir.record import RunRecord
     from topo.runtime import Authority, RegistryInfo
     from topo.runtime.auth import Mechanism
     from topo.targets import TargetInfo
@@ -147,18 +148,6 @@ class LogSource(Protocol):
         """Deliver what is left and stop."""
 
 
-def log_files(program: Program, run_dir: Path) -> dict[str, Path]:
-    """The log files of a run directory the launcher shows: each node's, and the output
-    of each executable of several nodes (label -> path)."""
-    from topo.backends.logs import exe_output_path, log_path
-
-    files = {n.id: log_path(run_dir, n.id) for n in program.nodes}
-    for exe in program.executables:
-        if len(exe.nodes) > 1:
-            files[exe.id] = exe_output_path(run_dir, program, exe.id)
-    return files
-
-
 class Sink(ABC):
     """Where a backend and the registry report what happens inside and to executables."""
 
@@ -255,11 +244,10 @@ class Backend(ABC):
         are shown); called before anything starts."""
         return []
 
-    def log_source(self, job: JobContext, emit: LineSink) -> LogSource:
-        """Where node output comes from: by default the log files in the run directory."""
-        from topo.backends.tail import LogTailer
-
-        return LogTailer(log_files(job.program, job.run_dir), emit, limit=job.options.log_limit)
+    def log_source(self, job: JobContext, emit: LineSink) -> LogSource | None:
+        """Where node output comes from, when not from the log files of the run directory
+        (None, the default: the launcher follows those, ``topo.backends.tail``)."""
+        return None
 
     def describe_targets(
         self, targets: list[str], source: str | None

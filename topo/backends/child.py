@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from topo.backends.logs import Stamped, exe_output_path, log_path, route_node_output
+from topo.backends.logs import Stamped, route_node_output
 from topo.backends.rotation import LogLimit, RotatingFds
 from topo.backends.titles import node_title, set_title
 from topo.backends.worker import Report, run_executable
 from topo.ir import Program
+from topo.rundir.layout import exe_output_path, log_path
 from topo.runtime import (
     Grant,
     ProgramContext,
@@ -70,10 +71,10 @@ class ChildOutput:
     def in_run_dir(
         cls, run_dir: Path, program: Program, exe_id: str, limit: LogLimit | None = None
     ) -> ChildOutput:
-        """The run directory layout of ``topo.backends.logs``."""
-        nodes = program.executable_index[exe_id].nodes
-        files = {n: log_path(run_dir, n) for n in nodes} if len(nodes) > 1 else {}
-        return cls(exe_output_path(run_dir, program, exe_id), files, limit)
+        """The run directory's layout (``topo.rundir.layout``)."""
+        exe = program.executable_index[exe_id]
+        files = {n: log_path(run_dir, n) for n in exe.nodes} if len(exe.nodes) > 1 else {}
+        return cls(exe_output_path(run_dir, exe), files, limit)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-CRASH_FILE = "crash.log"
+from topo.rundir.layout import CRASH_LOG
 
 
 class CrashRecord:
@@ -29,7 +29,7 @@ class CrashRecord:
         remove_on_exit: str | None = None,
         before_exit: Callable[[], None] | None = None,
     ) -> None:
-        self.path = run_dir / CRASH_FILE
+        self.path = run_dir / CRASH_LOG
         self._node_of_thread = node_of_thread
         self._remove_on_exit = remove_on_exit  # the run's socket directory
         self._before_exit = before_exit  # e.g. end the processes the nodes started

@@ -1,59 +1,37 @@
-"""Run directories, per-node log files, routing of node output, and log tailing.
+"""Writing a run directory's files: making it, node output routed to each node's log,
+output from elsewhere appended, marker lines, and waiting for a log to be written.
 
-Layout of a run directory (default ``./runs/<name>-<timestamp>/``)::
-
-    program.json        the IR (topo.ir JSON)
-    topology.yaml       the topology as it ran, -p values as its defaults (from a file)
-    run.json            how the run was started (``topo.backends.rerun``)
-    logs/<node>.log     one per node ("/" in ids becomes "_")
-    logs/<exe>.log      colocated sets only: output written below Python (C libraries)
-    logs/<id>.log.1 ... what a log's size cap rotated away (``topo.backends.rotation``)
-    status.json         final status summary, written when the run ends
-    events.jsonl        every status event, one JSON line each (``topo.supervisor.events_log``)
-    ui.log              the dashboard's access log, when one served the run (``topo.ui``)
-
-Every line a node writes through Python's ``sys.stdout``/``sys.stderr`` starts with a
-local timestamp (``2026-11-30T07:40:01.123 ``); output written below Python (C
-libraries, ``os.write(1, ...)``) is kept as it is. The launcher writes a marker line
-when an attempt starts and when it ends (``MARKER``); the tailer shows neither
-timestamps nor markers in the live view (``topo.backends.tail`` follows the files).
+The names and the layout are ``topo.rundir``'s (``layout``: which file is where;
+``lines``: the timestamp every line starts with and the launcher's marker lines). The
+live view follows the files with ``topo.backends.tail``.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from topo.backends.rotation import LogLimit, RotatingFile, append_capped
 from topo.diagnostics import TopoError
 from topo.ir import Program, dumps
+from topo.rundir.layout import (
+    LOGS_DIR,
+    PROGRAM_FILE,
+    TOPOLOGY_FILE,
+    exe_output_path,
+    fresh_run_dir,
+    log_path,
+)
+from topo.rundir.lines import marker_line, timestamp
 from topo.runtime.context import current_node_info, maybe_current_program
 
 if TYPE_CHECKING:  # a node's process does not import it
-    from topo.backends.rerun import RunRecord
-
-
-def safe_name(node_or_exe_id: str) -> str:
-    """A node/executable id as a file name."""
-    return node_or_exe_id.replace("/", "_").replace(os.sep, "_")
-
-
-def log_path(run_dir: Path, node_or_exe_id: str) -> Path:
-    """``<run_dir>/logs/<id>.log``."""
-    return run_dir / "logs" / f"{safe_name(node_or_exe_id)}.log"
-
-
-def exe_output_path(run_dir: Path, program: Program, exe_id: str) -> Path:
-    """Where an executable's raw stdout/stderr goes: its node's log when it has one node."""
-    nodes = program.executable_index[exe_id].nodes
-    return log_path(run_dir, nodes[0] if len(nodes) == 1 else exe_id)
+    from topo.rundir.record import RunRecord
 
 
 def append_output(
@@ -63,7 +41,7 @@ def append_output(
     directory's log of ``label``: a node, or an executable of several nodes (rotated
     past ``limit``)."""
     if label in program.executable_index and label not in program.node_index:
-        path = exe_output_path(run_dir, program, label)
+        path = exe_output_path(run_dir, program.executable_index[label])
     else:
         path = log_path(run_dir, label)
     append_capped(path, text.encode("utf-8", "replace"), limit)
@@ -78,21 +56,16 @@ def make_run_dir(
 ) -> Path:
     """Create the run directory with program.json, topology.yaml, run.json and empty log
     files."""
-    from topo.backends.rerun import TOPOLOGY_FILE, write_record
+    from topo.rundir.record import write_record
 
     if run_dir is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = log_dir / f"{program.name}-{stamp}"
-        n = 1
-        while run_dir.exists():
-            n += 1
-            run_dir = log_dir / f"{program.name}-{stamp}-{n}"
+        run_dir = fresh_run_dir(log_dir, program.name)
     try:
         # Private to the user who runs topo: logs and the resolved config may hold secrets.
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         run_dir.chmod(0o700)
-        (run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
-        _write_private(run_dir / "program.json", dumps(program) + "\n")
+        (run_dir / LOGS_DIR).mkdir(exist_ok=True, mode=0o700)
+        _write_private(run_dir / PROGRAM_FILE, dumps(program) + "\n")
         if topology_yaml is not None:
             _write_private(run_dir / TOPOLOGY_FILE, topology_yaml)
         if record is not None:
@@ -112,9 +85,9 @@ def make_run_dir(
 
 def write_program(run_dir: Path, program: Program) -> None:
     """Rewrite the run's ``program.json`` at once (``topo apply`` changed the program)."""
-    tmp = run_dir / ".program.json.tmp"
+    tmp = run_dir / f".{PROGRAM_FILE}.tmp"
     _write_private(tmp, dumps(program) + "\n")
-    os.replace(tmp, run_dir / "program.json")
+    os.replace(tmp, run_dir / PROGRAM_FILE)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -124,19 +97,10 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-MARKER = "── topo: "
-_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} ")
-
-
-def timestamp() -> str:
-    """Local time as ISO 8601 with milliseconds: ``2026-11-30T07:40:01.123``."""
-    return datetime.now().isoformat(timespec="milliseconds")
-
-
 def write_marker(path: Path, text: str) -> None:
     """Append ``<timestamp> ── topo: <text> ──`` to a log file in one write, on a line of
     its own: a process killed in the middle of a line left no newline after it."""
-    line = f"{timestamp()} {MARKER}{text} ──\n".encode()
+    line = marker_line(text).encode()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -145,15 +109,6 @@ def write_marker(path: Path, text: str) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
-
-
-def display_line(line: str, stamp: bool = False) -> str | None:
-    """A log file line as the live view shows it: without its timestamp (unless
-    ``stamp``); None for a marker line."""
-    bare = _STAMP.sub("", line, count=1)
-    if bare.startswith(MARKER):
-        return None
-    return line if stamp else bare
 
 
 class Stamped(io.TextIOBase):

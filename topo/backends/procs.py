@@ -32,9 +32,10 @@ from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
-from topo.backends.logs import exe_output_path, file_size, wait_written, write_marker
+from topo.backends.logs import file_size, wait_written, write_marker
 from topo.backends.proctree import kill_tree
 from topo.ir import Program, dumps
+from topo.rundir.layout import FORKSERVER_LOG, exe_output_path, log_name
 from topo.targets import TargetInfo
 
 CHECK_TIMEOUT_S = 110.0  # a new program's imports (TensorFlow's alone take seconds)
@@ -76,9 +77,7 @@ class _ProcRunner(ExecutableRunner):
         except ProcessLookupError:
             return ""
         wait_written(self.output, before)  # the dump is in the file before the kill follows
-        from topo.backends.logs import safe_name
-
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+        return f"(the stacks of its threads are in its log, {log_name(node)})"
 
 
 class _Server:
@@ -266,7 +265,7 @@ class ProcsBackend(Backend):
             self._discard()  # warmed up for another directory or environment
         if self._server is None:
             self._server = _Server()
-        self._log = Path(job.run_dir) / "forkserver.log"
+        self._log = Path(job.run_dir) / FORKSERVER_LOG
         self._init = {
             "program_json": dumps(job.program),
             "registry": vars(job.registry).copy(),
@@ -314,7 +313,9 @@ class ProcsBackend(Backend):
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         job = self._job
-        output = None if job is None else exe_output_path(job.run_dir, job.program, exe)
+        output = None
+        if job is not None:
+            output = exe_output_path(job.run_dir, job.program.executable_index[exe])
         runner = _ProcRunner(exe, attempt, output)
         with self._lock:
             server = self._live_server()
@@ -397,7 +398,7 @@ class ProcsBackend(Backend):
             for r in lost:
                 del self._runners[(r.exe, r.attempt)]
         how = f"the fork server (pid {server.pid}) {server.how_it_ended()}"
-        where = f"see {self._log}" if self._log is not None else "see forkserver.log"
+        where = f"see {self._log}" if self._log is not None else f"see {FORKSERVER_LOG}"
         if self._closing:
             pass
         elif not server.ready:

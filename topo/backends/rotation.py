@@ -25,6 +25,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from topo.rundir.layout import rotated_path
+
 DEFAULT_LOG_MAX_MB = 100.0  # a run's default cap of each node log file
 DEFAULT_LOG_KEEP = 3  # and how many rotated files it keeps
 CHECK_EVERY = 1 << 20  # Python-level writes: look at the file's size after this many bytes
@@ -50,11 +52,6 @@ class LogLimit:
 def check_step(limit: LogLimit) -> int:
     """How many bytes written through Python between two looks at the file's size."""
     return max(min(CHECK_EVERY, limit.max_bytes // 16), 1024)
-
-
-def rotated_path(path: Path, n: int) -> Path:
-    """``<path>.<n>``: the n-th newest rotated file of ``path``."""
-    return path.with_name(f"{path.name}.{n}")
 
 
 def rotate(path: Path, keep: int) -> None:

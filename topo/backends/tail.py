@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from topo.backends.logs import display_line
 from topo.backends.rotation import LogLimit, make_room, write_all
+from topo.rundir.lines import display_line
 
 CHUNK = 64 << 10  # one read
 ROUND = 256 << 10  # at most this much of one file before the others get their turn

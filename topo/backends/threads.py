@@ -56,10 +56,11 @@ from topo.backends.base import (
 from topo.backends.child import registry_reporter
 from topo.backends.crash import CrashRecord
 from topo.backends.grants import exe_grant, launcher_grant
-from topo.backends.logs import log_path, route_node_output, unroute_node_output
+from topo.backends.logs import route_node_output, unroute_node_output
 from topo.backends.worker import run_executable
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
+from topo.rundir.layout import log_path
 from topo.runtime import NodeServer, ProgramContext, RegistryClient, connect_program
 from topo.runtime.context import current_node_info
 

@@ -20,7 +20,7 @@ def attach(run: RunArgument = None, log_dir: LogDirOption = Path("runs")) -> Non
 
     from topo.cli.recorded import StatusSource
     from topo.cli.view import TableView
-    from topo.runs.detach import LAUNCHER_LOG
+    from topo.rundir.layout import LAUNCHER_LOG
 
     info = pick_run(run, log_dir)
     source = StatusSource(info)

@@ -84,9 +84,9 @@ def load_for_run(
     """FILE compiled with the run's parameters as ``topo apply`` runs it (no target is
     imported); a bad file is printed at file:line:col and exits with ``code``."""
     from topo.api import load
-    from topo.backends.rerun import given_params
     from topo.diagnostics import TopoError, render_diagnostics
     from topo.loader.params import override_name
+    from topo.rundir.record import given_params
 
     recorded = given_params(run_dir)
     base = [] if reset else recorded

@@ -17,6 +17,7 @@ from topo.cli.carried import ResetParamsOption
 from topo.cli.common import ParamsOption, error, stderr, stdout
 from topo.diagnostics import TopoError, render_diagnostics
 from topo.ir import Program
+from topo.rundir.layout import PROGRAM_FILE
 
 TROUBLE = 2  # a file or run that cannot be read: diff's "trouble" exit
 OperandArgument = Annotated[
@@ -85,7 +86,7 @@ def _run_of(spec: str) -> tuple[str, Path] | None:
     """The id and directory of the run ``spec`` names; None for a recorded
     ``program.json`` or what names no run (``load_operand`` then says what it is)."""
     path = Path(spec)
-    if path.is_file() or (path.is_dir() and not (path / "program.json").is_file()):
+    if path.is_file() or (path.is_dir() and not (path / PROGRAM_FILE).is_file()):
         return None
     from topo.runs.resolve import RunNotFound, resolve
 
@@ -106,12 +107,12 @@ def load_operand(spec: str, params: list[str] | None) -> Program:
     """The program ``spec`` names: a topology file compiled with ``params``, a run's
     recorded program (a run directory, a ``program.json``, a run id), else exit 2."""
     path = Path(spec)
-    if path.is_dir() and (path / "program.json").is_file():
-        return _recorded(path / "program.json")
+    if path.is_dir() and (path / PROGRAM_FILE).is_file():
+        return _recorded(path / PROGRAM_FILE)
     if path.is_file():
         return _recorded(path) if path.suffix == ".json" else _compiled(path, params)
     if path.suffix in (".yaml", ".yml", ".json") or path.is_dir():
-        missing = "has no program.json" if path.is_dir() else "does not exist"
+        missing = f"has no {PROGRAM_FILE}" if path.is_dir() else "does not exist"
         raise error(f"{spec}: {missing}", TROUBLE)
     from topo.runs.resolve import RunNotFound, resolve
 
@@ -125,9 +126,9 @@ def load_operand(spec: str, params: list[str] | None) -> Program:
             "id prefix (`topo ps -a` lists the runs)",
             TROUBLE,
         ) from None
-    if not (run_dir / "program.json").is_file():
-        raise error(f"run {spec} ({run_dir}) has no program.json", TROUBLE)
-    return _recorded(run_dir / "program.json")
+    if not (run_dir / PROGRAM_FILE).is_file():
+        raise error(f"run {spec} ({run_dir}) has no {PROGRAM_FILE}", TROUBLE)
+    return _recorded(run_dir / PROGRAM_FILE)
 
 
 def _compiled(path: Path, params: list[str] | None) -> Program:

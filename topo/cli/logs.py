@@ -15,6 +15,7 @@ from topo.cli.app import app
 from topo.cli.complete import complete_run
 from topo.cli.interrupts import Interrupts
 from topo.cli.operate import LogDirOption, pick_run, say
+from topo.rundir.layout import log_path
 from topo.runs.probe import RunInfo
 
 
@@ -108,8 +109,7 @@ def _files(info: RunInfo, chosen: list[str]) -> dict[str, Path]:
         )
         raise typer.Exit(1)
     picked = [n for n, g in ids if not chosen or n in chosen or g in chosen]
-    safe = {n: n.replace("/", "_") for n in picked}
-    return {n: info.run_dir / "logs" / f"{safe[n]}.log" for n in picked}
+    return {n: log_path(info.run_dir, n) for n in picked}
 
 
 def _prefixer(files: dict[str, Path]) -> tuple[int, dict[str, str]]:
@@ -129,7 +129,8 @@ def _print_history(
     from rich.console import Console
     from rich.text import Text
 
-    from topo.runs.history import bare, history
+    from topo.rundir.lines import bare
+    from topo.runs.history import history
 
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     width, colours = _prefixer(files)

@@ -10,7 +10,6 @@ with the Agg backend: nothing else in the CLI pays for it (nor for topo.backends
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -55,8 +54,9 @@ def _number(value: Any) -> float | None:
 
 def load_curves(run_dir: Path, node_glob: str | None = None) -> Curves:
     """Read a run's metric rows (only nodes matching ``node_glob``), or PlotError."""
+    from topo.rundir.layout import METRICS_DIR
     from topo.runs.figures import STAMPS
-    from topo.supervisor.metrics_store import METRICS_DIR, read_rows
+    from topo.supervisor.metrics_store import read_rows
 
     if not run_dir.is_dir():
         raise PlotError(f"{run_dir} is not a directory (give the run directory of a topo run)")
@@ -101,10 +101,12 @@ def load_curves(run_dir: Path, node_glob: str | None = None) -> Curves:
 
 def _started(run_dir: Path, fallback: float) -> float:
     """When the run started (``status.json``), else its first row."""
+    from topo.rundir.status import read_status
+
+    started = (read_status(run_dir) or {}).get("started")
     try:
-        started = json.loads((run_dir / "status.json").read_text())["started"]
         return float(started) if started else fallback
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, TypeError):
         return fallback
 
 
@@ -186,7 +188,9 @@ def plot_run(
     Raises PlotError on a user error."""
     curves = load_curves(run_dir, node_glob)
     x_key, y_keys = choose_keys(curves, x, ys)
-    target = out or run_dir / "metrics.png"
+    from topo.rundir.layout import PLOT_FILE
+
+    target = out or run_dir / PLOT_FILE
     try:
         draw(curves, x_key, y_keys, target, run_dir.name)
     except OSError as exc:

@@ -17,18 +17,16 @@ from typing import Any
 import typer
 from rich.text import Text
 
-from topo.backends.rerun import (
-    TOPOLOGY_FILE,
+from topo.cli.common import USAGE_EXIT, error, stderr
+from topo.rundir.layout import TOPOLOGY_FILE, holds_run, reused_warning
+from topo.rundir.record import (
     RecordError,
     RunRecord,
     git_state,
-    holds_run,
     named_run_dir,
     read_record,
     recorded_backend,
-    reused_warning,
 )
-from topo.cli.common import USAGE_EXIT, error, stderr
 
 # prepare()'s keyword -> the name of topo run's parameter that gives it
 _SETTINGS = {"grace_s": "grace", "log_dir": "log_dir", "log_max_mb": "log_max_mb"} | {

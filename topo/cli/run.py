@@ -223,7 +223,7 @@ def run(
     from topo.backends.base import BackendNotFound, BackendOptionError
     from topo.backends.titles import set_title
     from topo.cli.rerun import rerun_of, warn_reused
-    from topo.snapshots.store import SnapshotError
+    from topo.rundir.snapshots import SnapshotError
 
     name, options = chosen_backend(ctx)
     assert name is not None
@@ -391,7 +391,7 @@ def _snapshot_options(
     source = resume or fork
     if source is None:
         return None, None
-    from topo.snapshots.store import SnapshotError, find
+    from topo.rundir.snapshots import SnapshotError, find
 
     run_dir = run_dir_of(source)
     try:

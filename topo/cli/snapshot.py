@@ -11,7 +11,7 @@ import typer
 
 from topo.cli.app import app
 from topo.cli.operate import LogDirOption, RunArgument, duration, pick_run, say
-from topo.snapshots.store import human_size
+from topo.rundir.snapshots import human_size
 
 TAKE_TIMEOUT_S = 900.0  # a replay's checkpoint can take minutes for millions of items
 
@@ -66,7 +66,7 @@ def _taken(run_id: str, answer: dict[str, Any]) -> str:
 
 
 def _list(run_dir: Path) -> None:
-    from topo.snapshots.store import SnapshotError, numbers, read_snapshot, snapshots_dir
+    from topo.rundir.snapshots import SnapshotError, numbers, read_snapshot, snapshots_dir
 
     found = numbers(run_dir)
     if not found:

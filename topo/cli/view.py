@@ -29,6 +29,7 @@ from topo.cli.view_figures import LINE_FIGURES, format_number, key_figures
 from topo.cli.view_rows import STATE_STYLE
 from topo.cli.view_source import RunSource
 from topo.cli.view_table import CHROME_LINES, Shape, table_lines
+from topo.rundir.layout import LOGS_DIR
 
 if TYPE_CHECKING:
     from topo.backends.base import Event
@@ -186,7 +187,7 @@ class TableView:
         left = len(self.closing) - len(shown)
         if left:
             self.console.print(
-                Text(f"… {left} earlier lines in {self.source.run_dir / 'logs'}", style="dim"),
+                Text(f"… {left} earlier lines in {self.source.run_dir / LOGS_DIR}", style="dim"),
                 soft_wrap=True,
             )
         for node, line in shown:

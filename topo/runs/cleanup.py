@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from topo.runs import index
-from topo.runs.probe import ORPHANED_NODE, STATUS_FILE, RunInfo, node_alive
+from topo.rundir.layout import STATUS_FILE
+from topo.rundir.status import write_status
+from topo.runs.probe import ORPHANED_NODE, RunInfo, node_alive
 
 LOST_REASON = "lost: its launcher (pid {pid}) ended without ending the run"
 
@@ -166,18 +168,10 @@ def end_lost(info: RunInfo, grace_s: float | None, kill: bool, by: str) -> Clear
         "nodes": nodes,
     }
     try:
-        _write_status(info.run_dir, record)
+        write_status(info.run_dir, record)
     except OSError as exc:
         cleared.problems.append(f"could not write {info.run_dir / STATUS_FILE}: {exc}")
     return cleared
-
-
-def _write_status(run_dir: Path, status: dict[str, Any]) -> None:
-    """``status.json`` replaced at once (a reader never sees half a file)."""
-    path = run_dir / STATUS_FILE
-    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.clear.tmp")
-    tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 def remove(info: RunInfo, keep_dir: bool = False) -> Cleared:

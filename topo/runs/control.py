@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-KEY_FILE = "control.key"
+from topo.rundir.layout import CONTROL_KEY_FILE
+
 SOCKET_NAME = "control.sock"
 MAX_LINE = 64 * 1024  # a handshake line
 MAX_MESSAGE = 64 << 20  # a request or an answer (topo apply sends a whole compiled program)
@@ -52,7 +53,7 @@ class ControlServer:
 
     def __init__(self, run_dir: Path, handler: Handler) -> None:
         self.key = secrets.token_bytes(32)
-        key_path = run_dir / KEY_FILE
+        key_path = run_dir / CONTROL_KEY_FILE
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.key.hex() + "\n")
@@ -124,9 +125,9 @@ def request(
 ) -> dict[str, Any]:
     """Send ``message`` to the run's launcher and return its answer."""
     try:
-        key = bytes.fromhex((run_dir / KEY_FILE).read_text().strip())
+        key = bytes.fromhex((run_dir / CONTROL_KEY_FILE).read_text().strip())
     except (OSError, ValueError) as exc:
-        raise ControlError(f"cannot read the run's key {run_dir / KEY_FILE}: {exc}") from None
+        raise ControlError(f"cannot read the run's key {run_dir / CONTROL_KEY_FILE}: {exc}") from None
     try:
         _check_dir(os.path.dirname(socket_path))
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:

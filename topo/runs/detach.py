@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from topo.rundir.layout import LAUNCHER_LOG
+
 FD_ENV = "TOPO_DETACHED_FD"
 LOG_ENV = "TOPO_DETACHED_LOG"
-LAUNCHER_LOG = "launcher.log"
 
 
 def child_args(argv: list[str]) -> list[str]:

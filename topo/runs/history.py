@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
-MARKER = "── topo: "
+from topo.rundir.layout import with_rotated
+from topo.rundir.lines import MARKER, STAMP
+
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
 _SPANS = re.compile(r"^(?:\d+(?:\.\d+)?\s*(?:s|m|h|d)\s*)+$")
 _EPOCH = re.compile(r"^\d+(?:\.\d+)?$")
@@ -49,23 +50,13 @@ def parse_since(text: str, now: float | None = None) -> float:
     return parse_time(text, "--since", now)
 
 
-def node_files(log: Path) -> list[Path]:
-    """A node's log and what rotation moved away, oldest first (``.log.3`` ... ``.log``)."""
-    rotated = []
-    for path in log.parent.glob(log.name + ".*"):
-        suffix = path.name[len(log.name) + 1 :]
-        if suffix.isdigit():
-            rotated.append((int(suffix), path))
-    return [p for _, p in sorted(rotated, reverse=True)] + [log]
-
-
 def _lines(
     label: str, log: Path, since: float | None, until: float | None
 ) -> Iterator[tuple[float, str, str]]:
     """``(time, label, line as written)`` for every line of one node's files (from
     ``since``, before ``until``)."""
     when = 0.0
-    for path in node_files(log):
+    for path in with_rotated(log):
         try:
             f = open(path, encoding="utf-8", errors="replace")
         except OSError:
@@ -106,7 +97,3 @@ def history(
     for _, label, line in heapq.merge(*streams, key=lambda t: t[0]):
         yield label, line
 
-
-def bare(line: str) -> str:
-    """A line without its timestamp."""
-    return STAMP.sub("", line, count=1)

@@ -6,7 +6,6 @@ start time as recorded, with no launcher watching it: ``topo stop`` ends it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -14,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-STATUS_FILE = "status.json"
+from topo.rundir.status import read_status
+
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
 LOST_NODE = "lost"  # a node of a lost run whose process is gone (or cannot be checked)
@@ -78,15 +78,6 @@ def lost_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
             entry = {**entry, "state": ORPHANED_NODE if alive else LOST_NODE, "stalled_s": None}
         out.append(entry)
     return out
-
-
-def read_status(run_dir: Path) -> dict[str, Any] | None:
-    """``status.json`` of ``run_dir`` (None when there is none or it cannot be read)."""
-    try:
-        data = json.loads((run_dir / STATUS_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 @dataclass

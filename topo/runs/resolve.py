@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topo.rundir.layout import STATUS_FILE
 from topo.runs import index
-from topo.runs.probe import STATUS_FILE, RunInfo, probe
+from topo.runs.probe import RunInfo, probe
 
 
 class RunNotFound(Exception):

@@ -1,2 +1,3 @@
-"""Program snapshots: every stateful node's state taken at one consistent point,
-written atomically under ``<run_dir>/snapshots/<n>/``, and read back to resume."""
+"""Program snapshots: whether one fits a program (``fit``: the same program for
+``--resume``, the same nodes and targets for ``--fork``). A snapshot on disk, under
+``<run_dir>/snapshots/<n>/``, is the run directory's (``topo.rundir.snapshots``)."""

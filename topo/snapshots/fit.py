@@ -7,7 +7,7 @@ from pathlib import Path
 
 from topo.ir import Program
 from topo.ir.structure import node_target, structure_digest
-from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
+from topo.rundir.snapshots import Snapshot, SnapshotError, read_snapshot
 
 SHOWN = 4  # nodes named in a refusal; the others are counted
 

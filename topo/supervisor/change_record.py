@@ -18,12 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-CHANGES_DIR = "changes"
-
-
-def change_path(run_dir: Path, generation: int) -> Path:
-    """Where change ``generation`` of a run is recorded."""
-    return run_dir / CHANGES_DIR / f"{generation}.json"
+from topo.rundir.layout import CHANGES_DIR, change_path
 
 
 class ChangeRecord:

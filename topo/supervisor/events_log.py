@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Event
+from topo.rundir.layout import EVENTS_FILE, rotated_path
 
-EVENTS_FILE = "events.jsonl"
 MAX_BYTES = 8 * 2**20
 MAX_QUEUED = 10_000
 MAX_TEXT = 32_000  # characters of one value (a traceback) kept in the file
@@ -89,7 +89,7 @@ class EventLog:
             try:
                 if written + len(line) > self._max and written:
                     f.close()
-                    os.replace(self.path, self.path.with_name(EVENTS_FILE + ".1"))
+                    os.replace(self.path, rotated_path(self.path, 1))
                     f = self._open()
                     written = 0
                     if f is None:

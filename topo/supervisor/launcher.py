@@ -35,17 +35,19 @@ from topo.backends.base import (
     LogSource,
     RunOptions,
     Sink,
-    log_files,
 )
 from topo.backends.logs import make_run_dir, write_program
-from topo.backends.rerun import holds_run, record_change, reused_warning
+from topo.backends.tail import LogTailer
 from topo.diagnostics import TopoError
 from topo.ir import Program
+from topo.rundir.layout import holds_run, log_files, reused_warning
+from topo.rundir.record import record_change
+from topo.rundir.snapshots import Snapshot, SnapshotError, read_snapshot
+from topo.rundir.status import write_status
 from topo.runs import index
 from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record, process_start
 from topo.runtime import RegistryServer, new_program_id, new_secret
-from topo.snapshots.store import Snapshot, SnapshotError, read_snapshot
 from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
@@ -55,7 +57,7 @@ from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
-from topo.supervisor.record import StatusRecorder, write_status
+from topo.supervisor.record import StatusRecorder
 from topo.supervisor.requests import answer
 from topo.supervisor.rpc_stats import checked, split
 from topo.supervisor.snapshotter import Snapshotter
@@ -245,7 +247,9 @@ class Launcher(Sink):
             os.getpid(),
             self.registry.authority,
         )
-        self._tailer = self.backend.log_source(job, self._on_line)
+        self._tailer = self.backend.log_source(job, self._on_line) or LogTailer(
+            self._log_files(self.program), self._on_line, limit=opts.log_limit
+        )
         self._tailer.start()
         self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
         self.applier = Applier(
@@ -417,6 +421,10 @@ class Launcher(Sink):
         """Write ``status.json`` on the supervisor's thread at its next turn."""
         self._supervisor.call_soon(self.record_now)
 
+    def _log_files(self, program: Program) -> dict[str, Path]:
+        """The logs in the run directory that ``program``'s output is in (label -> path)."""
+        return log_files(self.run_dir, (n.id for n in program.nodes), program.executables)
+
     def _adopt(self, program: Program, source: dict[str, Any]) -> None:
         """The run's program is ``program`` from now on: the launcher's view, snapshots,
         the grace period (unless the run was given one) and the run directory's record
@@ -428,7 +436,7 @@ class Launcher(Sink):
             self.snapshots.adopt(program)
         write_program(self.run_dir, program)
         if self._tailer is not None:
-            for label, path in log_files(program, self.run_dir).items():
+            for label, path in self._log_files(program).items():
                 self._tailer.follow(label, path)  # (a file it follows already stays)
         if source.get("params_given") is not None:
             self._params_given = [str(t) for t in source["params_given"]]

@@ -18,20 +18,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from topo.backends.logs import safe_name
+from topo.rundir.layout import METRICS_DIR, metrics_files, metrics_path
 from topo.runs.figures import STAMPS
 
-METRICS_DIR = "metrics"
 MAX_KEYS = 100  # per row
 MAX_KEY_CHARS = 200
 MAX_STR_CHARS = 1000  # per string value
 MAX_STR_BYTES = 256 * 1024  # string characters taken from one batch; later rows are dropped
 MAX_LATEST_KEYS = 64  # merged keys kept per node for the view and status.json
-
-
-def metrics_path(run_dir: Path, node_id: str) -> Path:
-    """``<run_dir>/metrics/<node>.jsonl``."""
-    return run_dir / METRICS_DIR / f"{safe_name(node_id)}.jsonl"
 
 
 def check_row(row: Any, nodes: Mapping[str, Any]) -> str | None:
@@ -142,7 +136,7 @@ class MetricsStore:
 def read_rows(run_dir: Path) -> Iterator[tuple[Path, int, dict[str, Any] | None]]:
     """Every line of ``<run_dir>/metrics/*.jsonl`` as (file, line number, row); row is
     None for a line that is not a JSON object (a file cut short by a crash)."""
-    for path in sorted((run_dir / METRICS_DIR).glob("*.jsonl")):
+    for path in metrics_files(run_dir):
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():

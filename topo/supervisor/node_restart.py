@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from topo.snapshots.store import Snapshot, human_size
+from topo.rundir.snapshots import Snapshot, human_size
 from topo.supervisor.state import ExeStatus, NodeStatus
 
 

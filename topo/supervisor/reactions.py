@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from topo.backends.base import Backend, EventKind, LogSource, Sink
-from topo.backends.logs import log_path, write_marker
+from topo.backends.logs import write_marker
 from topo.ir import Program
+from topo.rundir.layout import log_path
 from topo.runs.probe import process_start
 from topo.runtime import RegistryServer
 from topo.supervisor import changes

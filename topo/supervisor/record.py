@@ -1,6 +1,6 @@
 """What a run leaves on disk while it runs, for the next look after a crash.
 
-* ``status.json`` is rewritten (atomically, at most twice a second) whenever the
+* ``status.json`` (``topo.rundir.status``) is rewritten (at most twice a second) whenever the
   status changes, not only at the end: if the launcher dies, the file still says
   which nodes were running and in what state. A change of state (a node ready, failed,
   restarting; not new metric figures) is written sooner, at most ``URGENT_S`` after the
@@ -12,24 +12,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-STATUS_FILE = "status.json"
+from topo.rundir.status import write_status
+
 HEARTBEAT_S = 2.0
 URGENT_S = 0.1  # a state change waits at most this long after the last write
-
-
-def write_status(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Write ``status.json`` atomically (a reader never sees half a file)."""
-    path = run_dir / STATUS_FILE
-    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 class StatusRecorder:

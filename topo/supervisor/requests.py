@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from topo.backends.base import Backend
 from topo.ir import IRFormatError, Program, program_from_dict
-from topo.snapshots.store import Snapshot, SnapshotError
+from topo.rundir.snapshots import Snapshot, SnapshotError
 from topo.supervisor.change_plan import LivePlan
 
 

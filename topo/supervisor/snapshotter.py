@@ -1,5 +1,5 @@
 """The launcher's snapshots of a running program: pause every node, save each state,
-let them all go, write the states atomically (``topo.snapshots.store``).
+let them all go, write the states atomically (``topo.rundir.snapshots``).
 
 Every node is asked to pause at once; each holds its threads at their next pause point
 (``topo.pausepoint``), so nothing that calls another node moves while the states are
@@ -26,9 +26,9 @@ from topo.ir import Program
 from topo.ir.program import SnapshotSettings
 from topo.ir.structure import node_target, structure_digest
 from topo.kinds import get_kind
+from topo.rundir.snapshots import Snapshot, SnapshotError, human_size, write_snapshot
 from topo.runtime import Handle, ProgramContext, RegistryServer, connect_program
 from topo.runtime.node_state import STATE_METHOD, state_proof
-from topo.snapshots.store import Snapshot, SnapshotError, human_size, write_snapshot
 
 SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
 RUNNING = ("running", "starting")

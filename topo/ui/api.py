@@ -16,7 +16,7 @@ from topo.runs.probe import probe
 from topo.ui import files
 from topo.ui.graph import Drawings
 from topo.ui.procinfo import process_figures
-from topo.ui.record import RunRecord
+from topo.ui.reader import RunReader
 
 ACTIONS = ("stop", "restart", "snapshot")
 ACTION_TIMEOUT_S = {"stop": 10.0, "restart": 330.0, "snapshot": 900.0}  # restart: a save()
@@ -29,11 +29,11 @@ class BadRequest(Exception):
 
 
 class Api:
-    """The answers for one run (``record``) and its program's drawings."""
+    """The answers for one run (``reader``) and its program's drawings."""
 
-    def __init__(self, record: RunRecord) -> None:
-        self.record = record
-        self._drawings = Drawings(record.program())
+    def __init__(self, reader: RunReader) -> None:
+        self.reader = reader
+        self._drawings = Drawings(reader.program())
         self._lock = threading.Lock()
         # the first page asks for the default drawing: have it ready (Graphviz takes a while)
         threading.Thread(target=self._drawings.drawing, name="topo-ui-draw", daemon=True).start()
@@ -41,7 +41,7 @@ class Api:
     @property
     def drawings(self) -> Drawings:
         """The drawings of the run's program as it is now (``topo apply`` changes it)."""
-        program = self.record.program()
+        program = self.reader.program()
         with self._lock:
             if self._drawings.program is not program:
                 self._drawings = Drawings(program)
@@ -50,8 +50,8 @@ class Api:
     # -- the run ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """The run, its nodes now and its program's groups (the page's first load)."""
-        snap = self.record.status()
-        program = self.record.program()
+        snap = self.reader.status()
+        program = self.reader.program()
         groups = [
             {
                 "name": g.name,
@@ -66,7 +66,7 @@ class Api:
             if g.enabled
         ]
         return {
-            "run_dir": str(self.record.run_dir),
+            "run_dir": str(self.reader.run_dir),
             "state": snap.state,
             "version": snap.version,
             "run": snap.run,
@@ -81,12 +81,12 @@ class Api:
         """The drawing of the run's program now with the groups named in ``expand``
         (comma-separated) expanded, and the run's ``generation`` it was read at (the page
         draws again when the run's generation moves past it)."""
-        generation = self.record.status().run.get("generation")
+        generation = self.reader.status().run.get("generation")
         drawing = self.drawings.drawing(frozenset(g for g in expand.split(",") if g))
         return {**drawing, "generation": generation}
 
     def _node(self, node: str) -> dict[str, Any]:
-        found = self.record.status().nodes.get(node)
+        found = self.reader.status().nodes.get(node)
         if found is None:
             raise BadRequest(f"the run has no node {node!r}")
         return found
@@ -94,7 +94,7 @@ class Api:
     def process(self, node: str) -> dict[str, Any]:
         """CPU and memory of the node's process (or ``remote``)."""
         entry = self._node(node)
-        snap = self.record.status()
+        snap = self.reader.status()
         return process_figures(
             entry.get("pid") if entry.get("state") in ("starting", "running") else None,
             entry.get("host"),
@@ -106,7 +106,7 @@ class Api:
     def logs(self, node: str, offset: str, search: str, tail: str) -> dict[str, Any]:
         """The node's last lines, its lines since ``offset``, or those matching ``search``."""
         self._node(node)
-        run_dir = self.record.run_dir
+        run_dir = self.reader.run_dir
         if search:
             return files.log_search(run_dir, node, search)
         if offset:
@@ -116,7 +116,7 @@ class Api:
     def metrics(self, run: str, offsets: str) -> dict[str, Any]:
         """Metric rows of this run (or of ``run``, another run of this machine) from the
         offsets given (``name:offset,...``)."""
-        run_dir = self.record.run_dir if not run else self._other_run(run)
+        run_dir = self.reader.run_dir if not run else self._other_run(run)
         table: dict[str, int] = {}
         for part in offsets.split(","):
             name, _, value = part.rpartition(":")
@@ -141,7 +141,7 @@ class Api:
                     "name": info.name,
                     "state": info.state,
                     "started": info.started,
-                    "this": run_dir.resolve() == self.record.run_dir.resolve(),
+                    "this": run_dir.resolve() == self.reader.run_dir.resolve(),
                 }
             )
         rows.sort(key=lambda r: r["started"] or 0.0, reverse=True)
@@ -159,11 +159,11 @@ class Api:
         message: dict[str, Any] = {"op": op, "by": BY}
         if op == "restart":
             message["node"] = self._node(str(body.get("node") or ""))["id"]
-        snap = self.record.status(0.0)
+        snap = self.reader.status(0.0)
         if snap.control is None:
             return {"ok": False, "error": f"the run is {snap.state}: no action is possible"}
         try:
-            return request(self.record.run_dir, snap.control, message, ACTION_TIMEOUT_S[op])
+            return request(self.reader.run_dir, snap.control, message, ACTION_TIMEOUT_S[op])
         except ControlError as exc:
             return {"ok": False, "error": str(exc)}
 

@@ -11,17 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from topo.ui.record import LOGS_DIR, METRICS_DIR, read_json_lines, safe_name
+from topo.rundir.layout import log_path, metrics_files, with_rotated
+from topo.ui.reader import read_json_lines
 
 TAIL_BYTES = 256 * 1024  # the most of a log sent at once
 MAX_LINE = 4000  # characters of one line shown
 MAX_MATCHES = 1000
 METRIC_BYTES = 2 * 2**20  # the most of one node's metric rows sent at once
-
-
-def log_file(run_dir: Path, node: str) -> Path:
-    """``logs/<node>.log`` (``/`` in ids becomes ``_``)."""
-    return run_dir / LOGS_DIR / f"{safe_name(node)}.log"
 
 
 def _lines(data: bytes) -> list[str]:
@@ -31,7 +27,7 @@ def _lines(data: bytes) -> list[str]:
 
 def log_tail(run_dir: Path, node: str, lines: int = 500) -> dict[str, Any]:
     """The last ``lines`` lines of a node's log and the offset to follow it from."""
-    path = log_file(run_dir, node)
+    path = log_path(run_dir, node)
     try:
         with open(path, "rb") as f:
             size = f.seek(0, 2)
@@ -49,7 +45,7 @@ def log_tail(run_dir: Path, node: str, lines: int = 500) -> dict[str, Any]:
 def log_since(run_dir: Path, node: str, offset: int) -> dict[str, Any]:
     """The whole lines written since ``offset`` (at most ``TAIL_BYTES``; a rotated file
     is read from its beginning, ``reset`` says so)."""
-    path = log_file(run_dir, node)
+    path = log_path(run_dir, node)
     try:
         with open(path, "rb") as f:
             size = f.seek(0, 2)
@@ -73,14 +69,9 @@ def log_search(run_dir: Path, node: str, text: str) -> dict[str, Any]:
     """The lines of a node's logs (rotated files first) that hold ``text`` (any case):
     the last ``MAX_MATCHES``."""
     needle = text.lower()
-    path = log_file(run_dir, node)
-    rotated = sorted(
-        (p for p in path.parent.glob(path.name + ".*") if p.name.rsplit(".", 1)[-1].isdigit()),
-        key=lambda p: -int(p.name.rsplit(".", 1)[-1]),
-    )
     found: list[str] = []
     total = 0
-    for p in [*rotated, path]:
+    for p in with_rotated(log_path(run_dir, node)):
         try:
             with open(p, encoding="utf-8", errors="replace") as f:
                 for line in f:
@@ -96,11 +87,7 @@ def log_search(run_dir: Path, node: str, text: str) -> dict[str, Any]:
 
 def metric_files(run_dir: Path) -> dict[str, Path]:
     """Node file name -> its metric rows file."""
-    folder = run_dir / METRICS_DIR
-    try:
-        return {p.stem: p for p in sorted(folder.glob("*.jsonl"))}
-    except OSError:
-        return {}
+    return {p.stem: p for p in metrics_files(run_dir)}
 
 
 def metric_rows(run_dir: Path, offsets: dict[str, int]) -> dict[str, Any]:

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TextIO
 
 from topo.ir import IRVersionError
+from topo.rundir.layout import PROGRAM_FILE, UI_LOG
 from topo.ui.api import Api
 from topo.ui.auth import is_loopback
-from topo.ui.record import PROGRAM_FILE, RunRecord
+from topo.ui.reader import RunReader
 from topo.ui.server import Dashboard
 
-ACCESS_LOG = "ui.log"
 LINGER_S = 0.5  # after its run: long enough for every open page's stream to look again
 
 
@@ -58,9 +58,9 @@ def open_dashboard(run_dir: Path, host: str, port: int, token: str) -> Dashboard
     """The dashboard of ``run_dir`` bound to ``host:port`` (0: a free port)."""
     if not (run_dir / PROGRAM_FILE).exists():
         raise UiError(f"{run_dir} has no {PROGRAM_FILE}: it is not a run directory")
-    record = RunRecord(run_dir)
+    reader = RunReader(run_dir)
     try:
-        api = Api(record)
+        api = Api(reader)
     except (OSError, ValueError, IRVersionError) as exc:
         raise UiError(f"cannot read {run_dir / PROGRAM_FILE}: {exc}") from None
     log = _access_log(run_dir)
@@ -101,7 +101,7 @@ def _errors_to(path: Path) -> None:
 
 def _access_log(run_dir: Path) -> TextIO | None:
     try:
-        return open(run_dir / ACCESS_LOG, "a", encoding="utf-8")
+        return open(run_dir / UI_LOG, "a", encoding="utf-8")
     except OSError:
         return None
 
@@ -125,7 +125,7 @@ def child(host: str, port: int) -> int:
     if not given:
         return 1
     run_dir = Path(given)
-    _errors_to(run_dir / ACCESS_LOG)
+    _errors_to(run_dir / UI_LOG)
     _set_title(run_dir)
     try:
         dashboard = open_dashboard(run_dir, host, port, token)

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from topo.ui.api import Api, BadRequest
 from topo.ui.auth import TOKEN_HEADER, Gate
-from topo.ui.record import EventReader
+from topo.ui.reader import EventReader
 
 STATIC = Path(__file__).with_name("static")
 ASSETS = {
@@ -234,15 +234,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.close_connection = True
-        record = self.server.api.record
-        events = EventReader(record.run_dir)
+        reader = self.server.api.reader
+        events = EventReader(reader.run_dir)
         sent: dict[str, dict[str, Any]] = {}
         version = -1
         quiet_since = time.monotonic()
         first: list[dict[str, Any]] | None = events.first()
         try:
             while not self.server.stopping.is_set():
-                snap = record.status()
+                snap = reader.status()
                 if snap.version != version:
                     version = snap.version
                     changed = [n for k, n in snap.nodes.items() if sent.get(k) != n]

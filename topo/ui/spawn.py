@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from topo.rundir.layout import UI_LOG
 from topo.ui.auth import new_token
-from topo.ui.serve import ACCESS_LOG, UiError, check_host, url_of
+from topo.ui.serve import UiError, check_host, url_of
 
 # A program's nodes can take every core as the dashboard starts (each node's threads
 # count as much as the dashboard's one): a start on a busy machine takes this long.
@@ -133,7 +134,7 @@ def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
     while b"\n" not in data:
         left = end - time.monotonic()
         if left <= 0:
-            raise UiError(f"the dashboard did not start within {timeout:g}s (see {ACCESS_LOG})")
+            raise UiError(f"the dashboard did not start within {timeout:g}s (see {UI_LOG})")
         ready, _, _ = select.select([fd], [], [], left)
         if ready:
             chunk = os.read(fd, 4096)

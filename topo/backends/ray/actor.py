@@ -67,9 +67,9 @@ class ExecutableActor:
 
         from topo.backends.child import ChildOutput, ChildSpec, run_child
         from topo.backends.imports import prepare_imports
-        from topo.backends.logs import safe_name
         from topo.backends.worker import target_modules
         from topo.ir import loads
+        from topo.rundir.layout import safe_name
         from topo.runtime import Grant, RegistryInfo
 
         prepare_paths(init)

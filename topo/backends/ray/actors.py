@@ -21,11 +21,11 @@ from typing import Any
 
 from topo.backends.base import ExecutableRunner, JobContext, Sink
 from topo.backends.grants import exe_grant
-from topo.backends.logs import exe_output_path
 from topo.backends.ray.actor import ExecutableActor
 from topo.backends.ray.groups import Reservations
 from topo.backends.ray.placement import demand
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
+from topo.rundir.layout import exe_output_path
 
 POLL_S = 0.1  # how often the thread looks at the actors
 MAX_CONCURRENCY = 4  # run + read_logs + where + dump_stacks at the same time
@@ -88,7 +88,7 @@ class ActorPool:
             runner = RayRunner(exe, attempt, None, self._ender)
             self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
             return runner
-        output = exe_output_path(self._job.run_dir, self._job.program, exe)
+        output = exe_output_path(self._job.run_dir, self._job.program.executable_index[exe])
         runner = RayRunner(exe, attempt, actor, self._ender, output)
         with self._lock:
             self._live[(exe, attempt)] = Live(runner, run_ref, actor.where.remote())

@@ -40,6 +40,7 @@ from topo.backends.grant_pipe import write_spawn
 from topo.backends.proctree import kill_tree
 from topo.backends.ray.actor import local_log_root, prepare_paths
 from topo.backends.ray.pull import PullTail
+from topo.rundir.layout import FORKSERVER_LOG, LOGS_DIR, exe_output_path, log_path
 
 SERVER_EXIT_S = 10.0  # at shutdown the fork server ends its executables within this
 MARK = "agent"  # in an agent's directory: who it is, so a later agent knows it is gone
@@ -71,7 +72,7 @@ def make_own_dir(directory: Path, tries: int = 5) -> None:
     it is empty): then it is made again."""
     for attempt in range(tries):
         try:
-            (directory / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
+            (directory / LOGS_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
             mark_owner(directory)
             return
         except FileNotFoundError:
@@ -144,10 +145,8 @@ class NodeAgent:
     def __init__(self, init: dict[str, Any], subdir: str) -> None:
         import ray
 
-        from topo.backends.logs import exe_output_path, log_path
         from topo.ir import loads
 
-        self._log_path, self._exe_output_path = log_path, exe_output_path
         paths = prepare_paths(init)
         self.ip = str(ray.util.get_node_ip_address())
         self.dir = local_log_root(init["registry"]["program_id"]) / subdir
@@ -173,7 +172,7 @@ class NodeAgent:
         mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self._status = mine
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
-        own_log = self.dir / "forkserver.log"
+        own_log = self.dir / FORKSERVER_LOG
         self.tail.follow(OWN_LOG, own_log, from_end=False)
         with open(own_log, "ab") as log:
             try:
@@ -251,9 +250,9 @@ class NodeAgent:
         for exe, attempt, grant in attempts:
             nodes = self.program.executable_index[exe].nodes
             for n in nodes:
-                self.tail.follow(n, self._log_path(self.dir, n))
+                self.tail.follow(n, log_path(self.dir, n))
             if len(nodes) > 1:
-                path = self._exe_output_path(self.dir, self.program, exe)
+                path = exe_output_path(self.dir, self.program.executable_index[exe])
                 self.tail.follow(exe, path)
             with self._lock:
                 stopped = (exe, attempt) in self._killed

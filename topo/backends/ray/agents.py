@@ -28,10 +28,10 @@ from typing import Any
 
 from topo.backends.base import JobContext, Sink
 from topo.backends.grants import exe_grant
-from topo.backends.logs import exe_output_path, safe_name
 from topo.backends.ray.agent import OWN_LOG, NodeAgent
 from topo.backends.ray.groups import PLACEMENT_TIMEOUT_S, Reservations
 from topo.backends.ray.runner import AgentRunner, first_line, why_dead
+from topo.rundir.layout import AGENTS_DIR, agent_log_name, agent_log_path, exe_output_path
 
 POLL_S = 0.1  # the pool's thread waits this long for answers, then sends what is queued
 WAIT_S = 0.25  # an agent answers a poll within this (sooner when something happened)
@@ -93,7 +93,7 @@ class AgentPool:
         self._closed = threading.Event()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="topo-ray-agents", daemon=True)
-        (job.run_dir / "agents").mkdir(exist_ok=True, mode=0o700)
+        (job.run_dir / AGENTS_DIR).mkdir(exist_ok=True, mode=0o700)
 
     def open(self, exes: list[str]) -> None:
         """Start the agents of the nodes that hold ``exes`` (before their spawns come)."""
@@ -120,7 +120,7 @@ class AgentPool:
         return [p for a in agents for p in (a.pid, a.server_pid) if p]
 
     def _output(self, exe: str) -> Path:
-        return exe_output_path(self._job.run_dir, self._job.program, exe)
+        return exe_output_path(self._job.run_dir, self._job.program.executable_index[exe])
 
     # -- agents ---------------------------------------------------------------------
     def _read_nodes(self) -> None:
@@ -182,7 +182,7 @@ class AgentPool:
 
     def _note(self, agent: _Agent, text: str) -> None:
         """Text in ``agents/<address>.log`` of ``agent``'s node."""
-        path = self._job.run_dir / "agents" / f"{safe_name(agent.ip)}.log"
+        path = agent_log_path(self._job.run_dir, agent.ip)
         with open(path, "a") as log:
             log.write(text)
 
@@ -341,7 +341,7 @@ class AgentPool:
             how = f"was lost with the topo agent on Ray node {agent.ip}{pid}: {why}"
         self._note(agent, f"topo: the agent {agent.name}{pid} ended: {why}\n")
         if not agent.ready and agent.node not in self._dead_nodes:
-            see = f"see agents/{safe_name(agent.ip)}.log"
+            see = f"see {agent_log_name(agent.ip)}"
             self._sink.backend_failed(
                 f"the topo agent on Ray node {agent.ip} failed before it could start "
                 f"executables: {why} ({see})"

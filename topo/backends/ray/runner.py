@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import ExecutableRunner
-from topo.backends.logs import file_size, safe_name, wait_written
+from topo.backends.logs import file_size, wait_written
+from topo.rundir.layout import log_name
 
 LOGS_EVERY_S = 0.25  # how often the watcher pulls the actors' new output
 DEAD_BECAUSE = "The actor is dead because "  # Ray's words, before the reason
@@ -105,7 +106,7 @@ class RayRunner(ExecutableRunner):
             return ""
         # The watcher pulls the dump into the log every LOGS_EVERY_S; wait until it has.
         wait_written(self.output, before, limit_s=max(5.0, LOGS_EVERY_S * 20))
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+        return f"(the stacks of its threads are in its log, {log_name(node)})"
 
 
 @dataclass
@@ -155,7 +156,7 @@ class AgentRunner(ExecutableRunner):
         except Exception:
             return ""
         wait_written(self.output, before, limit_s=5.0)
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+        return f"(the stacks of its threads are in its log, {log_name(node)})"
 
 
 def why_dead(exc: BaseException) -> str:

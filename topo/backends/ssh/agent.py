@@ -42,6 +42,7 @@ from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
 from topo.backends.proctree import kill_tree
 from topo.backends.titles import set_title
+from topo.rundir.layout import FORKSERVER_LOG, LOGS_DIR, exe_output_path, log_path
 
 HEARTBEAT_S = 0.5  # the agent says it is alive this often
 DEFAULT_LEASE_S = 5.0  # no ping from the launcher for this long: end everything
@@ -130,30 +131,27 @@ class Agent:
     """One host's agent: fork server, executables, log streaming and the lease."""
 
     def __init__(self, init: dict[str, Any], out: _Out) -> None:
-        from topo.backends.logs import exe_output_path, log_path
         from topo.ir import loads
 
         self.out = out
         self.run_dir = Path(init["run_dir"])
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.run_dir / "logs").mkdir(exist_ok=True, mode=0o700)
+        (self.run_dir / LOGS_DIR).mkdir(exist_ok=True, mode=0o700)
         self.program = loads(init["program_json"])
         self.lease_s = float(init.get("lease_s", DEFAULT_LEASE_S))
         self.last_ping = time.monotonic()
         self.tail = _Tail(out)
         self.pids: dict[tuple[str, int], int] = {}
         self._ending = threading.Lock()
-        self._log_path = log_path
-        self._exe_output_path = exe_output_path
         self._loads = loads
         registry = dict(init["registry"])
         registry["bind_host"] = init["address"]  # nodes bind this host's own address
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         mine.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.status = mine
-        log = open(self.run_dir / "forkserver.log", "ab")
+        log = open(self.run_dir / FORKSERVER_LOG, "ab")
         # Sent to the launcher (the agent's log there): this directory goes at the end.
-        self.tail.follow(":forkserver", self.run_dir / "forkserver.log", kind="agentlog")
+        self.tail.follow(":forkserver", self.run_dir / FORKSERVER_LOG, kind="agentlog")
         try:
             self.server = subprocess.Popen(
                 [sys.executable, "-m", "topo.backends.forkserver", str(theirs.fileno())],
@@ -229,9 +227,10 @@ class Agent:
             exe, attempt = msg["exe"], int(msg["attempt"])
             nodes = self.program.executable_index[exe].nodes
             for n in nodes:
-                self.tail.follow(n, self._log_path(self.run_dir, n))
+                self.tail.follow(n, log_path(self.run_dir, n))
             if len(nodes) > 1:
-                self.tail.follow(exe, self._exe_output_path(self.run_dir, self.program, exe))
+                output = exe_output_path(self.run_dir, self.program.executable_index[exe])
+                self.tail.follow(exe, output)
             with self._server_lock:  # the grant goes on to the fork server, not kept here
                 write_spawn(self._server_in, exe, attempt, str(msg.get("grant", "")))
         elif t == "program":  # (before the spawns of its new executables: one channel)

@@ -44,7 +44,7 @@ from topo.backends.base import (
     Sink,
 )
 from topo.backends.grants import exe_grant
-from topo.backends.logs import append_output, safe_name
+from topo.backends.logs import append_output
 from topo.backends.ssh.hostcheck import reachable_address
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
@@ -54,6 +54,7 @@ from topo.backends.ssh.runner import RemoteRunner as _RemoteRunner
 from topo.backends.worker import target_modules
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program, dumps
+from topo.rundir.layout import AGENTS_DIR, agent_log_name, agent_log_path
 
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
 AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
@@ -154,7 +155,7 @@ class SshBackend(Backend):
             raise RuntimeError("the ssh backend was not checked (Launcher runs check first)")
         self._sink = sink
         self._job = job
-        agents_dir = job.run_dir / "agents"
+        agents_dir = job.run_dir / AGENTS_DIR
         agents_dir.mkdir(exist_ok=True, mode=0o700)
         self._init = {
             "program_json": dumps(job.program),
@@ -288,7 +289,7 @@ class SshBackend(Backend):
     # -- agents ---------------------------------------------------------------------
     def _agent_log(self, host: str) -> Path:
         assert self._job is not None
-        return self._job.run_dir / "agents" / f"{safe_name(host)}.log"
+        return agent_log_path(self._job.run_dir, host)
 
     def _note(self, host: str, text: str) -> None:
         """A line from the launcher in ``host``'s agent log."""
@@ -338,7 +339,7 @@ class SshBackend(Backend):
         bye = self._bye.get(host)
         how = f"the agent on host {host}" + (f" (pid {pid})" if pid else "") + f" {how}"
         how += f" ({bye})" if bye else ""
-        see = f"see agents/{safe_name(host)}.log"
+        see = f"see {agent_log_name(host)}"
         quick = time.monotonic() - self._began.get(host, 0.0) < AGENT_QUICK_S
         gone: list[_RemoteRunner] = []
         with self._lock:

@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from topo.backends.logs import safe_name
 from topo.backends.ssh.inventory import HostSpec
+from topo.rundir.layout import safe_name
 
 if TYPE_CHECKING:  # asyncssh is imported only once the backend connects
     from topo.backends.ssh.session import Sessions

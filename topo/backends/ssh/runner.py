@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from topo.backends.base import ExecutableRunner
-from topo.backends.logs import safe_name
+from topo.rundir.layout import log_name
 
 
 class RemoteRunner(ExecutableRunner):
@@ -37,4 +37,4 @@ class RemoteRunner(ExecutableRunner):
             return ""
         channel.send(t="stacks", exe=self.exe, attempt=self.attempt)
         time.sleep(0.5)  # let the dump travel back before the kill that follows
-        return f"(the stacks of its threads are in its log, logs/{safe_name(node)}.log)"
+        return f"(the stacks of its threads are in its log, {log_name(node)})"

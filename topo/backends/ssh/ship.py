@@ -24,10 +24,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from topo.backends.logs import safe_name
 from topo.backends.shipping import SKIP_DIRS, SKIP_SUFFIXES
 from topo.backends.ssh.inventory import HostSpec
 from topo.backends.ssh.session import Sessions
+from topo.rundir.layout import safe_name
 
 MAX_BYTES = 512 << 20  # refuse to ship a tree larger than this (a data directory left in?)
 DIGEST_CHARS = 16

@@ -1,15 +1,11 @@
 """What the dashboard reads of a run directory: ``status.json`` (kept current by the
-launcher at most twice a second), ``program.json`` and ``events.jsonl``.
-
-The file names are the launcher's (``topo.supervisor.record``, ``events_log``,
-``metrics_store``, ``topo.backends.logs``); this room may not import those rooms, so they
-are named again here and ``tests/ui`` checks that they agree.
+launcher at most twice a second), ``program.json`` and ``events.jsonl``; the names are
+the run directory's (``topo.rundir``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,13 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from topo.ir import Program, loads
+from topo.rundir.layout import EVENTS_FILE, PROGRAM_FILE, rotated_path
+from topo.rundir.status import read_status, status_path
 from topo.runs.probe import LIVE_STATES, ORPHANED_NODE, launcher_alive, lost_nodes
 
-STATUS_FILE = "status.json"
-PROGRAM_FILE = "program.json"
-EVENTS_FILE = "events.jsonl"
-LOGS_DIR = "logs"
-METRICS_DIR = "metrics"
 MAX_EVENTS = 5000  # events sent to a page at first (the newest)
 ORPHANS_S = 1.0  # how often a lost run's orphaned nodes are looked at again
 
@@ -61,11 +54,6 @@ RUN_FIELDS = (
 )
 
 
-def safe_name(node_id: str) -> str:
-    """A node id as a file name, as the launcher writes it (``actor/3`` -> ``actor_3``)."""
-    return node_id.replace("/", "_").replace(os.sep, "_")
-
-
 def node_view(entry: dict[str, Any]) -> dict[str, Any]:
     """The fields of a node's status entry a page shows (``busy`` reduced to its
     message: its stacks are long)."""
@@ -76,7 +64,7 @@ def node_view(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class Snapshot:
+class StatusReading:
     """One reading of ``status.json``: its version (changes whenever the file does), the
     run's state as this machine sees it (``lost`` when its launcher died) and nodes (those
     of a lost run that were live: ``lost``, or ``orphaned``, ``topo.runs.probe``)."""
@@ -88,7 +76,7 @@ class Snapshot:
     control: str | None
 
 
-class RunRecord:
+class RunReader:
     """A run directory as the dashboard reads it; ``status()`` is shared by every page
     and read again only when the file changed (one ``stat`` per look)."""
 
@@ -97,7 +85,7 @@ class RunRecord:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._version = 0
-        self._snapshot = Snapshot(0, "unknown", {}, {}, None)
+        self._reading = StatusReading(0, "unknown", {}, {}, None)
         self._entries: list[Any] = []  # the nodes as the file has them
         self._checked = 0.0
         self._orphans_checked = 0.0
@@ -123,55 +111,46 @@ class RunRecord:
                         raise
             return self._program
 
-    def status(self, max_age_s: float = 0.05) -> Snapshot:
+    def status(self, max_age_s: float = 0.05) -> StatusReading:
         """The newest reading of ``status.json`` (at most ``max_age_s`` old)."""
         with self._lock:
             now = time.monotonic()
             if now - self._checked < max_age_s:
-                return self._snapshot
+                return self._reading
             self._checked = now
-            path = self.run_dir / STATUS_FILE
             try:
-                st = path.stat()
+                st = status_path(self.run_dir).stat()
                 stamp = (st.st_mtime_ns, st.st_size)
             except OSError:
                 stamp = None
             if stamp is not None and stamp != self._stamp:
-                data = _read_json(path)
+                data = read_status(self.run_dir)
                 if data is not None:
                     self._stamp = stamp
                     self._version += 1
                     self._entries = list(data.get("nodes") or [])
-                    self._snapshot = _snapshot(self._version, data)
-            elif self._snapshot.state in LIVE_STATES and stamp is not None:
+                    self._reading = _reading(self._version, data)
+            elif self._reading.state in LIVE_STATES and stamp is not None:
                 # the file did not change: is its launcher still there?
-                run = self._snapshot.run
+                run = self._reading.run
                 if launcher_alive(run.get("launcher")) is False:
                     self._version += 1
                     nodes = _nodes(self._entries, lost=True)
-                    self._snapshot = Snapshot(self._version, "lost", run, nodes, None)
-            elif self._snapshot.state == "lost" and now - self._orphans_checked >= ORPHANS_S:
+                    self._reading = StatusReading(self._version, "lost", run, nodes, None)
+            elif self._reading.state == "lost" and now - self._orphans_checked >= ORPHANS_S:
                 # a node left running unwatched ends some time after its launcher: looked at
                 # again until none is left
                 self._orphans_checked = now
-                old = self._snapshot
+                old = self._reading
                 if any(n.get("state") == ORPHANED_NODE for n in old.nodes.values()):
                     nodes = _nodes(self._entries, lost=True)
                     if nodes != old.nodes:
                         self._version += 1
-                        self._snapshot = Snapshot(self._version, "lost", old.run, nodes, None)
-            return self._snapshot
+                        self._reading = StatusReading(self._version, "lost", old.run, nodes, None)
+            return self._reading
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # (written atomically: an error is a file that went away)
-    return data if isinstance(data, dict) else None
-
-
-def _snapshot(version: int, data: dict[str, Any]) -> Snapshot:
+def _reading(version: int, data: dict[str, Any]) -> StatusReading:
     state = str(data.get("state") or "unknown")
     launcher = data.get("launcher") or {}
     if state in LIVE_STATES and launcher_alive(launcher) is False:
@@ -180,7 +159,7 @@ def _snapshot(version: int, data: dict[str, Any]) -> Snapshot:
     run["launcher"] = launcher
     nodes = _nodes(data.get("nodes") or [], lost=state == "lost")
     control = data.get("control") if state in LIVE_STATES else None
-    return Snapshot(version, state, run, nodes, control if isinstance(control, str) else None)
+    return StatusReading(version, state, run, nodes, control if isinstance(control, str) else None)
 
 
 def _nodes(entries: list[Any], lost: bool) -> dict[str, dict[str, Any]]:
@@ -206,7 +185,7 @@ class EventReader:
 
     def first(self) -> list[dict[str, Any]]:
         """Every event so far (the newest ``MAX_EVENTS``, the rotated file's first)."""
-        older = read_json_lines(self.path.with_name(EVENTS_FILE + ".1"), 0)[0]
+        older = read_json_lines(rotated_path(self.path, 1), 0)[0]
         rows = older + self.more()
         return rows[-MAX_EVENTS:]
 

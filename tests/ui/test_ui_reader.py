@@ -1,5 +1,5 @@
-"""What the dashboard reads of a run directory: the launcher's file names, events read
-on from an offset, logs followed across a rotation, metric rows in pieces, a process's
+"""What the dashboard reads of a run directory: the files the launcher writes, events
+read on from an offset, logs followed across a rotation, metric rows in pieces, a process's
 figures."""
 
 from __future__ import annotations
@@ -8,25 +8,31 @@ import json
 import os
 from pathlib import Path
 
-from topo.backends.logs import log_path, safe_name
-from topo.supervisor import events_log, metrics_store, record
+from topo.rundir.layout import log_path
+from topo.rundir.status import write_status
+from topo.supervisor.metrics_store import MetricsStore
 from topo.ui import files
-from topo.ui import record as ui_record
 from topo.ui.procinfo import process_figures
+from topo.ui.reader import EventReader, RunReader
 
 
 def test_the_dashboard_reads_the_files_the_launcher_writes(tmp_path: Path) -> None:
-    assert ui_record.STATUS_FILE == record.STATUS_FILE
-    assert ui_record.EVENTS_FILE == events_log.EVENTS_FILE
-    assert ui_record.METRICS_DIR == metrics_store.METRICS_DIR
-    for node in ("actor/3", "learner", "a/b/c"):
-        assert ui_record.safe_name(node) == safe_name(node)
-        assert files.log_file(tmp_path, node) == log_path(tmp_path, node)
+    nodes = {"actor/3": None, "learner": None}
+    write_status(tmp_path, {"state": "ended", "nodes": [{"id": "actor/3", "state": "finished"}]})
+    assert RunReader(tmp_path).status().nodes["actor/3"]["state"] == "finished"
+    log_path(tmp_path, "actor/3").parent.mkdir()
+    log_path(tmp_path, "actor/3").write_text("2026-11-30T07:40:01.123 hello\n")
+    assert files.log_tail(tmp_path, "actor/3")["lines"] == ["2026-11-30T07:40:01.123 hello"]
+    store = MetricsStore(tmp_path, nodes, lambda _warning: None)
+    store.add([{"time": 1.0, "node": "actor/3", "ret": 2}])
+    store.close()
+    rows = files.metric_rows(tmp_path, {})
+    assert [r["ret"] for r in next(iter(rows.values()))["rows"]] == [2]
 
 
 def test_events_are_read_on_from_where_the_last_read_ended(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
-    reader = ui_record.EventReader(tmp_path)
+    reader = EventReader(tmp_path)
     assert reader.first() == []
     path.write_text('{"kind": "starting"}\n{"kind": "rea')  # a line still being written
     assert [e["kind"] for e in reader.more()] == ["starting"]
@@ -37,12 +43,12 @@ def test_events_are_read_on_from_where_the_last_read_ended(tmp_path: Path) -> No
     os.replace(path, tmp_path / "events.jsonl.1")  # rotated: a new file begins
     path.write_text('{"kind": "stopped"}\n')
     assert [e["kind"] for e in reader.more()] == ["stopped"]
-    fresh = ui_record.EventReader(tmp_path)
+    fresh = EventReader(tmp_path)
     assert [e["kind"] for e in fresh.first()] == ["starting", "ready", "applied", "stopped"]
 
 
 def test_a_log_is_followed_across_its_rotation(tmp_path: Path) -> None:
-    log = files.log_file(tmp_path, "actor/0")
+    log = log_path(tmp_path, "actor/0")
     log.parent.mkdir()
     log.write_text("one\ntwo\nthr")
     tail = files.log_tail(tmp_path, "actor/0")
@@ -61,7 +67,7 @@ def test_a_log_is_followed_across_its_rotation(tmp_path: Path) -> None:
 
 
 def test_a_huge_log_is_sent_from_its_newest_part(tmp_path: Path) -> None:
-    log = files.log_file(tmp_path, "n")
+    log = log_path(tmp_path, "n")
     log.parent.mkdir()
     log.write_text("".join(f"line {i}\n" for i in range(100_000)))
     tail = files.log_tail(tmp_path, "n", lines=3)

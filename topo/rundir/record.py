@@ -4,8 +4,8 @@ Enough to start the same program again (``topo run --from RUN_DIR``) and to tell
 later what ran: the command line, the parameters as given and as resolved, the
 backend and its options, the run options, topo's and Python's versions, the host,
 and the git commit of the project the topology file is in (with whether its tree had
-uncommitted changes). Reading it back validates it (a damaged file is an error that
-says so, not a traceback).
+uncommitted changes). Reading it back checks it (a damaged file is an error that
+says so, not a traceback); a field it does not know is passed over.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path, PurePath
 from typing import Any
 
-RUN_FILE = "run.json"
-TOPOLOGY_FILE = "topology.yaml"
+from topo.rundir.layout import RUN_FILE, TOPOLOGY_FILE
+
 GIT_TIMEOUT_S = 2.0
 FORMAT = 1
 
@@ -139,6 +139,7 @@ def make_record(
     log_max_mb: float | None,
     log_keep: int,
     disable_run: bool,
+    topo_version: str,
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
     git: GitLookup | None = None,
@@ -147,8 +148,6 @@ def make_record(
     ``git``: the lookup started for ``file``, else one is made now)."""
     import platform
     import socket
-
-    import topo
 
     path = None if file is None else Path(file).absolute()
     return RunRecord(
@@ -164,7 +163,7 @@ def make_record(
         log_max_mb=log_max_mb,
         log_keep=log_keep,
         disable_run=disable_run,
-        topo_version=topo.__version__,
+        topo_version=topo_version,
         python=platform.python_version(),
         host=socket.gethostname(),
         git=(git or git_lookup(path)).result(),
@@ -210,8 +209,6 @@ def record_change(
 
 def read_record(run_dir: Path) -> RunRecord:
     """The ``run.json`` of ``run_dir``, checked; ``RecordError`` saying what is wrong."""
-    from pydantic import TypeAdapter, ValidationError
-
     path = run_dir / RUN_FILE
     if not run_dir.is_dir():
         raise RecordError(f"{run_dir} is not a directory")
@@ -225,11 +222,72 @@ def read_record(run_dir: Path) -> RunRecord:
     except (OSError, ValueError) as exc:
         raise RecordError(f"cannot read {path}: {exc}") from None
     try:
-        return TypeAdapter(RunRecord).validate_python(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise RecordError(f"{path} is damaged: {where}: {first['msg']}") from None
+        return _record(data)
+    except _Damaged as exc:
+        raise RecordError(f"{path} is damaged: {exc.where}: {exc.what}") from None
+
+
+class _Damaged(Exception):
+    """A value of ``run.json`` that is not what its field holds."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where, self.what = where, what
+
+
+# A field's type (as the dataclasses spell it) -> what a JSON value of it is, in words.
+_WORDS = {
+    "str": "a string",
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "None": "null",
+    "list[str]": "a list of strings",
+    "dict[str, Any]": "an object",
+    "GitState": "an object",
+}
+
+
+def _record(data: Any) -> RunRecord:
+    """``run.json``'s JSON as a ``RunRecord``, each field checked against its type."""
+    if not isinstance(data, dict):
+        raise _Damaged("the file", f"expected an object, got {type(data).__name__}")
+    return _fill(RunRecord, data, "")
+
+
+def _fill(cls: Any, data: dict[str, Any], prefix: str) -> Any:
+    values = {}
+    for f in fields(cls):
+        where = prefix + f.name
+        if f.name in data:
+            values[f.name] = _checked(data[f.name], str(f.type), where)
+        elif f.default is MISSING:
+            raise _Damaged(where, "missing")
+    return cls(**values)
+
+
+def _checked(value: Any, annotation: str, where: str) -> Any:
+    """``value`` if it is of type ``annotation`` (an int given for a float, as a float)."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    for kind in kinds:
+        if kind == "None" and value is None:
+            return None
+        if kind in ("str", "bool") and isinstance(value, str if kind == "str" else bool):
+            return value
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if kind == "int" and number and isinstance(value, int):
+            return value
+        if kind == "float" and number:
+            return float(value)
+        if kind == "list[str]" and isinstance(value, list):
+            if all(isinstance(item, str) for item in value):
+                return value
+        if kind == "dict[str, Any]" and isinstance(value, dict):
+            return value
+        if kind == "GitState" and isinstance(value, dict):
+            return _fill(GitState, value, where + ".")
+    expected = " or ".join(_WORDS[k] for k in kinds)
+    raise _Damaged(where, f"expected {expected}, got {json.dumps(value, default=str)[:60]}")
 
 
 def given_params(run_dir: Path) -> list[str]:
@@ -271,16 +329,3 @@ def recorded_backend(run_dir: str | Path) -> tuple[str, dict[str, Any]] | None:
     if not isinstance(name, str) or not isinstance(options, dict):
         return None
     return name, options
-
-
-def holds_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` already holds (the files of) a run."""
-    return any((run_dir / name).exists() for name in ("program.json", "status.json", RUN_FILE))
-
-
-def reused_warning(run_dir: Path) -> str:
-    """What is said when a run starts in a directory that holds an earlier run."""
-    return (
-        f"run directory {run_dir} already holds a run: its logs are appended to, its "
-        "program.json, status.json and run.json replaced"
-    )

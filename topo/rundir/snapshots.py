@@ -6,7 +6,8 @@ launcher or a node killed half-way) is never seen and leaves the previous ones w
 States are the bytes the nodes sent; they are stored and checked here, never unpickled
 (only the node a state belongs to reads it back).
 
-Standard library only: ``topo snapshot`` and ``topo run --resume`` read it quickly.
+Standard library only: ``topo snapshot`` and ``topo run --resume`` read it quickly;
+whether a snapshot fits a program is ``topo.snapshots.fit``'s to say.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SNAPSHOTS = "snapshots"
-MANIFEST = "manifest.json"
+from topo.rundir.layout import MANIFEST_FILE, SNAPSHOTS_DIR
+
 FORMAT = 1
 _NUMBERED = re.compile(r"^[0-9]+$")
 
@@ -92,7 +93,7 @@ class Snapshot:
 
 def snapshots_dir(run_dir: Path) -> Path:
     """Where a run keeps its snapshots."""
-    return Path(run_dir) / SNAPSHOTS
+    return Path(run_dir) / SNAPSHOTS_DIR
 
 
 def _safe_name(node_id: str) -> str:
@@ -121,7 +122,7 @@ def numbers(run_dir: Path) -> list[int]:
         return []
     found = []
     for entry in root.iterdir():
-        if _NUMBERED.match(entry.name) and (entry / MANIFEST).is_file():
+        if _NUMBERED.match(entry.name) and (entry / MANIFEST_FILE).is_file():
             found.append(int(entry.name))
     return sorted(found)
 
@@ -170,7 +171,7 @@ def write_snapshot(
             "still_moving": {k: list(v) for k, v in (still_moving or {}).items()},
             "nodes": entries,
         }
-        _write(scratch / MANIFEST, json.dumps(manifest, indent=1, default=str).encode())
+        _write(scratch / MANIFEST_FILE, json.dumps(manifest, indent=1, default=str).encode())
         _fsync_dir(scratch)
         final = root / str(number)
         os.rename(scratch, final)  # the one step that makes it a snapshot
@@ -212,13 +213,15 @@ def _writer_alive(name: str) -> bool:
 
 def read_snapshot(path: Path) -> Snapshot:
     """Read the manifest of the snapshot in ``path``; ``SnapshotError`` if it is not one."""
-    manifest_path = Path(path) / MANIFEST
+    manifest_path = Path(path) / MANIFEST_FILE
     try:
         raw = json.loads(manifest_path.read_text())
     except FileNotFoundError:
-        raise SnapshotError(f"{path} is not a snapshot: it has no {MANIFEST}") from None
+        raise SnapshotError(f"{path} is not a snapshot: it has no {MANIFEST_FILE}") from None
     except (OSError, ValueError) as exc:
-        raise SnapshotError(f"snapshot {path}: its {MANIFEST} cannot be read ({exc})") from None
+        raise SnapshotError(
+            f"snapshot {path}: its {MANIFEST_FILE} cannot be read ({exc})"
+        ) from None
     try:
         if raw.get("format") != FORMAT:
             raise SnapshotError(
@@ -247,7 +250,9 @@ def read_snapshot(path: Path) -> Snapshot:
             str(raw.get("reason", "")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise SnapshotError(f"snapshot {path}: its {MANIFEST} is incomplete ({exc!r})") from None
+        raise SnapshotError(
+            f"snapshot {path}: its {MANIFEST_FILE} is incomplete ({exc!r})"
+        ) from None
 
 
 def latest(run_dir: Path) -> Snapshot | None:
@@ -261,7 +266,7 @@ def find(run_dir: Path, number: int | None = None) -> Snapshot:
     says which there are."""
     done = numbers(run_dir)
     if not done:
-        raise SnapshotError(f"run {run_dir} has no snapshot (no complete {SNAPSHOTS}/<n>/)")
+        raise SnapshotError(f"run {run_dir} has no snapshot (no complete {SNAPSHOTS_DIR}/<n>/)")
     if number is None:
         number = done[-1]
     if number not in done:
