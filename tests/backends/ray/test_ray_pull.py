@@ -1,4 +1,5 @@
-"""The new complete lines of followed log files, as a Ray agent answers them (no Ray)."""
+"""The new complete lines of followed log files, as a remote agent (a Ray node's, an
+ssh host's) reads them for its launcher (no Ray)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from topo.backends.ray import pull
-from topo.backends.ray.pull import PullTail
+from topo.backends.remote import follow as pull
+from topo.backends.remote.follow import LogFollower as PullTail
 
 
 def test_lines_come_whole_and_a_file_may_appear_later(tmp_path: Path) -> None:
