@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from topo.backends.base import ExecutableRunner
+from topo.backends.base import ExecutableRunner, JobContext
 from topo.backends.grants import exe_grant
 from topo.backends.logs import exe_output_path
 from topo.backends.ray.actor import ExecutableActor
@@ -52,12 +52,12 @@ class ActorPool:
         self._ender = Ender()
         self._thread: threading.Thread | None = None
 
-    def _options(self, exe: str, attempt: int) -> dict[str, Any]:
+    def _options(self, job: JobContext, exe: str, attempt: int) -> dict[str, Any]:
         """The actor's Ray options: name, its bundle's resources and place; no Ray
         restarts."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        bundle = demand(self._fleet.job.program, exe)
+        bundle = demand(job.program, exe)
         group, index = self._reservations.slot(exe)
         return {
             "name": exe if attempt == 0 else f"{exe}#{attempt}",
@@ -75,7 +75,7 @@ class ActorPool:
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
         job = self._fleet.job  # (actors started from now on run the program as it is now)
         try:
-            actor = self._class.options(**self._options(exe, attempt)).remote()
+            actor = self._class.options(**self._options(job, exe, attempt)).remote()
             grant = exe_grant(job, exe).to_json()
             run_ref = actor.run.remote(self._inits.get(job)[1], exe, attempt, grant)
         except Exception as exc:
