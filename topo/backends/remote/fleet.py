@@ -51,9 +51,6 @@ class Fleet(Reports):
         self.lost: dict[str, str] = {}  # host -> why it was lost
         self.restarts: dict[str, int] = {}  # host -> agents started after one ended
         self.greeted: set[str] = set()  # hosts where an agent said hello
-        self.import_errors: dict[
-            str, list[str]
-        ] = {}  # host -> what its fork server could not import
         self.closing = False
         self._agents: dict[str, Agent] = {}  # host -> its current agent
         self._gen: dict[str, int] = {}  # host -> its latest agent's generation
@@ -274,9 +271,7 @@ class Fleet(Reports):
             self.greeted.add(agent.host)
         elif t == "server":
             agent.ready = True
-            errors = [str(e) for e in msg.get("import_errors", [])]
-            self.import_errors[agent.host] = errors
-            for error in errors:  # the nodes fail with the traceback
+            for error in msg.get("import_errors", []):  # the nodes fail with the traceback
                 self.note(agent.host, f"the fork server could not import {error}")
         elif t == "bye":
             agent.bye = str(msg.get("reason", ""))
