@@ -197,7 +197,8 @@ def _is_agent(pid: int) -> bool:
     """Whether ``pid`` is an ssh agent (not a process that reused an agent's pid)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"topo.backends.ssh.agent" in f.read()
+            line = f.read()
+        return b"topo.backends.remote.stream" in line or line.startswith(b"topo: agent")
     except OSError:
         return False
 

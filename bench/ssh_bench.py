@@ -93,51 +93,58 @@ def session_per_node(hosts: str) -> Any:
     server) per executable, where the ``ssh`` backend opens one per host. Defined in a
     function so that the node module above does not import the backend on the hosts."""
     from topo.backends.base import ExecutableRunner, JobContext, Sink
-    from topo.backends.ssh.backend import SshBackend, _RemoteRunner
-    from topo.backends.worker import target_modules
-    from topo.ir import dumps
-    from topo.rundir.layout import AGENTS_DIR, agent_log_path, safe_name
+    from topo.backends.remote.fleet import Fleet
+    from topo.backends.remote.records import Agent
+    from topo.backends.remote.transport import run_init
+    from topo.backends.ssh.agents import AGENT_MODULE, SshAgents
+    from topo.backends.ssh.backend import SshBackend
+    from topo.backends.ssh.rundirs import clear
+    from topo.rundir.layout import safe_name
+
+    class AgentPerNode(SshAgents):
+        """An agent per executable: the fleet's hosts are ``HOST|EXE``."""
+
+        def open_agent(self, agent: Agent, job: JobContext) -> Any:
+            host = agent.host.split("|", 1)[0]
+            spec, fleet = self.hosts[host], self.fleet
+            channel = self.sessions.open_channel(
+                host,
+                self.prepared.command(spec, ["-m", AGENT_MODULE]),
+                lambda msg: fleet.message(agent, msg),
+                lambda why: fleet.agent_unreachable(agent, why),
+                fleet.agent_log(agent.label),
+                self.lease_s,
+                on_died=lambda how: fleet.agent_ended(agent, how),
+            )
+            init = {**run_init(job), "lease_s": self.lease_s}
+            run_dir = _naive_dir(spec.workdir, job.run_dir.name, agent.host)
+            channel.send(t="init", address=spec.address, run_dir=run_dir, **init)
+            return channel
+
+    def _naive_dir(workdir: str, run: str, key: str) -> str:
+        return f"{workdir.rstrip('/')}/runs/{run}/{safe_name(key)}"
 
     class SessionPerNode(SshBackend):
         def open(self, job: JobContext, sink: Sink) -> None:
-            assert self.sessions is not None, "check() runs first"
-            self._sink, self._job = sink, job
-            (job.run_dir / AGENTS_DIR).mkdir(exist_ok=True, mode=0o700)
-            self._init = {
-                "program_json": dumps(job.program),
-                "registry": vars(job.registry).copy(),
-                "disable_run": job.options.disable_run,
-                "modules": target_modules(job.program),
-                "lease_s": self.lease_s,
-            }
-            self.alive.update(self.hosts)
+            assert self.sessions is not None and self.prepared is not None, "check() first"
+            agents = AgentPerNode(self.sessions, self.hosts, self.prepared, self.lease_s)
+            self.fleet = Fleet(job, sink, agents)
 
         def start(self, exe: str, attempt: int) -> ExecutableRunner:
-            assert self.placement is not None and self._job is not None
-            host = self.placement.relocate(exe, set(self.alive))
+            assert self.placement is not None and self.fleet is not None
+            host = self.placement.relocate(exe, set(self.hosts))
             assert host is not None
-            spec, key = self.hosts[host], f"{host}-{exe}"  # the channel's own "host" name
-            runner = _RemoteRunner(self, exe, attempt, key)
-            try:
-                channel = self.sessions.open_channel(
-                    host,
-                    self._command(spec, ["-m", "topo.backends.ssh.agent"]),
-                    lambda msg: self._on_message(key, msg),
-                    lambda why: self._host_lost(key, why),
-                    agent_log_path(self._job.run_dir, key),
-                    self.lease_s,
-                )
-            except Exception as exc:  # a failed session is a failed node, as in the backend
-                assert self._sink is not None
-                self._sink.exited(exe, attempt, 0, -9, f"no SSH session on {host}: {exc!r}")
-                return runner
-            run_dir = f"{spec.workdir.rstrip('/')}/runs/{self._job.run_dir.name}/{safe_name(key)}"
-            channel.send(t="init", address=spec.address, run_dir=run_dir, **self._init)
-            self.channels[key] = channel
-            with self._lock:
-                self._runners[(exe, attempt)] = runner
-            channel.send(t="spawn", exe=exe, attempt=attempt)
+            key = f"{host}|{exe}"
+            self.fleet.open([key])  # its own session, opened here as the naive way does
+            runner = self.fleet.runner(exe, attempt)
+            self.fleet.send([(runner, key)])
             return runner
+
+        def _clear_run_dirs(self) -> None:
+            assert self.fleet is not None
+            run = self.fleet.job.run_dir.name
+            dirs = {k: self.hosts[k.split("|", 1)[0]].workdir for k in self.fleet.greeted}
+            clear(self.sessions, {k: _naive_dir(w, run, k) for k, w in dirs.items()})
 
     # Its agents start all at once and load the hosts far more: a longer lease keeps
     # an agent that is slow to say its first word from counting as a lost host.

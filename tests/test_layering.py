@@ -404,3 +404,31 @@ def test_exporter_reads_the_ir_not_the_yaml_loader_or_backends() -> None:
     ]
     assert violations("topo.export", forbidden=forbidden) == []
     assert "topo.ir" in graph()["topo.export.writer"]
+
+
+def test_remote_backends_share_one_core_and_reach_not_each_other() -> None:
+    """ssh and ray (and every later remote backend) differ only in how they reach a host
+    and how they place: the remote core (topo.backends.remote) knows no backend, no
+    remote backend reaches another's modules, and the core's host side (what an agent
+    runs on its host) reaches nothing of its launcher side."""
+    edges = full_graph()
+    backends = {"ssh": "topo.backends.ssh", "ray": "topo.backends.ray"}
+    host_side = ["topo.backends.remote.follow", "topo.backends.remote.host"]
+    host_side.append("topo.backends.remote.stream")
+    launcher_side = ["topo.backends.remote.fleet", "topo.backends.remote.transport"]
+    launcher_side += ["topo.backends.remote.records", "topo.supervisor"]
+    found = []
+    for module in sorted(edges):
+        if within(module, ["topo.backends.remote"]):
+            others = list(backends.values())
+        elif within(module, backends.values()):
+            others = [p for p in backends.values() if not within(module, [p])]
+        else:
+            continue
+        if within(module, host_side):
+            others += launcher_side
+        via = reach(module, edges)
+        found += [path_to(module, t, via) for t in sorted(via) if within(t, others)]
+    assert found == []
+    assert {"topo.backends.remote.fleet"} <= reach("topo.backends.ssh.backend", edges).keys()
+    assert {"topo.backends.remote.fleet"} <= reach("topo.backends.ray.backend", edges).keys()

@@ -119,7 +119,7 @@ def test_a_killed_agent_s_nodes_restart_on_its_ray_node(ray_hosts: Cluster, tmp_
             assert again["ppid"] != server  # a new agent's fork server
             assert ray_hosts.node_of(int(again["pid"])) == node  # on the same Ray node
             log = (run_dir / "logs" / f"w_{n[2:]}.log").read_text()
-            assert "was lost with the topo agent on Ray node" in log
+            assert "was lost: the agent on Ray node" in log
         others = [n for n in names if n not in victims]
         assert all(len(wheres(run_dir, n)) == 1 for n in others)
         proc.send_signal(signal.SIGINT)

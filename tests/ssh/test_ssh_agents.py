@@ -103,13 +103,14 @@ def test_a_killed_agent_fails_the_run_when_its_node_may_not_restart(
 def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
     ssh_hosts: HostSet, topo_launch: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Agents of one host killed as soon as each said hello: after ``AGENT_QUICK_DEATHS``
+    """Agents of one host killed as soon as each said hello: after ``quick_deaths``
     quick deaths the host is lost (not replaced forever) and its node moves to another
     host. "Quick" is made 60 s, so that a slow start on a busy machine still counts."""
-    from topo.backends.ssh import backend as ssh_backend
+    from topo.backends.ssh.agents import SshAgents
 
-    monkeypatch.setattr(ssh_backend, "AGENT_QUICK_S", 60.0)
-    deaths = ssh_backend.AGENT_QUICK_DEATHS
+    monkeypatch.setattr(SshAgents, "quick_s", 60.0)
+    deaths = SshAgents.quick_deaths
+    assert deaths is not None
     workdir = tmp_path / "work"  # seen by every host
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml", workdir=str(workdir))
     restart = "restart: {policy: on-failure, max_restarts: 10, backoff: {initial_s: 0.1}}"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import topo
-from topo.backends.ssh.agent import _Out, _Tail
+from topo.backends.remote.follow import LogFollower
+from topo.backends.remote.stream import LogStream, Out
 from topo.backends.ssh.hostcheck import MARK, check_script, judge
 from topo.backends.ssh.inventory import HostSpec
 
@@ -134,20 +135,22 @@ def test_a_shipped_tree_is_named_by_its_content(tmp_path: Path) -> None:
 
 def test_the_agent_streams_complete_lines_only(tmp_path: Path) -> None:
     sink = io.BytesIO()
-    tail = _Tail(_Out(sink))
+    follower = LogFollower(chunk=4)  # lines longer than a message are split, not stuck
+    stream = LogStream(follower.read, Out(sink))
     log = tmp_path / "n.log"
-    tail.follow("n", log)
-    tail.poll()  # the file does not exist yet: nothing, no error
+    follower.follow("n", log)
+    stream.push()  # the file does not exist yet: nothing, no error
     log.write_text("one\ntw")
-    tail.poll()
+    stream.push()
     with log.open("a") as f:
         f.write("o\n")
-    tail.poll()
+    stream.push()
     log.open("a").write("three")
-    tail.poll(final=True)
+    stream.push(final=True)
     sent = [json.loads(x) for x in sink.getvalue().splitlines()]
-    assert [m["data"] for m in sent] == ["one\n", "two\n", "three"]
-    assert {m["label"] for m in sent} == {"n"}
+    assert "".join(m["data"] for m in sent) == "one\ntwo\nthree"
+    assert [m["data"] for m in sent][:2] == ["one\n", "two\n"]
+    assert {m["label"] for m in sent} == {"n"} and {m["t"] for m in sent} == {"out"}
 
 
 def test_a_launcher_address_not_of_this_machine_is_refused_before_connecting(

@@ -33,7 +33,7 @@ from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
 from topo.backends.logs import file_size, wait_written, write_marker
-from topo.backends.proctree import kill_tree
+from topo.backends.proctree import how_it_ended, kill_tree
 from topo.ir import Program, dumps
 from topo.rundir.layout import FORKSERVER_LOG, exe_output_path, log_name
 from topo.targets import TargetInfo
@@ -133,15 +133,7 @@ class _Server:
         return True
 
     def how_it_ended(self) -> str:
-        code = self.popen.poll()
-        if code is None:
-            return "stopped answering"
-        if code < 0:
-            try:
-                return f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"was killed by signal {-code}"
-        return f"exited with code {code}"
+        return how_it_ended(self.popen.poll())
 
     def close(self) -> None:
         """End it (if it still runs) and release its pipe, socket and temporary file."""

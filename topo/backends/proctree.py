@@ -23,6 +23,19 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def how_it_ended(code: int | None) -> str:
+    """A process's exit status (``Popen.returncode``: negative for a signal; None: it
+    still runs) for people: "exited with code 3", "was killed by SIGKILL"."""
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL a child's process group (its own grandchildren included), else the child."""
     try:

@@ -1,4 +1,5 @@
-"""The new complete lines of followed log files, as a Ray agent answers them (no Ray)."""
+"""The new complete lines of followed log files, as a remote agent (a Ray node's, an
+ssh host's) reads them for its launcher (no Ray)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from topo.backends.ray import pull
-from topo.backends.ray.pull import PullTail
+from topo.backends.remote import follow
+from topo.backends.remote.follow import LogFollower
 
 
 def test_lines_come_whole_and_a_file_may_appear_later(tmp_path: Path) -> None:
-    tail = PullTail()
+    tail = LogFollower()
     old = tmp_path / "old.log"
     old.write_text("sent by an earlier agent\n")
     tail.follow("a", old)  # from its end
@@ -34,7 +35,7 @@ def test_lines_come_whole_and_a_file_may_appear_later(tmp_path: Path) -> None:
 def test_from_the_start_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "own.log"
     path.write_text("early\n")
-    tail = PullTail()
+    tail = LogFollower()
     tail.follow("own", path, from_end=False)
     tail.follow("own", tmp_path / "other.log")  # a second follow of a label is ignored
     assert tail.read() == {"own": "early\n"}
@@ -43,10 +44,10 @@ def test_from_the_start_when_asked(tmp_path: Path) -> None:
 def test_a_line_longer_than_a_chunk_is_split_not_stuck(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pull, "CHUNK", 8)
+    monkeypatch.setattr(follow, "CHUNK", 8)
     path = tmp_path / "long.log"
     path.write_text("")
-    tail = PullTail()
+    tail = LogFollower()
     tail.follow("x", path)
     path.write_text("0123456789abc\n")
     got = "".join(tail.read().get("x", "") for _ in range(3))
@@ -56,8 +57,8 @@ def test_a_line_longer_than_a_chunk_is_split_not_stuck(
 def test_a_chatty_file_does_not_starve_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pull, "BUDGET", 10)
-    tail = PullTail()
+    monkeypatch.setattr(follow, "BUDGET", 10)
+    tail = LogFollower()
     for name in "abc":
         (tmp_path / name).write_text("")
         tail.follow(name, tmp_path / name)

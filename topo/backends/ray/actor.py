@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from topo.backends.ray.pull import PullTail
+from topo.backends.remote.follow import LogFollower
 
 
 def local_log_root(program_id: str) -> Path:
@@ -50,7 +50,7 @@ class ExecutableActor:
     """One attempt of one executable, as a Ray actor (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self._tail: PullTail | None = None
+        self._tail: LogFollower | None = None
         self._dir: Path | None = None
 
     def where(self) -> tuple[int, str]:
@@ -82,7 +82,7 @@ class ExecutableActor:
         files = dict(output.node_files)
         nodes = program.executable_index[exe].nodes
         files[exe if len(nodes) > 1 else nodes[0]] = output.exe_file
-        self._tail = PullTail()
+        self._tail = LogFollower()
         for label, path in files.items():
             self._tail.follow(label, path, from_end=False)
         prepare_imports(program, target_modules(program))

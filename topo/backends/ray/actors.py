@@ -16,15 +16,16 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from topo.backends.base import ExecutableRunner, JobContext, Sink
+from topo.backends.base import ExecutableRunner, JobContext
 from topo.backends.grants import exe_grant
 from topo.backends.ray.actor import ExecutableActor
 from topo.backends.ray.groups import Reservations
 from topo.backends.ray.placement import demand
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
+from topo.backends.ray.update import RayInits
+from topo.backends.remote.fleet import Fleet
 from topo.rundir.layout import exe_output_path
 
 POLL_S = 0.1  # how often the thread looks at the actors
@@ -35,22 +36,14 @@ class ActorPool:
     """The actors of one run's executables that have Ray actors of their own."""
 
     def __init__(
-        self,
-        job: JobContext,
-        sink: Sink,
-        reservations: Reservations,
-        init_ref: Any,
-        namespace: str,
-        append: Callable[[str, str], None],
+        self, fleet: Fleet, reservations: Reservations, namespace: str, inits: RayInits
     ) -> None:
         import ray
 
-        self._job = job
-        self._sink = sink
+        self._fleet = fleet  # the run's job (changed by topo apply), sink and output
         self._reservations = reservations
-        self._init_ref = init_ref
         self._namespace = namespace
-        self._append = append
+        self._inits = inits
         self._class: Any = ray.remote(ExecutableActor)
         self._live: dict[tuple[str, int], Live] = {}
         self._where: dict[str, str] = {}
@@ -59,12 +52,12 @@ class ActorPool:
         self._ender = Ender()
         self._thread: threading.Thread | None = None
 
-    def _options(self, exe: str, attempt: int) -> dict[str, Any]:
+    def _options(self, job: JobContext, exe: str, attempt: int) -> dict[str, Any]:
         """The actor's Ray options: name, its bundle's resources and place; no Ray
         restarts."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        bundle = demand(self._job.program, exe)
+        bundle = demand(job.program, exe)
         group, index = self._reservations.slot(exe)
         return {
             "name": exe if attempt == 0 else f"{exe}#{attempt}",
@@ -80,15 +73,17 @@ class ActorPool:
         }
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
+        job = self._fleet.job  # (actors started from now on run the program as it is now)
         try:
-            actor = self._class.options(**self._options(exe, attempt)).remote()
-            grant = exe_grant(self._job, exe).to_json()
-            run_ref = actor.run.remote(self._init_ref, exe, attempt, grant)
+            actor = self._class.options(**self._options(job, exe, attempt)).remote()
+            grant = exe_grant(job, exe).to_json()
+            run_ref = actor.run.remote(self._inits.get(job)[1], exe, attempt, grant)
         except Exception as exc:
             runner = RayRunner(exe, attempt, None, self._ender)
-            self._sink.exited(exe, attempt, 0, -9, f"its Ray actor could not be created: {exc}")
+            why = f"its Ray actor could not be created: {exc}"
+            self._fleet.sink.exited(exe, attempt, 0, -9, why)
             return runner
-        output = exe_output_path(self._job.run_dir, self._job.program.executable_index[exe])
+        output = exe_output_path(job.run_dir, job.program.executable_index[exe])
         runner = RayRunner(exe, attempt, actor, self._ender, output)
         with self._lock:
             self._live[(exe, attempt)] = Live(runner, run_ref, actor.where.remote())
@@ -101,13 +96,6 @@ class ActorPool:
 
     def location(self, exe: str) -> str | None:
         return self._where.get(exe)
-
-    def update(self, job: JobContext, init_ref: Any) -> None:
-        """``topo apply`` changed the program into ``job.program`` (its init in Ray as
-        ``init_ref``): actors started from now on run it, in their new bundles; the
-        running ones go on."""
-        with self._lock:
-            self._job, self._init_ref = job, init_ref
 
     # -- the watcher ----------------------------------------------------------------
     def _watch(self) -> None:
@@ -168,7 +156,7 @@ class ActorPool:
         runner = live.runner
         runner.pid, runner.node_ip = int(pid), str(node_ip)
         self._where[runner.exe] = runner.node_ip
-        self._sink.started(runner.exe, runner.attempt, runner.pid)
+        self._fleet.sink.started(runner.exe, runner.attempt, runner.pid)
 
     def _on_logs(self, live: Live) -> None:
         import ray
@@ -180,7 +168,7 @@ class ActorPool:
         except Exception:  # the actor is gone: what it wrote last is lost with it
             return
         for label, text in chunks.items():
-            self._append(label, text)
+            self._fleet.output.append(label, text)
 
     def _on_ends(self, ends: list[Live]) -> None:
         """``run`` returned (the exit code) or raised (the actor died), for each of
@@ -215,14 +203,14 @@ class ActorPool:
             except Exception:  # the actor is gone, or too slow: its last lines are lost
                 continue
             for label, text in chunks.items():
-                self._append(label, text)
+                self._fleet.output.append(label, text)
         for live, code, reason in outcomes:
             runner = live.runner
             if code >= 0:
                 self._ender.end(runner.actor)
             with self._lock:
                 self._live.pop((runner.exe, runner.attempt), None)
-            self._sink.exited(runner.exe, runner.attempt, runner.pid, code, reason)
+            self._fleet.sink.exited(runner.exe, runner.attempt, runner.pid, code, reason)
 
     def close(self) -> None:
         """Stop following; end every actor still there (asked, then ``ray.kill``)."""

@@ -33,24 +33,17 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from topo.backends.base import (
-    Backend,
-    BackendOption,
-    ExecutableRunner,
-    JobContext,
-    Network,
-    Sink,
-)
-from topo.backends.logs import append_output
+from topo.backends.base import Backend, BackendOption, ExecutableRunner, JobContext, Network, Sink
 from topo.backends.ray.actor import local_log_root
 from topo.backends.ray.actors import ActorPool
-from topo.backends.ray.agents import AgentPool
+from topo.backends.ray.agents import RayAgents
 from topo.backends.ray.groups import Reservations
 from topo.backends.ray.growth import additions, plan_growth
 from topo.backends.ray.placement import infeasible, memory_unenforced, own_actor
 from topo.backends.ray.runner import first_line
 from topo.backends.ray.session import RaySession, connect_hint
-from topo.backends.ray.update import Tracked, live_nodes, run_init
+from topo.backends.ray.update import RayInits, Tracked, live_nodes
+from topo.backends.remote.fleet import Fleet
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
@@ -89,10 +82,11 @@ class RayBackend(Backend):
         self._checked = False
         self.local_pids = True  # check() says whether every Ray node is this machine
         self._job: JobContext | None = None
-        self._previous: Program | None = None  # the program before the last change
         self._tracked: Tracked | None = None
         self._reservations: Reservations | None = None
-        self._agents: AgentPool | None = None
+        self._inits = RayInits(ship)
+        self._agents: RayAgents | None = None
+        self._fleet: Fleet | None = None
         self._actors: ActorPool | None = None
 
     # -- before anything starts ---------------------------------------------------
@@ -132,29 +126,28 @@ class RayBackend(Backend):
 
     # -- running --------------------------------------------------------------------
     def open(self, job: JobContext, sink: Sink) -> None:
-        import ray
-
         if not self._checked:
             raise RuntimeError("the ray backend was not checked (Launcher runs check first)")
         self._job = job
         program = job.program
         self.namespace = f"topo-{program.name}-{job.registry.program_id}"
-        init_ref = ray.put(run_init(job, self.session.ship))
         self._reservations = Reservations(program, self.namespace)
         self._reservations.reserve()
         self._tracked = Tracked(sink, self._reservations.vacated)
-        pools = (job, self._tracked, self._reservations, init_ref, self.namespace, self._append)
-        self._actors = ActorPool(*pools)
-        self._agents = AgentPool(*pools)
+        self._agents = RayAgents(self._reservations, self.namespace, self._inits)
+        self._fleet = Fleet(job, self._tracked, self._agents)
+        self._actors = ActorPool(self._fleet, self._reservations, self.namespace, self._inits)
         self._agents.open([e.id for e in program.executables if not own_actor(program, e.id)])
 
     def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        assert self._job is not None and self._agents is not None and self._actors is not None
+        assert self._job is not None and self._fleet is not None and self._actors is not None
         assert self._tracked is not None
         self._tracked.started_attempt(exe, attempt)
         if own_actor(self._job.program, exe):
             return self._actors.start(exe, attempt)
-        return self._agents.start(exe, attempt)
+        runner = self._fleet.runner(exe, attempt)
+        self._fleet.hold(runner)  # the agents' thread sends it to its bundle's node
+        return runner
 
     # -- topo apply -------------------------------------------------------------------
     can_update = True
@@ -176,10 +169,8 @@ class RayBackend(Backend):
         now: nothing is changed then), the new program to every agent and to the actors
         started from now on; the bundles of executables that leave are released once
         they end."""
-        import ray
-
         assert self._job is not None and self._reservations is not None
-        assert self._agents is not None and self._actors is not None
+        assert self._fleet is not None and self._actors is not None
         assert self._tracked is not None
         running, reservations = self._job.program, self._reservations
         adding = additions(running, program)
@@ -191,11 +182,8 @@ class RayBackend(Backend):
                 raise RuntimeError(f"Ray cannot place what the change adds now: {why}")
             reservations.add(program, requests)
         job = replace(self._job, program=program)
-        init = run_init(job, self.session.ship)
-        init_ref = ray.put(init)
-        self._previous, self._job = running, job
-        self._actors.update(job, init_ref)
-        self._agents.update(job, init, init_ref)
+        self._job = job
+        self._fleet.update(job)  # (and the actors started from now on)
         leaving = [e.id for e in running.executables if e.id not in program.executable_index]
         reservations.leave(leaving)
         idle = [e for e in reservations.vacating() if not self._tracked.running(e)]
@@ -213,25 +201,15 @@ class RayBackend(Backend):
         """Ray's head processes and their watchdog, when this backend started Ray; the
         agents and their fork servers when every Ray node is this machine."""
         pids = self.session.helper_pids()
-        if self.local_pids and self._agents is not None:
-            pids += self._agents.pids()
+        if self.local_pids and self._fleet is not None:
+            pids += self._fleet.helper_pids()
         return pids
-
-    def _append(self, label: str, text: str) -> None:
-        """Pulled output into the run directory's log file of a node or executable (of
-        the program before a change, for one the change removed)."""
-        assert self._job is not None
-        program = self._job.program
-        known = label in program.node_index or label in program.executable_index
-        if not known and self._previous is not None:
-            program = self._previous
-        append_output(self._job.run_dir, program, label, text, self._job.options.log_limit)
 
     def close(self) -> None:
         import ray
 
         try:
-            for pool in (self._agents, self._actors):
+            for pool in (self._fleet, self._actors):
                 if pool is not None:
                     try:
                         pool.close()

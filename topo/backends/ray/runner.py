@@ -1,6 +1,7 @@
-"""What the ray backend keeps per started executable: the runner the launcher holds
-(kill, stacks) of an attempt forked by an agent or run in an actor of its own, the calls
-in flight that the actors' watcher follows, and Ray's errors in a few words."""
+"""What the ray backend keeps per executable that runs in a Ray actor of its own: the
+runner the launcher holds (kill, stacks), the calls in flight that the actors' watcher
+follows; and Ray's errors in a few words. (An attempt forked by a node's agent is the
+remote core's ``remote.records.RemoteRunner``.)"""
 
 from __future__ import annotations
 
@@ -123,40 +124,6 @@ def first_line(exc: BaseException) -> str:
     """The first line of an error's message (Ray's run on for paragraphs)."""
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
-
-
-class AgentRunner(ExecutableRunner):
-    """One attempt forked by a node's agent (its pid is the pid on that node); killed
-    through its pool (``agents.AgentPool``), asked for its stacks through its agent."""
-
-    def __init__(self, pool: Any, exe: str, attempt: int, output: Path) -> None:
-        self.exe = exe
-        self.attempt = attempt
-        self.pid = 0
-        self.output = output  # the run directory's log its output is appended to
-        self.agent: Any = None  # the agent (``agents._Agent``) it was sent to
-        self.killed = False
-        self.queued_at = time.monotonic()
-        self._pool = pool
-
-    def kill(self) -> None:
-        self._pool.kill(self)
-
-    def dump_stacks(self, node: str) -> str:
-        """Have the attempt dump its stacks into its log (through its agent); where."""
-        import ray
-
-        agent = self.agent
-        if agent is None or agent.dead or not self.pid:
-            return ""
-        before = file_size(self.output)
-        try:  # a busy machine can take seconds to schedule the agent's answer
-            if not ray.get(agent.handle.stacks.remote(self.exe, self.attempt), timeout=10):
-                return ""
-        except Exception:
-            return ""
-        wait_written(self.output, before, limit_s=5.0)
-        return f"(the stacks of its threads are in its log, {log_name(node)})"
 
 
 def why_dead(exc: BaseException) -> str:

@@ -1,5 +1,6 @@
 """What the ray backend needs to change a running program (``topo apply``) besides the
-plan (``growth``): the run's init for the agents and actors, what the live nodes have
+plan (``growth``): the run's init for the agents and actors (put in Ray once per
+program: ``RayInits``), what the live nodes have
 free, and a ``Sink`` that knows which attempts run, so that a bundle an executable gives
 up is released when its attempt ends (``groups.Reservations.vacated``)."""
 
@@ -13,24 +14,38 @@ from typing import Any
 
 from topo.backends.base import JobContext, Sink
 from topo.backends.ray.placement import Bundle, threads
-from topo.ir import dumps
+from topo.backends.remote.transport import run_init as remote_init
 
 
 def run_init(job: JobContext, shipped: bool) -> dict[str, Any]:
-    """What every agent and actor of the run is started with (the program as JSON)."""
-    from topo.backends.worker import target_modules
-
-    program = job.program
+    """What every agent and actor of the run is started with: the remote core's init
+    (the program as JSON, ...) and where the launcher imports from."""
     return {
-        "program_json": dumps(program),
-        "registry": vars(job.registry).copy(),
-        "disable_run": job.options.disable_run,
-        "modules": target_modules(program),
+        **remote_init(job),
         "sys_path": [os.getcwd(), *sys.path],
         "cwd": os.getcwd(),
         "shipped": shipped,
-        "threads": threads(program),
+        "threads": threads(job.program),
     }
+
+
+class RayInits:
+    """The run's init in Ray's object store, put once per program (``run_init``)."""
+
+    def __init__(self, shipped: bool) -> None:
+        self._shipped = shipped
+        self._put: tuple[Any, dict[str, Any], Any] | None = None  # program, init, its ref
+        self._lock = threading.Lock()
+
+    def get(self, job: JobContext) -> tuple[dict[str, Any], Any]:
+        """``job``'s init and its reference in Ray."""
+        import ray
+
+        with self._lock:
+            if self._put is None or self._put[0] is not job.program:
+                init = run_init(job, self._shipped)
+                self._put = (job.program, init, ray.put(init))
+            return self._put[1], self._put[2]
 
 
 def live_nodes() -> tuple[dict[str, Bundle], dict[str, str]]:
