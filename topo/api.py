@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,17 +133,17 @@ class RunningProgram:
     @property
     def run_dir(self) -> Path:
         """This run's directory (logs, program.json, status.json)."""
-        return self.launcher.run_dir
+        return self.launcher.state.run_dir
 
     @property
     def exit_code(self) -> int | None:
         """None while running; then 0 clean stop, 1 failure, 130 Ctrl-C/kill."""
-        return self.launcher.exit_code if self.launcher.done else None
+        return self.launcher.state.exit_code if self.launcher.done else None
 
     @property
     def failure(self) -> Failure | None:
         """The node failure that ended the run, if any."""
-        return self.launcher.failure
+        return self.launcher.state.failure
 
     def handle(self, node_id: str, timeout: float | None = None) -> Handle:
         """A client handle to ``node_id`` usable from this (non-node) thread."""
@@ -259,16 +260,16 @@ class RunningProgram:
 
     def kill(self) -> None:
         """Kill every executable now."""
-        self.launcher.kill()
+        self.launcher.supervisor.kill()
 
     def pids(self) -> set[int]:
         """Every process id this run started on this machine (executables and helpers), for
         orphan checks; processes on other hosts (ssh) are not listed."""
-        return set(self.launcher.all_pids)
+        return set(self.launcher.state.all_pids)
 
     def status(self) -> list[NodeStatus]:
         """Current status of every node."""
-        return list(self.launcher.nodes.values())
+        return list(self.launcher.state.nodes.values())
 
     def log(self, node_id: str) -> str:
         """The log file content of ``node_id`` so far (the current file: what a size cap
@@ -303,20 +304,24 @@ def launch(
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
     listeners: Sequence[Callable[[Event], None]] = (),
-    start_from: str | Path | None = None,
+    start_from: str | Path | Snapshot | None = None,
 ) -> RunningProgram:
     """Start a program (a compiled ``Program``, a topology file, or a function making the
     ``Program``) and return at once.
 
-    ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object.
+    ``backend`` is a name (with ``backend_options`` for it) or a ``Backend`` object. It
+    is ``threads`` unless given, where ``topo run`` uses ``procs``: called from Python,
+    topo is most often a test or a notebook driving nodes through handles (Launchpad's
+    ``launch_type='test_mt'``), which threads start at once and a debugger steps into;
+    give ``backend="procs"`` for a process per executable as ``topo run`` does.
     ``disable_run`` serves courier nodes without calling their ``run()`` (for tests that
     drive nodes through handles). With ``ready_timeout`` wait that long for every node
     to be up (``TimeoutError`` otherwise). ``listeners`` get every event from the start
     (status changes, node log lines). ``start_from`` (a snapshot directory,
-    ``<run_dir>/snapshots/<n>``): every node with a state there starts from it. Each
-    node log file is rotated past ``log_max_mb`` MiB, ``log_keep`` rotated files kept
-    (``log_max_mb`` None or 0: no cap). A program the backend cannot run raises
-    ``topo.diagnostics.TopoError`` before anything starts."""
+    ``<run_dir>/snapshots/<n>``, or a ``Snapshot``): every node with a state there starts
+    from it. Each node log file is rotated past ``log_max_mb`` MiB, ``log_keep`` rotated
+    files kept (``log_max_mb`` None or 0: no cap). A program the backend cannot run
+    raises ``topo.diagnostics.TopoError`` before anything starts."""
     launcher = prepare(
         program_or_path,
         backend,
@@ -348,7 +353,7 @@ def prepare(
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
     check_imports: bool = False,
-    start_from: str | Path | None = None,
+    start_from: str | Path | Snapshot | None = None,
     same_program: bool = False,
 ) -> Launcher:
     """Make a run ready to start: the one way ``topo.launch``, ``topo run`` and
@@ -363,10 +368,14 @@ def prepare(
     ``sys.argv``) and, for ``topo run --from``, the run directory ``from_run`` it reruns.
     ``start_from``: a snapshot every node with a saved state starts from; it must fit
     the program (``same_program``: be of this very program, as ``--resume`` asks), else
-    ``topo.snapshots.store.SnapshotError`` says what differs and nothing starts."""
+    ``topo.snapshots.store.SnapshotError`` says what differs and nothing starts. It is
+    read and checked here once: the run starts from the snapshot checked.
+
+    All of it goes to the launcher as one ``topo.supervisor.run_request.RunRequest``."""
     from topo.backends.base import RunOptions
     from topo.backends.rerun import git_lookup, make_record
     from topo.supervisor.launcher import Launcher
+    from topo.supervisor.run_request import RunRequest
 
     if params and not isinstance(source, str | Path):
         raise ValueError("params apply to a topology file, not to a Program")
@@ -375,59 +384,85 @@ def prepare(
     warm = not isinstance(source, Program) and chosen.warm_up()
     git = git_lookup(source if isinstance(source, str | Path) else None)  # while it compiles
     try:
-        yaml_text, file, resolved = None, None, {}
-        if isinstance(source, Program):
-            program = source
-        elif isinstance(source, str | Path):
-            loaded = load(source, params)
-            program = loaded.program
-            if check_imports:  # procs: the fork server imports the targets, not the launcher
-                from topo.compile.checks import check_imports as check
-                from topo.compile.checks import checked_targets
-
-                targets = checked_targets(program, loaded.spec)
-                described = chosen.describe_targets(targets, program.source) if warm else None
-                check(program, loaded.spec, imports_here=chosen.imports_here, described=described)
-            yaml_text = loaded.yaml_text
-            file, resolved = source, loaded.spec.param_values
-        else:
-            program = source()
-        if start_from is not None:
-            from topo.snapshots.fit import check_fit
-
-            check_fit(program, Path(start_from), same_program=same_program)
-        record = make_record(
-            backend=chosen.name,
-            backend_options=backend_options,
-            file=file,
-            params_given=_overrides(params),
-            params=resolved,
-            grace_s=grace_s,
-            log_dir=Path(log_dir),
-            log_max_mb=log_max_mb,
-            log_keep=log_keep,
-            disable_run=disable_run,
-            argv=argv,
-            from_run=from_run,
-            git=git,
-        )
+        made = _made(source, params, chosen if check_imports else None, warm)
+        snapshot = None if start_from is None else _fitting(made.program, start_from, same_program)
         options = RunOptions(
             grace_s=grace_s,
             log_dir=Path(log_dir),
             run_dir=None if run_dir is None else Path(run_dir),
             disable_run=disable_run,
-            topology_yaml=yaml_text,
+            topology_yaml=made.yaml_text,
             log_max_mb=log_max_mb,
             log_keep=log_keep,
-            record=record,
-            # resolved now: runs/latest moves to the new run once its directory is made
-            start_from=None if start_from is None else Path(start_from).resolve(),
         )
-        return Launcher(program, chosen, options)
+        record = make_record(
+            backend=chosen.name,
+            backend_options=backend_options,
+            file=made.file,
+            params_given=_overrides(params),
+            params=made.params,
+            grace_s=options.grace_s,
+            log_dir=options.log_dir,
+            log_max_mb=options.log_max_mb,
+            log_keep=options.log_keep,
+            disable_run=options.disable_run,
+            argv=argv,
+            from_run=from_run,
+            git=git,
+        )
+        return Launcher(RunRequest(made.program, chosen, options, record, snapshot))
     except BaseException:  # a bad program: what the warm-up started ends here
         if warm:
             chosen.close()
         raise
+
+
+@dataclass(frozen=True)
+class _Made:
+    """The program a run was asked for, and the file it came from (if any)."""
+
+    program: Program
+    file: str | Path | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # their resolved values
+    yaml_text: str | None = None  # the topology as it runs (topology.yaml)
+
+
+def _made(
+    source: ProgramSource,
+    params: Mapping[str, Any] | Sequence[str] | None,
+    checked_on: Backend | None,
+    warm: bool,
+) -> _Made:
+    """The program of ``source`` (a topology file is loaded with ``params``). With
+    ``checked_on`` (``topo run``) a file's targets import and each node's arguments bind
+    to them, imported where that backend's nodes import them when it is ``warm`` (procs:
+    its fork server), not in the launcher."""
+    if isinstance(source, Program):
+        return _Made(source)
+    if not isinstance(source, str | Path):
+        return _Made(source())
+    loaded = load(source, params)
+    program = loaded.program
+    if checked_on is not None:
+        from topo.compile.checks import check_imports, checked_targets
+
+        targets = checked_targets(program, loaded.spec)
+        found = checked_on.describe_targets(targets, program.source) if warm else None
+        here = checked_on.imports_here
+        check_imports(program, loaded.spec, imports_here=here, described=found)
+    return _Made(program, source, loaded.spec.param_values, loaded.yaml_text)
+
+
+def _fitting(program: Program, start_from: str | Path | Snapshot, same_program: bool) -> Snapshot:
+    """The snapshot ``start_from`` names, read once and checked against ``program``
+    (``SnapshotError`` otherwise), with its path resolved: ``runs/latest`` moves to the
+    new run once its directory is made, and the nodes read their states from it later."""
+    from dataclasses import replace
+
+    from topo.snapshots.fit import check_fit
+
+    snapshot = check_fit(program, start_from, same_program=same_program)
+    return replace(snapshot, path=snapshot.path.resolve())
 
 
 def start(
@@ -450,63 +485,12 @@ def start(
     return running
 
 
-# -- the backend a run is prepared with ---------------------------------------------
-
-RUN_BACKEND = "procs"  # what `topo run` runs on when no --backend is given
-BACKEND_FLAGS = ("-b", "--backend")
-
-_early: Backend | None = None  # warmed up before the command line was read (topo.command)
-
-
-def named_backend(args: Sequence[str], default: str | None = RUN_BACKEND) -> str | None:
-    """The backend a command line names with ``-b NAME``, ``-bNAME``, ``--backend NAME``
-    or ``--backend=NAME`` (the last one given; ``default`` when none is): the one reading
-    of ``--backend`` for ``topo.command``'s early warm-up and ``topo run``/``topo plan``.
-    ``args`` are the words after the command's name."""
-    name = default
-    rest = iter(args)
-    for arg in rest:
-        if arg == "--":
-            break
-        if arg in BACKEND_FLAGS:
-            name = next(rest, name)
-        elif arg.startswith("--backend="):
-            name = arg.partition("=")[2]
-        elif arg.startswith("-b") and not arg.startswith("--"):
-            name = arg[2:]
-    return name
-
-
-def warm_early(backend: Backend) -> None:
-    """Warm ``backend`` up before the program is known (``topo run`` on procs starts its
-    fork server before the command line interface is imported). ``prepare`` with the
-    same backend name and no options takes it; ``close_early`` ends it otherwise."""
-    global _early
-    close_early()
-    backend.warm_up()
-    _early = backend
-
-
-def close_early() -> None:
-    """End the backend ``warm_early`` started if no run took it."""
-    global _early
-    early, _early = _early, None
-    if early is not None:
-        early.close()
-
-
 def _backend(backend: str | Backend, options: Mapping[str, Any] | None) -> Backend:
-    """The backend to run on: the one given, the early one of that name, or a new one."""
-    global _early
+    """The backend to run on: the one given, or a new one of that name."""
     from topo.backends.base import get_backend
 
     if not isinstance(backend, str):
         if options:
             raise ValueError("backend_options apply to a backend given by name")
         return backend
-    early, _early = _early, None
-    if early is not None:
-        if early.name == backend and not options:
-            return early
-        early.close()  # warmed for another backend: it ends now, not at exit
     return get_backend(backend, **dict(options or {}))

@@ -54,13 +54,10 @@ class Supervisor(Sink):
     come from any thread: they are queued. Everything else runs on the thread that
     calls ``start_all`` and then ``step``."""
 
-    def __init__(
-        self, program: Program, backend: Backend, state: RunState, emit: Emit, grace_s: float
-    ) -> None:
+    def __init__(self, program: Program, backend: Backend, state: RunState, emit: Emit) -> None:
         self.program = program
         self.backend = backend
-        self.state = state
-        self.grace_s = grace_s
+        self.state = state  # its grace_s is the grace period of a stop
         self._emit = emit
         self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._run_dir = Path()
@@ -250,7 +247,7 @@ class Supervisor(Sink):
                 where = f"; where they were is in the logs of {', '.join(dumped)}" if dumped else ""
                 self.state.warnings.append(
                     f"killed {len(late)} executable(s) still "
-                    f"running after the {self.grace_s:g}s grace period{where}"
+                    f"running after the {self.state.grace_s:g}s grace period{where}"
                 )
             self._kill_all()
         if self._stopping and not self.running():
@@ -469,7 +466,7 @@ class Supervisor(Sink):
     def retire(self, exe_ids: list[str], why: str) -> None:
         """Ask these executables' nodes to end as at a stop (the program goes on); each
         is killed if it still runs after the grace period."""
-        for exe in changes.retire(self.state, exe_ids, why, self.grace_s):
+        for exe in changes.retire(self.state, exe_ids, why, self.state.grace_s):
             self._set_nodes(exe, "stopping")
             self._emit("stopping", exe.nodes[0], exe.id, message=why)
             if self._registry is not None:
@@ -493,7 +490,7 @@ class Supervisor(Sink):
         late = dump_late_stacks([exe])
         where = f"; where it was is in the logs of {', '.join(late)}" if late else ""
         self.state.warnings.append(
-            f"killed {exe.id}: still running {self.grace_s:g}s after topo apply asked it to "
+            f"killed {exe.id}: still running {self.state.grace_s:g}s after topo apply asked it to "
             f"end{where}"
         )
         try:
@@ -539,7 +536,7 @@ class Supervisor(Sink):
                 exe.state = "stopped"
         if self._registry is not None:
             self._registry.request_stop(reason, node)
-        self._grace_deadline = time.monotonic() + self.grace_s
+        self._grace_deadline = time.monotonic() + self.state.grace_s
         self.state.stopping_since = time.time()
         self._emit("stopping", node, message=self.state.stop_reason)
 
