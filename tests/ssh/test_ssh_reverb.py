@@ -153,7 +153,7 @@ def test_a_restarted_replay_keeps_its_gateway_and_peers_on_other_hosts_go_on(
     os.kill(victim, signal.SIGKILL)
     assert not wait_gone([victim, *jails], 15)  # its server's process went with it
     deadline = time.monotonic() + 120
-    while run.launcher.nodes["replay"].restarts < 1 or run.launcher.nodes["replay"].state != (
+    while run.launcher.state.nodes["replay"].restarts < 1 or run.launcher.state.nodes["replay"].state != (
         "running"
     ):
         assert time.monotonic() < deadline, "the replay did not restart"

@@ -6,12 +6,13 @@ option or command, a bad option value, a missing argument: click's convention); 
 143 a run stopped by Ctrl-C (SIGINT) and SIGTERM.
 
 Importing this package imports nothing else: ``topo.command`` reads ``topo run``'s
-backend (``topo.cli.early``) and starts its fork server before typer is imported.
+backend (``topo.cli.early``) and starts its fork server before typer is imported. The
+typer app is ``topo.cli.app.app``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from topo.cli.early import EarlyBackend
@@ -25,12 +26,4 @@ def main(early: EarlyBackend | None = None) -> None:
     app(prog_name="topo", obj=early)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "app":  # the typer app, imported when asked for
-        from topo.cli.app import app
-
-        return app
-    raise AttributeError(f"module 'topo.cli' has no attribute {name!r}")
-
-
-__all__ = ["app", "main"]
+__all__ = ["main"]

@@ -8,13 +8,33 @@ backend's own processes on this machine so that ``topo stop`` of a lost run ends
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from topo.backends.base import Backend
+from topo.ir import Program
+from topo.runs.control import ControlServer
 from topo.runs.probe import process_start
+from topo.runtime import RegistryServer
+from topo.supervisor.applier import Applier
+from topo.supervisor.metrics_store import MetricsStore
+from topo.supervisor.state import RunState
 
-if TYPE_CHECKING:
-    from topo.supervisor.launcher import Launcher
+
+class Summarised(Protocol):
+    """What ``run_summary`` reads of a ``Launcher``."""
+
+    run_id: str
+    program: Program
+    backend: Backend
+    state: RunState
+    launcher_record: dict[str, Any]
+    control: ControlServer | None
+    applier: Applier | None
+    registry: RegistryServer | None
+    metrics: MetricsStore | None
+
+    @property
+    def phase(self) -> str: ...
 
 
 class Helpers:
@@ -38,7 +58,7 @@ class Helpers:
         return out
 
 
-def run_summary(launcher: Launcher, helpers: Helpers) -> dict[str, Any]:
+def run_summary(launcher: Summarised, helpers: Helpers) -> dict[str, Any]:
     """The run's status as ``status.json`` holds it, now."""
     state = launcher.state
     now = time.time()
