@@ -18,8 +18,8 @@ import pytest
 
 from topo.api import RunningProgram, launch, prepare
 from topo.backends.procs import ProcsBackend
-from topo.cli.early import RUN_BACKEND, EarlyBackend, named_backend
 from topo.backends.proctree import child_pids
+from topo.cli.early import RUN_BACKEND, EarlyBackend, named_backend
 from topo.testing import wait_gone
 
 HERE = Path(__file__).resolve().parent

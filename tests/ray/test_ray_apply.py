@@ -41,7 +41,9 @@ def test_count_up_spreads_new_replicas_over_nodes_of_their_own_and_down_releases
     grown = pids(run, ["worker/0", "worker/1", "worker/2"])
     on = {n: ray_hosts.node_of(p) for n, p in grown.items()}
     assert None not in on.values() and len(set(on.values())) == 3, on  # a Ray node each
-    assert {run.launcher.state.location(n) for n in on} == {ray_hosts.ips[str(h)] for h in on.values()}
+    assert {run.launcher.state.location(n) for n in on} == {
+        ray_hosts.ips[str(h)] for h in on.values()
+    }
     added = {g: s for g, s in groups_of(run).items() if g not in started}
     assert [g.rsplit("/", 1)[1] for g in added] == ["worker#1"], added  # the new ones only
     assert set(added.values()) == {"CREATED"}

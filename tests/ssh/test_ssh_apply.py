@@ -219,7 +219,10 @@ def test_a_new_node_on_a_host_that_is_lost_restarts_where_there_is_room(
     victim = run.launcher.state.location("extra")
     first = _pids(run, ["extra"])["extra"]
     assert victim is not None and _host_of(ssh_hosts, first) == victim
-    assert victim not in {run.launcher.state.location("worker/0"), run.launcher.state.location("caller")}
+    assert victim not in {
+        run.launcher.state.location("worker/0"),
+        run.launcher.state.location("caller"),
+    }
     ssh_hosts.set_link(victim, False)
     try:
         end = time.monotonic() + 60
