@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from topo.backends.base import Backend, EventKind, LogSource, Sink
+from topo.backends.base import Backend, LogSource
 from topo.backends.logs import log_path, write_marker
 from topo.ir import Program
 from topo.runs.probe import process_start
@@ -30,42 +27,28 @@ from topo.supervisor.outcome import ended, failure_cause
 from topo.supervisor.phases import PhaseWatch
 from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
+from topo.supervisor.reports import Emit, Reports
 from topo.supervisor.state import ExeStatus, Failure, RunState
 
 
-class Emit(Protocol):
-    """Where the supervisor's status events go (the launcher's listeners)."""
-
-    def __call__(
-        self,
-        kind: EventKind,
-        node: str | None = None,
-        exe: str | None = None,
-        pid: int | None = None,
-        message: str = "",
-        **data: Any,
-    ) -> None: ...
-
-
-class Supervisor(Sink):
+class Supervisor(Reports):
     """Turns reports into state changes, restarts and the stop of one run.
 
-    Reports (the ``Sink`` methods, ``request_stop``, ``kill``, ``metrics_changed``) may
-    come from any thread: they are queued. Everything else runs on the thread that
-    calls ``start_all`` and then ``step``."""
+    Reports (``topo.supervisor.reports``: the ``Sink`` methods, ``request_stop``,
+    ``kill``, ``metrics_changed``...) may come from any thread: they are queued.
+    Everything else runs on the thread that calls ``start_all`` and then ``step``."""
 
     def __init__(self, program: Program, backend: Backend, state: RunState, emit: Emit) -> None:
+        super().__init__()
         self.program = program
         self.backend = backend
         self.state = state  # its grace_s is the grace period of a stop
         self._emit = emit
-        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._run_dir = Path()
         self._registry: RegistryServer | None = None
         self._logs: LogSource | None = None
         self._recorder: StatusRecorder | None = None
         self._stopping = False
-        self._stop_asked = False  # set at once by request_stop/kill, before their turn comes
         self._stop_code = 0
         self._grace_deadline: float | None = None
         self._kill_deadline: float | None = None
@@ -95,50 +78,10 @@ class Supervisor(Sink):
         self._logs = logs
         self._recorder = recorder
 
-    # -- reports (any thread) ----------------------------------------------------
-    def node_status(
-        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
-    ) -> None:
-        self._inbox.put(("node", kind, node, exe, attempt, pid, traceback))
-
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        self._inbox.put(("exited", exe, attempt, pid, code, reason))
-
-    def started(self, exe: str, attempt: int, pid: int) -> None:
-        self._inbox.put(("started", exe, attempt, pid))
-
-    def backend_failed(self, message: str) -> None:
-        self._inbox.put(("backend_failed", message))
-
-    def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
-        """Stop the run (``code``: the exit code of a clean stop)."""
-        self._stop_asked = True
-        self._inbox.put(("stop", reason, None, code))
-
-    def kill(self) -> None:
-        """Kill every executable now."""
-        self._stop_asked = True
-        self._inbox.put(("kill",))
-
-    def restart(self, node: str, by: str) -> None:
-        """Restart ``node``'s executable: kill its attempt and start it again at once."""
-        self._inbox.put(("restart", node, by))
-
     def mark_dirty(self) -> None:
         """Something ``status.json`` shows changed outside a report (call figures)."""
         if self._recorder is not None:
             self._recorder.dirty = True
-
-    def metrics_changed(self, nodes: list[str]) -> None:
-        """``nodes`` have new figures (already stored): tell the view."""
-        self._inbox.put(("metrics", nodes))
-
-    def call_soon(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run ``fn`` on the supervisor's thread, between two reports (``topo apply``
-        changes the run's state this way); its result or exception in the future."""
-        future: Future[Any] = Future()
-        self._inbox.put(("call", fn, future))
-        return future
 
     # -- the supervisor's thread --------------------------------------------------
     @property
@@ -210,10 +153,7 @@ class Supervisor(Sink):
 
     def step(self) -> bool:
         """One round of supervision; True when the run is over."""
-        try:
-            msg = self._inbox.get(timeout=0.05)
-        except queue.Empty:
-            msg = None
+        msg = self._next_report(0.05)
         if msg is not None:
             self._handle(msg)
             if self._recorder is not None:
