@@ -29,6 +29,7 @@ from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
 from topo.supervisor.reports import Emit, Reports
 from topo.supervisor.state import ExeStatus, Failure, RunState
+from topo.supervisor.stopping import Stop
 
 
 class Supervisor(Reports):
@@ -48,11 +49,7 @@ class Supervisor(Reports):
         self._registry: RegistryServer | None = None
         self._logs: LogSource | None = None
         self._recorder: StatusRecorder | None = None
-        self._stopping = False
-        self._stop_code = 0
-        self._grace_deadline: float | None = None
-        self._kill_deadline: float | None = None
-        self._killed = False
+        self._stop = Stop(state, emit)
         self._ever_ready: set[str] = set()
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._progress = ProgressWatch(self._stall_after)
@@ -74,7 +71,7 @@ class Supervisor(Reports):
         registry (stop channel, address book), the log source (tracebacks) and the
         ``status.json`` recorder (told when something changed)."""
         self._run_dir = run_dir
-        self._registry = registry
+        self._registry = self._stop.registry = registry
         self._logs = logs
         self._recorder = recorder
 
@@ -87,13 +84,13 @@ class Supervisor(Reports):
     @property
     def stopping(self) -> bool:
         """True once the run is being stopped (its grace, then the kill)."""
-        return self._stopping
+        return self._stop.begun
 
     @property
     def stop_code(self) -> int:
         """The exit code the run ends with: 0 clean stop, 1 a node failed, or the code
         the stop was asked with."""
-        return self._stop_code
+        return self._stop.code
 
     def start_all(self) -> None:
         """Start the first attempt of every executable."""
@@ -160,45 +157,35 @@ class Supervisor(Reports):
                 self._recorder.dirty = True
                 self._recorder.urgent = self._recorder.urgent or msg[0] != "metrics"
         registry = self._registry
-        if registry is not None and registry.stop_event.is_set() and not self._stopping:
+        if registry is not None and registry.stop_event.is_set() and not self._stop.begun:
             reason, node = registry.stop_reason() or ("stop requested", None)
-            self._begin_stop(reason, node)
+            self._stop.begin(reason, node)
         now = time.monotonic()
         timeout = self.program.stop.timeout_s
-        if not self._stopping and timeout and time.time() - self.state.started_at > timeout:
-            self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
+        if not self._stop.begun and timeout and time.time() - self.state.started_at > timeout:
+            self._stop.begin(f"the program's stop.timeout_s of {timeout:g}s was reached")
         for exe in list(self.state.exes.values()):
-            if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
+            if exe.restart_at is not None and now >= exe.restart_at and not self._stop.begun:
                 self._start_exe(exe)
             if exe.retire_deadline is not None and now >= exe.retire_deadline:
                 self._kill_retiring(exe)
-        if not self._stopping:
+        if not self._stop.begun:
             self._check_starting()
             self._check_progress()
         if self._phases.update(self.state.nodes, now) and self._recorder is not None:
             self._recorder.dirty = True  # also while stopping: a node up since has no phase
         if self._recorder is not None:
             self._recorder.tick(now)
-        if self._grace_deadline is not None and now >= self._grace_deadline:
-            self._grace_deadline = None
-            late = self.running()
-            if late:
-                dumped = dump_late_stacks(late)
-                where = f"; where they were is in the logs of {', '.join(dumped)}" if dumped else ""
-                self.state.warnings.append(
-                    f"killed {len(late)} executable(s) still "
-                    f"running after the {self.state.grace_s:g}s grace period{where}"
-                )
-            self._kill_all()
-        if self._stopping and not self.running():
+        self._stop.tick(now, self.running())
+        if self._stop.begun and not self.running():
             return True
-        return self._kill_deadline is not None and now >= self._kill_deadline
+        return self._stop.given_up(now)
 
     def _stop_wanted(self) -> bool:
         """True once a stop began or was asked for (still queued, or by a node)."""
         registry = self._registry
         asked = registry is not None and registry.stop_event.is_set()
-        return self._stopping or self._stop_asked or asked
+        return self._stop.begun or self._stop_asked or asked
 
     def _awaited(self) -> set[str]:
         """Nodes whose address some caller looked up lately and did not find."""
@@ -238,7 +225,7 @@ class Supervisor(Reports):
         elif kind == "started":
             self._on_started(*msg[1:])
         elif kind == "stop":
-            self._begin_stop(msg[1], msg[2], code=msg[3])
+            self._stop.begin(msg[1], msg[2], code=msg[3])
         elif kind == "metrics":  # new figures (already stored): progress; tell the view
             for node in msg[1]:
                 self._progress.progressed(node, time.time())
@@ -246,8 +233,8 @@ class Supervisor(Reports):
         elif kind == "backend_failed":
             self._on_backend_failed(msg[1])
         elif kind == "kill":
-            self._begin_stop("killed by the launcher", code=self._stop_code or 130)
-            self._kill_all()
+            self._stop.begin("killed by the launcher", code=self._stop.code or 130)
+            self._stop.kill(self.running())
         elif kind == "call":
             _, fn, future = msg
             try:
@@ -260,7 +247,7 @@ class Supervisor(Reports):
     def _on_restart(self, node: str, by: str) -> None:
         """A restart asked from outside: the attempt is killed, its exit starts the next."""
         st = self.state.nodes.get(node)
-        if st is None or self._stopping:
+        if st is None or self._stop.begun:
             return
         exe = self.state.exes[st.exe]
         if exe.leaving or exe.retiring:  # topo apply is ending it
@@ -311,7 +298,7 @@ class Supervisor(Reports):
             st.state = "failed"
             if self._logs is not None:
                 self._logs.append(node, text)
-            if self._stopping:
+            if self._stop.begun:
                 last = text.strip().splitlines()[-1] if text.strip() else "error"
                 self.state.warnings.append(f"{node} raised while the program was stopping: {last}")
                 self._emit("failed", node, exe_id, pid, "raised while stopping", traceback=text)
@@ -326,11 +313,11 @@ class Supervisor(Reports):
         if self._registry is not None:
             self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended(code, reason)}")
-        if exe.retiring or (exe.leaving and not self._stopping):
+        if exe.retiring or (exe.leaving and not self._stop.begun):
             exe.asked = ""  # a node topo apply ends is not restarted as asked
             self._retired(exe, pid, code)
             return
-        if exe.asked and not self._stopping:
+        if exe.asked and not self._stop.begun:
             by, exe.asked = exe.asked, ""
             exe.restarts += 1
             exe.asked_restarts += 1
@@ -347,8 +334,8 @@ class Supervisor(Reports):
                 asked=by,
             )
             return
-        if self._stopping:
-            exe.state = "killed" if code < 0 and self._killed else "stopped"
+        if self._stop.begun:
+            exe.state = "killed" if code < 0 and self._stop.killed else "stopped"
             for n in exe.nodes:
                 if self.state.nodes[n].state not in ("failed", "finished"):
                     self.state.nodes[n].state = exe.state
@@ -365,7 +352,7 @@ class Supervisor(Reports):
             elif not any(
                 e.runner is not None or e.restart_at is not None for e in self.state.exes.values()
             ):
-                self._begin_stop("every node finished")
+                self._stop.begin("every node finished")
             return
         node, text = exe.failure or (exe.nodes[0], "")
         how, text = failure_cause(exe.stuck, reason, text, code)
@@ -383,7 +370,7 @@ class Supervisor(Reports):
                 f"(max_restarts: {policy.max_restarts}); last failure: {how}"
             )
         self.state.failure = Failure(node, exe_id, pid, message, text)
-        self._begin_stop(message, node, failed=True)
+        self._stop.begin(message, node, failed=True)
 
     # -- topo apply (on this thread, through call_soon: topo.supervisor.changes) --------
     def adopt_program(self, program: Program) -> list[str]:
@@ -397,7 +384,7 @@ class Supervisor(Reports):
         """Start these (new, or retired to be started again) executables."""
         for exe_id in exe_ids:
             exe = self.state.exes[exe_id]
-            if exe.runner is None and not self._stopping:
+            if exe.runner is None and not self._stop.begun:
                 exe.retiring, exe.retire_deadline = "", None
                 if self._registry is not None:
                     self._registry.unend(exe_id)
@@ -441,11 +428,11 @@ class Supervisor(Reports):
 
     def _on_backend_failed(self, message: str) -> None:
         """The backend cannot go on: the run fails with its message (no node to blame)."""
-        if self._stopping:
+        if self._stop.begun:
             self.state.warnings.append(message)
             return
         self.state.failure = Failure("", "", None, message)
-        self._begin_stop(message, failed=True)
+        self._stop.begin(message, failed=True)
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
@@ -461,37 +448,6 @@ class Supervisor(Reports):
             message=f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s",
             restarts=exe.restarts,
         )
-
-    def _begin_stop(
-        self, reason: str, node: str | None = None, *, failed: bool = False, code: int = 0
-    ) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        self.state.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
-        self._stop_code = 1 if failed else code
-        for exe in self.state.exes.values():
-            if exe.restart_at is not None:
-                exe.restart_at = None
-                exe.state = "stopped"
-        if self._registry is not None:
-            self._registry.request_stop(reason, node)
-        self._grace_deadline = time.monotonic() + self.state.grace_s
-        self.state.stopping_since = time.time()
-        self._emit("stopping", node, message=self.state.stop_reason)
-
-    def _kill_all(self) -> None:
-        self._killed = True
-        self._grace_deadline = None
-        if self._kill_deadline is None:
-            self._kill_deadline = time.monotonic() + 10.0
-        for exe in self.running():
-            assert exe.runner is not None
-            try:
-                exe.runner.kill()
-            except Exception as exc:
-                self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
-            self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
 
 
 def _clause(text: str) -> str:
