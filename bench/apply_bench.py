@@ -146,7 +146,7 @@ def dqn(where: Path) -> dict[str, Any]:
     try:
         assert run.wait_ready(300)
         counter = run.handle("counter", timeout=30)
-        learner_pid = run.launcher.nodes["learner"].pid
+        learner_pid = run.launcher.state.nodes["learner"].pid
 
         def rate(seconds: float = 15.0) -> float:
             before, t0 = counter.get_counts().get("actor_steps", 0), time.monotonic()
@@ -162,8 +162,8 @@ def dqn(where: Path) -> dict[str, Any]:
             assert change.result == "applied", change.record
             time.sleep(5)
             out[f"rate_{key}"] = rate()
-        out["learner_kept"] = run.launcher.nodes["learner"].pid == learner_pid
-        out["learner_restarts"] = run.launcher.nodes["learner"].restarts
+        out["learner_kept"] = run.launcher.state.nodes["learner"].pid == learner_pid
+        out["learner_restarts"] = run.launcher.state.nodes["learner"].restarts
     finally:
         run.stop(timeout=60)
     return out

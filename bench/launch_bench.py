@@ -244,7 +244,7 @@ def bench_detection(log_dir: Path, kills: int) -> list[float]:
     try:
         for i in range(kills):
             node = f"node/{i % 10}"
-            pid = run.launcher.nodes[node].pid
+            pid = run.launcher.state.nodes[node].pid
             assert pid is not None
             t0 = time.perf_counter()
             os.kill(pid, signal.SIGKILL)
@@ -252,7 +252,7 @@ def bench_detection(log_dir: Path, kills: int) -> list[float]:
                 time.sleep(0.001)
             latencies.append(seen[pid] - t0)
             deadline = time.monotonic() + 30
-            while run.launcher.nodes[node].state != "running" and time.monotonic() < deadline:
+            while run.launcher.state.nodes[node].state != "running" and time.monotonic() < deadline:
                 time.sleep(0.01)
     finally:
         run.stop(timeout=60)

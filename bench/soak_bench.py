@@ -138,7 +138,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.nodes):
                 c, e = run.handle(f"node/{i}", 30.0).stats()
                 calls, errors = calls + c, errors + e
-            restarts = sum(n.restarts for n in run.launcher.nodes.values())
+            restarts = sum(n.restarts for n in run.launcher.state.nodes.values())
         finally:
             run.stop(timeout=120)
     warm = [(t, rss) for t, rss in samples if t >= args.warmup]

@@ -161,7 +161,7 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     ok = run.wait_ready(300)
     ready = time.perf_counter() - t0
     launcher = run.launcher
-    if not ok or launcher.ready_at is None:
+    if not ok or launcher.state.ready_at is None:
         run.stop(timeout=120)
         raise RuntimeError(f"not ready: {run.failure or 'timed out'} (see {run.run_dir})")
     hosts = Counter(launcher.backend.location(e.id) for e in program.executables)
@@ -173,8 +173,8 @@ def bench_launch(program: Any, backend: Any, log_dir: Path) -> dict[str, Any]:
     assert not left, f"left behind: {left}"
     return {
         "ready_s": ready,
-        "preflight_s": launcher.started_at - wall0,  # launch() call -> backend.open
-        "launcher_ready_s": launcher.ready_at - launcher.started_at,
+        "preflight_s": launcher.state.started_at - wall0,  # launch() call -> backend.open
+        "launcher_ready_s": launcher.state.ready_at - launcher.state.started_at,
         "stop_s": stop,
         "per_host": dict(sorted(hosts.items())),
     }

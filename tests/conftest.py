@@ -121,7 +121,7 @@ def errors_of(write_topo: WriteTopo) -> ErrorsOf:
 @pytest.fixture
 def run_topo() -> RunTopo:
     """``run_topo(*argv)``: invoke the ``topo`` typer app in-process."""
-    from topo.cli import app
+    from topo.cli.app import app
 
     runner = CliRunner()
 

@@ -205,7 +205,7 @@ def test_the_readme_opens_with_the_two_commands() -> None:
 
 
 def test_the_readme_names_every_command() -> None:
-    from topo.cli import app
+    from topo.cli.app import app
 
     names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
     assert names

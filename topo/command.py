@@ -1,12 +1,14 @@
-"""The ``topo`` console script (and ``python -m topo``).
+"""The ``topo`` console script (and ``python -m topo``): the edge where the command line
+is read.
 
 For ``topo run`` on the procs backend (the default) the fork server is started first,
 before the command line interface imports typer, rich and pydantic: the server's own
 imports then overlap with everything the launcher does before it needs the server.
-The run takes that backend over (``topo.api.prepare``); one no run took (a usage error,
-``--help``) is closed at exit. ``topo --version`` answers without importing the command
-line interface at all. Any other command goes straight to ``topo.cli``, which imports
-only the module of the command given (``topo.cli.lazy``).
+The backend is read from the words here (``topo.cli.early.named_backend``, the same
+reading ``topo run`` makes) and handed to the command as an ``EarlyBackend``; one no run
+took (a usage error, ``--help``) is closed at exit. ``topo --version`` answers without
+importing the command line interface at all. Any other command goes straight to
+``topo.cli``, which imports only the module of the command given (``topo.cli.lazy``).
 """
 
 from __future__ import annotations
@@ -30,24 +32,24 @@ def main() -> None:
 
 
 def _main(args: list[str]) -> None:
+    from topo.cli import main as cli_main
+
     # `topo run -d` only starts the launcher, which warms its own backend.
     if args[:1] != ["run"] or {"-h", "--help", "-d", "--detach"} & set(args):
-        from topo.cli import main as cli_main
-
         cli_main()  # topo.api (the IR, the backends) only if the command needs it
         return
-    from topo.api import RUN_BACKEND, close_early, named_backend, warm_early
+    from topo.cli.early import RUN_BACKEND, EarlyBackend, named_backend
     from topo.rundir.record import named_run_dir, recorded_backend
 
     run_dir = named_run_dir(args[1:])  # --from RUN_DIR: the backend it recorded
     recorded = None if run_dir is None else recorded_backend(run_dir)
-    if named_backend(args[1:], recorded[0] if recorded else RUN_BACKEND) == "procs":
-        from topo.backends.procs import ProcsBackend
-
-        warm_early(ProcsBackend())
-    try:
-        from topo.cli import main as cli_main
-
+    if named_backend(args[1:], recorded[0] if recorded else RUN_BACKEND) != "procs":
         cli_main()
+        return
+    from topo.backends.procs import ProcsBackend
+
+    early = EarlyBackend(ProcsBackend())
+    try:
+        cli_main(early)
     finally:
-        close_early()  # not taken by topo run
+        early.close()  # not taken by topo run

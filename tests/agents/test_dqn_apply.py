@@ -40,25 +40,25 @@ def test_apply_grows_and_shrinks_the_actors_while_the_learner_trains(
     run = topo_launch(PATH, "procs", params={**BASE, "num_actors": 2}, ready_timeout=240)
     assert run.wait_ready(240)
     counter = run.handle("counter", timeout=30)
-    learner = run.launcher.nodes["learner"]
+    learner = run.launcher.state.nodes["learner"]
     learner_pid = learner.pid
     time.sleep(5)  # the actors' first parameters fetched, the replay filling
     with_two = _rate(counter)
 
     up = run.apply(PATH, {**BASE, "num_actors": 8}, timeout=240)
     assert up.result == "applied", up.record
-    assert sorted(run.launcher.nodes).count("actor/7") == 1
+    assert sorted(run.launcher.state.nodes).count("actor/7") == 1
     with_eight = _rate(counter)
     assert with_eight > with_two > 0, (with_two, with_eight)
 
     steps_before = _steps(counter)
     down = run.apply(PATH, {**BASE, "num_actors": 2}, timeout=240)
     assert down.result == "applied", down.record
-    assert "actor/7" not in run.launcher.nodes
+    assert "actor/7" not in run.launcher.state.nodes
     assert _rate(counter, 5.0) > 0 and _steps(counter) > steps_before
     # The learner never stopped: same process, no restart, learning all along.
     assert learner.pid == learner_pid and learner.restarts == 0
-    assert run.launcher.nodes["learner"].state == "running"
+    assert run.launcher.state.nodes["learner"].state == "running"
     assert up.record is not None and down.record is not None
     texts = [s["text"] for s in up.record["steps"] + down.record["steps"]]
     assert any("kept the state of actor/0" in t for t in texts), texts

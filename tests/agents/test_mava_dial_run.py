@@ -29,7 +29,7 @@ def test_dial_trains_on_fresh_batches_and_stops(
         params={"max_executor_steps": STEPS, "num_caches": caches},
     )
     assert run.wait(300) == 0, run.failure
-    assert "coordinator" in run.launcher.stop_reason
+    assert "coordinator" in run.launcher.state.stop_reason
     found = re.findall(r"final normalised reward: (-?[\d.]+)", run.log("evaluator"))
     assert found, run.log("evaluator")[-2000:]
     # An untrained network tells on day 1 or never; ~150 updates already beat that.

@@ -73,7 +73,7 @@ def test_training_goes_on_after_the_replay_is_killed_and_restarts(
     os.kill(victim, signal.SIGKILL)
     assert not wait_gone([victim], 15)
     end = time.monotonic() + 60
-    replay = run.launcher.nodes["replay"]
+    replay = run.launcher.state.nodes["replay"]
     while not (replay.restarts == 1 and replay.state == "running") and time.monotonic() < end:
         time.sleep(0.1)
     assert replay.restarts == 1 and replay.state == "running"
@@ -82,7 +82,7 @@ def test_training_goes_on_after_the_replay_is_killed_and_restarts(
     later = _wait_for(run, {k: v + 500 for k, v in after.items()}, 90)
     assert all(later[k] > after[k] + 500 for k in keys), (after, later)
     assert run.exit_code is None, run.failure
-    stalled = [n.id for n in run.launcher.nodes.values() if n.stalled_s is not None]
+    stalled = [n.id for n in run.launcher.state.nodes.values() if n.stalled_s is not None]
     assert not stalled
     assert run.stop(timeout=60) == 0
     assert not wait_gone(run.pids(), 15)

@@ -67,7 +67,7 @@ def test_count_up_and_down_keeps_the_others_running_and_the_caller_never_fails(
 
     up = run.apply(_workers(topology, 6))
     assert up.result == "applied", up.record
-    assert up.generation == 1 and run.launcher.generation == 1
+    assert up.generation == 1 and run.launcher.state.generation == 1
     stats = _calls_go_on(run, 200)
     assert stats["members"] == [f"worker/{i}" for i in range(6)]
     assert set(stats["answered"]) >= {f"worker/{i}" for i in range(2, 6)}  # the new ones serve
@@ -84,7 +84,7 @@ def test_count_up_and_down_keeps_the_others_running_and_the_caller_never_fails(
     assert stats["members"] == ["worker/0", "worker/1"]
     assert stats["errors"] == []  # not one call failed while the group changed twice
     assert _pids(run, list(kept)) == kept
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1"]
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0", "worker/1"]
     if backend == "procs":  # the removed replicas' processes are gone
         assert not wait_gone(leaving.values(), 10)
     recorded = (run.run_dir / "changes" / "2.json").read_text()
@@ -107,7 +107,7 @@ def test_a_changed_argument_restarts_the_group_one_replica_at_a_time(
     assert [run.handle(f"worker/{i}").work(0)["tag"] for i in range(3)] == ["v2"] * 3
     stats = _calls_go_on(run, 100)
     assert stats["errors"] == [] and stats["pid"] == caller_pid
-    assert run.launcher.nodes["worker/0"].restarts == 0  # a change is not a failure
+    assert run.launcher.state.nodes["worker/0"].restarts == 0  # a change is not a failure
 
 
 @pytest.mark.slow
@@ -147,7 +147,7 @@ def test_a_group_added_and_a_group_removed(
     extra_pid = run.handle("extra").pid()
     removed = run.apply(_workers(topology, 2, name="no-extra.yaml"))
     assert removed.result == "applied", removed.record
-    assert "extra" not in run.launcher.nodes and "extra" not in run.program.node_index
+    assert "extra" not in run.launcher.state.nodes and "extra" not in run.program.node_index
     assert _pids(run, list(kept)) == kept
     if backend == "procs":
         assert not wait_gone([extra_pid], 10)
@@ -180,7 +180,7 @@ def test_a_refused_change_and_a_dry_run_change_nothing(
         run.apply(variant(name="other"))
     dry = run.apply(variant(count=5), dry_run=True)
     assert dry.result == "planned" and len(dry.plan.start) == 3
-    assert run.launcher.generation == 0 and sorted(run.launcher.nodes) == sorted(before)
+    assert run.launcher.state.generation == 0 and sorted(run.launcher.state.nodes) == sorted(before)
     assert _pids(run, list(before)) == before
     assert not (run.run_dir / "changes").exists()
 
@@ -230,7 +230,7 @@ def test_a_restarted_node_keeps_its_state_unless_fresh(
     if fresh:  # its state would be lost: refused unless confirmed
         with pytest.raises(ApplyNeedsConfirmation, match="tally keeps a state"):
             run.apply(tally(10), fresh=True)
-        assert run.launcher.generation == 0 and run.handle("tally").count() == 5
+        assert run.launcher.state.generation == 0 and run.handle("tally").count() == 5
     change = run.apply(tally(10), fresh=fresh, confirm=fresh)
     assert change.result == "applied", change.record
     assert run.handle("tally").count() == (0 if fresh else 5)
@@ -265,5 +265,5 @@ def test_a_file_applied_from_python_starts_from_the_runs_parameters(
     assert [run.handle(f"worker/{i}").work(0)["tag"] for i in range(3)] == ["v2"] * 3
     back = run.apply(file, reset_params=True)  # the file's defaults: n=2, tag=v1
     assert back.result == "applied", back.record
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1"]
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0", "worker/1"]
     assert run.launcher.params_given == []

@@ -63,11 +63,11 @@ def test_kill9_restarts_on_failure_and_peers_reach_it_again(
     first = echo.whoami()
     os.kill(first[1], signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while run.launcher.nodes["echo/1"].restarts < 1 and time.monotonic() < deadline:
+    while run.launcher.state.nodes["echo/1"].restarts < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     second = echo.whoami()  # the handle finds the restarted node
     assert second[0] == "echo/1" and second[1] != first[1]
-    assert run.launcher.nodes["echo/1"].restarts == 1
+    assert run.launcher.state.nodes["echo/1"].restarts == 1
     assert run.handle("echo/0").ping() == "pong"
     assert run.exit_code is None
     assert run.stop(timeout=60) == 0
@@ -91,6 +91,6 @@ def test_max_restarts_exhausted_stops_with_a_message(
     assert run.failure is not None
     assert "failed 3 times" in run.failure.message
     assert "max_restarts: 2" in run.failure.message
-    assert run.launcher.nodes["crasher"].restarts == 2
+    assert run.launcher.state.nodes["crasher"].restarts == 2
     assert run.log("crasher").count("about to fail: again") == 3
     assert not wait_gone(run.pids(), 15)

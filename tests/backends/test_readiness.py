@@ -103,7 +103,7 @@ def test_live_table_shows_how_long_a_node_has_been_starting(
     time.sleep(1.2)
     console = Console(record=True, width=120, force_terminal=False)
     view = TableView.__new__(TableView)
-    view.source, view.console = run.launcher, console
+    view.source, view.console = run.launcher.state, console
     console.print(view.render())
     assert "starting 0:0" in console.export_text()
 

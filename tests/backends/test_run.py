@@ -48,7 +48,7 @@ def test_topo_stop_from_a_node_and_py_nodes(
     """)
     run = topo_launch(path, backend)
     assert run.wait(60) == 0
-    assert run.launcher.stop_reason.startswith("stopper is done")
+    assert run.launcher.state.stop_reason.startswith("stopper is done")
     assert "answers: ['pong', 'pong']" in run.log("stopper")
     assert "hi from greeter" in run.log("greeter")
 
@@ -80,7 +80,7 @@ def test_stubborn_node_is_killed_after_grace(
     """)
     run = topo_launch(path, backend, grace_s=0.5, ready_timeout=60)
     assert run.stop(timeout=60) == 0
-    assert any("grace period" in w for w in run.launcher.warnings)
+    assert any("grace period" in w for w in run.launcher.state.warnings)
     assert not wait_gone(run.pids(), 15)
 
 

@@ -54,7 +54,7 @@ def test_a_backend_asking_for_curve_gets_a_curve_registry_and_its_nodes_talk(
     topo_launch: Callable, topology: Callable, backend_class: type[Backend]
 ) -> None:
     run = topo_launch(topology(TALKERS), backend_class())
-    assert run.wait(60) == 0, run.launcher.stop_reason
+    assert run.wait(60) == 0, run.launcher.state.stop_reason
     assert run.launcher.registry.info.mechanism == "curve"
     assert "answers: ['pong', 'pong']" in run.log("stopper")
 
@@ -165,7 +165,7 @@ def test_log_lines_come_from_the_backends_log_source(
     """)
     run = topo_launch(path, RemoteLogs())
     assert run.wait(60) == 0
-    assert run.launcher.nodes["hi"].last_line == "[host-a] hello from hi"
+    assert run.launcher.state.nodes["hi"].last_line == "[host-a] hello from hi"
 
 
 def test_unknown_backends_say_what_is_available() -> None:

@@ -16,17 +16,10 @@ from typing import Any
 import psutil
 import pytest
 
-from topo.api import (
-    RUN_BACKEND,
-    RunningProgram,
-    close_early,
-    launch,
-    named_backend,
-    prepare,
-    warm_early,
-)
+from topo.api import RunningProgram, launch, prepare
 from topo.backends.procs import ProcsBackend
 from topo.backends.proctree import child_pids
+from topo.cli.early import RUN_BACKEND, EarlyBackend, named_backend
 from topo.testing import wait_gone
 
 HERE = Path(__file__).resolve().parent
@@ -160,24 +153,28 @@ def test_a_run_takes_the_backend_warmed_early_and_ends_one_of_another_name(
     tmp_path: Path,
 ) -> None:
     """``topo run`` on procs starts the fork server before its command line is parsed
-    (``warm_early``); ``prepare`` takes that backend, or ends it at once if the run is on
-    another backend."""
+    (``topo.command`` hands it over as an ``EarlyBackend``); the run takes that backend,
+    or ends it at once if the run is on another backend or with options of its own."""
     path = tmp_path / "warm.yaml"
     path.write_text(ECHO)
     early = ProcsBackend()
-    warm_early(early)
+    handed = EarlyBackend(early)
     pid = early.server_pid
-    launcher = prepare(path, "procs", log_dir=tmp_path / "runs")
+    taken = handed.take("procs", {})
+    assert taken is early
+    launcher = prepare(path, taken, log_dir=tmp_path / "runs")
     assert launcher.backend is early and early.server_pid == pid
+    handed.close()  # taken: not closed by the console script
+    assert pid is not None and psutil.pid_exists(pid)
     early.close()  # the run never starts
-    assert pid is not None and not wait_gone([pid], 10)
-    other = ProcsBackend()
-    warm_early(other)
-    pid = other.server_pid
-    launcher = prepare(path, "threads", log_dir=tmp_path / "runs")
-    assert launcher.backend is not other and launcher.backend.name == "threads"
-    assert pid is not None and not wait_gone([pid], 10)
-    close_early()  # nothing left to close: no error
+    assert not wait_gone([pid], 10)
+    for name, options in (("threads", {}), ("procs", {"python": "python3"})):
+        other = ProcsBackend()
+        handed = EarlyBackend(other)
+        pid = other.server_pid
+        assert handed.take(name, options) is None
+        assert pid is not None and not wait_gone([pid], 10)
+        handed.close()  # nothing left to close: no error
 
 
 def test_topo_run_imports_only_what_it_needs(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import typer.main
 import typer.testing
 from typer.testing import CliRunner
 
-from topo.cli import app
+from topo.cli.app import app
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "topologies").glob("*.yaml"))
 PER_EXAMPLE = 200  # x 5 examples = 1,000 mutations

@@ -222,7 +222,7 @@ def run_worker(start: int, count: int, workdir: Path) -> dict[str, Any]:
     import typer.main
     import typer.testing
 
-    from topo.cli import app
+    from topo.cli.app import app
 
     command = typer.main.get_command(app)
     typer.testing._get_command = lambda _app: command  # build the click command once

@@ -136,7 +136,7 @@ def test_without_matplotlib_the_error_says_what_to_install(
 
 def test_the_cli_does_not_import_matplotlib_unless_plotting() -> None:
     code = (
-        "import sys; from topo.cli import app; "
+        "import sys; from topo.cli.app import app; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'zmq')))"
     )
     done = subprocess.run(

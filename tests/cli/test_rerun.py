@@ -253,6 +253,7 @@ def _record_of(tmp_path: Path) -> Path:
     from topo.backends.logs import make_run_dir
 
     launcher = prepare(EXAMPLE, "threads", run_dir=tmp_path / "made")  # threads: nothing warms
-    opts = launcher.options
-    made = make_run_dir(launcher.program, opts.log_dir, opts.run_dir, None, opts.record)
+    request = launcher.request
+    opts = request.options
+    made = make_run_dir(launcher.program, opts.log_dir, opts.run_dir, None, request.record)
     return made / "run.json"

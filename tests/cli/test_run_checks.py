@@ -53,13 +53,13 @@ nodes:
 DRIVER = """
 import ctypes, json, os, sys, time
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-import topo.api
+import topo.cli.early
 servers = []
-warm = topo.api.warm_early
-def noting(backend):
-    warm(backend)
+warm = topo.cli.early.EarlyBackend.__init__
+def noting(self, backend):
+    warm(self, backend)
     servers.append(backend.server_pid)
-topo.api.warm_early = noting
+topo.cli.early.EarlyBackend.__init__ = noting
 sys.argv[1:] = {argv!r}
 from topo.command import main
 try:

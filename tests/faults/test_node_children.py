@@ -63,7 +63,9 @@ def test_a_node_with_a_child_stops_cleanly_within_the_grace(
         assert took < 8, f"stopping took {took:.1f}s: the node waited out the grace"
         states = {n.id: n.state for n in run.status()}
         assert "killed" not in states.values(), states
-        assert not any("killed" in w for w in run.launcher.warnings), run.launcher.warnings
+        assert not any("killed" in w for w in run.launcher.state.warnings), (
+            run.launcher.state.warnings
+        )
         assert not wait_gone(pids, 10), "a child of the node outlived the run"
     finally:
         kill_pids(pids)

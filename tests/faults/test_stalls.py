@@ -127,10 +127,10 @@ def test_the_live_table_marks_a_stalled_node(
 
     run = topo_launch(topology(TOPOLOGY.format(resume="")), backend)
     end = time.monotonic() + 30
-    while time.monotonic() < end and run.launcher.nodes["worker"].stalled_s is None:
+    while time.monotonic() < end and run.launcher.state.nodes["worker"].stalled_s is None:
         time.sleep(0.1)
     console = Console(record=True, width=200, force_terminal=False)
-    TableView(run.launcher, console).close()
+    TableView(run.launcher.state, console).close()
     text = console.export_text()
     row = next(line for line in text.splitlines() if "worker" in line)
     assert "running · stalled 0:0" in row

@@ -98,6 +98,6 @@ def test_a_forked_child_that_exits_is_not_the_launcher_ending(
     sockets = _socket_dir(tmp_path / "runs")
     assert sockets.is_dir(), "the child's exit removed the run's socket directory"
     assert run.handle("echo", timeout=10).ping() == os.getpid()
-    crash = run.launcher.run_dir / "crash.log"
+    crash = run.launcher.state.run_dir / "crash.log"
     assert not crash.exists() or "os._exit" not in crash.read_text(), crash.read_text()
     assert run.stop(timeout=60) == 0

@@ -87,6 +87,6 @@ def test_writers_held_back_at_the_stop_are_released_whatever_their_items(
     started = time.monotonic()
     assert launched.run.stop(timeout=60) == 0
     assert time.monotonic() - started < 4.5  # released, not killed after the grace period
-    assert not any("killed" in w for w in launched.run.launcher.warnings)
+    assert not any("killed" in w for w in launched.run.launcher.state.warnings)
     logs = "".join(p.read_text() for p in (Path(launched.run.run_dir) / "logs").glob("*.log"))
     assert "raised while the program was stopping" not in logs

@@ -58,7 +58,7 @@ def test_lp_stop_in_a_node_ends_wait(lp_launch: Launch) -> None:
     started = time.monotonic()
     assert launched.wait(timeout=60) == 0
     assert time.monotonic() - started < 30
-    assert "lp.stop()" in launched.run.launcher.stop_reason
+    assert "lp.stop()" in launched.run.launcher.state.stop_reason
 
 
 def test_wait_for_stop_and_stop_event_inside_nodes(lp_launch: Launch) -> None:

@@ -85,9 +85,9 @@ def test_restarted_replay_restores_its_checkpoint_after_kill9(
     victim = run.launcher.pids()["replay"]
     os.kill(victim, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while run.launcher.nodes["replay"].restarts < 1 and time.monotonic() < deadline:
+    while run.launcher.state.nodes["replay"].restarts < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert run.launcher.nodes["replay"].restarts == 1
+    assert run.launcher.state.nodes["replay"].restarts == 1
     assert not wait_gone([victim], 15)
     assert replay.address() == first_address  # the restarted server took its port again
     assert user.size() == 5  # ... the peer's client follows it: the checkpoint's items
@@ -163,5 +163,5 @@ def test_writers_held_back_by_the_rate_limiter_end_cleanly_at_the_stop(
     start = time.monotonic()
     assert run.stop(timeout=60) == 0
     assert time.monotonic() - start < 4.5  # released, not killed after the 5 s grace period
-    assert not any("killed" in w for w in run.launcher.warnings), run.launcher.warnings
+    assert not any("killed" in w for w in run.launcher.state.warnings), run.launcher.state.warnings
     assert {s.state for s in run.status() if s.id.startswith("writer")} == {"finished"}

@@ -41,7 +41,9 @@ def test_count_up_spreads_new_replicas_over_nodes_of_their_own_and_down_releases
     grown = pids(run, ["worker/0", "worker/1", "worker/2"])
     on = {n: ray_hosts.node_of(p) for n, p in grown.items()}
     assert None not in on.values() and len(set(on.values())) == 3, on  # a Ray node each
-    assert {run.launcher.location(n) for n in on} == {ray_hosts.ips[str(h)] for h in on.values()}
+    assert {run.launcher.state.location(n) for n in on} == {
+        ray_hosts.ips[str(h)] for h in on.values()
+    }
     added = {g: s for g, s in groups_of(run).items() if g not in started}
     assert [g.rsplit("/", 1)[1] for g in added] == ["worker#1"], added  # the new ones only
     assert set(added.values()) == {"CREATED"}
@@ -50,7 +52,7 @@ def test_count_up_spreads_new_replicas_over_nodes_of_their_own_and_down_releases
     with pytest.raises(ApplyRefused, match=r"group 'worker' sets resources.spread") as info:
         run.apply(workers(tmp_path, 5, spread=True))
     assert "and the cluster has 1" in str(info.value) and ".yaml:" in str(info.value)
-    assert run.launcher.generation == 1
+    assert run.launcher.state.generation == 1
 
     down = run.apply(workers(tmp_path, 1, spread=True), timeout=240)
     assert down.result == "applied", down.record
@@ -95,7 +97,7 @@ def test_a_rolling_restart_and_a_group_added_on_its_label_then_removed(
     assert run.handle("extra").work(1)["id"] == 99
     extra_pid = pids(run, ["extra"])["extra"]
     assert ray_hosts.node_of(extra_pid) == "h2"
-    assert run.launcher.location("extra") == ray_hosts.ips["h2"]
+    assert run.launcher.state.location("extra") == ray_hosts.ips["h2"]
     log = run.run_dir / "logs" / "extra.log"  # its output is pulled from its agent
     end = time.monotonic() + 20
     while "worker 99 (v1) up" not in log.read_text() and time.monotonic() < end:
@@ -104,7 +106,7 @@ def test_a_rolling_restart_and_a_group_added_on_its_label_then_removed(
 
     removed = run.apply(workers(tmp_path, 2, tag="v2"), timeout=240)
     assert removed.result == "applied", removed.record
-    assert "extra" not in run.launcher.nodes and "extra" not in run.program.node_index
+    assert "extra" not in run.launcher.state.nodes and "extra" not in run.program.node_index
     assert not wait_gone([extra_pid], 20)
     extra_groups = [g for g in groups_of(run) if g.endswith("#1")]  # (the restart added none)
     assert extra_groups and all(groups_of(run)[g] == "REMOVED" for g in extra_groups)
@@ -129,8 +131,8 @@ def test_a_change_the_cluster_cannot_hold_is_refused_and_changes_nothing(
     nowhere += "resources: {host_labels: [no_such_label]}}"
     with pytest.raises(ApplyRefused, match=r"label 'no_such_label' free"):
         run.apply(workers(tmp_path, 2, extra=nowhere))
-    assert run.launcher.generation == 0
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1"]
+    assert run.launcher.state.generation == 0
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0", "worker/1"]
     assert pids(run, list(before)) == before
     assert groups_of(run) == groups  # nothing was reserved
     assert not (run.run_dir / "changes").exists()

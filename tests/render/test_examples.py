@@ -11,7 +11,7 @@ from test_dot import svg_counts
 from test_mermaid import check
 from typer.testing import CliRunner
 
-from topo.cli import app
+from topo.cli.app import app
 from topo.cli.common import load_program
 from topo.ir import Program
 from topo.render import ViewOptions, build_view, render, to_dot, to_mermaid

@@ -114,7 +114,7 @@ def test_live_figures_while_the_program_runs(
     assert status["state"] == "running"
     assert status["nodes"][0]["metrics"] == {"episode_return": 187.34, "steps_per_s": 2134.0}
     console = Console(record=True, width=200, force_terminal=False)
-    view = TableView(run.launcher, console)
+    view = TableView(run.launcher.state, console)
     view.close()
     assert "episode_return 187.3 · steps/s 2.13k" in console.export_text()
     assert run.stop(timeout=60) == 0

@@ -74,7 +74,7 @@ def test_eight_stuck_handlers_flagged_and_stop_within_grace(
     log = log_path(run.run_dir, "sleeper").read_text()
     assert "sleeper answers no calls" in log and "time.sleep(self.seconds)" in log
     # ...and on the terminal, a warning line naming the node.
-    lines = [status_line(e, run.launcher) for e in events if e.kind == "busy"]
+    lines = [status_line(e, run.launcher.state) for e in events if e.kind == "busy"]
     text = [str(line) for line in lines if line is not None]
     assert any("sleeper answers no calls" in t and "hold ×8" in t for t in text), text
     # A new call fails with the clear error before its deadline.
@@ -86,8 +86,8 @@ def test_eight_stuck_handlers_flagged_and_stop_within_grace(
     start = time.monotonic()
     assert run.stop(timeout=60) == 0
     assert time.monotonic() - start < GRACE_S
-    assert run.launcher.nodes["sleeper"].state == "finished"  # a clean stop
-    assert [e.state for e in run.launcher.exes.values()] == ["stopped"]  # not "killed"
-    assert not any("killed" in w for w in run.launcher.warnings)
+    assert run.launcher.state.nodes["sleeper"].state == "finished"  # a clean stop
+    assert [e.state for e in run.launcher.state.exes.values()] == ["stopped"]  # not "killed"
+    assert not any("killed" in w for w in run.launcher.state.warnings)
     assert not any(f.done() for f in held)  # not answered (their deadline is 120 s)
     assert not wait_gone(run.pids(), 15)

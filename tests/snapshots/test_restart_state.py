@@ -84,7 +84,7 @@ def test_a_down_node_restores_the_newest_snapshot_and_says_which(
     snap = run.snapshot()
     first_pid = crasher.status()["pid"]
     crasher.fail()
-    wait_for(lambda: run.launcher.nodes["stepper"].state == "restarting")
+    wait_for(lambda: run.launcher.state.nodes["stepper"].state == "restarting")
     answer = _restart(run, "stepper")
     assert answer["ok"], answer
     assert re.fullmatch(

@@ -158,7 +158,7 @@ def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
     # The other hosts' run directories are removed; the lost host's is reported.
     runs = workdir / "runs" / run.run_dir.name
     assert [p.name for p in runs.iterdir()] == [host]
-    [note] = [w for w in run.launcher.warnings if "stay in" in w]
+    [note] = [w for w in run.launcher.state.warnings if "stay in" in w]
     assert note.startswith(f"host {host} was lost (its agent died {deaths} times"), note
     assert note.endswith(f"the run's files there stay in {runs / host}"), note
 

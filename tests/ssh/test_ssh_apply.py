@@ -108,7 +108,7 @@ def test_count_up_spreads_the_new_replicas_and_count_down_ends_them(
     workers = _pids(run, ["worker/0", "worker/1", "worker/2"])
     on = {n: _host_of(ssh_hosts, pid) for n, pid in workers.items()}
     assert sorted(h for h in on.values() if h) == sorted(ssh_hosts.names), on  # a host each
-    assert all(run.launcher.location(n) == on[n] for n in on), on  # and the backend knows it
+    assert all(run.launcher.state.location(n) == on[n] for n in on), on  # and the backend knows it
     end = time.monotonic() + 20
     while ("worker/2", "worker 2 (v1) up") not in lines and time.monotonic() < end:
         time.sleep(0.1)
@@ -119,8 +119,8 @@ def test_count_up_spreads_the_new_replicas_and_count_down_ends_them(
     with pytest.raises(ApplyRefused, match=r"group 'worker' sets resources.spread") as info:
         run.apply(_workers(tmp_path, 4, spread=True))
     assert ".yaml:" in str(info.value)  # where the group is in the file
-    assert run.launcher.generation == 1
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1", "worker/2"]
+    assert run.launcher.state.generation == 1
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0", "worker/1", "worker/2"]
 
     down = run.apply(_workers(tmp_path, 1, spread=True, extra="# back to one"), timeout=180)
     assert down.result == "applied", down.record
@@ -128,7 +128,7 @@ def test_count_up_spreads_the_new_replicas_and_count_down_ends_them(
     assert stats["members"] == ["worker/0"]
     assert stats["errors"] == []  # not one call failed while the group changed twice
     assert _pids(run, list(kept)) == kept
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0"]
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0"]
     gone = [workers["worker/1"], workers["worker/2"]]
     assert not _gone_from_hosts(ssh_hosts, gone)  # the removed replicas' processes ended
 
@@ -149,7 +149,7 @@ def test_a_changed_argument_restarts_one_replica_at_a_time_and_groups_come_and_g
     after = _pids(run, ["worker/0", "worker/1"])
     assert all(after[n] != before[n] for n in before)  # restarted: new processes
     assert [run.handle(f"worker/{i}").work(0)["tag"] for i in range(2)] == ["v2", "v2"]
-    assert {n: run.launcher.location(n) for n in before} == {
+    assert {n: run.launcher.state.location(n) for n in before} == {
         n: _host_of(ssh_hosts, p) for n, p in after.items()
     }  # on the hosts they ran on
     assert not _gone_from_hosts(ssh_hosts, list(before.values()))
@@ -160,11 +160,11 @@ def test_a_changed_argument_restarts_one_replica_at_a_time_and_groups_come_and_g
     assert added.result == "applied", added.record
     assert run.handle("extra").work(1)["id"] == 99
     extra_pid = _pids(run, ["extra"])["extra"]
-    assert _host_of(ssh_hosts, extra_pid) == "topo-h3" == run.launcher.location("extra")
+    assert _host_of(ssh_hosts, extra_pid) == "topo-h3" == run.launcher.state.location("extra")
 
     removed = run.apply(_workers(tmp_path, 2, tag="v2", extra="# no extra"), timeout=180)
     assert removed.result == "applied", removed.record
-    assert "extra" not in run.launcher.nodes and "extra" not in run.program.node_index
+    assert "extra" not in run.launcher.state.nodes and "extra" not in run.program.node_index
     assert not _gone_from_hosts(ssh_hosts, [extra_pid])
     stats = _calls_go_on(run, 50)
     assert stats["errors"] == [] and stats["pid"] == caller_pid
@@ -196,8 +196,8 @@ nodes:
     (elsewhere / "swap.yaml").write_text(swap)
     with pytest.raises(ApplyRefused, match=r"target module apply_elsewhere does not import on"):
         run.apply(elsewhere / "swap.yaml")
-    assert run.launcher.generation == 0
-    assert sorted(run.launcher.nodes) == ["caller", "worker/0", "worker/1"]
+    assert run.launcher.state.generation == 0
+    assert sorted(run.launcher.state.nodes) == ["caller", "worker/0", "worker/1"]
     assert _pids(run, list(before)) == before
     assert not (run.run_dir / "changes").exists()
     assert run.handle("caller").stats()["errors"] == []
@@ -216,10 +216,13 @@ def test_a_new_node_on_a_host_that_is_lost_restarts_where_there_is_room(
     extra = 'extra: {target: "' + NODES + ':Worker", args: {worker_id: 99}, ' + restart + "}"
     added = run.apply(_workers(tmp_path, 1, extra=extra), timeout=180)
     assert added.result == "applied", added.record
-    victim = run.launcher.location("extra")
+    victim = run.launcher.state.location("extra")
     first = _pids(run, ["extra"])["extra"]
     assert victim is not None and _host_of(ssh_hosts, first) == victim
-    assert victim not in {run.launcher.location("worker/0"), run.launcher.location("caller")}
+    assert victim not in {
+        run.launcher.state.location("worker/0"),
+        run.launcher.state.location("caller"),
+    }
     ssh_hosts.set_link(victim, False)
     try:
         end = time.monotonic() + 60
@@ -234,10 +237,10 @@ def test_a_new_node_on_a_host_that_is_lost_restarts_where_there_is_room(
                 time.sleep(0.2)
         assert moved is not None, "extra was not restarted on another host"
         assert _host_of(ssh_hosts, moved) not in (None, victim)
-        assert run.launcher.location("extra") == _host_of(ssh_hosts, moved)
+        assert run.launcher.state.location("extra") == _host_of(ssh_hosts, moved)
         grown = run.apply(_workers(tmp_path, 2, extra=extra), timeout=180)
         assert grown.result == "applied", grown.record
-        assert run.launcher.location("worker/1") not in (None, victim)  # a live host
+        assert run.launcher.state.location("worker/1") not in (None, victim)  # a live host
         assert run.handle("caller").stats()["errors"] == []
         assert run.exit_code is None
     finally:

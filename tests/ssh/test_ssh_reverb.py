@@ -153,9 +153,8 @@ def test_a_restarted_replay_keeps_its_gateway_and_peers_on_other_hosts_go_on(
     os.kill(victim, signal.SIGKILL)
     assert not wait_gone([victim, *jails], 15)  # its server's process went with it
     deadline = time.monotonic() + 120
-    while run.launcher.nodes["replay"].restarts < 1 or run.launcher.nodes["replay"].state != (
-        "running"
-    ):
+    nodes = run.launcher.state.nodes
+    while nodes["replay"].restarts < 1 or nodes["replay"].state != "running":
         assert time.monotonic() < deadline, "the replay did not restart"
         time.sleep(0.1)
     assert replay.doors() == first  # the same socket path and gateway port

@@ -33,7 +33,7 @@ def test_an_unwired_call_across_hosts_is_refused(
         """)
     )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=60)
-    where = {e.id: run.launcher.location(e.id) for e in run.program.executables}
+    where = {e.id: run.launcher.state.location(e.id) for e in run.program.executables}
     assert (where["learner"], where["rogue"]) == ("topo-h3", "topo-h1"), where
     learner = run.handle("learner", timeout=30)
     rogue = run.handle("rogue", timeout=30)

@@ -35,7 +35,7 @@ def test_a_snapshot_across_hosts_is_consistent_and_resumes(
         """)
     )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=90)
-    where = {run.launcher.location(e.id) for e in run.program.executables}
+    where = {run.launcher.state.location(e.id) for e in run.program.executables}
     assert len(where) > 1, where  # the nodes are spread over hosts
     end = time.monotonic() + 60
     while run.handle("stepper/2", timeout=30).status()["steps"] < 20:

@@ -67,9 +67,9 @@ class Rig:
 
     def __init__(self, program: Program, run_dir: Path, grace_s: float = 5.0) -> None:
         self.backend = ScriptedBackend()
-        self.state = RunState.of(program)
+        self.state = RunState.of(program, grace_s=grace_s)
         self.events: list[tuple[str, str | None, str]] = []
-        self.sup = Supervisor(program, self.backend, self.state, self.emit, grace_s)
+        self.sup = Supervisor(program, self.backend, self.state, self.emit)
         self.backend.sink = self.sup
         (run_dir / "logs").mkdir()
         self.sup.attach(run_dir, None, None, None)

@@ -39,7 +39,6 @@ from topo.ir import Program
 if TYPE_CHECKING:  # the runtime (zmq) is not imported to pick a backend
     from importlib.metadata import EntryPoint
 
-    from topo.rundir.record import RunRecord
     from topo.runtime import Authority, RegistryInfo
     from topo.runtime.auth import Mechanism
     from topo.targets import TargetInfo
@@ -77,7 +76,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
     """How to run a program (independent of the backend)."""
 
@@ -89,8 +88,6 @@ class RunOptions:
     topology_yaml: str | None = None  # the topology as it runs (topology.yaml)
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
     log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
-    record: RunRecord | None = None  # how the run was started: run.json in the run directory
-    start_from: Path | None = None  # a snapshot directory: nodes start from its states
 
     @property
     def log_limit(self) -> LogLimit | None:

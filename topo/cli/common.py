@@ -85,10 +85,12 @@ class Refused(Exception):
 class BackendCommand(TopoCommand):
     """A command with ``--backend NAME`` that also takes the options the backend declares
     (``Backend.options``) as flags: ``topo run FILE -b ssh --hosts H``. The backend is read
-    from the command line (``topo.api.named_backend``, as ``--backend`` is everywhere)
-    and its flags are taken out before typer parses the rest. An option of another
-    backend, one no backend has, a bad value or a missing option the backend needs exits
-    2 (a usage error) naming the option and the backend."""
+    from the command line (``topo.cli.early.named_backend``, as ``--backend`` is
+    everywhere) and its flags are taken out before typer parses the rest; the command's
+    ``backend`` parameter is given that name (or the preset one: ``topo run --from``) and
+    ``backend_options(ctx)`` the values of its flags. An option of another backend, one
+    no backend has, a bad value or a missing option the backend needs exits 2 (a usage
+    error) naming the option and the backend."""
 
     default_backend: str | None = None
 
@@ -101,7 +103,7 @@ class BackendCommand(TopoCommand):
             raise error(str(refused), USAGE_EXIT) from None
 
     def _parse(self, ctx: Any, args: list[str]) -> list[str]:
-        from topo.api import named_backend
+        from topo.cli.early import named_backend
 
         default, preset = self.preset(args)
         name = named_backend(args, default)
@@ -137,6 +139,7 @@ class BackendCommand(TopoCommand):
                 f"--backend {parsed_name}: give the backend on its own, as -b NAME or "
                 "--backend NAME"
             )
+        ctx.params["backend"] = name  # typer's reading agrees; a preset one replaces it
         for option in declared:
             if option.required and option.name not in values:
                 raise Refused(
@@ -181,9 +184,9 @@ class BackendCommand(TopoCommand):
         return [(f"Options of --backend {ctx.meta[_NAME]}", rows)]
 
 
-def chosen_backend(ctx: typer.Context) -> tuple[str | None, dict[str, Any]]:
-    """The backend ``BackendCommand`` read and the options given for it (by keyword)."""
-    return ctx.meta.get(_NAME), dict(ctx.meta.get(_VALUES, {}))
+def backend_options(ctx: typer.Context) -> dict[str, Any]:
+    """The options of its backend a ``BackendCommand`` was given, by keyword."""
+    return dict(ctx.meta.get(_VALUES, {}))
 
 
 def _foreign_flags(args: list[str], mine: set[str]) -> bool:

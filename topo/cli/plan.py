@@ -12,7 +12,7 @@ from topo.cli.common import (
     BackendCommand,
     FileArgument,
     ParamsOption,
-    chosen_backend,
+    backend_options,
     fail,
     load_program,
     stderr,
@@ -58,7 +58,7 @@ def plan(
     from topo.ir.printer import format_program
     from topo.ir.rights import format_rights
 
-    name, options = chosen_backend(ctx)
+    name, options = backend, backend_options(ctx)
     program = load_program(file, params)
     placed = None
     if name is not None:

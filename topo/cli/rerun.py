@@ -10,7 +10,7 @@ command line (``-p`` applies on top of the kept values).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import typer
 from rich.text import Text
 
 from topo.cli.common import USAGE_EXIT, error, stderr
+from topo.cli.run_options import Settings
 from topo.rundir.layout import TOPOLOGY_FILE, holds_run, reused_warning
 from topo.rundir.record import (
     RecordError,
@@ -28,7 +29,7 @@ from topo.rundir.record import (
     recorded_backend,
 )
 
-# prepare()'s keyword -> the name of topo run's parameter that gives it
+# a run option (``Settings``, as prepare() names it) -> topo run's parameter that gives it
 _SETTINGS = {"grace_s": "grace", "log_dir": "log_dir", "log_max_mb": "log_max_mb"} | {
     "log_keep": "log_keep"
 }
@@ -42,16 +43,16 @@ class Rerun:
     record: RunRecord
     file: Path
 
-    def settings(self, ctx: typer.Context, given: dict[str, Any]) -> dict[str, Any]:
-        """The run options (``prepare``'s keywords): each as given on the command line,
-        else as the run directory recorded."""
-        out = dict(given)
+    def settings(self, ctx: typer.Context, given: Settings) -> Settings:
+        """The run options: each as given on the command line, else as the run directory
+        recorded."""
+        recorded: dict[str, Any] = {}
         for key, param in _SETTINGS.items():
             source = ctx.get_parameter_source(param)  # typer's click: compared by name
             if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
-                recorded = getattr(self.record, key)
-                out[key] = Path(recorded) if key == "log_dir" else recorded
-        return out
+                value = getattr(self.record, key)
+                recorded[key] = Path(value) if key == "log_dir" else value
+        return replace(given, **recorded)
 
 
 def run_dir_of(spec: Path) -> Path:

@@ -10,7 +10,7 @@
   nodes print once the stop began (an evaluator's final return), and the last line of
   the node whose end stopped the program, are printed whole under the final table.
 
-Both read the run only through ``RunSource``: the ``Launcher`` of ``topo run``, or what
+Both read the run only through ``RunSource``: the ``RunState`` of ``topo run``'s launcher, or what
 ``topo attach`` reads back from a run's ``status.json``.
 """
 

@@ -1,6 +1,6 @@
 """``RunSource``: what the live views of ``topo run`` and ``topo attach`` read of a run.
 
-The ``Launcher`` satisfies it; ``topo attach`` fills one from a run's ``status.json``
+A launcher's ``RunState`` satisfies it; ``topo attach`` fills one from a run's ``status.json``
 (``Launcher.summary`` writes every value named here) and its saved topology.
 """
 
@@ -13,7 +13,7 @@ from topo.runs.node_status import LimiterProgress, NodeStatus
 
 
 class RunSource(Protocol):
-    """What the views read of a run (the ``Launcher`` has all of it; ``topo attach``
+    """What the views read of a run (a launcher's ``RunState`` has all of it; ``topo attach``
     fills it from ``status.json``). Every value is read, never changed."""
 
     @property

@@ -93,7 +93,7 @@ class Launched:
             raise ValueError(f"no group labelled {unknown[0]!r} (labels: {', '.join(groups)})")
         wanted = [n.id for n in self.program.nodes if n.group in {groups[x] for x in labels}]
         while self.run.exit_code is None:
-            states = [self.run.launcher.nodes[n].state for n in wanted]
+            states = [self.run.launcher.state.nodes[n].state for n in wanted]
             ended = [s in ("finished", "failed") for s in states]
             if "failed" in states or (any(ended) if first else all(ended)):
                 return
@@ -137,7 +137,7 @@ class Launched:
 
     def _wait_up(self, node_id: str, limit: float) -> None:
         end = time.monotonic() + limit
-        status = self.run.launcher.nodes[node_id]
+        status = self.run.launcher.state.nodes[node_id]
         while status.state in ("pending", "starting") and self.run.exit_code is None:
             if time.monotonic() >= end:
                 return

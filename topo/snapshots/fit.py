@@ -12,11 +12,12 @@ from topo.rundir.snapshots import Snapshot, SnapshotError, read_snapshot
 SHOWN = 4  # nodes named in a refusal; the others are counted
 
 
-def check_fit(program: Program, path: Path, *, same_program: bool) -> Snapshot:
-    """The snapshot in ``path`` once it is known to fit ``program`` and its state files
-    are whole; else one ``SnapshotError`` naming the snapshot, the program it belongs
-    to, the nodes and what differs."""
-    snapshot = read_snapshot(path)
+def check_fit(program: Program, snapshot: Snapshot | str | Path, *, same_program: bool) -> Snapshot:
+    """The snapshot (given, or read from its directory) once it is known to fit
+    ``program`` and its state files are whole; else one ``SnapshotError`` naming the
+    snapshot, the program it belongs to, the nodes and what differs."""
+    if not isinstance(snapshot, Snapshot):
+        snapshot = read_snapshot(Path(snapshot))
     problems = []
     missing = [n for n in sorted(snapshot.nodes) if n not in program.node_index]
     if len(missing) == 1:

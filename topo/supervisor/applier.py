@@ -299,7 +299,7 @@ class Applier:
         """Ask these executables' nodes to end, and wait until they have."""
         self._call(lambda: self._sup.retire(exe_ids, why))
         exes = self._sup.state.exes
-        end = time.monotonic() + self._sup.grace_s + EXIT_MARGIN_S
+        end = time.monotonic() + self._sup.state.grace_s + EXIT_MARGIN_S
         while any(exes[e].runner is not None for e in exe_ids if e in exes):
             if time.monotonic() > end:
                 left = [e for e in exe_ids if e in exes and exes[e].runner is not None]

@@ -10,7 +10,10 @@ import atexit
 import os
 import sys
 import threading
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from topo.supervisor.state import RunState
 
 EXIT_WAIT_S = 60.0  # past its grace, how long the exit of a process waits for its runs
 
@@ -18,7 +21,8 @@ EXIT_WAIT_S = 60.0  # past its grace, how long the exit of a process waits for i
 class Run(Protocol):
     """What this module needs of a ``Launcher``."""
 
-    grace_s: float
+    @property
+    def state(self) -> RunState: ...
 
     @property
     def done(self) -> bool: ...
@@ -58,7 +62,7 @@ def _end_runs() -> None:
     for run in ours:
         run.request_stop(why, code)
     for run in ours:
-        run.wait(run.grace_s + EXIT_WAIT_S)
+        run.wait(run.state.grace_s + EXIT_WAIT_S)
 
 
 atexit.register(_end_runs)

@@ -7,8 +7,9 @@ asks), the backend's executables, their logs (from the backend's
 ``preflight`` (the backend's own ``check`` included) and raises
 ``topo.diagnostics.TopoError`` on a refusal. One thread of the launcher drives its
 ``Supervisor`` (``reactions``), which turns what is reported into changes of the
-run's ``RunState``, status events, restarts, and the stop; ``status.json`` is kept
-current while the run goes on.
+run's ``RunState``, status events, restarts, and the stop; the backend and the registry
+report to that supervisor directly. ``status.json`` (``summary``) is kept current while
+the run goes on.
 Metric rows from ``topo.metrics`` loggers go to ``metrics_store`` (files under
 ``<run_dir>/metrics/``, latest figures in ``NodeStatus.metrics``), the nodes' call
 figures to ``NodeStatus.rpc`` (``rpc_stats``), every status event to
@@ -27,26 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import (
-    Backend,
-    Event,
-    EventKind,
-    JobContext,
-    LogSource,
-    RunOptions,
-    Sink,
-)
+from topo.backends.base import Event, EventKind, JobContext, LogSource
 from topo.backends.logs import make_run_dir, write_program
 from topo.backends.tail import LogTailer
 from topo.diagnostics import TopoError
 from topo.ir import Program
 from topo.rundir.layout import holds_run, log_files, reused_warning
 from topo.rundir.record import record_change
-from topo.rundir.snapshots import Snapshot, SnapshotError, read_snapshot
+from topo.rundir.snapshots import Snapshot, SnapshotError
 from topo.rundir.status import write_status
 from topo.runs import index
 from topo.runs.control import ControlServer
-from topo.runs.probe import launcher_record, process_start
+from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
@@ -54,132 +47,56 @@ from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import LivePlan, plan_change
 from topo.supervisor.events_log import EventLog
 from topo.supervisor.metrics_store import MetricsStore
-from topo.supervisor.phases import LimiterProgress, limiter_progress
 from topo.supervisor.preflight import preflight
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.record import StatusRecorder
 from topo.supervisor.requests import answer
 from topo.supervisor.rpc_stats import checked, split
+from topo.supervisor.run_request import RunRequest
 from topo.supervisor.snapshotter import Snapshotter
-from topo.supervisor.state import ExeStatus, Failure, NodeStatus, RunState
+from topo.supervisor.state import RunState
+from topo.supervisor.summary import Helpers, run_summary
 
 Listener = Callable[[Event], None]
 
 
-class Launcher(Sink):
-    """Runs ``program`` on ``backend``: start, watch, restart, stop."""
+class Launcher:
+    """Runs a ``RunRequest`` (a program on a backend): start, watch, restart, stop.
 
-    def __init__(
-        self, program: Program, backend: Backend, options: RunOptions | None = None
-    ) -> None:
+    What the run is now (its run directory, node statuses, warnings, failure, exit
+    code...) is its ``state``; the backend and the registry report to its
+    ``supervisor``, which also kills (``supervisor.kill()``)."""
+
+    def __init__(self, request: RunRequest) -> None:
+        program, backend = request.program, request.backend
         found = preflight(program, backend)
         errors = [d for d in found if d.severity == "error"]
         if errors:
             raise TopoError(errors)
-        self.program = program
+        self.request = request
+        self.program = program  # the program as it runs now (topo apply changes it)
         self.backend = backend
-        self.options = options or RunOptions()
-        self.grace_s = (
-            self.options.grace_s if self.options.grace_s is not None else program.stop.grace_s
-        )
-        self.run_dir: Path = Path()
         self.registry: RegistryServer | None = None
         self.metrics: MetricsStore | None = None
         self.run_id = ""
         self.control: ControlServer | None = None
         self.snapshots: Snapshotter | None = None
+        self.applier: Applier | None = None
+        self.launcher_record = launcher_record()  # this process, as status.json names it
+        warnings = [d.headline() for d in found if d.severity != "error"]
+        grace = request.options.grace_s
+        self.state = RunState.of(program, warnings, backend=backend, grace_s=grace)
+        self.supervisor = Supervisor(program, backend, self.state, self._emit)
         self._stop_lock = threading.Lock()
         self._stop_pending = False  # a snapshot at the stop is being taken first
-        self._launcher = launcher_record()
-        self._helper_starts: dict[int, int] = {}
-        self._state = RunState.of(program, [d.headline() for d in found if d.severity != "error"])
-        self._supervisor = Supervisor(program, backend, self._state, self._emit, self.grace_s)
+        self._helpers = Helpers(backend)
         self._listeners: list[Listener] = []
         self._done = threading.Event()
         self._tailer: LogSource | None = None
-        self.applier: Applier | None = None
         self._events: EventLog | None = None
-        record = self.options.record
-        self._params_given: list[str] = [] if record is None else list(record.params_given)
+        self._params_given = request.params_given
         self._thread = threading.Thread(target=self._supervise, name="topo-launcher", daemon=True)
 
-    # -- the run's state (kept by the supervisor) -------------------------------
-    @property
-    def nodes(self) -> dict[str, NodeStatus]:
-        """Node id -> its status (the live view reads it)."""
-        return self._state.nodes
-
-    @property
-    def exes(self) -> dict[str, ExeStatus]:
-        """Executable id -> its supervision state."""
-        return self._state.exes
-
-    @property
-    def warnings(self) -> list[str]:
-        """What went wrong without failing the run (preflight warnings included)."""
-        return self._state.warnings
-
-    @property
-    def failure(self) -> Failure | None:
-        """Why the run ended with exit code 1 (None otherwise)."""
-        return self._state.failure
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the run stopped ("" while it runs)."""
-        return self._state.stop_reason
-
-    @property
-    def exit_code(self) -> int | None:
-        """The run's exit code once it ended, else None."""
-        return self._state.exit_code
-
-    @property
-    def started_at(self) -> float:
-        """Wall-clock time the backend was opened (0 before ``start``)."""
-        return self._state.started_at
-
-    @property
-    def ready_at(self) -> float | None:
-        """Wall-clock time every node had been ready once (None until then)."""
-        return self._state.ready_at
-
-    @property
-    def stopping_since(self) -> float | None:
-        """Wall-clock time the stop began (None while the run goes on): the grace runs."""
-        return self._state.stopping_since
-
-    @property
-    def limiter(self) -> LimiterProgress | None:
-        """How far a steps limiter node got (None: the program has none, or it has not
-        reported yet)."""
-        return limiter_progress(self.nodes)
-
-    @property
-    def generation(self) -> int:
-        """How many changes ``topo apply`` made to the program (0: none)."""
-        return self._state.generation
-
-    @property
-    def backend_name(self) -> str:
-        """The backend's name (``procs``, ``threads``...)."""
-        return self.backend.name
-
-    @property
-    def program_name(self) -> str:
-        """The program's name (the live table's title)."""
-        return self.program.name
-
-    def location(self, exe_id: str) -> str | None:
-        """The host an executable runs on, for a backend that spans hosts (else None)."""
-        return self.backend.location(exe_id)
-
-    @property
-    def all_pids(self) -> set[int]:
-        """Every local pid the run has had: executables' attempts and backend helpers."""
-        return self._state.all_pids
-
-    # -- public ---------------------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(event)`` for every status event (from launcher threads)."""
         self._listeners.append(listener)
@@ -191,14 +108,14 @@ class Launcher(Sink):
         try:  # nothing may stay up when a step fails: backend helpers, logs, registry
             self._open_run()
             if opened is not None:
-                opened(self.run_dir)
+                opened(self.state.run_dir)
         except BaseException:
             self._release()
             if self._events is not None:
                 self._events.close()
             raise
-        self.all_pids.update(self.backend.helper_pids())
-        self._supervisor.start_all()
+        self.state.all_pids.update(self.backend.helper_pids())
+        self.supervisor.start_all()
         exiting.track(self)
         self._thread.start()
         if self.snapshots is not None:
@@ -207,20 +124,20 @@ class Launcher(Sink):
     def _open_run(self) -> None:
         """The run directory, status record, metrics store, registry and log source, then
         the backend's ``open``."""
-        opts = self.options
+        request, opts, state = self.request, self.request.options, self.state
         if opts.run_dir is not None and holds_run(opts.run_dir):
-            self.warnings.append(reused_warning(opts.run_dir))
-        self.run_dir = make_run_dir(
-            self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, opts.record
+            state.warnings.append(reused_warning(opts.run_dir))
+        state.run_dir = run_dir = make_run_dir(
+            self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, request.record
         )
         self.run_id = index.new_run_id()
-        self._events = EventLog(self.run_dir)  # events.jsonl: the dashboard's timeline
+        self._events = EventLog(run_dir)  # events.jsonl: the dashboard's timeline
         self._listeners.insert(0, self._events)
-        self.control = ControlServer(self.run_dir, lambda request: answer(self, request))
-        index.register(self.run_id, self.run_dir, opts.log_dir)
-        recorder = StatusRecorder(self.run_dir, self.summary)
+        self.control = ControlServer(run_dir, lambda asked: answer(self, asked))
+        index.register(self.run_id, run_dir, opts.log_dir)
+        recorder = StatusRecorder(run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
-        self.metrics = MetricsStore(self.run_dir, self.nodes, self.warnings.append)
+        self.metrics = MetricsStore(run_dir, state.nodes, state.warnings.append)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
         )
@@ -232,31 +149,25 @@ class Launcher(Sink):
             bind_host=net.bind_host,
             advertise_host=net.advertise_host,
             default_deadline=deadline,
-            on_report=self.node_status,
+            on_report=self.supervisor.node_status,
             on_metrics=self._on_metrics,
             members={e.id: e.nodes for e in self.program.executables},
         )
-        write_status(self.run_dir, self.summary())  # names the socket directory at once
+        write_status(run_dir, self.summary())  # names the socket directory at once
         # The backend passes on the registry's public part and each executable's grant:
         # the secret stays in this process.
-        job = JobContext(
-            self.program,
-            opts,
-            self.registry.info.public(),
-            self.run_dir,
-            os.getpid(),
-            self.registry.authority,
-        )
+        public = self.registry.info.public()
+        job = JobContext(self.program, opts, public, run_dir, os.getpid(), self.registry.authority)
         self._tailer = self.backend.log_source(job, self._on_line) or LogTailer(
-            self._log_files(self.program), self._on_line, limit=opts.log_limit
+            self._log_files(run_dir, self.program), self._on_line, limit=opts.log_limit
         )
         self._tailer.start()
-        self._supervisor.attach(self.run_dir, self.registry, self._tailer, recorder)
+        self.supervisor.attach(run_dir, self.registry, self._tailer, recorder)
         self.applier = Applier(
-            self._supervisor,
+            self.supervisor,
             self.backend,
             self.registry,
-            self.run_dir,
+            run_dir,
             self._adopt,
             self._emit,
             lambda: self.phase,
@@ -265,44 +176,37 @@ class Launcher(Sink):
         self.applier.publish_initial()
         self.snapshots = Snapshotter(
             self.program,
-            self.run_dir,
+            run_dir,
             self.registry,
             self._node_state,
             self._on_snapshot,
-            read_snapshot(opts.start_from) if opts.start_from is not None else None,
+            request.start_from,  # read and checked when the run was asked for
             lambda: self.phase == "running",
         )
         self.registry.service.states = self.snapshots.state_for
         self.applier.snapshots = self.snapshots
         self.applier.hazards = self._hazards
-        self._state.started_at = time.time()
-        self.backend.open(job, self)
+        state.started_at = time.time()
+        self.backend.open(job, self.supervisor)
 
     def _release(self) -> None:
         """Close what ``start`` opened: the backend, the log source, registry and metrics."""
         try:
             self.backend.close()
-            self.warnings.extend(self.backend.left_behind())
+            self.state.warnings.extend(self.backend.left_behind())
         except Exception as exc:
-            self.warnings.append(f"backend shutdown failed: {exc!r}")
-        if self.snapshots is not None:
-            self.snapshots.close()
-        if self._tailer is not None:
-            self._tailer.close()
-        if self.registry is not None:
-            self.registry.close()
-        if self.control is not None:
-            self.control.close()
-        if self.metrics is not None:
-            self.metrics.close()
+            self.state.warnings.append(f"backend shutdown failed: {exc!r}")
+        for part in (self.snapshots, self._tailer, self.registry, self.control, self.metrics):
+            if part is not None:
+                part.close()
 
     def request_stop(
         self, reason: str = "stop requested", code: int = 0, grace_s: float | None = None
     ) -> None:
         """Stop the program: stop event, grace period (``grace_s``, else the run's), then
         kill. ``code`` is the exit code of a clean stop (e.g. 130 for Ctrl-C)."""
-        if grace_s is not None and not self._supervisor.stopping:
-            self.grace_s = self._supervisor.grace_s = grace_s
+        if grace_s is not None and not self.supervisor.stopping:
+            self.state.grace_s = grace_s
         with self._stop_lock:
             first, self._stop_pending = not self._stop_pending, True
         snap = self.snapshots
@@ -316,14 +220,14 @@ class Launcher(Sink):
                 daemon=True,
             ).start()
             return
-        self._supervisor.request_stop(reason, code)
+        self.supervisor.request_stop(reason, code)
 
     def _snapshot_then_stop(self, snap: Snapshotter, reason: str, code: int) -> None:
         try:
             if snap.running():  # (the program may have begun to stop by itself meanwhile)
                 snap.try_take("at the stop")
         finally:
-            self._supervisor.request_stop(reason, code)
+            self.supervisor.request_stop(reason, code)
 
     def snapshot(self, reason: str = "asked") -> Snapshot:
         """Take a snapshot of the running program now (``SnapshotError`` if it cannot)."""
@@ -344,11 +248,11 @@ class Launcher(Sink):
             node,
             by,
             fresh,
-            nodes=self.nodes,
-            exes=self.exes,
+            nodes=self.state.nodes,
+            exes=self.state.exes,
             phase=self.phase,
             states=self.snapshots if self.phase == "running" else None,
-            restart=self._supervisor.restart,
+            restart=self.supervisor.restart,
         )
 
     def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]:
@@ -367,12 +271,12 @@ class Launcher(Sink):
 
     def _node_state(self, node: str) -> tuple[str, int, int | None]:
         """A node's (state, restarts, pid) for the snapshotter (``gone``: not in the run)."""
-        status = self.nodes.get(node)
+        status = self.state.nodes.get(node)
         return ("gone", 0, None) if status is None else (status.state, status.restarts, status.pid)
 
     def _on_snapshot(self, ok: bool, message: str, figures: dict[str, Any]) -> None:
         if not ok:
-            self.warnings.append(message)
+            self.state.warnings.append(message)
         self._emit("snapshot", message=message, ok=ok, **figures)
 
     # -- topo apply ---------------------------------------------------------------------
@@ -408,8 +312,8 @@ class Launcher(Sink):
 
         if self.snapshots is None:
             return []
-        running = self._supervisor.program  # (what the plan was made from)
-        return hazards(running, plan, keep_state, self.snapshots, self.limiter)
+        running = self.supervisor.program  # (what the plan was made from)
+        return hazards(running, plan, keep_state, self.snapshots, self.state.limiter)
 
     @property
     def params_given(self) -> list[str]:
@@ -419,49 +323,49 @@ class Launcher(Sink):
 
     def _record_soon(self) -> None:
         """Write ``status.json`` on the supervisor's thread at its next turn."""
-        self._supervisor.call_soon(self.record_now)
+        self.supervisor.call_soon(self.record_now)
 
-    def _log_files(self, program: Program) -> dict[str, Path]:
-        """The logs in the run directory that ``program``'s output is in (label -> path)."""
-        return log_files(self.run_dir, (n.id for n in program.nodes), program.executables)
+    @staticmethod
+    def _log_files(run_dir: Path, program: Program) -> dict[str, Path]:
+        """The logs in ``run_dir`` that ``program``'s output is in (label -> path)."""
+        return log_files(run_dir, (n.id for n in program.nodes), program.executables)
 
     def _adopt(self, program: Program, source: dict[str, Any]) -> None:
         """The run's program is ``program`` from now on: the launcher's view, snapshots,
         the grace period (unless the run was given one) and the run directory's record
         (``source``: the file and parameters it came from)."""
         self.program = program
-        if self.options.grace_s is None:
-            self.grace_s = self._supervisor.grace_s = program.stop.grace_s
+        self.state.program_name = program.name
+        if self.request.options.grace_s is None:
+            self.state.grace_s = program.stop.grace_s
         if self.snapshots is not None:
             self.snapshots.adopt(program)
-        write_program(self.run_dir, program)
+        run_dir = self.state.run_dir
+        write_program(run_dir, program)
         if self._tailer is not None:
-            for label, path in self._log_files(program).items():
+            for label, path in self._log_files(run_dir, program).items():
                 self._tailer.follow(label, path)  # (a file it follows already stays)
         if source.get("params_given") is not None:
             self._params_given = [str(t) for t in source["params_given"]]
         if source.get("params") is not None:
             record_change(
-                self.run_dir,
+                run_dir,
                 source.get("file"),
                 list(source.get("params_given") or []),
                 dict(source["params"]),
                 source.get("topology"),
             )
 
-    def kill(self) -> None:
-        """Kill every executable now (a second Ctrl-C)."""
-        self._supervisor.kill()
-
+    # -- the run's end -------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the run ended; its exit code (None on timeout)."""
         self._done.wait(timeout)
-        return self.exit_code if self._done.is_set() else None
+        return self.state.exit_code if self._done.is_set() else None
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until every node reported ready once (False on timeout or end of run)."""
         end = None if timeout is None else time.monotonic() + timeout
-        ready = self._state.all_ready
+        ready = self.state.all_ready
         while not ready.is_set() and not self._done.is_set():
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
@@ -476,103 +380,28 @@ class Launcher(Sink):
 
     def record_now(self) -> None:
         """Write ``status.json`` now (not at the recorder's next turn)."""
-        write_status(self.run_dir, self.summary())
+        write_status(self.state.run_dir, self.summary())
 
     @property
     def phase(self) -> str:
         """starting (until every node was up once), running, stopping, or ended."""
-        if self.exit_code is not None:
+        if self.state.exit_code is not None:
             return "ended"
-        if self._supervisor.stopping:
+        if self.supervisor.stopping:
             return "stopping"
-        return "running" if self.ready_at is not None else "starting"
+        return "running" if self.state.ready_at is not None else "starting"
 
     def pids(self) -> dict[str, int]:
         """Executable id -> pid of its current attempt (running ones)."""
         return {
             e.id: e.runner.pid
-            for e in list(self.exes.values())
+            for e in list(self.state.exes.values())
             if e.runner is not None and e.runner.pid
         }
 
     def summary(self) -> dict[str, Any]:
-        """The final status summary (``status.json``)."""
-        now = time.time()
-        limiter = self.limiter
-        return {
-            "id": self.run_id,
-            "program": self.program.name,
-            "backend": self.backend.name,
-            "state": self.phase,
-            "updated": now,
-            "launcher": self._launcher,
-            "control": None if self.control is None else self.control.path,
-            "grace_s": self.grace_s,
-            "generation": self._state.generation,
-            "applying": self.applier is not None and self.applier.busy,
-            "exit_code": self.exit_code,
-            "stop_reason": self.stop_reason,
-            "failure": None if self.failure is None else vars(self.failure),
-            "warnings": self.warnings,
-            "socket_dir": None if self.registry is None else self.registry.info.ipc_dir,
-            "started": self.started_at,
-            "duration_s": round(now - self.started_at, 3) if self.started_at else None,
-            "ready_s": None if self.ready_at is None else round(self.ready_at - self.started_at, 3),
-            "metrics_rows": 0 if self.metrics is None else self.metrics.rows,
-            "metrics_dropped": 0 if self.metrics is None else self.metrics.dropped,
-            "stopping_since": self.stopping_since,
-            "helpers": self._helpers(),
-            "limiter": None if limiter is None else vars(limiter),
-            "nodes": [
-                {
-                    "id": n.id,
-                    "executable": n.exe,
-                    "group": n.id.split("/")[0],
-                    "state": n.state,
-                    "pid": n.pid,
-                    "pid_start": n.pid_start,
-                    "host": self.backend.location(n.exe),
-                    "restarts": n.restarts,
-                    "since": n.started,
-                    "metrics": n.metrics,
-                    "stalled_s": n.stalled_s,
-                    "busy": n.busy,
-                    "phase": n.phase,
-                    "last_line": n.last_line[-500:],
-                    "rpc": n.rpc,
-                }
-                for n in list(self.nodes.values())  # (topo apply may add or drop some)
-            ],
-        }
-
-    def _helpers(self) -> list[dict[str, Any]]:
-        """The backend's own processes on this machine (a fork server) by pid and start
-        time: what ``topo stop`` of a lost run ends besides its nodes."""
-        if not self.backend.local_pids:
-            return []
-        out = []
-        for pid in self.backend.helper_pids():
-            start = self._helper_starts.get(pid) or process_start(pid)
-            if start is not None:
-                self._helper_starts[pid] = start
-            out.append({"pid": pid, "pid_start": start})
-        return out
-
-    # -- Sink (called from backend threads and the registry's handlers) --------
-    def node_status(
-        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
-    ) -> None:
-        self._supervisor.node_status(kind, node, exe, attempt, pid, traceback)
-
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        self._supervisor.exited(exe, attempt, pid, code, reason)
-
-    def started(self, exe: str, attempt: int, pid: int) -> None:
-        """A backend learned the pid of an attempt (procs: after the fork)."""
-        self._supervisor.started(exe, attempt, pid)
-
-    def backend_failed(self, message: str) -> None:
-        self._supervisor.backend_failed(message)
+        """The run's status now, as ``status.json`` holds it (``topo.supervisor.summary``)."""
+        return run_summary(self, self._helpers)
 
     # -- internals --------------------------------------------------------------
     def _emit(
@@ -598,45 +427,47 @@ class Launcher(Sink):
         store = self.metrics
         if store is None:
             return
+        nodes = self.state.nodes
         rows, figures = split(rows)
         for row in figures:  # call figures (topo.runtime.callstats): status.json only
-            found = checked(row, self.nodes)
+            found = checked(row, nodes)
             if found is not None:
-                self.nodes[found[0]].rpc = found[1]
+                nodes[found[0]].rpc = found[1]
         if figures:
-            self._supervisor.mark_dirty()
+            self.supervisor.mark_dirty()
         if not rows and not over:
             return
         touched = store.add(rows, over)
         for node in touched:
-            self.nodes[node].metrics = store.latest[node]
+            nodes[node].metrics = store.latest[node]
         if touched:
-            self._supervisor.metrics_changed(touched)
+            self.supervisor.metrics_changed(touched)
 
     def _on_line(self, label: str, line: str) -> None:
         if is_benign(line):  # still in the node's log file, not on the console
             return
-        status = self.nodes.get(label)
+        status = self.state.nodes.get(label)
         if status is not None and line.strip():
             status.last_line = line
         self._emit("log", label, message=line)
 
     def _supervise(self) -> None:
         try:
-            while not self._supervisor.step():
+            while not self.supervisor.step():
                 pass
         finally:
             self._finish()
 
     def _finish(self) -> None:
-        for exe in self._supervisor.running():
-            self.warnings.append(f"executable {exe.id} did not report its exit")
+        state = self.state
+        for exe in self.supervisor.running():
+            state.warnings.append(f"executable {exe.id} did not report its exit")
         self._release()
-        self._state.exit_code = self._supervisor.stop_code
+        state.exit_code = self.supervisor.stop_code
         try:
-            write_status(self.run_dir, self.summary())
+            write_status(state.run_dir, self.summary())
         finally:
-            self._emit("stopped", message=self.stop_reason, code=self.exit_code)
+            self._emit("stopped", message=state.stop_reason, code=state.exit_code)
             if self._events is not None:
                 self._events.close()
             self._done.set()

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from topo.backends.base import Backend, EventKind, LogSource, Sink
+from topo.backends.base import Backend, LogSource
 from topo.backends.logs import write_marker
 from topo.ir import Program
 from topo.rundir.layout import log_path
@@ -31,49 +28,29 @@ from topo.supervisor.outcome import ended, failure_cause
 from topo.supervisor.phases import PhaseWatch
 from topo.supervisor.progress import ProgressWatch
 from topo.supervisor.record import StatusRecorder
+from topo.supervisor.reports import Emit, Reports
 from topo.supervisor.state import ExeStatus, Failure, RunState
+from topo.supervisor.stopping import Stop
 
 
-class Emit(Protocol):
-    """Where the supervisor's status events go (the launcher's listeners)."""
-
-    def __call__(
-        self,
-        kind: EventKind,
-        node: str | None = None,
-        exe: str | None = None,
-        pid: int | None = None,
-        message: str = "",
-        **data: Any,
-    ) -> None: ...
-
-
-class Supervisor(Sink):
+class Supervisor(Reports):
     """Turns reports into state changes, restarts and the stop of one run.
 
-    Reports (the ``Sink`` methods, ``request_stop``, ``kill``, ``metrics_changed``) may
-    come from any thread: they are queued. Everything else runs on the thread that
-    calls ``start_all`` and then ``step``."""
+    Reports (``topo.supervisor.reports``: the ``Sink`` methods, ``request_stop``,
+    ``kill``, ``metrics_changed``...) may come from any thread: they are queued.
+    Everything else runs on the thread that calls ``start_all`` and then ``step``."""
 
-    def __init__(
-        self, program: Program, backend: Backend, state: RunState, emit: Emit, grace_s: float
-    ) -> None:
+    def __init__(self, program: Program, backend: Backend, state: RunState, emit: Emit) -> None:
+        super().__init__()
         self.program = program
         self.backend = backend
-        self.state = state
-        self.grace_s = grace_s
+        self.state = state  # its grace_s is the grace period of a stop
         self._emit = emit
-        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._run_dir = Path()
         self._registry: RegistryServer | None = None
         self._logs: LogSource | None = None
         self._recorder: StatusRecorder | None = None
-        self._stopping = False
-        self._stop_asked = False  # set at once by request_stop/kill, before their turn comes
-        self._stop_code = 0
-        self._grace_deadline: float | None = None
-        self._kill_deadline: float | None = None
-        self._killed = False
+        self._stop = Stop(state, emit)
         self._ever_ready: set[str] = set()
         self._marked: set[tuple[str, int]] = set()  # attempts whose start is in the logs
         self._progress = ProgressWatch(self._stall_after)
@@ -95,66 +72,26 @@ class Supervisor(Sink):
         registry (stop channel, address book), the log source (tracebacks) and the
         ``status.json`` recorder (told when something changed)."""
         self._run_dir = run_dir
-        self._registry = registry
+        self._registry = self._stop.registry = registry
         self._logs = logs
         self._recorder = recorder
-
-    # -- reports (any thread) ----------------------------------------------------
-    def node_status(
-        self, kind: str, node: str, exe: str, attempt: int, pid: int, traceback: str = ""
-    ) -> None:
-        self._inbox.put(("node", kind, node, exe, attempt, pid, traceback))
-
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        self._inbox.put(("exited", exe, attempt, pid, code, reason))
-
-    def started(self, exe: str, attempt: int, pid: int) -> None:
-        self._inbox.put(("started", exe, attempt, pid))
-
-    def backend_failed(self, message: str) -> None:
-        self._inbox.put(("backend_failed", message))
-
-    def request_stop(self, reason: str = "stop requested", code: int = 0) -> None:
-        """Stop the run (``code``: the exit code of a clean stop)."""
-        self._stop_asked = True
-        self._inbox.put(("stop", reason, None, code))
-
-    def kill(self) -> None:
-        """Kill every executable now."""
-        self._stop_asked = True
-        self._inbox.put(("kill",))
-
-    def restart(self, node: str, by: str) -> None:
-        """Restart ``node``'s executable: kill its attempt and start it again at once."""
-        self._inbox.put(("restart", node, by))
 
     def mark_dirty(self) -> None:
         """Something ``status.json`` shows changed outside a report (call figures)."""
         if self._recorder is not None:
             self._recorder.dirty = True
 
-    def metrics_changed(self, nodes: list[str]) -> None:
-        """``nodes`` have new figures (already stored): tell the view."""
-        self._inbox.put(("metrics", nodes))
-
-    def call_soon(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run ``fn`` on the supervisor's thread, between two reports (``topo apply``
-        changes the run's state this way); its result or exception in the future."""
-        future: Future[Any] = Future()
-        self._inbox.put(("call", fn, future))
-        return future
-
     # -- the supervisor's thread --------------------------------------------------
     @property
     def stopping(self) -> bool:
         """True once the run is being stopped (its grace, then the kill)."""
-        return self._stopping
+        return self._stop.begun
 
     @property
     def stop_code(self) -> int:
         """The exit code the run ends with: 0 clean stop, 1 a node failed, or the code
         the stop was asked with."""
-        return self._stop_code
+        return self._stop.code
 
     def start_all(self) -> None:
         """Start the first attempt of every executable."""
@@ -214,55 +151,42 @@ class Supervisor(Sink):
 
     def step(self) -> bool:
         """One round of supervision; True when the run is over."""
-        try:
-            msg = self._inbox.get(timeout=0.05)
-        except queue.Empty:
-            msg = None
+        msg = self._next_report(0.05)
         if msg is not None:
             self._handle(msg)
             if self._recorder is not None:
                 self._recorder.dirty = True
                 self._recorder.urgent = self._recorder.urgent or msg[0] != "metrics"
         registry = self._registry
-        if registry is not None and registry.stop_event.is_set() and not self._stopping:
+        if registry is not None and registry.stop_event.is_set() and not self._stop.begun:
             reason, node = registry.stop_reason() or ("stop requested", None)
-            self._begin_stop(reason, node)
+            self._stop.begin(reason, node)
         now = time.monotonic()
         timeout = self.program.stop.timeout_s
-        if not self._stopping and timeout and time.time() - self.state.started_at > timeout:
-            self._begin_stop(f"the program's stop.timeout_s of {timeout:g}s was reached")
+        if not self._stop.begun and timeout and time.time() - self.state.started_at > timeout:
+            self._stop.begin(f"the program's stop.timeout_s of {timeout:g}s was reached")
         for exe in list(self.state.exes.values()):
-            if exe.restart_at is not None and now >= exe.restart_at and not self._stopping:
+            if exe.restart_at is not None and now >= exe.restart_at and not self._stop.begun:
                 self._start_exe(exe)
             if exe.retire_deadline is not None and now >= exe.retire_deadline:
                 self._kill_retiring(exe)
-        if not self._stopping:
+        if not self._stop.begun:
             self._check_starting()
             self._check_progress()
         if self._phases.update(self.state.nodes, now) and self._recorder is not None:
             self._recorder.dirty = True  # also while stopping: a node up since has no phase
         if self._recorder is not None:
             self._recorder.tick(now)
-        if self._grace_deadline is not None and now >= self._grace_deadline:
-            self._grace_deadline = None
-            late = self.running()
-            if late:
-                dumped = dump_late_stacks(late)
-                where = f"; where they were is in the logs of {', '.join(dumped)}" if dumped else ""
-                self.state.warnings.append(
-                    f"killed {len(late)} executable(s) still "
-                    f"running after the {self.grace_s:g}s grace period{where}"
-                )
-            self._kill_all()
-        if self._stopping and not self.running():
+        self._stop.tick(now, self.running())
+        if self._stop.begun and not self.running():
             return True
-        return self._kill_deadline is not None and now >= self._kill_deadline
+        return self._stop.given_up(now)
 
     def _stop_wanted(self) -> bool:
         """True once a stop began or was asked for (still queued, or by a node)."""
         registry = self._registry
         asked = registry is not None and registry.stop_event.is_set()
-        return self._stopping or self._stop_asked or asked
+        return self._stop.begun or self._stop_asked or asked
 
     def _awaited(self) -> set[str]:
         """Nodes whose address some caller looked up lately and did not find."""
@@ -302,7 +226,7 @@ class Supervisor(Sink):
         elif kind == "started":
             self._on_started(*msg[1:])
         elif kind == "stop":
-            self._begin_stop(msg[1], msg[2], code=msg[3])
+            self._stop.begin(msg[1], msg[2], code=msg[3])
         elif kind == "metrics":  # new figures (already stored): progress; tell the view
             for node in msg[1]:
                 self._progress.progressed(node, time.time())
@@ -310,8 +234,8 @@ class Supervisor(Sink):
         elif kind == "backend_failed":
             self._on_backend_failed(msg[1])
         elif kind == "kill":
-            self._begin_stop("killed by the launcher", code=self._stop_code or 130)
-            self._kill_all()
+            self._stop.begin("killed by the launcher", code=self._stop.code or 130)
+            self._stop.kill(self.running())
         elif kind == "call":
             _, fn, future = msg
             try:
@@ -324,7 +248,7 @@ class Supervisor(Sink):
     def _on_restart(self, node: str, by: str) -> None:
         """A restart asked from outside: the attempt is killed, its exit starts the next."""
         st = self.state.nodes.get(node)
-        if st is None or self._stopping:
+        if st is None or self._stop.begun:
             return
         exe = self.state.exes[st.exe]
         if exe.leaving or exe.retiring:  # topo apply is ending it
@@ -375,7 +299,7 @@ class Supervisor(Sink):
             st.state = "failed"
             if self._logs is not None:
                 self._logs.append(node, text)
-            if self._stopping:
+            if self._stop.begun:
                 last = text.strip().splitlines()[-1] if text.strip() else "error"
                 self.state.warnings.append(f"{node} raised while the program was stopping: {last}")
                 self._emit("failed", node, exe_id, pid, "raised while stopping", traceback=text)
@@ -390,11 +314,11 @@ class Supervisor(Sink):
         if self._registry is not None:
             self._registry.forget(exe.nodes)  # nobody may keep calling a dead address
         self._mark(exe, f"attempt {attempt + 1} ended (pid {pid}): {ended(code, reason)}")
-        if exe.retiring or (exe.leaving and not self._stopping):
+        if exe.retiring or (exe.leaving and not self._stop.begun):
             exe.asked = ""  # a node topo apply ends is not restarted as asked
             self._retired(exe, pid, code)
             return
-        if exe.asked and not self._stopping:
+        if exe.asked and not self._stop.begun:
             by, exe.asked = exe.asked, ""
             exe.restarts += 1
             exe.asked_restarts += 1
@@ -411,8 +335,8 @@ class Supervisor(Sink):
                 asked=by,
             )
             return
-        if self._stopping:
-            exe.state = "killed" if code < 0 and self._killed else "stopped"
+        if self._stop.begun:
+            exe.state = "killed" if code < 0 and self._stop.killed else "stopped"
             for n in exe.nodes:
                 if self.state.nodes[n].state not in ("failed", "finished"):
                     self.state.nodes[n].state = exe.state
@@ -429,7 +353,7 @@ class Supervisor(Sink):
             elif not any(
                 e.runner is not None or e.restart_at is not None for e in self.state.exes.values()
             ):
-                self._begin_stop("every node finished")
+                self._stop.begin("every node finished")
             return
         node, text = exe.failure or (exe.nodes[0], "")
         how, text = failure_cause(exe.stuck, reason, text, code)
@@ -447,7 +371,7 @@ class Supervisor(Sink):
                 f"(max_restarts: {policy.max_restarts}); last failure: {how}"
             )
         self.state.failure = Failure(node, exe_id, pid, message, text)
-        self._begin_stop(message, node, failed=True)
+        self._stop.begin(message, node, failed=True)
 
     # -- topo apply (on this thread, through call_soon: topo.supervisor.changes) --------
     def adopt_program(self, program: Program) -> list[str]:
@@ -461,7 +385,7 @@ class Supervisor(Sink):
         """Start these (new, or retired to be started again) executables."""
         for exe_id in exe_ids:
             exe = self.state.exes[exe_id]
-            if exe.runner is None and not self._stopping:
+            if exe.runner is None and not self._stop.begun:
                 exe.retiring, exe.retire_deadline = "", None
                 if self._registry is not None:
                     self._registry.unend(exe_id)
@@ -470,7 +394,7 @@ class Supervisor(Sink):
     def retire(self, exe_ids: list[str], why: str) -> None:
         """Ask these executables' nodes to end as at a stop (the program goes on); each
         is killed if it still runs after the grace period."""
-        for exe in changes.retire(self.state, exe_ids, why, self.grace_s):
+        for exe in changes.retire(self.state, exe_ids, why, self.state.grace_s):
             self._set_nodes(exe, "stopping")
             self._emit("stopping", exe.nodes[0], exe.id, message=why)
             if self._registry is not None:
@@ -494,7 +418,7 @@ class Supervisor(Sink):
         late = dump_late_stacks([exe])
         where = f"; where it was is in the logs of {', '.join(late)}" if late else ""
         self.state.warnings.append(
-            f"killed {exe.id}: still running {self.grace_s:g}s after topo apply asked it to "
+            f"killed {exe.id}: still running {self.state.grace_s:g}s after topo apply asked it to "
             f"end{where}"
         )
         try:
@@ -505,11 +429,11 @@ class Supervisor(Sink):
 
     def _on_backend_failed(self, message: str) -> None:
         """The backend cannot go on: the run fails with its message (no node to blame)."""
-        if self._stopping:
+        if self._stop.begun:
             self.state.warnings.append(message)
             return
         self.state.failure = Failure("", "", None, message)
-        self._begin_stop(message, failed=True)
+        self._stop.begin(message, failed=True)
 
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
@@ -525,37 +449,6 @@ class Supervisor(Sink):
             message=f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s",
             restarts=exe.restarts,
         )
-
-    def _begin_stop(
-        self, reason: str, node: str | None = None, *, failed: bool = False, code: int = 0
-    ) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        self.state.stop_reason = reason if node is None or node in reason else f"{reason} ({node})"
-        self._stop_code = 1 if failed else code
-        for exe in self.state.exes.values():
-            if exe.restart_at is not None:
-                exe.restart_at = None
-                exe.state = "stopped"
-        if self._registry is not None:
-            self._registry.request_stop(reason, node)
-        self._grace_deadline = time.monotonic() + self.grace_s
-        self.state.stopping_since = time.time()
-        self._emit("stopping", node, message=self.state.stop_reason)
-
-    def _kill_all(self) -> None:
-        self._killed = True
-        self._grace_deadline = None
-        if self._kill_deadline is None:
-            self._kill_deadline = time.monotonic() + 10.0
-        for exe in self.running():
-            assert exe.runner is not None
-            try:
-                exe.runner.kill()
-            except Exception as exc:
-                self.state.warnings.append(f"could not kill {exe.id}: {exc!r}")
-            self._emit("killed", exe=exe.id, pid=exe.runner.pid if exe.runner else None)
 
 
 def _clause(text: str) -> str:

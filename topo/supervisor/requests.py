@@ -20,6 +20,8 @@ from topo.backends.base import Backend
 from topo.ir import IRFormatError, Program, program_from_dict
 from topo.rundir.snapshots import Snapshot, SnapshotError
 from topo.supervisor.change_plan import LivePlan
+from topo.supervisor.reactions import Supervisor
+from topo.supervisor.state import RunState
 
 
 class Operated(Protocol):
@@ -28,13 +30,15 @@ class Operated(Protocol):
     @property
     def phase(self) -> str: ...
 
-    grace_s: float
+    @property
+    def state(self) -> RunState: ...
+
+    @property
+    def supervisor(self) -> Supervisor: ...
 
     def request_stop(
         self, reason: str = ..., code: int = ..., grace_s: float | None = ...
     ) -> None: ...
-
-    def kill(self) -> None: ...
 
     def snapshot(self, reason: str = ...) -> Snapshot: ...
 
@@ -67,8 +71,8 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
         by = request.get("by") or "topo stop"
         launcher.request_stop(by, 0, None if grace is None else float(grace))
         if request.get("kill"):
-            launcher.kill()
-        return {"ok": True, "state": launcher.phase, "grace_s": launcher.grace_s}
+            launcher.supervisor.kill()
+        return {"ok": True, "state": launcher.phase, "grace_s": launcher.state.grace_s}
     if op == "snapshot":
         try:
             taken = launcher.snapshot(str(request.get("by") or "topo snapshot"))

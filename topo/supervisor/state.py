@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from topo.backends.base import ExecutableRunner
+from topo.backends.base import Backend, ExecutableRunner
 from topo.ir import Program, RestartPolicy
-from topo.runs.node_status import NodeStatus
+from topo.runs.node_status import LimiterProgress, NodeStatus
+from topo.supervisor.phases import limiter_progress
 
 
 @dataclass
@@ -51,14 +54,26 @@ class Failure:
     traceback: str = ""
 
 
+def _nowhere(exe_id: str) -> str | None:
+    return None
+
+
 @dataclass
 class RunState:
-    """The mutable state of one run. The ``Supervisor`` changes it from the launcher's
-    thread; the ``Launcher`` fills in the start time and exit code and shows the rest."""
+    """One run as it is: its nodes and executables, how it goes and how it ended. The
+    ``Supervisor`` changes it from the launcher's thread; the ``Launcher`` fills in the
+    run directory, the start time and the exit code. It is what the live views read of
+    a run in this process (a ``topo.cli.view_source.RunSource``) and what ``status.json``
+    is written from."""
 
     nodes: dict[str, NodeStatus]
     exes: dict[str, ExeStatus]
     warnings: list[str] = field(default_factory=list)
+    program_name: str = ""
+    backend_name: str = ""
+    grace_s: float = 5.0  # seconds nodes get to stop before they are killed
+    run_dir: Path = field(default_factory=Path)  # set when the launcher made it
+    hosts: Callable[[str], str | None] = _nowhere  # executable id -> its host (the backend's)
     failure: Failure | None = None
     stop_reason: str = ""
     exit_code: int | None = None
@@ -70,16 +85,41 @@ class RunState:
     generation: int = 0  # how many changes topo apply made to the program
 
     @classmethod
-    def of(cls, program: Program, warnings: list[str] | None = None) -> RunState:
+    def of(
+        cls,
+        program: Program,
+        warnings: list[str] | None = None,
+        *,
+        backend: Backend | None = None,
+        grace_s: float | None = None,
+    ) -> RunState:
         """Every node and executable of ``program`` pending; each executable restarts by
-        the policy of its (first node's) group."""
+        the policy of its (first node's) group. ``grace_s`` None: the program's."""
         exes = {}
         for e in program.executables:
             groups = [program.group_of(n) for n in e.nodes]
             policy = groups[0].restart if groups else RestartPolicy()
             exes[e.id] = ExeStatus(e.id, e.nodes, policy)
         nodes = {n.id: NodeStatus(n.id, n.executable) for n in program.nodes}
-        return cls(nodes, exes, list(warnings or []))
+        return cls(
+            nodes,
+            exes,
+            list(warnings or []),
+            program_name=program.name,
+            backend_name="" if backend is None else backend.name,
+            grace_s=program.stop.grace_s if grace_s is None else grace_s,
+            hosts=_nowhere if backend is None else backend.location,
+        )
+
+    def location(self, exe_id: str) -> str | None:
+        """The host an executable runs on, for a backend that spans hosts (else None)."""
+        return self.hosts(exe_id)
+
+    @property
+    def limiter(self) -> LimiterProgress | None:
+        """How far a steps limiter node got (None: the program has none, or it has not
+        reported yet)."""
+        return limiter_progress(self.nodes)
 
 
 def signal_name(code: int) -> str:
