@@ -1,5 +1,5 @@
 """Issue 29: consistent program snapshots, resume, fork and restart with state, on the
-threads and procs backends (ssh in tests/ssh/test_ssh_snapshots.py)."""
+threads and procs backends (ssh in the conformance suite)."""
 
 from __future__ import annotations
 

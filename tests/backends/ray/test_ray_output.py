@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.cluster import ray_missing
-from tests.ray.runs import NODES, kill_if_running, start, topo_run, write
+from tests.backends.ray.cluster import ray_missing
+from tests.backends.ray.runs import NODES, kill_if_running, start, topo_run, write
 
 pytestmark = [
     pytest.mark.slow,

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.conftest import wait_no_strays
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.conftest import wait_no_strays
+from tests.backends.ssh.testhosts import HostSet
 from topo.diagnostics import TopoError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
-NODES = "tests.ssh.ssh_nodes"
+NODES = "tests.backends.ssh.ssh_nodes"
 
 
 def topo_run_ssh(topology: object, hosts: Path, log_dir: Path, *extra: str) -> list[str]:

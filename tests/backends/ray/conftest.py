@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ray.cluster import Cluster, on_test_hosts, one_node, ray_missing
-from tests.ssh.testhosts import NET, HostSet
+from tests.backends.ray.cluster import Cluster, on_test_hosts, one_node, ray_missing
+from tests.backends.ssh.testhosts import NET, HostSet
 
 LABEL = "topo_test_label"  # a custom resource of the one-node cluster (a host label)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import topo.launchpad as lp
-from tests.ray import ray_nodes
-from tests.ray.cluster import Cluster, ray_missing
+from tests.backends.ray import ray_nodes
+from tests.backends.ray.cluster import Cluster, ray_missing
 from topo.testing import wait_gone
 
 pytestmark = [

@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.ray.cluster import Cluster, add_worker, descendants, end_node, ray_missing
-from tests.ray.runs import (
+from tests.backends.ray.cluster import Cluster, add_worker, descendants, end_node, ray_missing
+from tests.backends.ray.runs import (
     NODES,
     kill_if_running,
     start,
@@ -29,7 +29,7 @@ from tests.ray.runs import (
     wheres,
     write,
 )
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 from topo.testing import alive, wait_gone
 
 pytestmark = [

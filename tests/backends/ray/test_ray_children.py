@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.cluster import Cluster, ray_missing
-from tests.ray.runs import kill_if_running, start, status, topo_run, wait_for, write
+from tests.backends.ray.cluster import Cluster, ray_missing
+from tests.backends.ray.runs import kill_if_running, start, status, topo_run, wait_for, write
 from topo.testing import alive, wait_gone
 
 pytestmark = [

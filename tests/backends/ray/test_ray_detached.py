@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from tests.cli.operate import run_detached, run_pids, status, ticker_topology, topo, wait_gone
-from tests.ray.cluster import Cluster
+from tests.backends.ray.cluster import Cluster
 
 
 def test_a_detached_run_on_ray_is_operated_and_stopped(

@@ -16,8 +16,8 @@ from tests.cli.operate import (
     wait_for,
     wait_gone,
 )
-from tests.ssh.conftest import wait_no_strays
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.conftest import wait_no_strays
+from tests.backends.ssh.testhosts import HostSet
 
 
 def test_a_detached_run_across_hosts_is_operated_and_stopped(

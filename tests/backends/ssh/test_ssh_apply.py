@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.cli.operate import ROOT, run_detached, run_pids, status, topo, wait_gone
-from tests.ssh.conftest import wait_no_strays
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.conftest import wait_no_strays
+from tests.backends.ssh.testhosts import HostSet
 from topo.api import ApplyRefused, RunningProgram
 
 pytestmark = pytest.mark.slow

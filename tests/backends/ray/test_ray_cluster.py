@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.cluster import Cluster, ray_missing
-from tests.ray.runs import (
+from tests.backends.ray.cluster import Cluster, ray_missing
+from tests.backends.ray.runs import (
     NODES,
     ROOT,
     kill_if_running,
@@ -25,7 +25,7 @@ from tests.ray.runs import (
     wheres,
     write,
 )
-from tests.ssh.testhosts import BASE
+from tests.backends.ssh.testhosts import BASE
 from topo.testing import alive, wait_gone
 
 pytestmark = [

@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 from topo.testing import wait_gone
 
 pytestmark = pytest.mark.slow
-NODES = "tests.ssh.ssh_nodes"
+NODES = "tests.backends.ssh.ssh_nodes"
 
 
 def _topology(tmp_path: Path, name: str, restart: str) -> Path:

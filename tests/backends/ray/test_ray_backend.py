@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.cluster import Cluster, descendants, ray_missing
-from tests.ray.conftest import LABEL
-from tests.ray.runs import (
+from tests.backends.ray.cluster import Cluster, descendants, ray_missing
+from tests.backends.ray.conftest import LABEL
+from tests.backends.ray.runs import (
     NODES,
     ROOT,
     kill_if_running,

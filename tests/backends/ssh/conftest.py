@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
 
 def strays(hosts: HostSet) -> dict[str, list[int]]:

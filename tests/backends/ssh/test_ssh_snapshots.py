@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
 pytestmark = pytest.mark.slow
 NODES = "tests.snapshots.snap_nodes"

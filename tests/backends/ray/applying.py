@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.ray.cluster import Cluster
+from tests.backends.ray.cluster import Cluster
 from topo.api import RunningProgram
 
 NODES = "tests.apply.apply_nodes"  # the cluster's nodes share this machine's filesystem

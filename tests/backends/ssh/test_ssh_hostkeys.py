@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
 pytest.importorskip("asyncssh")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
 pytestmark = [
     pytest.mark.slow,
@@ -31,7 +31,7 @@ def test_a_reverb_node_leaves_nothing_in_its_hosts_temp_dir(
         nodes:
           replay: {kind: reverb, tables: "tests.nodes.reverb_nodes:make_tables"}
           user: {target: "tests.nodes.reverb_nodes:User", args: {replay: "@replay"}}
-          where: {target: "tests.ssh.ssh_nodes:Where", count: 3, resources: {spread: true}}
+          where: {target: "tests.backends.ssh.ssh_nodes:Where", count: 3, resources: {spread: true}}
         """)
     )
     run = topo_launch(path, "ssh", backend_options={"hosts": hosts}, ready_timeout=120)

@@ -20,12 +20,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 from topo.testing import wait_gone
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ATTACK = ROOT / "tests" / "nodes" / "reverb_attack.py"
-TARGETS = "tests.ssh.reverb_targets"
+TARGETS = "tests.backends.ssh.reverb_targets"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("reverb") is None, reason="needs reverb"),

@@ -16,8 +16,8 @@ import pytest
 
 from topo.backends.logs import log_path
 
-ROOT = Path(__file__).resolve().parents[2]
-NODES = "tests.ray.ray_nodes"
+ROOT = Path(__file__).resolve().parents[3]
+NODES = "tests.backends.ray.ray_nodes"
 
 
 def write(path: Path, text: str) -> Path:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.cluster import Cluster, ray_missing
-from tests.ray.runs import ROOT, topo_run, write
+from tests.backends.ray.cluster import Cluster, ray_missing
+from tests.backends.ray.runs import ROOT, topo_run, write
 
 pytestmark = [
     pytest.mark.slow,

@@ -164,7 +164,7 @@ def test_a_launcher_address_not_of_this_machine_is_refused_before_connecting(
         "launcher_address: 192.0.2.1\n"  # TEST-NET-1: nobody's address
         "hosts:\n  a: {address: 192.0.2.11}\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     with pytest.raises(TopoError, match=r"launcher_address 192\.0\.2\.1 is not an address of this"):
         launch(
             root / "examples/topologies/consumer_producers.yaml",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 from topo.runtime import PermissionDenied
 
 pytestmark = pytest.mark.slow

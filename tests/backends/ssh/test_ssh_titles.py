@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.testhosts import HostSet
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def test_remote_processes_are_titled(
             """
             name: titled
             nodes:
-              echo: {target: "tests.ssh.ssh_nodes:Where", count: 3}
+              echo: {target: "tests.backends.ssh.ssh_nodes:Where", count: 3}
             """
         )
     )

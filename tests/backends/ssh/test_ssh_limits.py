@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ssh.test_ssh_run import ROOT, topo_run_ssh
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh.test_ssh_run import ROOT, topo_run_ssh
+from tests.backends.ssh.testhosts import HostSet
 from topo.testing import alive, wait_gone
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import topo.launchpad as lp
-from tests.ssh import ssh_nodes
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh import ssh_nodes
+from tests.backends.ssh.testhosts import HostSet
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_a_launchpad_script_on_hosts_prints_no_ssh_chatter(
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
     script = tmp_path / "launch.py"
     script.write_text(SCRIPT)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, str(script), "--topo_backend=ssh", f"--topo_hosts={hosts}"],
         capture_output=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.applying import calls_go_on, groups_of, launch, pids, workers
-from tests.ray.cluster import Cluster, ray_missing
+from tests.backends.ray.applying import calls_go_on, groups_of, launch, pids, workers
+from tests.backends.ray.cluster import Cluster, ray_missing
 from topo.api import RunningProgram
 from topo.testing import wait_gone
 
@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(ray_missing() is not None, reason=str(ray_missing())),
 ]
-WHERE = "tests.ray.ray_nodes:Where"
+WHERE = "tests.backends.ray.ray_nodes:Where"
 
 
 def test_a_gpu_executable_added_runs_in_an_actor_of_its_own_and_goes_again(

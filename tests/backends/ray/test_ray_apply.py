@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.applying import NODES, calls_go_on, groups_of, launch, pids, workers
-from tests.ray.cluster import Cluster, ray_missing
+from tests.backends.ray.applying import NODES, calls_go_on, groups_of, launch, pids, workers
+from tests.backends.ray.cluster import Cluster, ray_missing
 from topo.api import ApplyRefused, RunningProgram
 from topo.testing import wait_gone
 
