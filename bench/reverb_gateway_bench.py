@@ -304,7 +304,9 @@ def main() -> None:
     if "hosts" in wheres:
         up = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         if not all(h in up for h, _ in HOSTS.values()):
-            sys.exit("the ssh test hosts are not up (tests/backends/ssh/testhosts.py brings them up)")
+            sys.exit(
+                "the ssh test hosts are not up (tests/backends/ssh/testhosts.py brings them up)"
+            )
     results: dict[str, Any] = {"where": {}}
     for where in wheres:
         results["where"][where] = measure(where, args.trials, args.seconds, args.actors)

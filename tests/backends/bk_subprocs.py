@@ -74,8 +74,12 @@ class Subprocesses(Backend):
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("ab") as early:  # what the child says before it takes its fds
             proc = subprocess.Popen(
-                [sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); "
-                 "import bk_subprocs; bk_subprocs.child()"],
+                [
+                    sys.executable,
+                    "-c",
+                    f"import sys; sys.path.insert(0, {HERE!r}); "
+                    "import bk_subprocs; bk_subprocs.child()",
+                ],
                 stdin=subprocess.PIPE,
                 stdout=early,
                 stderr=early,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from bk_plugins import install
+
 from topo.backends.base import _table
 from topo.testing.suite import BackendSuite, BackendUnderTest
 

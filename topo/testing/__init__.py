@@ -14,19 +14,18 @@
 * ``BackendSuite`` (``topo.testing.suite``) is the conformance suite every backend
   passes: subclass it with a fixture that says how to run yours (see docs/extending.md).
 
-Node processes import ``topo.testing.nodes`` (the suite's nodes) where pytest may not be
-installed: the fixture is then left out.
+Node processes import ``topo.testing.nodes`` (the suite's nodes), on hosts that may not
+have pytest: the fixture is defined only where pytest runs (it is imported before its
+plug-ins), so a node process imports neither pytest nor the launcher's side of topo.
 """
 
 from __future__ import annotations
 
+import sys
+
 from topo.testing.waiting import Events, alive, wait_gone, wait_until
 
-try:
-    import pytest  # noqa: F401
-except ImportError:  # a node process on a host without pytest
-    pass
-else:
+if "pytest" in sys.modules:  # loaded as pytest's plug-in, or from a conftest
     from topo.testing.fixtures import topo_launch
 
 __all__ = ["Events", "alive", "topo_launch", "wait_gone", "wait_until"]

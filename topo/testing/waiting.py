@@ -44,7 +44,9 @@ def wait_until(
             last = value
         if time.monotonic() >= end:
             name = what or getattr(condition, "__name__", repr(condition))
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {name} (last: {last!r})")
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {name} (last: {last!r})"
+            )
         time.sleep(every)
 
 
@@ -117,4 +119,3 @@ def wait_gone(pids: Iterable[int], timeout: float) -> list[int]:
         except AssertionError:
             return alive(left)
     return []
-

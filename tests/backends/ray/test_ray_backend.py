@@ -221,30 +221,3 @@ def test_a_local_ray_run_leaves_this_process_fit_for_a_cluster(
         assert run.handle("w").where()["pid"] != os.getpid()
         assert run.stop(timeout=60) == 0
         assert dict(os.environ) == before  # no RAY_AUTH_MODE=token, PYTHONBREAKPOINT...
-
-
-def test_a_memory_limit_is_held_on_ray(ray_cluster: Cluster, tmp_path: Path) -> None:
-    """A forked node is topo's own process: past its group's ``resources.memory`` it is
-    killed and named as the reason, as on procs (no warning that it is not enforced)."""
-    path = write(
-        tmp_path / "leak.yaml",
-        """
-        name: leak
-        nodes:
-          leaker:
-            target: "tests.faults.fault_nodes:Leaker"
-            args: {mib_per_s: 120}
-            resources: {memory: 200MiB}
-        """,
-    )
-    done = subprocess.run(
-        topo_run(path, tmp_path / "run", address=ray_cluster.address),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == 1, out
-    assert "exceeded its memory limit 200 MiB" in out, out
-    assert "cannot end over a limit" not in out

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
 from tests.backends.ssh.testhosts import HostSet
+from topo.testing import wait_until
 
 
 def strays(hosts: HostSet) -> dict[str, list[int]]:
@@ -36,12 +36,25 @@ def strays(hosts: HostSet) -> dict[str, list[int]]:
 
 def wait_no_strays(hosts: HostSet, timeout: float) -> dict[str, list[int]]:
     """Wait until nothing but sshd runs inside the hosts; what is left after ``timeout``."""
-    end = time.monotonic() + timeout
-    left = strays(hosts)
-    while left and time.monotonic() < end:
-        time.sleep(0.1)
-        left = strays(hosts)
-    return left
+    try:
+        wait_until(lambda: not strays(hosts), timeout, what="the hosts to run only sshd")
+    except AssertionError:
+        return strays(hosts)
+    return {}
+
+
+def on_hosts(hosts: HostSet, pids: Iterable[int], timeout: float = 20.0) -> list[int]:
+    """The ``pids`` still running inside a test host after up to ``timeout``."""
+    wanted = set(pids)
+
+    def running() -> list[int]:
+        return sorted(wanted & {p for h in hosts.names for p in hosts.pids(h)})
+
+    try:
+        wait_until(lambda: not running(), timeout, what="the processes to end on the hosts")
+    except AssertionError:
+        return running()
+    return []
 
 
 @pytest.fixture

@@ -75,9 +75,7 @@ class Failures:
         assert run.log("crasher").count("about to fail: again") == 3
         suite.assert_nothing_left(run)
 
-    def test_a_killed_process_restarts_where_it_ran_or_fails_the_run(
-        self, suite: Harness
-    ) -> None:
+    def test_a_killed_process_restarts_where_it_ran_or_fails_the_run(self, suite: Harness) -> None:
         suite.needs("kill")
         run = suite.launch(suite.write(KILLED))
         echo = run.handle("echo/1", timeout=30)
@@ -108,4 +106,3 @@ class Failures:
         assert "failed 2 times" in run.failure.message  # restarted once, as its policy says
         assert "exceeded its memory limit 250 MiB" in run.log("leaker")
         suite.assert_nothing_left(run)
-

@@ -51,6 +51,7 @@ class Lifecycle:
         assert record["exit_code"] == 0 and "consumer finished" in record["stop_reason"]
         assert {n["state"] for n in record["nodes"]} == {"finished"}
         assert (run.run_dir / "program.json").is_file()
+        assert "stops_program: true" in (run.run_dir / "topology.yaml").read_text()
         suite.assert_nothing_left(run, pids)
 
     def test_a_node_stops_the_program_and_an_error_while_stopping_is_clean(

@@ -39,6 +39,9 @@ class Snapshots:
             assert saved["counter"]["counts"]["steps"] == sum(steps) > 0, saved
             assert snap.still_moving == {}
         assert snap.path.is_relative_to(run.run_dir)  # on the launcher's machine
+        assert snap.number == 2 and snap.nodes["stepper/1"].target == f"{NODES}:Stepper"
+        after = stepper.status()["steps"]  # let go once it is taken: the nodes go on
+        wait_until(lambda: stepper.status()["steps"] > after + 20, 60, what="steps after it")
         assert run.stop(timeout=60) == 0
 
         again = suite.launch(path, start_from=snap.path)

@@ -19,9 +19,7 @@ nodes:
 class Stopping:
     """Stop within the grace, kill after it."""
 
-    def test_a_node_that_ignores_the_stop_is_killed_after_the_grace(
-        self, suite: Harness
-    ) -> None:
+    def test_a_node_that_ignores_the_stop_is_killed_after_the_grace(self, suite: Harness) -> None:
         run = suite.launch(suite.write(STUBBORN), grace_s=1.0)
         pids = suite.node_pids(run)
         began = time.monotonic()
