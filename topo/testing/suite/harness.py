@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 # the suite runs, so they run this code whatever is installed.
 CODE_ROOT = Path(__file__).resolve().parents[3]
 NODES = "topo.testing.nodes"
+# What a backend may declare it cannot do (``Backend.cannot``; ``update``: ``can_update``).
+CAPABILITIES = {
+    "kill": "end one executable's process alone",
+    "memory": "hold a group to its resources.memory",
+    "update": "change a running program (topo apply)",
+}
 RIGHTS_NODES = "topo.testing.rights_nodes"
 
 
@@ -77,7 +83,8 @@ class Harness:
         """Skip the test, saying why, when the backend declares it cannot do this."""
         why = self.ut.cannot().get(capability)
         if why is not None:
-            pytest.skip(f"the {self.ut.name} backend cannot {capability}: {why}")
+            what = CAPABILITIES.get(capability, capability)
+            pytest.skip(f"the {self.ut.name} backend cannot {what}: {why}")
 
     # -- programs -------------------------------------------------------------------
     def write(self, text: str, name: str = "topology.yaml") -> Path:
