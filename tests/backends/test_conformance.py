@@ -20,7 +20,7 @@ from bk_plugins import install
 from topo.backends.base import _table
 from topo.testing import wait_gone
 from topo.testing.suite import BackendSuite, BackendUnderTest
-from topo.testing.suite.lifecycle import PIPELINE
+from topo.testing.suite.running import PIPELINE
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -73,8 +73,7 @@ def test_the_worked_example_of_docs_extending_runs_a_program(tmp_path: Path) -> 
     topology = tmp_path / "pipeline.yaml"
     topology.write_text(textwrap.dedent(PIPELINE))
     done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", str(topology), "-b", "docs", "--no-live"]
-        + ["--run-dir", str(tmp_path / "run")],
+        [sys.executable, "-m", "topo", "run", str(topology), "-b", "docs", "--no-live"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -83,6 +82,7 @@ def test_the_worked_example_of_docs_extending_runs_a_program(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "6 results from 2 producers, sum 55" in done.stdout
-    record = json.loads((tmp_path / "run" / "status.json").read_text())
+    [run_dir] = [p for p in (tmp_path / "runs").iterdir() if not p.is_symlink()]
+    record = json.loads((run_dir / "status.json").read_text())
     pids = [n["pid"] for n in record["nodes"]]
     assert len(set(pids)) == 3 and not wait_gone(pids, 15)  # a process each, all ended

@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any
 
-import topo
+from topo.runtime.lifecycle import current_node, stop, stop_event, wait_for_stop
+from topo.runtime.pause import pausepoint
 
 
 class Echo:
@@ -25,10 +26,10 @@ class Echo:
         return "pong"
 
     def whoami(self) -> tuple[str, int]:
-        return topo.current_node().id, os.getpid()
+        return current_node().id, os.getpid()
 
     def where(self) -> dict[str, Any]:
-        return {"node": topo.current_node().id, "pid": os.getpid(), "host": socket.gethostname()}
+        return {"node": current_node().id, "pid": os.getpid(), "host": socket.gethostname()}
 
 
 class Producer(Echo):
@@ -54,7 +55,7 @@ class Consumer:
 
 def hello(greeting: str = "hello") -> None:
     """A ``py`` node: a function run once, no server."""
-    print(f"{greeting} from {topo.current_node().id}", flush=True)
+    print(f"{greeting} from {current_node().id}", flush=True)
 
 
 class Stopper:
@@ -66,8 +67,8 @@ class Stopper:
 
     def run(self) -> None:
         print(f"answers: {[p.ping() for p in self.peers]}", flush=True)
-        topo.stop("stopper is done")
-        topo.wait_for_stop(30)
+        stop("stopper is done")
+        wait_for_stop(30)
 
 
 class Runner(Echo):
@@ -78,7 +79,7 @@ class Runner(Echo):
 
     def run(self) -> None:
         self.ran.set()
-        topo.wait_for_stop()
+        wait_for_stop()
 
     def did_run(self) -> bool:
         return self.ran.is_set()
@@ -129,7 +130,7 @@ class Talker(Echo):
     serves), then serves."""
 
     def __init__(self, lines: int = 3) -> None:
-        me = topo.current_node().id
+        me = current_node().id
         for i in range(lines):
             print(f"{me} said {i}", flush=True)
         print(f"{me} warned on stderr", file=sys.stderr, flush=True)
@@ -159,7 +160,7 @@ class RaisesOnStop:
     """Raises once the stop comes (a peer gone mid-call looks like this): a clean stop."""
 
     def run(self) -> None:
-        topo.wait_for_stop()
+        wait_for_stop()
         raise ConnectionError("peer went away while stopping")
 
 
@@ -171,7 +172,7 @@ class Leaker:
         self.hoard: list[bytearray] = []
 
     def run(self) -> None:
-        while not topo.stop_event().is_set():
+        while not stop_event().is_set():
             self.hoard.append(bytearray(self.rate * 2**20 // 10))  # zero-filled: resident
             time.sleep(0.1)
 
@@ -184,7 +185,7 @@ class Ticker:
 
     def run(self) -> None:
         i = 0
-        while not topo.wait_for_stop(self.every):
+        while not wait_for_stop(self.every):
             print(f"{self.name} tick {i}", flush=True)
             i += 1
 
@@ -201,13 +202,13 @@ class Stepper:
         self.restored_from: int | None = None
 
     def run(self) -> None:
-        while not topo.stop_event().is_set():
+        while not stop_event().is_set():
             draw = self.rng.random()
             if self.first_draw is None:
                 self.first_draw = draw
             self.steps += 1
             self.counter.increment(steps=1)
-            topo.pausepoint()
+            pausepoint()
             time.sleep(0.002)
 
     def status(self) -> dict[str, Any]:
@@ -253,7 +254,7 @@ class Looper(Echo):
         self._lock = threading.Lock()
 
     def run(self) -> None:
-        stop = topo.stop_event()
+        stop = stop_event()
         while not stop.is_set():
             for worker in list(self.workers):
                 try:

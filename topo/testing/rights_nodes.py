@@ -8,10 +8,10 @@ import os
 import time
 from typing import Any
 
-import topo
 from topo.runtime import Handle, PermissionDenied, serve_node
 from topo.runtime.auth import refused_count
 from topo.runtime.context import current_program
+from topo.runtime.lifecycle import current_node
 
 
 class Trace:
@@ -43,7 +43,7 @@ class Learner:
         return refused_count()
 
     def whoami(self) -> tuple[str, int]:
-        return topo.current_node().id, os.getpid()
+        return current_node().id, os.getpid()
 
 
 class Actor:
@@ -57,7 +57,7 @@ class Actor:
         return str(self.learner.futures.ping().result(30))
 
     def whoami(self) -> tuple[str, int]:
-        return topo.current_node().id, os.getpid()
+        return current_node().id, os.getpid()
 
 
 class Broker:
@@ -71,7 +71,7 @@ class Broker:
         return bool(self.rogue.take(self.learner))
 
     def whoami(self) -> tuple[str, int]:
-        return topo.current_node().id, os.getpid()
+        return current_node().id, os.getpid()
 
 
 class Rogue:
@@ -133,4 +133,4 @@ class Rogue:
         }
 
     def whoami(self) -> tuple[str, int]:
-        return topo.current_node().id, os.getpid()
+        return current_node().id, os.getpid()

@@ -33,9 +33,9 @@ from topo.testing.suite.detached import Detached
 from topo.testing.suite.failures import Failures
 from topo.testing.suite.harness import BackendUnderTest, Harness
 from topo.testing.suite.launchpad import Launchpad
-from topo.testing.suite.lifecycle import Lifecycle
 from topo.testing.suite.logs import Logs
 from topo.testing.suite.rights import Rights
+from topo.testing.suite.running import Lifecycle
 from topo.testing.suite.snapshots import Snapshots
 from topo.testing.suite.stopping import Stopping
 
