@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from topo.backends.logs import log_path
+from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 NODES = "tests.backends.ray.ray_nodes"
@@ -60,14 +60,14 @@ def status(run_dir: Path) -> dict[str, dict]:
 
 def wait_for(what: Callable[[], Any], proc: subprocess.Popen, timeout: float = 90) -> Any:
     """``what()`` once it is true; fails if the run ends or ``timeout`` passes first."""
-    end = time.monotonic() + timeout
-    while not (found := what()):
-        if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            pytest.fail(f"the run ended early ({proc.returncode}):\n{out[-3000:]}")
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.2)
-    return found
+
+    def found() -> Any:
+        if (value := what()) or proc.poll() is None:
+            return value
+        out = proc.stdout.read() if proc.stdout else ""
+        pytest.fail(f"the run ended early ({proc.returncode}):\n{out[-3000:]}")
+
+    return wait_until(found, timeout, every=0.2)
 
 
 def kill_if_running(proc: subprocess.Popen) -> None:
