@@ -83,7 +83,7 @@ class Apply:
         looper = pids(run, ["looper"])["looper"]
         before = pids(run, ["worker/0", "worker/1"])
 
-        change = run.apply(workers(suite, 2, tag="v2"), timeout=240)
+        change = run.apply(workers(suite, 2, tag="v2", extra=EXTRA), timeout=240)
         assert change.result == "applied", change.record
         assert change.record is not None
         restarts = [s["nodes"] for s in change.record["steps"] if s["step"] == "restart"]
@@ -94,10 +94,7 @@ class Apply:
             assert all(after[n] != before[n] for n in before), (before, after)
             assert not suite.still_running(before.values())
         assert {s.id: s.restarts for s in run.status()}["worker/0"] == 0  # not a failure
-
-        added = run.apply(workers(suite, 2, tag="v2", extra=EXTRA), timeout=240)
-        assert added.result == "applied", added.record
-        assert run.handle("extra", timeout=30).work(1)["id"] == 99
+        assert run.handle("extra", timeout=30).work(1)["id"] == 99  # a group added with it
         extra = pids(run, ["extra"])["extra"]
         removed = run.apply(workers(suite, 2, tag="v2"), timeout=240)
         assert removed.result == "applied", removed.record

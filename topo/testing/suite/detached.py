@@ -1,7 +1,8 @@
 """Conformance: a run started with ``topo run -d`` goes on after the command returned
-and is operated from other shells: ``ps`` and ``status`` see it, ``logs`` shows its
-output, ``snapshot`` saves it and lists the snapshots, ``stop`` ends it leaving nothing,
-and ``topo run --resume`` brings it back from its snapshot."""
+and is operated from other shells: ``ps`` sees it, ``logs`` shows its output,
+``snapshot`` saves it, ``stop`` ends it leaving nothing, and ``topo run --resume``
+brings it back from its snapshot (what the other commands show of a run is the same on
+every backend: tests/cli)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ nodes:
 
 
 class Detached:
-    """``topo run -d``, then ps / status / logs / snapshot / stop / --resume."""
+    """``topo run -d``, then ps / logs / snapshot / stop / --resume."""
 
     def test_a_detached_run_is_operated_from_other_shells(self, suite: Harness) -> None:
         name = suite.ut.name
@@ -30,28 +31,21 @@ class Detached:
         try:
             launchers, nodes = _pids(run_dir)
             listed = suite.topo("ps").stdout
-            assert re.search(rf"{run_id}\s+operated\s+{re.escape(name)}\s+running\s+4/4", listed)
-            shown = suite.topo("status", run_id[:6])  # a unique prefix names the run
-            assert shown.returncode == 0, shown.stderr
-            assert re.search(r"stepper/1 .* running", shown.stdout), shown.stdout
+            running = rf"{run_id}\s+operated\s+{re.escape(name)}\s+running\s+4/4"
+            assert re.search(running, listed), listed
             wait_until(lambda: "t tick 3" in log_of(run_dir, "ticker"), 60, what="ticks")
-            logs = suite.topo("logs", run_id, "ticker").stdout
+            logs = suite.topo("logs", run_id[:6], "ticker").stdout  # an id prefix names it
             assert re.search(r"ticker\s*\| t tick 3$", logs, re.M), logs
 
             taken = suite.topo("snapshot", run_id)
             assert taken.returncode == 0, taken.stderr
             assert re.search(r"snapshot 1 of run \S+: 3 node state\(s\)", taken.stderr), taken
             assert taken.stdout.strip() == str(run_dir / "snapshots" / "1")
-            listed = suite.topo("snapshot", "--list", run_id).stdout
-            assert re.search(r"^\s+1 .* 3 .* topo snapshot$", listed, re.M), listed
 
             stopped = suite.topo("stop", run_id)
             assert stopped.returncode == 0, stopped.stderr
             record = status(run_dir)
             assert record["state"] == "ended" and record["exit_code"] == 0, record
-            every = suite.topo("ps", "-a").stdout
-            ended = rf"{run_id}\s+operated\s+{re.escape(name)}\s+ended \(exit 0\)"
-            assert re.search(ended, every), every
             suite.assert_nothing_left(pids=nodes, local=launchers)
 
             again_id, again = suite.detached("run", "--resume", run_id)

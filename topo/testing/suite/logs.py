@@ -11,7 +11,7 @@ from topo.testing.suite.harness import NODES, Harness, log_of, status
 TALKERS = f"""
 name: talkers
 nodes:
-  talker: {{target: "{NODES}:Talker", count: 2}}
+  talker: {{target: "{NODES}:Talker"}}
   pair: {{target: "{NODES}:Talker", count: 2, colocate: {{per_process: 2}}}}
   stopper: {{target: "{NODES}:Stopper", args: {{peers: ["@talker", "@pair"]}}}}
 """
@@ -25,7 +25,7 @@ class Logs:
         args = suite.run_args(suite.write(TALKERS), "--no-live", "--run-dir", str(run_dir))
         done = suite.topo(*args, timeout=240)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        nodes = ["talker/0", "talker/1", "pair/0", "pair/1"]
+        nodes = ["talker", "pair/0", "pair/1"]
         for node in nodes:
             log = log_of(run_dir, node)
             assert f"{node} said 2" in log and f"{node} warned on stderr" in log, (node, log)
@@ -34,6 +34,6 @@ class Logs:
             shown = re.compile(rf"{re.escape(node)}\s*\|\s*{re.escape(node)} said 1$", re.M)
             assert shown.search(done.stdout), done.stdout[-3000:]
         names = {p.name for p in (run_dir / "logs").iterdir()}
-        assert {"talker_0.log", "talker_1.log", "pair_0.log", "pair_1.log"} <= names, names
+        assert {"talker.log", "pair_0.log", "pair_1.log"} <= names, names
         pids = [n["pid"] for n in status(run_dir)["nodes"] if n["pid"]]
         suite.assert_nothing_left(pids=pids)

@@ -78,7 +78,7 @@ class Lifecycle:
         assert wrapper.own() == "own"
         asker = run.handle("asker", timeout=30)
         assert asker.ask(0.0) == "rested"
-        answer = asker.ask(2.0)  # the callee's call_timeout_s beats the caller's deadline
+        answer = asker.ask(1.0)  # the callee's call_timeout_s beats the caller's deadline
         assert answer.startswith("DeadlineExceeded"), answer
         pids = suite.node_pids(run)
         assert run.stop(timeout=60) == 0
