@@ -1,8 +1,8 @@
 """Conformance: a run started with ``topo run -d`` goes on after the command returned
-and is operated from other shells: ``ps`` sees it, ``logs`` shows its output,
-``snapshot`` saves it, ``stop`` ends it leaving nothing, and ``topo run --resume``
-brings it back from its snapshot (what the other commands show of a run is the same on
-every backend: tests/cli)."""
+and is operated from other shells: ``ps`` and ``status`` see it running, its output
+goes on into its run directory, ``snapshot`` saves it, ``stop`` ends it leaving
+nothing, and ``topo run --resume`` brings it back from its snapshot (``logs``, ``attach``
+and the rest read the run directory alike for every backend: tests/cli)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ nodes:
 
 
 class Detached:
-    """``topo run -d``, then ps / logs / snapshot / stop / --resume."""
+    """``topo run -d``, then ps / status / snapshot / stop / --resume."""
 
     def test_a_detached_run_is_operated_from_other_shells(self, suite: Harness) -> None:
         name = suite.ut.name
@@ -33,9 +33,10 @@ class Detached:
             listed = suite.topo("ps").stdout
             running = rf"{run_id}\s+operated\s+{re.escape(name)}\s+running\s+4/4"
             assert re.search(running, listed), listed
-            wait_until(lambda: "t tick 3" in log_of(run_dir, "ticker"), 60, what="ticks")
-            logs = suite.topo("logs", run_id[:6], "ticker").stdout  # an id prefix names it
-            assert re.search(r"ticker\s*\| t tick 3$", logs, re.M), logs
+            shown = suite.topo("status", run_id[:6])  # a unique prefix names the run
+            assert shown.returncode == 0, shown.stderr
+            assert re.search(r"stepper/1 .* running", shown.stdout), shown.stdout
+            wait_until(lambda: "t tick 3" in log_of(run_dir, "ticker"), 60, what="its output")
 
             taken = suite.topo("snapshot", run_id)
             assert taken.returncode == 0, taken.stderr
