@@ -46,7 +46,10 @@ class Snapshots:
 
         again = suite.launch(path, start_from=snap.path)
         for i in range(2):
-            status = again.handle(f"stepper/{i}", timeout=30).status()
+            node = again.handle(f"stepper/{i}", timeout=30)
+            status = wait_until(  # once its run() has drawn
+                lambda: (s := node.status())["first_draw"] is not None and s, 30, what="a draw"
+            )
             assert status["restored_from"] == steps[i]
             stream = random.Random()
             stream.setstate(saved[f"stepper/{i}"]["rng"])
