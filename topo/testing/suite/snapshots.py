@@ -48,7 +48,9 @@ class Snapshots:
         for i in range(2):
             node = again.handle(f"stepper/{i}", timeout=30)
             status = wait_until(  # once its run() has drawn
-                lambda: (s := node.status())["first_draw"] is not None and s, 30, what="a draw"
+                lambda node=node: (s := node.status())["first_draw"] is not None and s,
+                30,
+                what="a draw",
             )
             assert status["restored_from"] == steps[i]
             stream = random.Random()
