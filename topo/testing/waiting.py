@@ -21,7 +21,7 @@ POLL_S = 0.05  # how often a condition without an event to wake on is looked at 
 
 
 def wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     timeout: float = 30.0,
     *,
     what: str = "",

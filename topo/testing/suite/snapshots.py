@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import random
+from functools import partial
 from typing import Any
 
 from topo.testing.suite.harness import NODES, Harness
@@ -22,6 +23,12 @@ nodes:
 def states(snap: Any) -> dict[str, Any]:
     """Node -> its saved state in snapshot ``snap``."""
     return {n: pickle.loads(snap.state(n)) for n in snap.nodes}
+
+
+def drawn(node: Any) -> dict[str, Any] | None:
+    """A stepper's status once its run() has drawn from its stream."""
+    status: dict[str, Any] = node.status()
+    return status if status["first_draw"] is not None else None
 
 
 class Snapshots:
@@ -47,11 +54,7 @@ class Snapshots:
         again = suite.launch(path, start_from=snap.path)
         for i in range(2):
             node = again.handle(f"stepper/{i}", timeout=30)
-            status = wait_until(  # once its run() has drawn
-                lambda node=node: (s := node.status())["first_draw"] is not None and s,
-                30,
-                what="a draw",
-            )
+            status = wait_until(partial(drawn, node), 30, what=f"stepper/{i} to draw")
             assert status["restored_from"] == steps[i]
             stream = random.Random()
             stream.setstate(saved[f"stepper/{i}"]["rng"])
