@@ -10,9 +10,10 @@ not run (``-x`` stops a round at its first failure), the wall time, and ``/proc/
 before and after. A failing round's pytest temp dir (run dirs, node logs with the stacks of
 nodes killed after the grace) is kept and named in the report; a passing one is removed.
 
-Tests on the SSH test hosts (tests/ssh, tests/ray's cluster) need them up: if none are,
-this brings three up once (``tests/ssh/testhosts.py``, as the session fixture does) and
-takes them down at the end; hosts that were up already are left up.
+Tests on the SSH test hosts (tests/backends/ssh, the Ray clusters of tests/backends/ray)
+need them up: if none are, this brings three up once (``tests/backends/ssh/testhosts.py``,
+as the session fixture does) and takes them down at the end; hosts that were up already
+are left up.
 
 Run:  ``python bench/e2e_under_load.py [--rounds 10] [--group agents_dqn ...] [NODE_ID ...]``
 (node ids given: one group of them). Writes bench/results/e2e_under_load[-LABEL].md/.json
@@ -51,11 +52,11 @@ GROUPS: dict[str, list[str]] = {
         "tests/agents/test_clean_stop.py",
     ],
     "hosts": [
-        "tests/ssh/test_ssh_run.py::test_distributed_dqn_runs_across_hosts",
-        "tests/ray/test_ray_cluster.py::test_distributed_dqn_runs_across_ray_nodes",
+        "tests/backends/ssh/test_ssh_run.py::test_distributed_dqn_runs_across_hosts",
+        "tests/backends/ray/test_ray_cluster.py::test_distributed_dqn_runs_across_ray_nodes",
     ],
 }
-NEEDS_HOSTS = ("tests/ssh/", "tests/ray/test_ray_cluster.py")
+NEEDS_HOSTS = ("tests/backends/ssh/", "tests/backends/ray/test_ray_cluster.py")
 
 
 def loadavg() -> list[float]:
@@ -153,7 +154,7 @@ def run_round(group: str, nodeids: list[str], index: int) -> dict[str, Any]:
 def hosts_up() -> tuple[bool, str]:
     """Bring the three SSH test hosts up unless some are; (whether we did, a note)."""
     sys.path.insert(0, str(ROOT))
-    from tests.ssh import testhosts
+    from tests.backends.ssh import testhosts
 
     reason = testhosts.unavailable()
     if reason:
@@ -166,7 +167,7 @@ def hosts_up() -> tuple[bool, str]:
 
 def hosts_down() -> None:
     """Take down the test hosts this script brought up."""
-    from tests.ssh import testhosts
+    from tests.backends.ssh import testhosts
 
     testhosts.down()
 

@@ -16,8 +16,8 @@ measured beside it).
   loopback ipc; and plain Ray actor calls h1 -> h2 (``ray.get(echo.echo.remote(x))``)
   for context. All three up at once, interleaved over rounds.
 
-The cluster (``tests/ray/cluster.py``): a head on the test hosts' bridge and one worker
-inside each of 3 test hosts (``tests/ssh/testhosts.py``), 1 CPU each, started by this
+The cluster (``tests/backends/ray/cluster.py``): a head on the test hosts' bridge and one worker
+inside each of 3 test hosts (``tests/backends/ssh/testhosts.py``), 1 CPU each, started by this
 bench and stopped by pid at its end; test hosts are brought up (and taken down after)
 only if none are up. Needs root. Run from the repository root:
 ``.venv/bin/python bench/ray_bench.py [--sizes 100] [--repeats 3] [--calls 2000]
@@ -316,7 +316,7 @@ def rpc_rows(
 
 def _hosts() -> tuple[Any, bool]:
     """The test hosts (brought up if none are) and whether this bench brought them up."""
-    from tests.ssh import testhosts
+    from tests.backends.ssh import testhosts
 
     reason = testhosts.unavailable()
     if reason:
@@ -326,8 +326,8 @@ def _hosts() -> tuple[Any, bool]:
 
 def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     """Start the cluster, run both parts, stop the cluster by pid (always)."""
-    from tests.ray.cluster import on_test_hosts
-    from tests.ssh import testhosts
+    from tests.backends.ray.cluster import on_test_hosts
+    from tests.backends.ssh import testhosts
 
     hosts, mine = _hosts()
     try:

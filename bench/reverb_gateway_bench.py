@@ -7,7 +7,7 @@ as fast as they can, a learner samples batches of 64 through the example's
 trial per path, the paths interleaved, ``--trials`` times; medians and their ratio.
 
 * hosts: the replay on test host topo-h1, the actors on topo-h2, the learner on topo-h3
-  (``ip netns exec``; tests/ssh/testhosts.py). Open: ``10.213.0.11:PORT``. Protected:
+  (``ip netns exec``; tests/backends/ssh/testhosts.py). Open: ``10.213.0.11:PORT``. Protected:
   each client process's entrance (a Unix socket of its own), CURVE to the replay host's
   gateway, relayed to the server in its own network namespace.
 * local: everything on this host. Open: ``127.0.0.1:PORT``. Protected: the replay's
@@ -304,7 +304,9 @@ def main() -> None:
     if "hosts" in wheres:
         up = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         if not all(h in up for h, _ in HOSTS.values()):
-            sys.exit("the ssh test hosts are not up (tests/ssh/testhosts.py brings them up)")
+            sys.exit(
+                "the ssh test hosts are not up (tests/backends/ssh/testhosts.py brings them up)"
+            )
     results: dict[str, Any] = {"where": {}}
     for where in wheres:
         results["where"][where] = measure(where, args.trials, args.seconds, args.actors)

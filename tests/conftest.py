@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from tests.ssh import testhosts
-from tests.ssh.testhosts import HostSet
+from tests.backends.ssh import testhosts
+from tests.backends.ssh.testhosts import HostSet
 from topo.diagnostics import TopoError
 from topo.ir import Program
 
@@ -154,7 +154,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def test_hosts() -> Iterator[HostSet]:
-    """Three real SSH hosts on this machine (``tests/ssh/testhosts.py``), for the ssh and
+    """Three real SSH hosts on this machine (``tests/backends/ssh/testhosts.py``), for the ssh and
     ray tests: reused when up already, else brought up once and taken down at the end
     (skips with the reason where they cannot be made)."""
     reason = testhosts.unavailable()

@@ -119,7 +119,7 @@ RULES: dict[str, set[str]] = {
     "api": RUN,
     "launchpad": RUN | {"api", "nodes"},
     "export": BASE | {"ir", "kinds", "runtime", "nodes", "launchpad"},
-    "testing": RUN | {"api"},
+    "testing": RUN | {"api", "launchpad", "nodes"},  # the conformance suite runs Launchpad programs
     # the dashboard: a reader of run directories and a client of the control channel,
     # never of the supervisor; it draws with the renderers
     "ui": {"rundir", "runs", "ir", "render", "diagnostics", "vocab", "kinds", "targets"},

@@ -21,6 +21,7 @@ ENTRY_POINTS = {
     "optplug": "bk_plugins:OptionBackend",
     "journal": "bk_plugins:Journal",
     "ssh-stand-in": "bk_plugins:SshStandIn",
+    "subprocs": "bk_subprocs:Subprocesses",  # passes the conformance suite
     "procs": "bk_plugins:OptionBackend",  # a plug-in cannot take the name of topo's own
 }
 

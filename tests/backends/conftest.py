@@ -35,5 +35,5 @@ NEEDS_HOSTS = {"ssh"}
 @pytest.fixture(params=[b for b in available_backends() if b not in NEEDS_HOSTS])
 def backend(request: pytest.FixtureRequest) -> str:
     """Every registered backend that runs on this machine without options: the built-in
-    ones and any installed plugin (ssh, which needs an inventory, has tests/ssh)."""
+    ones and any installed plugin (ssh, which needs an inventory, has tests/backends/ssh)."""
     return str(request.param)

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +92,9 @@ def wait_gone(pids: set[int], timeout: float = 20) -> list[int]:
 
 
 def wait_for(predicate: Any, timeout: float = 30, every: float = 0.1) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
+    """Whether ``predicate()`` came true within ``timeout`` (``testing.wait_until``)."""
+    try:
+        testing.wait_until(predicate, timeout, every=every)
+    except AssertionError:
+        return False
+    return True

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pexpect
-import pytest
 
 from tests.cli.operate import (
     env,
@@ -48,8 +47,10 @@ def _ticks(text: str, node: str) -> list[int]:
     return [int(n) for n in re.findall(rf"{re.escape(node)}\s*\| t tick (\d+)", text)]
 
 
-@pytest.mark.parametrize("backend", ["threads", "procs"])
-def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path, backend: str) -> None:
+def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path) -> None:
+    """What the command line adds on top of the conformance suite's detached run (on every
+    backend): ``ps --json``, ``logs -n -t``, ``logs -f`` and ``attach`` in a real pty."""
+    backend = "procs"
     file = ticker_topology(tmp_path / "tickers.yaml")
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", backend)
     pids = run_pids(run_dir)

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.snapshots.test_snapshots import states, wait_for
+from tests.snapshots.test_snapshots import states
 from topo.runs.control import request
+from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPPER = """
@@ -54,20 +55,20 @@ def test_a_restarted_node_keeps_its_live_state_or_starts_fresh(
     run = topo_launch(topology(STEPPER.format(cls="Stepper", backoff=0.2)), "procs")
     assert run.wait_ready(60)
     stepper = run.handle("stepper", timeout=30)
-    wait_for(lambda: stepper.status()["steps"] > 20)
+    wait_until(lambda: stepper.status()["steps"] > 20, 60)
     snapped = run.snapshot()  # an older state the restart must not roll back to
     first = stepper.status()
-    wait_for(lambda: stepper.status()["steps"] > first["steps"] + 200)
+    wait_until(lambda: stepper.status()["steps"] > first["steps"] + 200, 60)
     before = stepper.status()["steps"]
     answer = _restart(run, "stepper")
     assert answer["ok"] and re.fullmatch(
         r"stepper keeps its live state \([\d.]+ (B|KiB), saved just now\)", answer["message"]
     ), answer
-    after = wait_for(lambda: _status(run, "stepper", first["pid"]))
+    after = wait_until(lambda: _status(run, "stepper", first["pid"]), 60)
     assert after["restored_from"] >= before > states(snapped)["stepper"]["steps"]
     fresh = _restart(run, "stepper", fresh=True)
     assert fresh["ok"] and fresh["message"] == "stepper starts fresh (--fresh)", fresh
-    again = wait_for(lambda: _status(run, "stepper", after["pid"]))
+    again = wait_until(lambda: _status(run, "stepper", after["pid"]), 60)
     assert again["restored_from"] is None  # nothing restored: its random stream starts over
     assert again["first_draw"] == random.Random(1234).random()
 
@@ -80,11 +81,11 @@ def test_a_down_node_restores_the_newest_snapshot_and_says_which(
     run = topo_launch(topology(STEPPER.format(cls="Crasher", backoff=60)), "procs")
     assert run.wait_ready(60)
     crasher = run.handle("stepper", timeout=30)
-    wait_for(lambda: crasher.status()["steps"] > 20)
+    wait_until(lambda: crasher.status()["steps"] > 20, 60)
     snap = run.snapshot()
     first_pid = crasher.status()["pid"]
     crasher.fail()
-    wait_for(lambda: run.launcher.state.nodes["stepper"].state == "restarting")
+    wait_until(lambda: run.launcher.state.nodes["stepper"].state == "restarting", 60)
     answer = _restart(run, "stepper")
     assert answer["ok"], answer
     assert re.fullmatch(
@@ -92,7 +93,7 @@ def test_a_down_node_restores_the_newest_snapshot_and_says_which(
         r"live state to hand over\)",
         answer["message"],
     ), answer
-    after = wait_for(lambda: _status(run, "stepper", first_pid))
+    after = wait_until(lambda: _status(run, "stepper", first_pid), 60)
     assert after["restored_from"] == states(snap)["stepper"]["steps"]
 
 

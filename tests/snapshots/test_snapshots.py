@@ -1,11 +1,12 @@
-"""Issue 29: consistent program snapshots, resume, fork and restart with state, on the
-threads and procs backends (ssh in tests/ssh/test_ssh_snapshots.py)."""
+"""Issue 29: program snapshots where procs and threads have their own cases -- restart
+with state, a node or the launcher killed while one is written, refusals, the clock,
+fork (a snapshot's consistency and resume on every backend: the conformance suite,
+tests/backends/test_conformance.py)."""
 
 from __future__ import annotations
 
 import os
 import pickle
-import random
 import signal
 import subprocess
 import sys
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from topo.rundir.snapshots import SnapshotError, latest, numbers, snapshots_dir
 
-from topo.rundir.snapshots import SnapshotError, latest, numbers, read_snapshot, snapshots_dir
+from topo.testing import wait_until
 
 STEPPERS = """
     name: snap
@@ -40,70 +42,15 @@ def states(snap: Any) -> dict[str, Any]:
     return {n: pickle.loads(snap.state(n)) for n in snap.nodes}
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-@pytest.mark.parametrize("backend", ["threads", "procs"])
-def test_a_snapshot_is_one_consistent_point(
-    topo_launch: Callable, topology: Callable, backend: str
-) -> None:
-    run = topo_launch(steppers(topology), backend, ready_timeout=60)
-    stepper = run.handle("stepper/0", timeout=30)
-    wait_for(lambda: stepper.status()["steps"] > 50)
-    for _ in range(3):  # taken while the steppers and the counter keep moving
-        snap = run.snapshot()
-        saved = states(snap)
-        total = saved["stepper/0"]["steps"] + saved["stepper/1"]["steps"]
-        assert saved["counter"]["counts"]["steps"] == total > 0
-        assert snap.counts["counter"]["steps"] == total
-        assert snap.still_moving == {}
-        time.sleep(0.2)
-    assert numbers(run.run_dir) == [1, 2, 3]
-    manifest = read_snapshot(snapshots_dir(run.run_dir) / "3")
-    assert manifest.nodes["stepper/1"].target == "snap_nodes:Stepper"
-    after = stepper.status()["steps"]
-    wait_for(lambda: stepper.status()["steps"] > after + 20)  # let go after the snapshot
-
-
-@pytest.mark.parametrize("backend", ["threads", "procs"])
-def test_resume_continues_counts_steps_and_random_streams(
-    topo_launch: Callable, topology: Callable, backend: str
-) -> None:
-    path = steppers(topology)
-    first = topo_launch(path, backend, ready_timeout=60)
-    wait_for(lambda: first.handle("stepper/1").status()["steps"] > 30)
-    snap = first.snapshot()
-    saved = states(snap)
-    assert first.stop(timeout=60) == 0
-    resumed = topo_launch(path, backend, ready_timeout=60, start_from=snap.path)
-    for i in range(2):
-        status = resumed.handle(f"stepper/{i}", timeout=30).status()
-        assert status["restored_from"] == saved[f"stepper/{i}"]["steps"]
-        stream = random.Random()
-        stream.setstate(saved[f"stepper/{i}"]["rng"])
-        assert status["first_draw"] == stream.random()  # goes on; does not repeat
-        assert status["first_draw"] != random.Random(1234).random()
-    counts = resumed.handle("counter").get_counts()
-    assert counts["steps"] >= saved["counter"]["counts"]["steps"]
-    assert "restored its state" in resumed.log("stepper/0")
-
-
 def test_a_restarted_node_takes_its_state_back(topo_launch: Callable, topology: Callable) -> None:
     run = topo_launch(steppers(topology, "Crasher"), "procs", ready_timeout=60)
     crasher = run.handle("stepper/0", timeout=30)
-    wait_for(lambda: crasher.status()["steps"] > 20)
+    wait_until(lambda: crasher.status()["steps"] > 20)
     snap = run.snapshot()
     saved = states(snap)["stepper/0"]["steps"]
     first_pid = crasher.status()["pid"]
     crasher.fail()
-    status = wait_for(
+    status = wait_until(
         lambda: (s := _status(crasher)) and s["pid"] != first_pid and s,
         timeout=60,
     )
@@ -172,7 +119,7 @@ def test_a_launcher_killed_while_writing_leaves_the_previous_snapshot(tmp_path: 
         cwd=Path(__file__).resolve().parents[2],
     )
     try:
-        part = wait_for(lambda: list(snapshots_dir(run_dir).glob(".part-*")), timeout=60)
+        part = wait_until(lambda: list(snapshots_dir(run_dir).glob(".part-*")), timeout=60)
     finally:
         writer.kill()
         writer.wait(30)
@@ -239,7 +186,7 @@ def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
     )
     events: list[Any] = []
     run = topo_launch(path, "procs", ready_timeout=60, listeners=[events.append])
-    wait_for(lambda: (n := numbers(run.run_dir)) and n[-1] >= 4, timeout=60)
+    wait_until(lambda: (n := numbers(run.run_dir)) and n[-1] >= 4, timeout=60)
     assert len(numbers(run.run_dir)) == 2  # the older ones were removed
     assert run.stop(timeout=60) == 0
     last = latest(run.run_dir)
@@ -259,7 +206,7 @@ def test_fork_starts_a_bigger_program_from_a_snapshot(
     topo_launch: Callable, topology: Callable
 ) -> None:
     first = topo_launch(steppers(topology), "procs", ready_timeout=60)
-    wait_for(lambda: first.handle("stepper/1").status()["steps"] > 10)
+    wait_until(lambda: first.handle("stepper/1").status()["steps"] > 10)
     snap = first.snapshot()
     saved = states(snap)
     first.stop(timeout=60)

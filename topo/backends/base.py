@@ -30,7 +30,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB, LogLimit
 from topo.diagnostics import Diagnostic
@@ -218,6 +219,11 @@ class Backend(ABC):
     # import fails here is left to the backend's own check there (``topo run`` checks
     # imports and node arguments here before it starts anything).
     imports_here: bool = True
+    # What it cannot do that backends are checked for (the conformance suite,
+    # ``topo.testing.suite``), capability -> why not: "kill" (end one executable's process
+    # alone: a node killed by its pid), "memory" (hold a group to ``resources.memory``).
+    # The suite skips those tests with the reason; ``can_update`` says the same of apply.
+    cannot: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     @classmethod
     def options(cls) -> tuple[BackendOption, ...]:

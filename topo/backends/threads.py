@@ -43,6 +43,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import TextIO
 
 from topo.backends import guard
@@ -189,6 +190,12 @@ class ThreadsBackend(Backend):
     """Executables as thread sets in this process."""
 
     name = "threads"
+    cannot = MappingProxyType(
+        {
+            "kill": "its executables are threads of the launcher's process: none ends alone",
+            "memory": "its nodes share the launcher's process, so no group's memory is its own",
+        }
+    )
 
     def __init__(self) -> None:
         self._job: JobContext | None = None

@@ -1,0 +1,121 @@
+"""Waiting in tests on the condition they need, never for a fixed time: one poll helper
+(``wait_until``), a listener that wakes its waiters on each event (``Events``), and the
+checks by pid that nothing a run started is left (``alive``, ``wait_gone``).
+
+Standard library and psutil only: a node process that imports ``topo.testing.nodes``
+imports this package too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from topo.backends.base import Event
+
+T = TypeVar("T")
+POLL_S = 0.05  # how often a condition without an event to wake on is looked at again
+
+
+def wait_until(
+    condition: Callable[[], T | None],
+    timeout: float = 30.0,
+    *,
+    what: str = "",
+    errors: tuple[type[BaseException], ...] = (),
+    every: float = POLL_S,
+) -> T:
+    """``condition()``'s first true value, looked at every ``every`` seconds; after
+    ``timeout`` an ``AssertionError`` says ``what`` was waited for and the last value
+    seen. An exception of ``errors`` counts as "not yet" (a node that is restarting)."""
+    end = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = condition()
+        except errors as exc:
+            value, last = None, exc  # type: ignore[assignment]
+        else:
+            if value:
+                return value
+            last = value
+        if time.monotonic() >= end:
+            name = what or getattr(condition, "__name__", repr(condition))
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {name} (last: {last!r})"
+            )
+        time.sleep(every)
+
+
+class Events:
+    """A listener for ``topo.launch(..., listeners=[events])``: keeps every event of the
+    run and wakes whoever waits for one (``wait_for``) as it arrives."""
+
+    def __init__(self) -> None:
+        self.seen: list[Event] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        with self._cond:
+            self.seen.append(event)
+            self._cond.notify_all()
+
+    def matching(self, kind: str, node: str | None = None, text: str = "") -> list[Event]:
+        """The events so far of ``kind`` (of ``node``, whose message holds ``text``)."""
+        with self._cond:
+            return [
+                e
+                for e in self.seen
+                if e.kind == kind and (node is None or e.node == node) and text in e.message
+            ]
+
+    def wait_for(
+        self, kind: str, node: str | None = None, text: str = "", timeout: float = 30.0
+    ) -> Event:
+        """The first event of ``kind`` (of ``node``, whose message holds ``text``), once
+        it has come; ``AssertionError`` after ``timeout``."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = self.matching(kind, node, text)
+                if found:
+                    return found[0]
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"no {kind} event{f' of {node}' if node else ''}"
+                        f"{f' saying {text!r}' if text else ''} within {timeout:g}s"
+                    )
+                self._cond.wait(left)
+
+    def lines(self, node: str) -> list[str]:
+        """The log lines of ``node`` the launcher relayed."""
+        return [e.message for e in self.matching("log", node)]
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """The pids that still belong to a live (non-zombie) process."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_gone(pids: Iterable[int], timeout: float) -> list[int]:
+    """Wait until every pid is gone; the ones still alive after ``timeout``."""
+    left = alive(pids)
+    if left:
+        try:
+            wait_until(lambda: not alive(left), timeout, what="the processes to end")
+        except AssertionError:
+            return alive(left)
+    return []
