@@ -20,8 +20,8 @@ from pathlib import Path
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.backends.grants import exe_grant
-from topo.rundir.layout import exe_output_path
 from topo.ir import Program, dumps
+from topo.rundir.layout import exe_output_path
 
 HERE = str(Path(__file__).resolve().parent)
 

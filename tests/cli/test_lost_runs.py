@@ -30,7 +30,7 @@ from tests.cli.operate import (
     topo,
     wait_gone,
 )
-from topo.runs.probe import process_start
+from topo.rundir.pids import process_start
 
 
 def temp_dirs(run_dir: Path) -> list[Path]:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from topo.rundir.snapshots import SnapshotError, latest, numbers, snapshots_dir
 
+from topo.rundir.snapshots import SnapshotError, latest, numbers, snapshots_dir
 from topo.testing import wait_until
 
 STEPPERS = """

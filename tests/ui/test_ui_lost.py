@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.cli.operate import wait_for
 from tests.ui.support import make_run_dir
-from topo.runs.probe import process_start
+from topo.rundir.pids import process_start
 from topo.ui.reader import RunReader
 
 

@@ -113,6 +113,7 @@ class RunningProgram:
         Waits up to ``timeout`` for the change to end. Raises ``ApplyRefused`` when it
         cannot be applied live, ``ApplyNeedsConfirmation`` when it would stop the
         program or lose work and ``confirm`` is not given (nothing changed then)."""
+        from topo.supervisor.change_plan import ChangeAsk
         from topo.supervisor.change_record import read_change
 
         if isinstance(source, Program):
@@ -128,14 +129,8 @@ class RunningProgram:
                 "params_given": list(loaded.spec.given),
                 "params": {k: v for k, v in loaded.spec.param_values.items()},
             }
-        plan, generation = self.launcher.apply(
-            program,
-            dry_run=dry_run,
-            max_unavailable=max_unavailable,
-            source=where,
-            keep_state=not fresh,
-            confirmed=confirm,
-        )
+        ask = ChangeAsk(dry_run, max_unavailable, where, keep_state=not fresh, confirmed=confirm)
+        plan, generation = self.launcher.apply(program, ask)
         if plan.refused:
             raise ApplyRefused(list(plan.refused))
         if plan.confirm and generation is None and not dry_run:

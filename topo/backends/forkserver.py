@@ -56,9 +56,9 @@ from topo.backends.proctree import (
     keep_niceness,
     kill_group,
     kill_tree,
-    pid_alive,
     sweep_orphans,
 )
+from topo.rundir.pids import pid_alive
 
 PR_SET_PDEATHSIG = 1
 SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended

@@ -12,17 +12,6 @@ from collections.abc import Iterable
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (a zombie counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def how_it_ended(code: int | None) -> str:
     """A process's exit status (``Popen.returncode``: negative for a signal; None: it
     still runs) for people: "exited with code 3", "was killed by SIGKILL"."""

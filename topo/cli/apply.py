@@ -28,7 +28,7 @@ import typer
 from topo.cli.app import app
 from topo.cli.carried import ForRun, ResetParamsOption, load_for_run
 from topo.cli.common import ParamsOption, stderr, stdout
-from topo.cli.operate import LogDirOption, pick_run, say
+from topo.cli.operate import LogDirOption, ask_launcher, pick_run, require_live, say
 
 if TYPE_CHECKING:
     from topo.runs.resolve import RunInfo
@@ -92,9 +92,7 @@ def apply(
     New nodes start, changed ones restart one at a time, removed ones stop, the others go
     on. Shows the plan; --dry-run changes nothing."""
     info = pick_run(run, log_dir)
-    if not info.live:
-        say(f"error: run {info.id} is not running ({info.state}): nothing to change", "red")
-        raise typer.Exit(1)
+    require_live(info, "nothing to change")
     for_run = load_for_run(file, info.run_dir, info.id, params, reset_params, 1)
     for note in for_run.notes(file):
         say(note, "yellow")
@@ -145,17 +143,7 @@ def apply(
 
 def _ask(info: RunInfo, request: dict[str, Any]) -> dict[str, Any]:
     """The launcher's answer to ``request`` (exit 1 saying why when there is none)."""
-    from topo.runs.control import ControlError
-    from topo.runs.control import request as ask
-
-    try:
-        socket_path = info.status.get("control")
-        if not socket_path:
-            raise ControlError("the run has no control socket")
-        answer = ask(info.run_dir, str(socket_path), request, timeout=ASK_TIMEOUT_S)
-    except ControlError as exc:
-        say(f"error: {exc}", "red")
-        raise typer.Exit(1) from None
+    answer = ask_launcher(info, request, ASK_TIMEOUT_S)
     if request["op"] == "apply" and "plan_text" not in answer:
         say(f"error: run {info.id} did not take the change: {answer.get('error')}", "red")
         raise typer.Exit(1)

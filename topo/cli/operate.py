@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -49,6 +49,29 @@ def pick_run(spec: str | None, log_dir: Path = Path("runs")) -> RunInfo:
     try:
         return resolve(spec, log_dir)
     except RunNotFound as exc:
+        say(f"error: {exc}", "red")
+        raise typer.Exit(1) from None
+
+
+def require_live(info: RunInfo, nothing_to: str) -> None:
+    """Exit 1 unless ``info`` is a live run (``nothing_to``: what a run that is not
+    cannot do, "nothing to restart")."""
+    if not info.live:
+        say(f"error: run {info.id} is not running ({info.state}): {nothing_to}", "red")
+        raise typer.Exit(1)
+
+
+def ask_launcher(info: RunInfo, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The answer of a live run's launcher to ``message`` over its control socket (exit
+    1 saying why when there is none)."""
+    from topo.runs.control import ControlError, request
+
+    socket_path = info.status.get("control")
+    try:
+        if not socket_path:
+            raise ControlError("the run has no control socket")
+        return request(info.run_dir, str(socket_path), message, timeout=timeout)
+    except ControlError as exc:
         say(f"error: {exc}", "red")
         raise typer.Exit(1) from None
 

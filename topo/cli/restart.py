@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, pick_run, say
+from topo.cli.operate import LogDirOption, ask_launcher, pick_run, require_live, say
 
 RESTART_TIMEOUT_S = 330.0  # beyond the launcher's deadline for one node's save()
 
@@ -35,22 +35,11 @@ def restart(
     """Restart one node of a live run now.
 
     Its process is killed and started again (with the nodes that share it)."""
-    from topo.runs.control import ControlError, request
-
     info = pick_run(run, log_dir)
-    if not info.live:
-        say(f"error: run {info.id} is not running ({info.state}): nothing to restart", "red")
-        raise typer.Exit(1)
-    socket_path = info.status.get("control")
-    try:
-        if not socket_path:
-            raise ControlError("the run has no control socket")
-        message = {"op": "restart", "node": node, "by": "topo restart", "fresh": fresh}
-        # (a node's live state is saved before the answer: a replay's can take a while)
-        answer = request(info.run_dir, str(socket_path), message, timeout=RESTART_TIMEOUT_S)
-    except ControlError as exc:
-        say(f"error: {exc}", "red")
-        raise typer.Exit(1) from None
+    require_live(info, "nothing to restart")
+    message = {"op": "restart", "node": node, "by": "topo restart", "fresh": fresh}
+    # (a node's live state is saved before the answer: a replay's can take a while)
+    answer = ask_launcher(info, message, RESTART_TIMEOUT_S)
     if not answer.get("ok"):
         say(f"error: {answer.get('error')}", "red")
         raise typer.Exit(1)

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, RunArgument, duration, pick_run, say
+from topo.cli.operate import (
+    LogDirOption,
+    RunArgument,
+    ask_launcher,
+    duration,
+    pick_run,
+    require_live,
+    say,
+)
 from topo.rundir.snapshots import human_size
 
 TAKE_TIMEOUT_S = 900.0  # a replay's checkpoint can take minutes for millions of items
@@ -32,24 +40,8 @@ def snapshot(
     if list_them:
         _list(info.run_dir)
         return
-    from topo.runs.control import ControlError, request
-
-    if not info.live:
-        say(f"error: run {info.id} is not running ({info.state}): nothing to snapshot", "red")
-        raise typer.Exit(1)
-    socket_path = info.status.get("control")
-    try:
-        if not socket_path:
-            raise ControlError("the run has no control socket")
-        answer = request(
-            info.run_dir,
-            str(socket_path),
-            {"op": "snapshot", "by": "topo snapshot"},
-            timeout=TAKE_TIMEOUT_S,
-        )
-    except ControlError as exc:
-        say(f"error: {exc}", "red")
-        raise typer.Exit(1) from None
+    require_live(info, "nothing to snapshot")
+    answer = ask_launcher(info, {"op": "snapshot", "by": "topo snapshot"}, TAKE_TIMEOUT_S)
     if not answer.get("ok"):
         say(f"error: the snapshot of run {info.id} failed: {answer.get('error')}", "red")
         raise typer.Exit(1)

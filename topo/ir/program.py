@@ -28,23 +28,6 @@ DEFAULT_STALL_AFTER_S = 300.0  # a node whose progress has not moved this long i
 RestartMode = Literal["never", "on-failure", "always"]
 ColocationMode = Literal["single", "replicas", "set"]
 
-__all__ = [
-    "DEFAULT_READY_TIMEOUT_S",
-    "DEFAULT_STALL_AFTER_S",
-    "IR_VERSION",
-    "Edge",
-    "Executable",
-    "Group",
-    "Node",
-    "Program",
-    "Resources",
-    "RestartPolicy",
-    "RpcSettings",
-    "SnapshotSettings",
-    "SourcePos",
-    "StopSettings",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class RestartPolicy:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.rundir.layout import MANIFEST_FILE, SNAPSHOTS_DIR
+from topo.rundir.pids import pid_alive
 
 FORMAT = 1
 _NUMBERED = re.compile(r"^[0-9]+$")
@@ -202,13 +203,7 @@ def _writer_alive(name: str) -> bool:
         return False
     if pid == os.getpid():
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def read_snapshot(path: Path) -> Snapshot:

@@ -13,31 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from topo.rundir.pids import process_start
 from topo.rundir.status import read_status
 
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
 LOST_NODE = "lost"  # a node of a lost run whose process is gone (or cannot be checked)
 ORPHANED_NODE = "orphaned"  # a node of a lost run whose process verifiably still runs
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks since boot (None: no such process,
-    or a zombie); with the pid it names one process for good, even after the pid is
-    reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    if fields[:1] in ([b"Z"], [b"X"]):  # ended, not yet reaped
-        return None
-    try:
-        return int(fields[19])  # field 22 of the whole line
-    except (IndexError, ValueError):
-        return None
 
 
 def launcher_record() -> dict[str, Any]:

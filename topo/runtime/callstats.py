@@ -79,20 +79,8 @@ def served(program: Any, node: str, method: str, seconds: float, ok: bool) -> No
     """Node ``node`` of ``program`` (a ``ProgramContext``) answered one call of ``method``
     in ``seconds`` (``ok``: no error)."""
     state = _state
-    if state.off:
-        return
-    with state.lock:
-        cells = state.served.get(node)
-        if cells is None:
-            if _note(state, node, program):
-                return
-            cells = state.served[node] = {}
-        cell = cells.get(method)
-        if cell is None:
-            if len(cells) >= MAX_KEYS:
-                return
-            cell = cells[method] = [0, 0, 0.0, 0.0]
-        _add(cell, seconds, ok)
+    if not state.off:
+        _count(state, state.served, program, node, method, seconds, ok)
 
 
 def caller() -> str:
@@ -105,15 +93,27 @@ def made(program: Any, node: str, peer: str, method: str, seconds: float, ok: bo
     """Node ``node`` of ``program`` called ``peer.method``, which took ``seconds`` (``ok``:
     a value came back, not an error)."""
     state = _state
-    if not node or state.off:
-        return
+    if node and not state.off:
+        _count(state, state.made, program, node, (peer, method), seconds, ok)
+
+
+def _count(
+    state: _Counters,
+    table: dict[str, dict[Any, Cell]],
+    program: Any,
+    node: str,
+    key: Any,
+    seconds: float,
+    ok: bool,
+) -> None:
+    """Add one call to ``node``'s cell ``key`` of ``table`` (at most ``MAX_KEYS`` cells a
+    node: what comes after is not counted)."""
     with state.lock:
-        cells = state.made.get(node)
+        cells = table.get(node)
         if cells is None:
             if _note(state, node, program):
                 return
-            cells = state.made[node] = {}
-        key = (peer, method)
+            cells = table[node] = {}
         cell = cells.get(key)
         if cell is None:
             if len(cells) >= MAX_KEYS:

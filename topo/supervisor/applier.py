@@ -29,7 +29,7 @@ from topo.backends.base import Backend
 from topo.ir import Program
 from topo.ir.packing import as_applied
 from topo.runtime import RegistryServer
-from topo.supervisor.change_plan import LivePlan, group_table, holders, plan_change
+from topo.supervisor.change_plan import ChangeAsk, LivePlan, group_table, holders, plan_change
 from topo.supervisor.change_record import ChangeRecord
 from topo.supervisor.preflight import preflight_update
 from topo.supervisor.reactions import Supervisor
@@ -91,20 +91,13 @@ class Applier:
         self._live: set[str] = {n.id for n in supervisor.program.nodes}
 
     def propose(
-        self,
-        program: Program,
-        *,
-        dry_run: bool = False,
-        max_unavailable: int = 1,
-        source: dict[str, Any] | None = None,
-        keep_state: bool = True,
-        confirmed: bool = False,
+        self, program: Program, ask: ChangeAsk = ChangeAsk()
     ) -> tuple[LivePlan, int | None]:
         """Plan the change of the running program into ``program`` (compiled from a file;
-        ``source``: which file and parameters, for the record) and, unless it is refused,
-        a dry run, empty, or would stop the program or lose work and is not
-        ``confirmed`` (``plan.confirm`` says why), begin it in the background. The plan,
-        and the change's generation (None when nothing was begun)."""
+        ``ask.source``: which file and parameters, for the record) and, unless it is
+        refused, a dry run, empty, or would stop the program or lose work and is not
+        ``ask.confirmed`` (``plan.confirm`` says why), begin it in the background. The
+        plan, and the change's generation (None when nothing was begun)."""
         refused = []
         phase = self._phase()
         if phase != "running":
@@ -120,8 +113,8 @@ class Applier:
         if plan.refused or plan.empty:
             return plan, None
         if self.hazards is not None:
-            plan = replace(plan, confirm=tuple(self.hazards(plan, keep_state)))
-        if dry_run or (plan.confirm and not confirmed):
+            plan = replace(plan, confirm=tuple(self.hazards(plan, ask.keep_state)))
+        if ask.dry_run or (plan.confirm and not ask.confirmed):
             return plan, None
         if not self.begin():
             return replace(plan, refused=("another change is being applied to this run",)), None
@@ -129,29 +122,22 @@ class Applier:
 
         generation = self._sup.state.generation + 1
         record = ChangeRecord(
-            self._run_dir, generation, diff_to_dict(plan.diff), format_diff(plan.diff), source
+            self._run_dir, generation, diff_to_dict(plan.diff), format_diff(plan.diff), ask.source
         )
         threading.Thread(
             target=self._background,
-            args=(plan, record, max_unavailable, keep_state, source or {}),
+            args=(plan, record, ask),
             name="topo-apply",
             daemon=True,
         ).start()
         return plan, generation
 
-    def _background(
-        self,
-        plan: LivePlan,
-        record: ChangeRecord,
-        max_unavailable: int,
-        keep_state: bool,
-        source: dict[str, Any],
-    ) -> None:
+    def _background(self, plan: LivePlan, record: ChangeRecord, ask: ChangeAsk) -> None:
         snaps = self.snapshots
         if snaps is not None:
             snaps.changing = "no snapshot while a change is applied (topo apply); try again after"
         try:
-            self.run(plan, record, max_unavailable, keep_state, source, snaps)
+            self.run(plan, record, ask, snaps)
         finally:
             self._done()
 
@@ -172,20 +158,18 @@ class Applier:
         self,
         plan: LivePlan,
         record: ChangeRecord,
-        max_unavailable: int = 1,
-        keep_state: bool = True,
-        source: dict[str, Any] | None = None,
+        ask: ChangeAsk = ChangeAsk(),
         snaps: Snapshots | None = None,
     ) -> None:
         """Apply ``plan`` (after ``begin``); the outcome goes to ``record``. With
-        ``keep_state`` a node restarted with a new definition starts from the state it
+        ``ask.keep_state`` a node restarted with a new definition starts from the state it
         had (``save``/``restore``; one that cannot give it, from the newest snapshot's),
         else fresh. ``snaps``: the snapshotter held back meanwhile, let go at the end.
         The applier is free again (and snapshots possible) before the record says the
         change ended: whoever follows the record may change the run again at once."""
         result, error = "failed", "the change was cut short"
         try:
-            self._apply(plan, record, max(1, max_unavailable), keep_state, source or {})
+            self._apply(plan, record, ask)
             result, error = "applied", ""
         except ApplyInterrupted as exc:
             result, error = "interrupted", str(exc)
@@ -200,21 +184,14 @@ class Applier:
             record.finish(result, error)
             self._emit("applied", message=record.summary(), generation=record.generation)
 
-    def _apply(
-        self,
-        plan: LivePlan,
-        record: ChangeRecord,
-        max_unavailable: int,
-        keep_state: bool,
-        source: dict[str, Any],
-    ) -> None:
+    def _apply(self, plan: LivePlan, record: ChangeRecord, ask: ChangeAsk) -> None:
         old, new = self._sup.program, plan.program
         authority = self._registry.authority
         members = {e.id: e.nodes for e in (*old.executables, *new.executables)}
         authority.set_members(members)  # the old ones end later, the new ones may join now
         self._backend.update(new)
         # program.json first: whoever sees the new generation (status.json) finds its program
-        self._adopt(new, source)
+        self._adopt(new, ask.source)
         self._call(lambda: self._sup.adopt_program(new))
         self._programs = [old, new]
         record.step("program", f"the run's program is generation {record.generation}")
@@ -224,12 +201,13 @@ class Applier:
             self._wait_ready(nodes)
             self._join(nodes)
             record.step("start", f"started {_names(nodes)}", nodes=nodes)
-        for i in range(0, len(plan.restart), max_unavailable):
-            batch = list(plan.restart[i : i + max_unavailable])
+        step = max(1, ask.max_unavailable)
+        for i in range(0, len(plan.restart), step):
+            batch = list(plan.restart[i : i + step])
             nodes = self._nodes_of(batch)
             self._leave(nodes)
             kept = []
-            if self.snapshots is not None and keep_state:
+            if self.snapshots is not None and ask.keep_state:
                 kept = self.snapshots.hand_over(nodes)
             elif self.snapshots is not None:
                 self.snapshots.start_fresh(nodes)

@@ -12,11 +12,24 @@ the reason, before anything changes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from topo.ir import FrozenMap, GroupRef, Program, Value
 from topo.ir.diff import ProgramDiff, diff_programs
 from topo.ir.packing import as_applied
+
+
+@dataclass(frozen=True)
+class ChangeAsk:
+    """How a change was asked for (``topo apply``'s flags), passed whole from the request
+    to the steps that carry it out."""
+
+    dry_run: bool = False  # plan only
+    max_unavailable: int = 1  # executables of a changed group restarted at a time
+    source: dict[str, Any] = field(default_factory=dict)  # file and parameters, for the record
+    keep_state: bool = True  # a restarted node starts from the state it had
+    confirmed: bool = False  # a change that would stop the program or lose work may go on
 
 
 @dataclass(frozen=True)

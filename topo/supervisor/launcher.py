@@ -44,7 +44,7 @@ from topo.runtime import RegistryServer, new_program_id, new_secret
 from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
-from topo.supervisor.change_plan import LivePlan, plan_change
+from topo.supervisor.change_plan import ChangeAsk, LivePlan, plan_change
 from topo.supervisor.events_log import EventLog
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.preflight import preflight
@@ -280,31 +280,15 @@ class Launcher:
         self._emit("snapshot", message=message, ok=ok, **figures)
 
     # -- topo apply ---------------------------------------------------------------------
-    def apply(
-        self,
-        program: Program,
-        *,
-        dry_run: bool = False,
-        max_unavailable: int = 1,
-        source: dict[str, Any] | None = None,
-        keep_state: bool = True,
-        confirmed: bool = False,
-    ) -> tuple[LivePlan, int | None]:
+    def apply(self, program: Program, ask: ChangeAsk = ChangeAsk()) -> tuple[LivePlan, int | None]:
         """Change the running program into ``program`` (``Applier.propose``): the plan,
         and the generation of the change begun in the background (None: refused, a dry
         run, nothing to do, or it would stop the program or lose work and was not
-        ``confirmed``: ``plan.confirm`` says why)."""
+        ``ask.confirmed``: ``plan.confirm`` says why)."""
         if self.applier is None:
             refused = (f"the run is {self.phase}: a change is applied to a running program",)
             return plan_change(self.program, program, refused), None
-        return self.applier.propose(
-            program,
-            dry_run=dry_run,
-            max_unavailable=max_unavailable,
-            source=source,
-            keep_state=keep_state,
-            confirmed=confirmed,
-        )
+        return self.applier.propose(program, ask)
 
     def _hazards(self, plan: LivePlan, keep_state: bool) -> list[str]:
         """Why ``plan`` must be confirmed (``topo.supervisor.hazards``)."""

@@ -20,7 +20,7 @@ from topo.backends.base import Backend, LogSource
 from topo.backends.logs import write_marker
 from topo.ir import Program
 from topo.rundir.layout import log_path
-from topo.runs.probe import process_start
+from topo.rundir.pids import process_start
 from topo.runtime import RegistryServer
 from topo.supervisor import changes
 from topo.supervisor.deadlines import check_starting, dump_late_stacks
@@ -320,20 +320,8 @@ class Supervisor(Reports):
             return
         if exe.asked and not self._stop.begun:
             by, exe.asked = exe.asked, ""
-            exe.restarts += 1
             exe.asked_restarts += 1
-            exe.restart_at = time.monotonic()
-            exe.state = "restarting"
-            self._set_nodes(exe, "restarting")
-            self._emit(
-                "restarting",
-                exe.nodes[0],
-                exe.id,
-                pid,
-                f"restarted as asked by {by} (restart {exe.restarts})",
-                restarts=exe.restarts,
-                asked=by,
-            )
+            self._restarting(exe, 0.0, f"restarted as asked by {by}", pid, asked=by)
             return
         if self._stop.begun:
             exe.state = "killed" if code < 0 and self._stop.killed else "stopped"
@@ -438,17 +426,21 @@ class Supervisor(Reports):
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
         delay = min(p.backoff_s * (2**exe.failed_restarts), p.backoff_max_s)
+        said = f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s"
+        self._restarting(exe, delay, said)
+
+    def _restarting(
+        self, exe: ExeStatus, delay: float, message: str, pid: int | None = None, **data: Any
+    ) -> None:
+        """``exe`` starts again in ``delay`` seconds: its state, and the event that says so
+        (``message``; an asked restart adds its count)."""
         exe.restarts += 1
         exe.restart_at = time.monotonic() + delay
         exe.state = "restarting"
         self._set_nodes(exe, "restarting")
-        self._emit(
-            "restarting",
-            exe.nodes[0],
-            exe.id,
-            message=f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s",
-            restarts=exe.restarts,
-        )
+        if "asked" in data:
+            message = f"{message} (restart {exe.restarts})"
+        self._emit("restarting", exe.nodes[0], exe.id, pid, message, restarts=exe.restarts, **data)
 
 
 def _clause(text: str) -> str:

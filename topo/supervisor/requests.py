@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from topo.backends.base import Backend
 from topo.ir import IRFormatError, Program, program_from_dict
 from topo.rundir.snapshots import Snapshot, SnapshotError
-from topo.supervisor.change_plan import LivePlan
+from topo.supervisor.change_plan import ChangeAsk, LivePlan
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.state import RunState
 
@@ -42,16 +42,7 @@ class Operated(Protocol):
 
     def snapshot(self, reason: str = ...) -> Snapshot: ...
 
-    def apply(
-        self,
-        program: Program,
-        *,
-        dry_run: bool = ...,
-        max_unavailable: int = ...,
-        source: dict[str, Any] | None = ...,
-        keep_state: bool = ...,
-        confirmed: bool = ...,
-    ) -> tuple[LivePlan, int | None]: ...
+    def apply(self, program: Program, ask: ChangeAsk = ...) -> tuple[LivePlan, int | None]: ...
 
     def restart_node(self, node: str, by: str = ..., fresh: bool = ...) -> dict[str, Any]: ...
 
@@ -121,22 +112,21 @@ def _apply(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": f"the request has no program this topo can read: {exc}"}
     keys = ("file", "topology", "params_given", "params", "params_change")
     source = {k: request.get(k) for k in keys}
-    keep_state = not request.get("fresh")
+    ask = ChangeAsk(
+        dry_run=bool(request.get("dry_run")),
+        max_unavailable=int(request.get("max_unavailable") or 1),
+        source=source,
+        keep_state=not request.get("fresh"),
+        confirmed=bool(request.get("confirmed")),
+    )
     expect = request.get("expect")
     if expect is not None:  # confirmed at a prompt: only the plan that was shown
-        shown, _ = launcher.apply(program, dry_run=True, source=source, keep_state=keep_state)
+        shown, _ = launcher.apply(program, replace(ask, dry_run=True, confirmed=False))
         if plan_digest(format_diff(shown.diff)) != expect:
             why = "the run's program changed since the plan was shown: run topo apply again"
             shown = replace(shown, refused=(*shown.refused, why))
             return _answer(shown, None)
-    plan, generation = launcher.apply(
-        program,
-        dry_run=bool(request.get("dry_run")),
-        max_unavailable=int(request.get("max_unavailable") or 1),
-        source=source,
-        keep_state=keep_state,
-        confirmed=bool(request.get("confirmed")),
-    )
+    plan, generation = launcher.apply(program, ask)
     return _answer(plan, generation)
 
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from topo.backends.base import Backend
 from topo.ir import Program
+from topo.rundir.pids import process_start
 from topo.runs.control import ControlServer
-from topo.runs.probe import process_start
 from topo.runtime import RegistryServer
 from topo.supervisor.applier import Applier
 from topo.supervisor.metrics_store import MetricsStore
