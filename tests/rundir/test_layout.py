@@ -120,7 +120,7 @@ def test_no_module_outside_the_room_spells_a_run_directory_name() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.parent.name != "rundir":
             found += _spelled(path, names)
-    assert found == []
+    assert found == [], "\n".join(found)
 
 
 def test_the_check_finds_a_name_spelled_again(tmp_path: Path) -> None:
@@ -154,4 +154,4 @@ def test_the_room_imports_the_standard_library_only() -> None:
                     for top in tops
                     if top != "topo" and top not in sys.stdlib_module_names
                 ]
-    assert found == []
+    assert found == [], "\n".join(found)

@@ -426,7 +426,8 @@ class Supervisor(Reports):
     def _schedule_restart(self, exe: ExeStatus, why: str) -> None:
         p = exe.policy
         delay = min(p.backoff_s * (2**exe.failed_restarts), p.backoff_max_s)
-        said = f"{_clause(why)}; restart {exe.failed_restarts}/{p.max_restarts} in {delay:g}s"
+        number = exe.failed_restarts + 1  # this one
+        said = f"{_clause(why)}; restart {number}/{p.max_restarts} in {delay:g}s"
         self._restarting(exe, delay, said)
 
     def _restarting(

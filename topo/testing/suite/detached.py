@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from topo.rundir.layout import SNAPSHOTS_DIR
 from topo.testing.suite.harness import NODES, Harness, log_of, status
 from topo.testing.waiting import wait_until
 
@@ -41,7 +42,7 @@ class Detached:
             taken = suite.topo("snapshot", run_id)
             assert taken.returncode == 0, taken.stderr
             assert re.search(r"snapshot 1 of run \S+: 3 node state\(s\)", taken.stderr), taken
-            assert taken.stdout.strip() == str(run_dir / "snapshots" / "1")
+            assert taken.stdout.strip() == str(run_dir / SNAPSHOTS_DIR / "1")
 
             stopped = suite.topo("stop", run_id)
             assert stopped.returncode == 0, stopped.stderr

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from topo.rundir.layout import STATUS_FILE, log_path
 from topo.testing.waiting import wait_gone
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Harness:
             pytest.skip(f"the {self.ut.name} backend cannot {what}: {why}")
 
     # -- programs -------------------------------------------------------------------
-    def write(self, text: str, name: str = "topology.yaml") -> Path:
+    def write(self, text: str, name: str = "program.yaml") -> Path:
         """``text`` (dedented) as a topology file in the test's folder."""
         path = self.tmp / name
         path.write_text(textwrap.dedent(text).lstrip("\n"))
@@ -175,11 +176,11 @@ class Harness:
 
 def status(run_dir: Path) -> dict[str, Any]:
     """The run's status record (``status.json`` in its directory)."""
-    data: dict[str, Any] = json.loads((run_dir / "status.json").read_text())
+    data: dict[str, Any] = json.loads((run_dir / STATUS_FILE).read_text())
     return data
 
 
 def log_of(run_dir: Path, node: str) -> str:
     """Node ``node``'s log file in ``run_dir`` so far ("" before it exists)."""
-    path = run_dir / "logs" / (node.replace("/", "_") + ".log")
+    path = log_path(run_dir, node)
     return path.read_text(errors="replace") if path.is_file() else ""

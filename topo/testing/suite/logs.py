@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from topo.rundir.layout import LOGS_DIR
 from topo.testing.suite.harness import NODES, Harness, log_of, status
 
 TALKERS = f"""
@@ -33,7 +34,7 @@ class Logs:
             assert not [n for n in others if f"{n} said" in log], (node, log)  # its own only
             shown = re.compile(rf"{re.escape(node)}\s*\|\s*{re.escape(node)} said 1$", re.M)
             assert shown.search(done.stdout), done.stdout[-3000:]
-        names = {p.name for p in (run_dir / "logs").iterdir()}
+        names = {p.name for p in (run_dir / LOGS_DIR).iterdir()}
         assert {"talker.log", "pair_0.log", "pair_1.log"} <= names, names
         pids = [n["pid"] for n in status(run_dir)["nodes"] if n["pid"]]
         suite.assert_nothing_left(pids=pids)

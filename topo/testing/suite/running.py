@@ -4,6 +4,7 @@ returns, or when a node calls ``topo.stop()`` -- with exit 0 and no process left
 
 from __future__ import annotations
 
+from topo.rundir.layout import PROGRAM_FILE, TOPOLOGY_FILE
 from topo.testing.suite.harness import NODES, Harness, status
 from topo.testing.waiting import Events
 
@@ -50,8 +51,8 @@ class Lifecycle:
         record = status(run.run_dir)
         assert record["exit_code"] == 0 and "consumer finished" in record["stop_reason"]
         assert {n["state"] for n in record["nodes"]} == {"finished"}
-        assert (run.run_dir / "program.json").is_file()
-        assert "stops_program: true" in (run.run_dir / "topology.yaml").read_text()
+        assert (run.run_dir / PROGRAM_FILE).is_file()
+        assert "stops_program: true" in (run.run_dir / TOPOLOGY_FILE).read_text()
         suite.assert_nothing_left(run, pids)
 
     def test_a_node_stops_the_program_and_an_error_while_stopping_is_clean(
