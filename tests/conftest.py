@@ -21,7 +21,7 @@ from topo.diagnostics import TopoError
 from topo.ir import Program
 
 # The topo_launch fixture (starts programs, checks by pid that nothing is left behind).
-pytest_plugins = ["topo.testing"]
+pytest_plugins = ["topo.testing", "tests.scheduling"]
 
 
 # Runs the tests start are listed in a state directory of their own, not the user's

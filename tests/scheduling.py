@@ -1,0 +1,131 @@
+"""How the suite shares this machine when it runs on several workers (pytest-xdist), and
+the record each run leaves of its slowest tests.
+
+* The tests that use a machine-wide resource, the SSH test hosts (network namespaces
+  ``topo-h1..3``) or a Ray cluster (the test clusters, or the one ``ray`` starts on its
+  own), are one unit of work (``MachineScheduling``): one worker runs them one after
+  another, so two never hold the hosts or a Ray cluster at once, and it starts with them,
+  the longest chain of the run, while the other workers share the rest test by test.
+  xdist's own ``--dist loadgroup`` would do it with a mark, but with pytest 9.2 its
+  groups are silently lost (pytest-dev/pytest-xdist#1386), so the unit is known by the
+  test's id, and collection checks that every test using those fixtures is known so.
+* Every run writes its slowest tests and its total (``TOPO_TEST_REPORT``, default
+  ``test-results/durations.md``; every test's time beside it, ``durations.json``) and
+  names the file at the end of its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MACHINE_GROUP = "machine"  # the test hosts and Ray clusters: one at a time
+MACHINE_FIXTURES = {"test_hosts", "ssh_hosts", "ray_cluster", "ray_hosts"}
+MACHINE_DIRS = ("tests/backends/ssh/", "tests/backends/ray/")
+SLOWEST = 30
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def on_the_machine(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` uses the test hosts or a Ray cluster, by its id alone
+    (what the scheduler has): a test under tests/backends/ssh or tests/backends/ray, or
+    one run with the ray or ssh backend (``[ray]``, ``[...-ray-...]``)."""
+    path, _, rest = nodeid.partition("::")
+    if path.startswith(MACHINE_DIRS):
+        return True
+    params = rest[rest.find("[") + 1 : -1] if rest.endswith("]") else ""
+    return any(p in ("ray", "ssh") for p in params.split("-"))
+
+
+def uses_the_machine(item: pytest.Item) -> bool:
+    """Whether ``item`` asks for the test hosts or a Ray cluster."""
+    return bool(MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The machine's tests first (one worker starts with them: the longest chain of the
+    run), the others in their order. A test that uses the machine where its id does not
+    say so would run beside another one: it is refused, with what to do."""
+    unknown = [i.nodeid for i in items if uses_the_machine(i) and not on_the_machine(i.nodeid)]
+    if unknown:
+        raise pytest.UsageError(
+            "these tests use the SSH test hosts or a Ray cluster but are not under "
+            f"{' or '.join(MACHINE_DIRS)} (where one worker runs them one at a time): "
+            f"{', '.join(unknown)}; move them there (tests/scheduling.py)"
+        )
+    machine = [item for item in items if on_the_machine(item.nodeid)]
+    chosen = set(map(id, machine))
+    items[:] = machine + [item for item in items if id(item) not in chosen]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # a hook of xdist's, where installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``-n N`` (``--dist load``): the machine's tests as one unit, every other test
+    a unit of its own."""
+    if config.getvalue("dist") != "load":
+        return None  # --dist each, loadfile, ...: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class MachineScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return MACHINE_GROUP if on_the_machine(nodeid) else nodeid
+
+    return MachineScheduling(config, log)
+
+
+class DurationRecord:
+    """Each test's time (setup, call and teardown together) as its reports come in, on
+    the controller when the run has workers; the slowest and the total at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = time.monotonic()
+        self.seconds: dict[str, float] = {}
+        self.outcomes: dict[str, str] = {}
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        if report.when == "call" or report.outcome != "passed":
+            self.outcomes[report.nodeid] = report.outcome
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        wall = time.monotonic() - self.started
+        workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or str(
+            getattr(terminalreporter.config.option, "numprocesses", None) or 1
+        )
+        slowest = sorted(self.seconds.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
+        machine = [v for k, v in self.seconds.items() if on_the_machine(k)]
+        lines = [
+            "# Test durations",
+            "",
+            f"{len(self.seconds)} tests in {wall:.0f} s wall ({wall / 60:.1f} min) on "
+            f"{workers} worker(s); {sum(self.seconds.values()):.0f} s of test time in all; "
+            f"load average {os.getloadavg()[0]:.2f} at the end. The {len(machine)} tests "
+            f"on the test hosts and Ray clusters, one after another: {sum(machine):.0f} s.",
+            "",
+            f"| the {len(slowest)} slowest | outcome | seconds |",
+            "| --- | --- | ---: |",
+            *(f"| {k} | {self.outcomes.get(k, '?')} | {v:.2f} |" for k, v in slowest),
+        ]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("\n".join(lines) + "\n")
+        every = {k: round(v, 3) for k, v in sorted(self.seconds.items())}
+        self.path.with_suffix(".json").write_text(json.dumps(every, indent=0) + "\n")
+        terminalreporter.write_line(f"test durations: {self.path} ({wall:.0f} s wall)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The record is kept by the process that sees every report (not by a worker)."""
+    if hasattr(config, "workerinput"):
+        return
+    default = ROOT / "test-results" / "durations.md"
+    path = Path(os.environ.get("TOPO_TEST_REPORT") or default)
+    config.pluginmanager.register(DurationRecord(path), "topo-durations")
