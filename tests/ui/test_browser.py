@@ -29,9 +29,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.cli.operate import run_pids, status, wait_gone
+from tests.cli.operate import run_pids, status
 from tests.ui.chromium import CHROMIUM, LOAD_S
 from tests.ui.support import end_all, start_with_ui
+from topo.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "topologies"

@@ -17,9 +17,9 @@ import pytest
 
 from tests.backends.ssh.conftest import on_hosts, wait_no_strays
 from tests.backends.ssh.testhosts import HostSet
-from tests.cli.operate import ROOT, run_detached, run_pids, status, topo, wait_gone
+from tests.cli.operate import ROOT, run_detached, run_pids, status, topo
 from topo.api import ApplyRefused, RunningProgram
-from topo.testing import wait_until
+from topo.testing import wait_gone, wait_until
 
 pytestmark = pytest.mark.slow
 NODES = "tests.apply.apply_nodes"  # imported on the hosts from the launcher's directory
@@ -214,7 +214,7 @@ def test_topo_apply_changes_a_detached_run_across_hosts(ssh_hosts: HostSet, tmp_
         pids = run_pids(run_dir)
         stopped = topo("stop", run_id, cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     assert not wait_no_strays(ssh_hosts, 10)
 
 
