@@ -6,13 +6,12 @@ grace)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 import pytest
 
 from tests.conftest import EXAMPLES
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 
 @pytest.mark.slow
@@ -23,7 +22,8 @@ def test_a_stop_during_the_consumers_fan_out_ends_it_within_the_grace(
     # 300,000 items take far longer than a second to send on this machine
     run = topo_launch(EXAMPLES / "consumer_producers.yaml", backend, params={"work_items": 300_000})
     assert run.wait_ready(120)
-    time.sleep(1.0)
+    producer = run.handle("producer/0", timeout=30)
+    wait_until(lambda: producer.stats()["done"] > 0, 60, what="the fan-out under way")
     assert run.wait(0) is None, "the consumer was done before the stop: more items needed"
     run.stop("stopped by the test", timeout=30)
     assert run.launcher.done

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from topo.testing import wait_until
+
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
     reason="needs the rl and reverb extras",
@@ -94,11 +96,14 @@ def test_the_loss_is_the_importance_weighted_huber_of_the_double_q_td_error(
 def table_priorities(client: Any, table: str, keys: set[int]) -> dict[int, float]:
     """The table's current priority of each of ``keys`` (read by sampling until all seen)."""
     seen: dict[int, float] = {}
-    deadline = time.monotonic() + 30
-    while set(seen) != keys and time.monotonic() < deadline:
+
+    def all_seen() -> bool:
         for sample in client.sample(table, num_samples=64):
             info = sample[0].info
             seen[int(info.key)] = float(info.priority)
+        return set(seen) == keys
+
+    wait_until(all_seen, 30, what=f"samples of all {len(keys)} keys", every=0)
     return seen
 
 

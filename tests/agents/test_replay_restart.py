@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
@@ -42,14 +42,19 @@ def _counts(run: object, keys: tuple[str, ...]) -> dict[str, int]:
     return {k: int(counts.get(k, 0)) for k in keys}
 
 
-def _wait_for(run: object, above: dict[str, int], timeout: float) -> dict[str, int]:
-    """Poll the counter until every count in ``above`` is exceeded (the last counts)."""
-    end = time.monotonic() + timeout
-    counts = _counts(run, tuple(above))
-    while time.monotonic() < end and any(counts[k] <= v for k, v in above.items()):
-        time.sleep(0.5)
-        counts = _counts(run, tuple(above))
-    return counts
+def _above(run: object, above: dict[str, int], timeout: float) -> dict[str, int]:
+    """The counter's counts once every count in ``above`` is exceeded."""
+
+    def counts() -> dict[str, int] | None:
+        now = _counts(run, tuple(above))
+        return now if all(now[k] > v for k, v in above.items()) else None
+
+    return wait_until(counts, timeout, what=f"counts above {above}", every=0.5)
+
+
+def _written_since(path: Path, since: float) -> bool:
+    """Whether a file under ``path`` was written after ``since`` (a ``time.time()``)."""
+    return any(p.is_file() and p.stat().st_mtime > since for p in path.rglob("*"))
 
 
 @pytest.mark.slow
@@ -65,22 +70,19 @@ def test_training_goes_on_after_the_replay_is_killed_and_restarts(
     }
     run = topo_launch(_with_restarting_replay(tmp_path), "procs", params=params)
     keys = ("actor_steps", "learner_steps")
-    before = _wait_for(run, {"actor_steps": 2_000, "learner_steps": 200}, 180)
+    before = _above(run, {"actor_steps": 2_000, "learner_steps": 200}, 180)
     assert before["learner_steps"] > 200, before
-    time.sleep(2.5)  # a checkpoint was written
+    since = time.time()
+    wait_until(lambda: _written_since(tmp_path / "ckpt", since), 30, what="a checkpoint")
     address = run.handle("replay", timeout=30).address()
     victim = run.launcher.pids()["replay"]
     os.kill(victim, signal.SIGKILL)
     assert not wait_gone([victim], 15)
-    end = time.monotonic() + 60
     replay = run.launcher.state.nodes["replay"]
-    while not (replay.restarts == 1 and replay.state == "running") and time.monotonic() < end:
-        time.sleep(0.1)
-    assert replay.restarts == 1 and replay.state == "running"
+    wait_until(lambda: replay.restarts == 1 and replay.state == "running", 60)
     assert run.handle("replay", timeout=30).address() == address  # the same address
     after = _counts(run, keys)
-    later = _wait_for(run, {k: v + 500 for k, v in after.items()}, 90)
-    assert all(later[k] > after[k] + 500 for k in keys), (after, later)
+    _above(run, {k: v + 500 for k, v in after.items()}, 90)
     assert run.exit_code is None, run.failure
     stalled = [n.id for n in run.launcher.state.nodes.values() if n.stalled_s is not None]
     assert not stalled

@@ -19,6 +19,7 @@ import pytest
 from topo.runtime.context import NodeInfo, ProgramContext, node_scope
 from topo.runtime.pause import forget_gate, gate_of
 from topo.targets import prepare
+from topo.testing import wait_until
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax")),
@@ -43,16 +44,16 @@ def no_thread_left() -> Iterator[None]:
     left waiting on a replay would go on in this process, and use its CPU, for ever."""
     before = set(threading.enumerate())
     yield
-    end = time.monotonic() + 15.0
     left = [  # zmq's garbage collector starts with the process's first zero-copy send
         t
         for t in threading.enumerate()
         if t not in before and t.is_alive() and type(t).__name__ != "GarbageCollectorThread"
     ]
-    while left and time.monotonic() < end:
-        time.sleep(0.1)
-        left = [t for t in left if t.is_alive()]
-    assert not left, f"threads left behind: {[t.name for t in left]}"
+    wait_until(
+        lambda: not any(t.is_alive() for t in left),
+        15,
+        what=f"the threads {[t.name for t in left]} to end (none may be left behind)",
+    )
 
 
 class NodeThread:
@@ -95,12 +96,7 @@ def held_still(read: Callable[[], Any], node_id: str) -> Any:
     return first
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 180.0) -> None:
-    """Wait for ``condition`` (JAX compiles first: minutes on a loaded 2-core machine)."""
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, f"timed out after {timeout}s"
-        time.sleep(0.05)
+STEPS_S = 180.0  # how long the first steps may take: JAX compiles first (minutes, loaded)
 
 
 def test_an_offline_learner_is_held_between_steps_and_goes_on_after(
@@ -123,13 +119,13 @@ def test_an_offline_learner_is_held_between_steps_and_goes_on_after(
 
     node = NodeThread("offline-learner", loop)
     try:
-        wait_until(lambda: learner.steps >= 20)
+        wait_until(lambda: learner.steps >= 20, STEPS_S)
         steps = held_still(lambda: learner.steps, "offline-learner")
         state = learner.save()  # what a snapshot takes while the node is held
         assert state["steps"] == steps
         assert counter.get_counts()["learner_steps"] == steps  # sent before it held
         gate_of("offline-learner").resume()
-        wait_until(lambda: learner.steps > steps + 10)
+        wait_until(lambda: learner.steps > steps + 10, STEPS_S)
     finally:
         node.close()
 
@@ -175,8 +171,8 @@ def test_a_dqn_actor_held_by_the_rate_limiter_is_held_for_a_snapshot(
     node = NodeThread("actor", actor.run_loop)
     try:
         # the table fills up to what the limiter allows, then the actor's writes wait
-        wait_until(lambda: actor.steps >= 20)
-        time.sleep(1.0)
+        wait_until(lambda: actor.steps >= 20, STEPS_S)
+        time.sleep(1.0)  # the steps the limiter allows are taken (held still is the test)
         held_back = actor.steps
         time.sleep(0.5)
         assert actor.steps == held_back  # the limiter holds its write: a pausable wait
@@ -186,14 +182,14 @@ def test_a_dqn_actor_held_by_the_rate_limiter_is_held_for_a_snapshot(
             assert counts.get("actor_steps", 0) == state["steps"]
             assert counts.get("actor_episodes", 0) == state["episodes"]
             gate_of("actor").resume()
-            time.sleep(0.3)
+            time.sleep(0.3)  # it runs a while between two holds
         # Samples make room: the actor, let go, writes and steps on.
         steps = actor.steps
         for _ in range(400):
             next(tight_replay.sample(agents.dqn_core.TABLE, num_samples=1))
             if actor.steps > steps:
                 break
-        wait_until(lambda: actor.steps > steps)
+        wait_until(lambda: actor.steps > steps, STEPS_S)
     finally:
         node.stop.set()
         # The replay releases the writes its limiter still holds, as at a program's stop,
@@ -262,7 +258,7 @@ def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
     learner = agents.dqn.Learner(0, Replay(server, client), counter, batch_size=8)
     node = NodeThread("dqn-learner", lambda stop: learner.run())
     try:
-        wait_until(lambda: learner.steps >= 3)
+        wait_until(lambda: learner.steps >= 3, STEPS_S)
         time.sleep(1.5)  # the samples the limiter allows are used up
         waiting = learner.steps
         time.sleep(0.5)
@@ -271,7 +267,7 @@ def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
         assert counter.get_counts()["learner_steps"] == steps == learner.steps
         gate_of("dqn-learner").resume()
         fill(client, table, 40, seed=1)  # more inserts: more samples allowed
-        wait_until(lambda: learner.steps > steps)
+        wait_until(lambda: learner.steps > steps, STEPS_S)
     finally:
         node.close()
 
@@ -295,7 +291,7 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
         NodeThread("trainer", lambda stop: trainer.run()),
     ]
     try:
-        wait_until(lambda: trainer.steps >= 3)
+        wait_until(lambda: trainer.steps >= 3, STEPS_S)
         states = {
             "executor": held_still(executor.save, "executor"),
             "trainer": held_still(lambda: trainer.save()["steps"], "trainer"),
@@ -306,7 +302,7 @@ def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
         assert counts["trainer_steps"] == states["trainer"]
         gate_of("executor").resume()
         gate_of("trainer").resume()
-        wait_until(lambda: trainer.steps > states["trainer"] + 2)
+        wait_until(lambda: trainer.steps > states["trainer"] + 2, STEPS_S)
     finally:
         for node in nodes:
             node.stop.set()

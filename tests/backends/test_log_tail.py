@@ -14,6 +14,7 @@ import pytest
 from topo.backends import tail
 from topo.backends.rotation import LogLimit, RotatingFds, RotatingFile, rotate
 from topo.backends.tail import LogTailer
+from topo.testing import wait_until
 
 LINE = re.compile(r"^line (\d{8}) x{60}$")
 
@@ -38,12 +39,6 @@ class Collect:
         return [line for _, line in self.lines]
 
 
-def _wait(cond: object, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond() and time.monotonic() < end:  # type: ignore[operator]
-        time.sleep(0.02)
-
-
 def test_a_flood_is_skipped_in_one_line_and_lines_stay_whole(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "learner.log"
     log.parent.mkdir()
@@ -56,7 +51,9 @@ def test_a_flood_is_skipped_in_one_line_and_lines_stay_whole(tmp_path: Path) -> 
             for block in range(40):  # 40 x 20000 lines of 72 bytes: 57.6 MB
                 f.write(_lines(block * 20000, 20000))
                 f.flush()
-        _wait(lambda: any(LINE.match(t) and t.startswith("line 00799999") for t in got.text()))
+        wait_until(
+            lambda: any(LINE.match(t) and t.startswith("line 00799999") for t in got.text()), 10
+        )
     finally:
         tailer.close()
     text = got.text()
@@ -82,7 +79,7 @@ def test_reads_are_bounded_a_huge_line_is_cut(tmp_path: Path) -> None:
     try:
         with open(log, "ab") as f:
             f.write(b"y" * (3 << 20) + b"\nafter\n")
-        _wait(lambda: "after" in got.text())
+        wait_until(lambda: "after" in got.text(), 10)
     finally:
         tailer.close()
     text = got.text()
@@ -101,12 +98,12 @@ def test_rotation_is_followed_and_append_is_not_relayed(tmp_path: Path) -> None:
     try:
         with open(log, "ab") as f:
             f.write(_lines(0, 100))
-        _wait(lambda: len(got.lines) >= 100)
+        wait_until(lambda: len(got.lines) >= 100, 10)
         tailer.append("n", "Traceback: hidden\nValueError: hidden")
         rotate(log, 2)
         with open(log, "ab") as f:
             f.write(_lines(100, 100))
-        _wait(lambda: len(got.lines) >= 200)
+        wait_until(lambda: len(got.lines) >= 200, 10)
     finally:
         tailer.close()
     assert got.text() == _lines(0, 200).decode().splitlines()
@@ -123,7 +120,7 @@ def test_close_shows_the_end_of_the_output_after_a_rotation_with_a_slow_listener
     tailer.start()
     with open(log, "ab") as f:
         f.write(_lines(0, 50_000))  # 3.6 MB, unread when the file rotates
-    _wait(lambda: len(got.lines) >= 10)
+    wait_until(lambda: len(got.lines) >= 10, 10)
     rotate(log, 2)
     with open(log, "ab") as f:
         f.write(_lines(50_000, 5))
@@ -152,7 +149,7 @@ def test_lines_read_when_close_comes_are_shown_by_the_final_round(tmp_path: Path
             if len(self.lines) == 5:  # mid-chunk: close comes from another thread
                 threading.Thread(target=tailer.close).start()
                 closing.wait(5)
-                time.sleep(0.2)
+                time.sleep(0.2)  # a slow emit, still in it as close comes
 
     got = SlowThenClose(delay=0.001)
     tailer = LogTailer({"n": log}, got, interval=0.02)
@@ -166,7 +163,7 @@ def test_lines_read_when_close_comes_are_shown_by_the_final_round(tmp_path: Path
     tailer.start()
     with open(log, "ab") as f:
         f.write(_lines(0, 300))  # one chunk of 21 kB: far less than the final budget
-    _wait(lambda: len(got.lines) >= 300)
+    wait_until(lambda: len(got.lines) >= 300, 10)
     text = got.text()
     assert text == _lines(0, 300).decode().splitlines()  # every line, in order, once
 
@@ -174,13 +171,18 @@ def test_lines_read_when_close_comes_are_shown_by_the_final_round(tmp_path: Path
 def test_append_and_close_do_not_wait_for_a_stuck_emit(tmp_path: Path) -> None:
     log = tmp_path / "n.log"
     log.touch()
-    release = threading.Event()
-    tailer = LogTailer({"n": log}, lambda label, line: release.wait(60), interval=0.02)
+    release, stuck = threading.Event(), threading.Event()
+
+    def emit(label: str, line: str) -> None:
+        stuck.set()
+        release.wait(60)
+
+    tailer = LogTailer({"n": log}, emit, interval=0.02)
     tailer.start()
     try:
         with open(log, "ab") as f:
             f.write(_lines(0, 10))
-        time.sleep(0.3)  # the relay is now stuck in emit
+        assert stuck.wait(10)  # the relay is now stuck in emit
         t0 = time.monotonic()
         tailer.append("n", "a traceback")
         assert time.monotonic() - t0 < 1.0

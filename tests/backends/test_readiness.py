@@ -6,13 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 HERE = Path(__file__).resolve().parent  # tests/backends (its bk_* helper modules)
 ROOT = HERE.parents[1]
@@ -71,14 +70,14 @@ def test_status_file_is_written_while_running(
     """)
     run = topo_launch(path, backend, ready_timeout=60)
     status_file = run.run_dir / "status.json"
-    end = time.monotonic() + 10
-    status: dict = {}
-    while time.monotonic() < end:
-        if status_file.exists():
-            status = json.loads(status_file.read_text())
-            if all(n["state"] == "running" for n in status["nodes"]):
-                break
-        time.sleep(0.1)
+
+    def all_running() -> dict | None:
+        if not status_file.exists():
+            return None
+        status: dict = json.loads(status_file.read_text())
+        return status if all(n["state"] == "running" for n in status["nodes"]) else None
+
+    status = wait_until(all_running, 10, what="every node running in status.json")
     assert status.get("state") == "running"
     assert {n["id"]: n["state"] for n in status["nodes"]} == {
         "echo/0": "running",
@@ -100,7 +99,7 @@ def test_live_table_shows_how_long_a_node_has_been_starting(
           slow: {target: "bk_nodes:SlowStart", args: {seconds: 5}}
     """)
     run = topo_launch(path, "procs")
-    time.sleep(1.2)
+    wait_until(lambda: run.launcher.state.nodes["slow"].state == "starting", 30)
     console = Console(record=True, width=120, force_terminal=False)
     view = TableView.__new__(TableView)
     view.source, view.console = run.launcher.state, console

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from topo.rundir.layout import agent_log_path
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 pytestmark = pytest.mark.slow
 NODES = "pipe_backend"  # tests/backends is on the path of the launcher and of the agents
@@ -32,13 +31,6 @@ def _program(topology: Callable[[str], Path], name: str, restart: str = "") -> P
             {restart}
         """
     )
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out: {what}"
-        time.sleep(0.05)
 
 
 def _agent_of(node_pid: int) -> psutil.Process:
@@ -60,7 +52,9 @@ def test_a_transport_and_a_placement_run_a_program(
     assert sorted(agents) == ["a", "b"]
     assert {_agent_of(p).pid for p in pids.values()} == set(agents.values())
     assert run.handle("talk/2", timeout=10).say("hello from a host") == "hello from a host"
-    _wait(lambda: "hello from a host" in run.log("talk/2"), 15, "the line in the run's log")
+    wait_until(
+        lambda: "hello from a host" in run.log("talk/2"), 15, what="the line in the run's log"
+    )
     assert backend.location("talk/2") == "a" and backend.location("talk/3") == "b"
     assert run.stop(timeout=60) == 0
     assert not wait_gone([*pids.values(), *agents.values()], 10)
@@ -79,13 +73,13 @@ def test_a_dead_agent_is_replaced_and_its_nodes_restart_on_its_host(
     assert _agent_of(first).pid == agent
     os.kill(agent, signal.SIGKILL)
     assert not wait_gone([agent, first], 10), "the agent or its node survived"
-    _wait(
+    wait_until(
         lambda: (
             {s.id: s for s in run.status()}["talk/0"].restarts == 1
             and {s.id: s for s in run.status()}["talk/0"].state == "running"
         ),
         30,
-        "talk/0 back",
+        what="talk/0 back",
     )
     second = run.handle("talk/0", timeout=10).pid()
     new_agent = backend.fleet.agent_pids()["a"]  # type: ignore[union-attr]
@@ -111,24 +105,24 @@ def test_a_host_whose_agents_keep_dying_is_lost_and_its_nodes_move(
     assert fleet is not None
     killed: list[int] = []
     for _ in range(PipeAgents.quick_deaths or 0):
-        _wait(
+        wait_until(
             lambda: "a" in fleet.lost or fleet.agent_pids().get("a", 0) not in (0, *killed),
             30,
-            "a new agent on host a",
+            what="a new agent on host a",
         )
         killed.append(fleet.agent_pids()["a"])
         os.kill(killed[-1], signal.SIGKILL)
-    _wait(lambda: "a" in fleet.lost, 20, "host a lost")
+    wait_until(lambda: "a" in fleet.lost, 20, what="host a lost")
     assert fleet.lost["a"].startswith("its agent died 3 times within 60s of starting")
     assert f"(pid {killed[-1]}) was killed by SIGKILL" in fleet.lost["a"]
     assert fleet.restarts == {"a": 2}
-    _wait(
+    wait_until(
         lambda: (
             all(s.state == "running" for s in run.status())
             and all(backend.location(e) == "b" for e in ("talk/0", "talk/2"))
         ),
         40,
-        "every node on host b",
+        what="every node on host b",
     )
     assert run.handle("talk/0", timeout=10).say("moved") == "moved"
     assert run.exit_code is None

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
-from topo.testing import wait_gone
+from topo.testing import Lines, wait_gone
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -195,10 +194,13 @@ def test_second_ctrl_c_kills_at_once(tmp_path: Path, topology: Callable) -> None
     )
     try:
         kids, _ = _wait_up(proc, 4)
+        assert proc.stdout is not None
+        said = Lines(proc.stdout)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        said.wait_for("Ctrl-C again", 30)  # the first one taken: it says what a second does
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)  # far less than the 60 s grace
+        proc.wait(30)  # far less than the 60 s grace
+        said.wait_closed(30)
         assert proc.returncode == 130
         assert not wait_gone(kids, 15)
     finally:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from topo.api import RunningProgram, launch, prepare
 from topo.backends.procs import ProcsBackend
 from topo.backends.proctree import child_pids
 from topo.cli.early import RUN_BACKEND, EarlyBackend, named_backend
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -83,9 +82,8 @@ def test_warm_up_starts_the_fork_server_and_close_ends_it() -> None:
     assert backend.warm_up()
     pid = backend.server_pid
     assert pid is not None
-    deadline = time.monotonic() + 10
-    while not psutil.Process(pid).cmdline() and time.monotonic() < deadline:
-        time.sleep(0.01)  # between its fork and its exec
+    # none between its fork and its exec
+    wait_until(lambda: psutil.Process(pid).cmdline(), 10, what="its command line", every=0.01)
     title = " ".join(psutil.Process(pid).cmdline()).strip()  # its command, or the title it set
     assert "topo.backends.forkserver" in title or title == "topo: fork server"
     backend.close()  # the run never opened

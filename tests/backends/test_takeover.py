@@ -13,14 +13,13 @@ import signal
 import stat
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 HERE = Path(__file__).resolve().parent
 NOBODY = 65534
@@ -61,10 +60,12 @@ def test_dead_node_address_cannot_be_taken_over(
     trace = trap_dir / "unpickled"
 
     os.kill(first_pid, signal.SIGKILL)
-    end = time.monotonic() + 5
-    while registry.service.lookup("victim") is not None and time.monotonic() < end:
-        time.sleep(0.01)
-    assert registry.service.lookup("victim") is None, "a dead node's address stayed listed"
+    wait_until(
+        lambda: registry.service.lookup("victim") is None,
+        5,
+        what="the dead node's address to be unlisted",
+        every=0.01,
+    )
 
     attacker = subprocess.Popen(
         [SYSTEM_PYTHON, str(HERE / "attacker.py"), endpoint, "3", str(trace)],

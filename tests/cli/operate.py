@@ -1,5 +1,5 @@
 """Helpers of the operate-runs tests: the real ``topo`` CLI in subprocesses, a detached
-run, and checks by pid that a run left nothing behind."""
+run, and the pids of a run (waits: ``topo.testing``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from topo import testing
 
 ROOT = Path(__file__).resolve().parents[2]
 TICKER = "tests.cli.ticker:Ticker"
@@ -84,17 +82,3 @@ def run_pids(run_dir: Path) -> set[int]:
     except psutil.NoSuchProcess:
         pass
     return pids
-
-
-def wait_gone(pids: set[int], timeout: float = 20) -> list[int]:
-    """Wait until none of ``pids`` runs (zombies count as gone); those left."""
-    return testing.wait_gone(pids, timeout)
-
-
-def wait_for(predicate: Any, timeout: float = 30, every: float = 0.1) -> bool:
-    """Whether ``predicate()`` came true within ``timeout`` (``testing.wait_until``)."""
-    try:
-        testing.wait_until(predicate, timeout, every=every)
-    except AssertionError:
-        return False
-    return True

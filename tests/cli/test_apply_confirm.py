@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.operate import env, run_detached, run_pids, status, topo, wait_for, wait_gone
+from tests.cli.operate import env, run_detached, run_pids, status, topo
+from topo.testing import wait_gone, wait_until
 
 LIMITED = """\
 name: limited
@@ -100,7 +101,7 @@ def test_a_change_that_stops_the_program_or_loses_state_needs_a_yes(tmp_path: Pa
 
         ended = topo("apply", run_id, str(file), "-p", "max_steps=5", "--yes", cwd=tmp_path)
         assert STOPS in ended.stderr  # said, and done: the program stops itself
-        assert wait_for(lambda: status(run_dir)["state"] == "ended", 60)
+        wait_until(lambda: status(run_dir)["state"] == "ended", 60, what="the run to end")
         assert "actor_steps reached" in status(run_dir)["stop_reason"]
     finally:
         topo("stop", run_id, cwd=tmp_path)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.operate import env, run_detached, run_pids, status, topo, wait_gone
+from tests.cli.operate import env, run_detached, run_pids, status, topo
+from topo.testing import wait_gone
 
 TICKERS = """\
 name: tickers

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.cli.operate import env, run_pids, ticker_topology, wait_for, wait_gone
+from tests.cli.operate import env, run_pids, ticker_topology
+from topo.testing import wait_gone, wait_until
 
 GOAL_S = 1.0  # issue 40: run -d returns within 1 s of the nodes being up
 
@@ -36,7 +37,12 @@ def test_run_d_returns_within_a_second_of_the_nodes_being_up_when_it_gets_little
         )
         # Once it started the launcher (which keeps its own priority), the command gets
         # as little CPU as a process can beside the two busy loops.
-        assert wait_for(lambda: psutil.Process(command.pid).children(), timeout=60, every=0.01)
+        wait_until(
+            lambda: psutil.Process(command.pid).children(),
+            60,
+            what="topo run -d to start its launcher",
+            every=0.01,
+        )
         os.setpriority(os.PRIO_PROCESS, command.pid, 19)
         out, err = command.communicate(timeout=120)
         returned = time.time()
@@ -58,4 +64,4 @@ def test_run_d_returns_within_a_second_of_the_nodes_being_up_when_it_gets_little
                 capture_output=True,
                 timeout=60,
             )
-            assert not wait_gone(pids)
+            assert not wait_gone(pids, 20)

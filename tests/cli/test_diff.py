@@ -10,7 +10,8 @@ import signal
 import textwrap
 from pathlib import Path
 
-from tests.cli.operate import ROOT, run_detached, run_pids, status, topo, wait_gone
+from tests.cli.operate import ROOT, run_detached, run_pids, status, topo
+from topo.testing import wait_gone
 
 ACME = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
 TICKERS = """\
@@ -100,7 +101,7 @@ def test_a_run_against_files(tmp_path: Path) -> None:
         assert (live.returncode, live.stdout) == (0, "No differences.\n"), live.stderr
         stopped = topo("stop", run_id, cwd=tmp_path)
         assert stopped.returncode == 0, stopped.stderr
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
         assert status(run_dir)["state"] == "ended"
         grown = topo("diff", str(run_dir), str(file), "-p", "n=4", cwd=tmp_path)
         assert grown.returncode == 1, grown.stderr

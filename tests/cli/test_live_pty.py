@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from tests.cli.view_nodes import FINAL
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent  # view_nodes.py, the test nodes
@@ -73,12 +73,12 @@ class PtyRun:
         return self.output.decode("utf-8", "replace")
 
     def wait_for(self, what: str, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if what in self.text():
-                return True
-            time.sleep(0.05)
-        return False
+        """Whether ``what`` was shown within ``timeout``."""
+        try:
+            wait_until(lambda: what in self.text(), timeout)
+        except AssertionError:
+            return False
+        return True
 
     def pids(self) -> list[int]:
         """The launcher and every process below it."""

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ import psutil
 import pytest
 
 from tests.cli.view_nodes import FINAL
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent  # view_nodes.py, the test nodes
@@ -78,12 +77,11 @@ class Tmux:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "v")
 
     def wait_for(self, check: Callable[[str], bool], timeout: float) -> str:
-        end = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if check(text) or time.monotonic() > end:
-                return text
-            time.sleep(0.2)
+        """The screen once ``check`` holds of it (after ``timeout``: the screen then)."""
+        try:
+            return wait_until(lambda: s if check(s := self.screen()) else None, timeout, every=0.2)
+        except AssertionError:
+            return self.screen()
 
     def note_pids(self) -> None:
         """Remember the run's processes (to check that none is left)."""
@@ -95,13 +93,13 @@ class Tmux:
     def exited(self, timeout: float) -> str:
         """Wait for the run to end: topo's exit code (on timeout: which of the run's
         processes are still there)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            found = re.search(r"\[topo exited (-?\d+)\]", self.screen())
-            if found:
-                return found.group(1)
-            time.sleep(0.2)
-        return f"still running: {self.processes()}"
+        try:
+            found = wait_until(
+                lambda: re.search(r"\[topo exited (-?\d+)\]", self.screen()), timeout, every=0.2
+            )
+        except AssertionError:
+            return f"still running: {self.processes()}"
+        return found.group(1)
 
     def processes(self) -> list[str]:
         """The run's processes still there, as ``pid status command``."""

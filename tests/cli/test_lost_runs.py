@@ -21,16 +21,9 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.cli.operate import (
-    env,
-    run_detached,
-    run_pids,
-    status,
-    ticker_topology,
-    topo,
-    wait_gone,
-)
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
 from topo.rundir.pids import process_start
+from topo.testing import wait_gone
 
 
 def temp_dirs(run_dir: Path) -> list[Path]:
@@ -42,7 +35,7 @@ def temp_dirs(run_dir: Path) -> list[Path]:
 def kill_launcher(run_dir: Path) -> int:
     pid = int(status(run_dir)["launcher"]["pid"])
     os.kill(pid, signal.SIGKILL)
-    assert not wait_gone({pid})
+    assert not wait_gone({pid}, 20)
     return pid
 
 
@@ -78,7 +71,7 @@ def test_a_lost_run_and_its_nodes_read_lost_everywhere(tmp_path: Path) -> None:
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")
     pids = run_pids(run_dir)
     launcher = kill_launcher(run_dir)
-    assert not wait_gone(pids)  # its nodes died with it (procs: the parent-death signal)
+    assert not wait_gone(pids, 20)  # its nodes died with it (procs: the parent-death signal)
 
     row = row_of(topo("ps", cwd=tmp_path).stdout, run_id)
     assert re.search(r"tickers\s+procs\s+lost\s+0/3\s", row), row
@@ -130,7 +123,7 @@ def test_stop_of_a_lost_run_ends_what_it_left_running(tmp_path: Path, how: list[
     started = process_start(node)
     try:
         kill_launcher(run_dir)
-        assert not wait_gone(pids - {node, server})
+        assert not wait_gone(pids - {node, server}, 20)
         assert process_start(node) == started
 
         record = json.loads(topo("status", run_id, "--json", cwd=tmp_path).stdout)
@@ -168,7 +161,7 @@ def test_stop_of_a_lost_run_never_signals_a_reused_pid(tmp_path: Path) -> None:
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")
     pids = run_pids(run_dir)
     kill_launcher(run_dir)
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         record = status(run_dir)  # as if the node's pid had been reused by `other`
@@ -215,4 +208,4 @@ def test_a_script_that_raises_after_topo_launch_ends_its_run(tmp_path: Path, bac
     assert not any(d.exists() for d in temp_dirs(run_dir))
     listed = topo("ps", "-a", cwd=tmp_path).stdout
     assert re.search(r"tickers\s+" + backend + r"\s+ended \(exit 1\)", listed), listed
-    assert not wait_gone({int(n["pid"]) for n in record["nodes"] if n.get("pid")})
+    assert not wait_gone({int(n["pid"]) for n in record["nodes"] if n.get("pid")}, 20)

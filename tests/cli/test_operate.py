@@ -14,16 +14,8 @@ from pathlib import Path
 
 import pexpect
 
-from tests.cli.operate import (
-    env,
-    run_detached,
-    run_pids,
-    status,
-    ticker_topology,
-    topo,
-    wait_for,
-    wait_gone,
-)
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
+from topo.testing import wait_gone, wait_until
 
 
 def _spawn(cwd: Path, *args: str, width: int = 120) -> pexpect.spawn:
@@ -67,7 +59,11 @@ def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path) -> None:
         assert re.search(r"ticker/0 .* running", shown.stdout), shown.stdout
         assert re.search(r"ticker/1 .* running", shown.stdout), shown.stdout
 
-        assert wait_for(lambda: len(_ticks(topo("logs", cwd=tmp_path).stdout, "ticker/1")) >= 3)
+        wait_until(
+            lambda: len(_ticks(topo("logs", cwd=tmp_path).stdout, "ticker/1")) >= 3,
+            30,
+            what="3 ticks of ticker/1 in topo logs",
+        )
         last = topo("logs", "ticker/1", "-n", "2", "-t", cwd=tmp_path).stdout.splitlines()
         assert len(last) == 2 and all(re.match(r"ticker/1 \| \d{4}-\d\d-\d\dT", s) for s in last)
 
@@ -97,7 +93,7 @@ def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path) -> None:
         assert status(run_dir)["state"] == "ended" and status(run_dir)["exit_code"] == 0
         launcher_log = (run_dir / "launcher.log").read_text()
         assert "■ stopping: topo stop (grace 10s; topo stop --kill to kill)" in launcher_log
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
         everything = topo("ps", "-a", cwd=tmp_path).stdout
         assert re.search(rf"{run_id}\s+tickers\s+{backend}\s+ended \(exit 0\)", everything)
         after = topo("logs", run_id, "ticker/0", cwd=tmp_path)  # after the end too
@@ -118,7 +114,7 @@ def test_a_launcher_killed_with_sigkill_makes_a_lost_run_and_leaves_no_node(
     pids = run_pids(run_dir)
     assert len(pids) >= 4  # the launcher, its fork server, three nodes
     os.kill(status(run_dir)["launcher"]["pid"], signal.SIGKILL)
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     listed = topo("ps", cwd=tmp_path).stdout
     assert re.search(rf"{run_id}\s+tickers\s+procs\s+lost", listed), listed
     stopped = topo("stop", cwd=tmp_path)  # clears it (tests/cli/test_lost_runs.py)
@@ -143,7 +139,7 @@ def test_run_d_of_a_node_that_fails_at_start_fails_and_leaves_nothing(tmp_path: 
     assert done.stdout == ""  # no run id: nothing goes on
     run_dir = (tmp_path / "runs" / "latest").resolve()
     assert status(run_dir)["state"] == "ended"
-    assert not wait_gone(run_pids(run_dir))
+    assert not wait_gone(run_pids(run_dir), 20)
     assert [p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith(".")] == []
 
 

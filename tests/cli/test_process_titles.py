@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from topo.backends.titles import node_title, nodes_name
-from topo.testing import wait_gone
+from topo.testing import Lines, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ROOT / "tests" / "backends"  # bk_nodes
@@ -55,16 +55,6 @@ def _start(topology: Path, log_dir: Path, backend: str) -> subprocess.Popen[str]
     )
 
 
-def _wait_up(proc: subprocess.Popen[str]) -> list[str]:
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "nodes up in" in line:
-            return lines
-    raise AssertionError("".join(lines))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["procs", "threads"])
 def test_every_process_of_a_run_is_titled(tmp_path: Path, backend: str) -> None:
@@ -73,7 +63,9 @@ def test_every_process_of_a_run_is_titled(tmp_path: Path, backend: str) -> None:
     proc = _start(topology, tmp_path / "runs", backend)
     kids: list[int] = []
     try:
-        _wait_up(proc)
+        assert proc.stdout is not None
+        said = Lines(proc.stdout)
+        said.wait_for("nodes up in", 60)
         assert title(proc.pid) == f"topo: run titled ({backend})"
         ps = subprocess.run(
             ["ps", "-o", "args=", "-p", str(proc.pid)], capture_output=True, text=True
@@ -92,8 +84,7 @@ def test_every_process_of_a_run_is_titled(tmp_path: Path, backend: str) -> None:
         else:  # nodes are threads of the launcher; its one child is the guard
             assert len(titles) == 1 and "topo/backends/guard.py" in titles[0], titles
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
-        assert proc.returncode == 130
+        assert proc.wait(30) == 130, said.text()
         assert not wait_gone(kids, 15)
     finally:
         if proc.poll() is None:

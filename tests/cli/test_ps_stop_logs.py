@@ -13,16 +13,8 @@ from pathlib import Path
 
 import pexpect
 
-from tests.cli.operate import (
-    env,
-    run_detached,
-    run_pids,
-    status,
-    ticker_topology,
-    topo,
-    wait_for,
-    wait_gone,
-)
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
+from topo.testing import wait_gone, wait_until
 
 
 def _kill(pids: set[int]) -> None:
@@ -79,7 +71,7 @@ def test_ps_quiet_and_filters_and_stop_of_several_runs(tmp_path: Path) -> None:
         for run_id, run_dir in ((procs_id, procs_dir), (threads_id, threads_dir)):
             assert f"✓ run {run_id} stopped: topo stop — exit 0" in stopped.stderr
             assert status(run_dir)["state"] == "ended"
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
         assert topo("ps", "-q", cwd=tmp_path).stdout == ""
     finally:
         _kill(pids)
@@ -95,7 +87,7 @@ def test_stop_of_several_runs_goes_on_past_a_name_that_is_no_run(tmp_path: Path)
         assert (
             "no run 'nosuchrun'" in stopped.stderr and f"✓ run {run_id} stopped" in stopped.stderr
         )
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
     finally:
         _kill(pids)
 
@@ -153,7 +145,11 @@ def test_logs_until_ends_the_output_at_a_time(tmp_path: Path) -> None:
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "threads")
     pids = run_pids(run_dir)
     try:
-        assert wait_for(lambda: "t tick 6" in topo("logs", run_id, cwd=tmp_path).stdout)
+        wait_until(
+            lambda: "t tick 6" in topo("logs", run_id, cwd=tmp_path).stdout,
+            30,
+            what="'t tick 6' in topo logs",
+        )
         assert topo("stop", run_id, cwd=tmp_path).returncode == 0
         stamped = topo("logs", run_id, "-t", cwd=tmp_path).stdout.splitlines()
         ticks = {

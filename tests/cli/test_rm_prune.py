@@ -15,14 +15,15 @@ from pathlib import Path
 
 import pexpect
 
-from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo, wait_gone
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
+from topo.testing import wait_gone
 
 
 def ended_run(cwd: Path, file: Path) -> tuple[str, Path]:
     run_id, run_dir = run_detached(cwd, str(file), "-b", "procs")
     pids = run_pids(run_dir)
     assert topo("stop", run_id, cwd=cwd).returncode == 0
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     return run_id, run_dir
 
 
@@ -33,7 +34,7 @@ def lost_run(cwd: Path, file: Path) -> tuple[str, Path, list[Path]]:
     record = status(run_dir)
     left = [Path(record["socket_dir"]), Path(record["control"]).parent]
     os.kill(int(record["launcher"]["pid"]), signal.SIGKILL)
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     assert all(d.is_dir() for d in left)
     return run_id, run_dir, left
 
@@ -72,7 +73,7 @@ def test_rm_removes_ended_and_lost_runs_and_refuses_a_live_one_unless_forced(
 
         forced = topo("rm", "-f", live_id, cwd=tmp_path)
         assert forced.returncode == 0, forced.stderr
-        assert not wait_gone(live_pids)
+        assert not wait_gone(live_pids, 20)
         assert not live_dir.exists() and live_id not in listed(tmp_path)
         assert not (tmp_path / "runs" / "latest").is_symlink()  # it pointed at that run
 

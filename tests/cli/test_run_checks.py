@@ -51,7 +51,7 @@ nodes:
 # comes back to it), noting the fork server topo.command starts early, then prints what
 # is left: its live children and whether the fork server still exists.
 DRIVER = """
-import ctypes, json, os, sys, time
+import ctypes, json, os, sys
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 import topo.cli.early
 servers = []
@@ -67,15 +67,22 @@ try:
     code = 0
 except SystemExit as exc:
     code = exc.code
-time.sleep(0.5)  # what was killed at the end is reaped by now
 from topo.backends.proctree import child_pids
-alive = []
-for pid in child_pids(recursive=True):
-    try:
-        if os.waitpid(pid, os.WNOHANG) == (0, 0):
-            alive.append(pid)
-    except ChildProcessError:
-        pass
+from topo.testing import wait_until
+def running():  # the children still running (those that ended are reaped)
+    left = []
+    for pid in child_pids(recursive=True):
+        try:
+            if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                left.append(pid)
+        except ChildProcessError:
+            pass
+    return left
+try:  # what was killed at the end has ended and is reaped
+    wait_until(lambda: not running(), 10)
+except AssertionError:
+    pass
+alive = running()
 gone = [not os.path.exists(f"/proc/{{pid}}") for pid in servers]
 imported = "rc_nodes" in sys.modules  # by the launcher itself
 print(json.dumps({{"code": code, "left": alive, "servers": servers, "gone": gone,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pexpect
 
-from tests.cli.operate import env, run_detached, run_pids, topo, wait_for, wait_gone
+from tests.cli.operate import env, run_detached, run_pids, topo
 from tests.cli.view_nodes import FINAL
+from topo.testing import wait_gone, wait_until
 
 LONG = "evaluated episode " + " ".join(f"word{i}" for i in range(20)) + " END-OF-LINE"
 TOPOLOGY = f"""\
@@ -51,7 +52,11 @@ def test_status_piped_and_wide_shows_whole_rows_and_imports_little(tmp_path: Pat
     run_id, run_dir = run_detached(tmp_path, "reporting.yaml", "-b", "procs")
     pids = run_pids(run_dir)
     try:
-        assert wait_for(lambda: LONG in _status(tmp_path, run_id).stdout, 60)
+        wait_until(
+            lambda: LONG in _status(tmp_path, run_id).stdout,
+            60,
+            what="the long line in topo status",
+        )
         shown = _status(tmp_path, run_id)
         assert shown.returncode == 0, shown.stderr
         lines = shown.stdout.splitlines()

@@ -17,17 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.operate import (
-    env,
-    run_detached,
-    run_pids,
-    status,
-    ticker_topology,
-    topo,
-    wait_for,
-    wait_gone,
-)
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
 from tests.ui.support import end_all, start_with_ui
+from topo.testing import wait_gone, wait_until
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], text: str, code: int = 1) -> None:
@@ -101,7 +93,7 @@ def test_topo_ui_serves_a_run_until_ctrl_c(tmp_path: Path) -> None:
     finally:
         pids = run_pids(run_dir)
         topo("stop", run_id, cwd=tmp_path)
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
 
 
 def test_topo_restart_restarts_one_node(tmp_path: Path) -> None:
@@ -117,11 +109,11 @@ def test_topo_restart_restarts_one_node(tmp_path: Path) -> None:
             n = {n["id"]: n for n in status(run_dir)["nodes"]}["ticker/0"]
             return n["restarts"] == 1 and n["state"] == "running" and n["pid"] != before["ticker/0"]
 
-        assert wait_for(back, 60)
+        wait_until(back, 60)
     finally:
         pids = run_pids(run_dir)
         topo("stop", run_id, cwd=tmp_path)
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
     one_line_error(topo("restart", run_id, "ticker/0", cwd=tmp_path), "not running")
 
 
@@ -144,7 +136,7 @@ def test_the_dashboard_of_topo_run_ends_with_the_run(
     pids = run_pids(run_dir) | {ui_pid}
     proc.send_signal(signal.SIGINT)  # Ctrl-C: the dashboard ignores it, the run ends it
     assert proc.wait(30) == 130
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
 
 
 @pytest.mark.slow

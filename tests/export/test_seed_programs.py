@@ -11,7 +11,6 @@ stand-in agents, the YAML files the real ones.
 from __future__ import annotations
 
 import importlib
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import topo.launchpad as lp
 from topo.export import export_program
 from topo.ir import Program
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,13 +113,15 @@ def test_drive_through_dereferenced_handles(launch_type: str, tmp_path: Path) ->
     launched = lp.launch(program, launch_type, log_dir=str(tmp_path))
     try:
         counter = counter_node.create_handle().dereference()
-        counts: dict[str, Any] = {}
-        for _ in range(600):
-            counts = counter.get_counts()
-            if counts.get("actor_steps", 0) >= 5 and counts.get("learner_steps", 0) >= 1:
-                break
-            time.sleep(0.05)
-        assert counts.get("actor_steps", 0) >= 5, counts
+        counts: dict[str, Any] = wait_until(
+            lambda: (
+                (c := counter.get_counts()).get("actor_steps", 0) >= 5
+                and c.get("learner_steps", 0) >= 1
+                and c
+            ),
+            30,
+            what="5 actor steps and a learner step",
+        )
         assert counts.get("evaluator_episodes", 0) >= 0
     finally:
         code = launched.stop(timeout=60)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from topo.testing import alive, wait_gone
+from topo.testing import alive, wait_for_text, wait_gone
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -38,11 +38,7 @@ def kill_pids(pids: Iterable[int]) -> None:
 
 def read_pids(path: Path, timeout: float = 60) -> list[int]:
     """The pids a node wrote to ``path`` (waits for the file)."""
-    end = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < end, f"no pid file {path}"
-        time.sleep(0.05)
-    return [int(x) for x in path.read_text().split()]
+    return [int(x) for x in wait_for_text(path, timeout=timeout).split()]
 
 
 @contextmanager

@@ -18,6 +18,7 @@ import pytest
 from fault_support import descendants, kill_pids, topo_run, wait_gone, wait_up
 
 from topo.backends.base import Event
+from topo.testing import wait_until
 
 KEPT = re.compile(r"^learner \| line \d{12} x{80}$")
 STAMPS = re.compile(r"\d{4}-\d\d-\d\dT\d")
@@ -68,17 +69,19 @@ def _flood(topology: Callable[..., Path], **args: object) -> Path:
     """)
 
 
-def _printed_all(runs: Path, timeout: float) -> bool:
-    """Wait until the node's log file ends with its ``FLOOD DONE`` line."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        for log in runs.glob("*-*/logs/learner.log"):
-            with open(log, "rb") as f:
-                f.seek(max(f.seek(0, 2) - 4096, 0))
-                if b"FLOOD DONE" in f.read():
-                    return True
-        time.sleep(0.1)
+def _printed_all(runs: Path) -> bool:
+    """Whether the node's log file ends with its ``FLOOD DONE`` line."""
+    for log in runs.glob("*-*/logs/learner.log"):
+        with open(log, "rb") as f:
+            f.seek(max(f.seek(0, 2) - 4096, 0))
+            if b"FLOOD DONE" in f.read():
+                return True
     return False
+
+
+def _said(out: Output, match: Callable[[str], object]) -> bool:
+    """Whether a line of ``topo run`` other than a flood line matches."""
+    return any(match(line) for line in list(out.other))
 
 
 def _watch_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
@@ -109,7 +112,9 @@ def test_a_flood_of_output_keeps_the_launcher_bounded(
         out = Output(proc)
         try:
             # Ctrl-C as soon as the node printed its last line, whatever is still unshown.
-            assert _printed_all(runs, 240), out.other[-20:]  # 100 MB on a busy machine
+            wait_until(  # 100 MB on a busy machine
+                lambda: _printed_all(runs), 240, what="FLOOD DONE in the node's log"
+            )
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
             proc.wait(grace + 10)
@@ -140,9 +145,14 @@ def test_a_second_ctrl_c_ends_a_flooding_run_at_once(
         below = descendants(proc.pid)
         out = Output(proc)
         try:
-            time.sleep(8)  # a backlog builds up
+            # a backlog builds up: the launcher skips output it cannot show in time
+            wait_until(lambda: _said(out, SKIPPED.match), 120, what="output skipped")
             proc.send_signal(signal.SIGINT)
-            time.sleep(1)
+            wait_until(
+                lambda: _said(out, lambda line: "Ctrl-C again" in line),
+                30,
+                what="the first Ctrl-C taken (its kill hint shown)",
+            )
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
             proc.wait(30)
@@ -171,9 +181,11 @@ def test_node_logs_are_capped_and_rotated(
         below = descendants(proc.pid)
         out = Output(proc)
         try:
-            end = time.monotonic() + 120
-            while out.done_lag is None and time.monotonic() < end and proc.poll() is None:
-                time.sleep(0.1)
+            wait_until(
+                lambda: out.done_lag is not None or proc.poll() is not None,
+                120,
+                what="FLOOD DONE shown",
+            )
             assert out.done_lag is not None, out.other[-20:]
             proc.send_signal(signal.SIGINT)
             proc.wait(30)
@@ -218,7 +230,7 @@ def test_stop_of_the_api_ends_within_the_grace_with_a_slow_listener(
     threading.Thread(target=_watch_rss, args=(me.pid, watching, peak), daemon=True).start()
     try:
         run = topo_launch(path, "procs", grace_s=5.0, listeners=[slow_terminal], ready_timeout=60)
-        assert _printed_all(tmp_path / "runs", 240)
+        wait_until(lambda: _printed_all(tmp_path / "runs"), 240, what="FLOOD DONE in the log")
         t0 = time.monotonic()
         assert run.stop(timeout=30) == 0
         took = time.monotonic() - t0

@@ -15,7 +15,7 @@ import psutil
 from fault_support import descendants, kill_pids, read_pids, topo_run, wait_gone, wait_up
 
 from topo.api import RunningProgram
-from topo.testing import alive
+from topo.testing import alive, wait_until
 
 RESTART = "restart: {policy: on-failure, max_restarts: 2, backoff: {initial_s: 0.05}}"
 
@@ -38,29 +38,18 @@ def _server_pid(run: RunningProgram) -> int:
 
 def _all_pids(run: RunningProgram, timeout: float = 10) -> dict[str, int]:
     """Executable -> pid, once the pid of every one is known (ready may come first)."""
-    end = time.monotonic() + timeout
-    while len(pids := run.launcher.pids()) < len(run.program.executables):
-        assert time.monotonic() < end, pids
-        time.sleep(0.01)
-    return pids
+    want = len(run.program.executables)
+    return wait_until(lambda: p if len(p := run.launcher.pids()) >= want else None, timeout)
 
 
-def _wait_back(run: RunningProgram, old: dict[str, int], timeout: float) -> dict[str, int]:
-    """The pids of every executable once each runs again in a new process."""
-    end = time.monotonic() + timeout
-    pids: dict[str, int] = {}
-    while time.monotonic() < end:
-        pids = run.launcher.pids()
-        states = {n.state for n in run.status()}
-        if (
-            states == {"running"}
-            and len(pids) == len(old)
-            and not set(pids.values()) & set(old.values())
-        ):
-            return pids
-        assert run.exit_code is None, run.failure
-        time.sleep(0.05)
-    raise AssertionError(f"the nodes did not come back: {run.status()}, {pids} (were {old})")
+def _back(run: RunningProgram, old: dict[str, int]) -> dict[str, int] | None:
+    """The pids of every executable once each runs again in a new process (None before);
+    the run must not end meanwhile."""
+    pids = run.launcher.pids()
+    states = {n.state for n in run.status()}
+    assert run.exit_code is None, run.failure
+    back = len(pids) == len(old) and not set(pids.values()) & set(old.values())
+    return pids if states == {"running"} and back else None
 
 
 def test_nodes_with_restart_policies_come_back_in_a_new_fork_server(
@@ -70,7 +59,7 @@ def test_nodes_with_restart_policies_come_back_in_a_new_fork_server(
     assert run.wait_ready(60)
     server, old = _server_pid(run), _all_pids(run)
     os.kill(server, signal.SIGKILL)
-    new = _wait_back(run, old, 45)
+    new = wait_until(lambda: _back(run, old), 45, what=f"the nodes back (were {old})")
     assert not wait_gone(old.values(), 10), "nodes of the dead fork server are still alive"
     assert _server_pid(run) != server and alive([_server_pid(run)])
     assert run.handle("echo/2", timeout=20).ping() == new["echo/2"]
@@ -124,11 +113,11 @@ def test_stop_right_after_the_fork_server_died_is_quick(
     assert run.wait_ready(60)
     old = list(_all_pids(run).values())
     os.kill(_server_pid(run), signal.SIGKILL)
-    end = time.monotonic() + 20
-    while time.monotonic() < end and not all(
-        n.restarts == 1 and n.state in ("starting", "running") for n in run.status()
-    ):
-        time.sleep(0.01)
+    wait_until(
+        lambda: all(n.restarts == 1 and n.state in ("starting", "running") for n in run.status()),
+        20,
+        every=0.01,
+    )
     begun = time.monotonic()  # every node was restarted: some may not have their pid yet
     assert run.stop(timeout=60) == 0
     took = time.monotonic() - begun
@@ -148,9 +137,7 @@ def test_readiness_deadline_holds_for_a_node_restarted_in_a_new_fork_server(
             restart: {policy: on-failure, max_restarts: 1, backoff: {initial_s: 0.05}}
     """)
     run = topo_launch(path, "procs")
-    end = time.monotonic() + 30
-    while not run.launcher.pids() and time.monotonic() < end:
-        time.sleep(0.05)
+    wait_until(run.launcher.pids, 30, what="the node's pid")
     os.kill(_server_pid(run), signal.SIGKILL)  # the first attempt is lost with it
     assert run.wait(45) == 1
     assert run.failure is not None and run.failure.node == "stuck"
@@ -196,11 +183,10 @@ def test_what_the_lost_nodes_started_ends_with_them(
     try:
         os.kill(_server_pid(run), signal.SIGKILL)
         assert not wait_gone(first, 10), "the processes of a lost node outlived it"
-        end = time.monotonic() + 45
-        while len(later) < 2 and time.monotonic() < end:
-            later = read_pids(pid_file)[2:]  # its second attempt, in a new fork server
-            time.sleep(0.05)
+        later = wait_until(  # its second attempt, in a new fork server
+            lambda: p if len(p := read_pids(pid_file)[2:]) >= 2 else None, 45
+        )
         assert len(later) == 2 and alive(later) == later
         assert run.exit_code is None
     finally:
-        kill_pids([*first, *later])
+        kill_pids([*first, *later, *read_pids(pid_file)])

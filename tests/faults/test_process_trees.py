@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,8 +24,7 @@ from fault_support import (
     wait_up,
 )
 
-from topo.backends import guard
-from topo.testing import alive
+from topo.testing import alive, wait_until
 
 
 def _spawner(topology: Callable[..., Path], pid_file: Path, extra: str = "") -> Path:
@@ -129,11 +127,10 @@ def test_threads_clean_up_spares_a_procs_run_of_the_same_process(
     )
     try:
         assert threads_run.stop(timeout=60) == 0
-        assert not wait_gone(sleeps, 10)
-        time.sleep(0.5)
-        assert procs_run.exit_code is None, procs_run.failure
+        assert not wait_gone(sleeps, 10)  # the threads run's kills have all landed by now
         assert procs_run.handle("echo", timeout=10).ping() > 0
         assert set(alive(procs_run.pids())) == procs_run.pids()
+        assert procs_run.exit_code is None, procs_run.failure
     finally:
         kill_pids(sleeps)
 
@@ -156,7 +153,8 @@ def test_threads_clean_up_spares_the_processes_of_the_program_that_launched_it(
     nodes = run.handle("spawner", timeout=30).pids()
     host = subprocess.Popen(["sleep", "600"])  # this thread was there before the run
     try:
-        time.sleep(3 * guard.SCAN_INTERVAL_S)  # the sampler sees the helper's sleep
+        seen = run.launcher.backend  # the sampler sees the helper's sleep
+        wait_until(lambda: set(nodes) <= {pid for pid, _ in seen._seen}, 30, what="a scan")
         assert run.stop(timeout=60) == 0
         assert not wait_gone(nodes, 10), "a process a node's thread started outlived the run"
         assert host.poll() is None, "the run killed a process of the program that launched it"

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from fault_support import descendants, kill_pids, read_pids, topo_run, wait_gone, wait_up
 
+from topo.testing import Lines, wait_until
+
 pytestmark = pytest.mark.slow
 
 
@@ -44,10 +46,9 @@ def test_kill9_of_the_launcher_leaves_nothing_behind(topology: Callable, tmp_pat
             proc.kill()
             proc.wait(10)
             assert not wait_gone([*below, *sleeps], 5), "processes outlived the launcher"
-            end = time.monotonic() + 5
-            while Path(socket_dir).exists() and time.monotonic() < end:
-                time.sleep(0.05)
-            assert not Path(socket_dir).exists(), "the run's socket directory was left"
+            wait_until(
+                lambda: not Path(socket_dir).exists(), 5, what="the run's socket directory gone"
+            )
         finally:
             kill_pids([*below, *sleeps])
 
@@ -75,12 +76,15 @@ def test_second_ctrl_c_kills_at_once(topology: Callable, tmp_path: Path) -> None
     ) as proc:
         below, sleeps = _started(proc, tmp_path)
         try:
+            assert proc.stdout is not None
+            said = Lines(proc.stdout)
             proc.send_signal(signal.SIGINT)
-            time.sleep(0.5)
+            said.wait_for("Ctrl-C again", 30)  # the first one taken: it says what a second does
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate(timeout=60)
+            proc.wait(60)
             took = time.monotonic() - t0
+            out = said.wait_closed(30)
             assert proc.returncode == 130, out
             assert took < 10, f"the second Ctrl-C took {took:.1f}s (grace is 120 s)"
             assert not wait_gone([*below, *sleeps], 10)

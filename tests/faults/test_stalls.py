@@ -7,11 +7,7 @@ The node code is in this module (``test_stalls:...``; the directory is on ``sys.
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,7 @@ from fault_support import topo_run, wait_gone, wait_up
 from rich.console import Console
 
 import topo
+from topo.testing import Lines, wait_until
 
 
 def progress_then_pause(resume_file: str = "", rows: int = 10) -> None:
@@ -58,32 +55,6 @@ TOPOLOGY = """
 """
 
 
-def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
-    """The rest of ``proc``'s output, line by line, read by a thread."""
-    out: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
-    return out
-
-
-def _until(lines: queue.Queue[str], text: str, seen: list[str], timeout: float = 30) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            line = lines.get(timeout=0.2)
-        except queue.Empty:
-            continue
-        seen.append(line)
-        if text in line:
-            return line
-    raise AssertionError(f"no line with {text!r} in {timeout}s:\n{''.join(seen)}")
-
-
 def _node(run_dir: Path, node: str) -> dict[str, Any]:
     status = json.loads((run_dir / "status.json").read_text())
     return next(n for n in status["nodes"] if n["id"] == node)
@@ -97,24 +68,34 @@ def test_a_node_that_stops_progressing_is_flagged_on_the_terminal_and_in_status_
     path = topology(TOPOLOGY.format(resume=resume))
     run_dir = tmp_path / "run"
     with topo_run(str(path), "-b", "procs", "--no-live", "--run-dir", str(run_dir)) as proc:
-        seen = wait_up(proc)
-        lines = _lines(proc)
-        warning = _until(lines, "stalled", seen)
+        up = wait_up(proc)
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        warning = lines.wait_for("stalled", 30)
         assert "worker stalled: no progress for" in warning and "quiet" not in warning
-        time.sleep(1.0)  # status.json is rewritten while the stall goes on
-        worker, quiet = _node(run_dir, "worker"), _node(run_dir, "quiet")
+        # status.json is rewritten while the stall goes on
+        worker = wait_until(
+            lambda: (
+                (w := _node(run_dir, "worker"))["stalled_s"] is not None
+                and w["stalled_s"] >= 2.0
+                and w
+            ),
+            30,
+            what="the stall in status.json",
+        )
+        quiet = _node(run_dir, "quiet")
         assert worker["state"] == "running" and worker["stalled_s"] >= 2.0
         assert quiet["state"] == "running" and quiet["stalled_s"] is None
         resume.touch()
-        back = _until(lines, "making progress again", seen)
+        back = lines.wait_for("making progress again", 30)
         assert "worker" in back
-        time.sleep(1.0)
-        assert _node(run_dir, "worker")["stalled_s"] is None
+        wait_until(lambda: _node(run_dir, "worker")["stalled_s"] is None, 30, what="it cleared")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
     status = json.loads((run_dir / "status.json").read_text())
     assert any(w.startswith("node worker stalled: no progress") for w in status["warnings"])
     assert not any("quiet" in w for w in status["warnings"])
+    seen = up + lines.seen
     assert "stalled" not in "".join(line for line in seen if line.startswith("quiet"))
 
 
@@ -126,9 +107,7 @@ def test_the_live_table_marks_a_stalled_node(
     from topo.cli.view import TableView
 
     run = topo_launch(topology(TOPOLOGY.format(resume="")), backend)
-    end = time.monotonic() + 30
-    while time.monotonic() < end and run.launcher.state.nodes["worker"].stalled_s is None:
-        time.sleep(0.1)
+    wait_until(lambda: run.launcher.state.nodes["worker"].stalled_s is not None, 30)
     console = Console(record=True, width=200, force_terminal=False)
     TableView(run.launcher.state, console).close()
     text = console.export_text()

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fault_support import kill_pids, read_pids, topo_run, wait_gone, wait_up
 
-from topo.testing import alive
+from topo.testing import alive, wait_until
 
 
 def _family(topology: Callable[..., Path], pid_file: Path, **args: object) -> Path:
@@ -76,10 +75,9 @@ def test_the_launchers_death_takes_the_nodes_processes_and_socket_dir(
                 os.kill(proc.pid, signal.SIGKILL)
             proc.wait(30)
             assert not wait_gone(family, 10), f"the nodes' processes outlived {how}"
-            end = time.monotonic() + 10
-            while sockets.exists() and time.monotonic() < end:
-                time.sleep(0.05)
-            assert not sockets.exists(), "the socket directory outlived the launcher"
+            wait_until(
+                lambda: not sockets.exists(), 10, what="the launcher's socket directory gone"
+            )
         finally:
             kill_pids(family)
 

@@ -320,8 +320,9 @@ def checkpoint_on_stop(path: str) -> None:
 
 def stop_when_ready(paths: list[str]) -> None:
     """A PyNode that stops the program once every ``<path>.ready`` exists."""
-    while not all(Path(p + ".ready").exists() for p in paths):
-        time.sleep(0.02)
+    from topo.testing import wait_until
+
+    wait_until(lambda: all(Path(p + ".ready").exists() for p in paths), 120, every=0.02)
     lp.stop()
 
 

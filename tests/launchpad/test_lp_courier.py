@@ -13,6 +13,7 @@ from lp_nodes import Echo, Fanout, Pair, Peer, Runner, Slow, Value, Wrapper
 from lp_support import Launch
 
 import topo.launchpad as lp
+from topo.testing import wait_until
 
 
 def test_handles_dereference_from_the_test_thread(lp_launch: Launch) -> None:
@@ -113,12 +114,8 @@ def test_calls_without_call_timeout_wait_as_launchpads_do(lp_launch: Launch) -> 
 
 def test_call_timeout_applies_to_calls_from_other_nodes(lp_launch: Launch) -> None:
     def call_slow(slow: Any) -> None:
-        for _ in range(600):  # the short deadline also bounds waiting for slow to be up
-            try:
-                slow.slow(0.0)
-                break
-            except ConnectionError:
-                time.sleep(0.05)
+        # slow up (the short deadline also bounds this wait: each call fails at once)
+        wait_until(lambda: [slow.slow(0.0)], 30, what="slow up", errors=(ConnectionError,))
         try:
             slow.slow(1.0)
         except Exception as exc:
@@ -160,9 +157,7 @@ def test_disable_run_serves_without_calling_run(lp_launch: Launch) -> None:
     lp_launch(program)
     assert quiet_handle is not None and loud_handle is not None
     assert quiet_handle.dereference().runs() == 0
-    deadline = time.monotonic() + 30
-    while loud_handle.dereference().runs() != 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: loud_handle.dereference().runs() >= 1, 30, what="loud's run()")
     assert loud_handle.dereference().runs() == 1
 
 

@@ -209,7 +209,7 @@ def test_ctrl_c_stops_a_local_launch(launch_type: str, when: str, tmp_path: Path
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)  # the script reaches its end (or its sleep)
+        time.sleep(0.5)  # no event: the script reaches its end (or its sleep) meanwhile
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -13,6 +13,7 @@ pytest.importorskip("reverb")
 from lp_support import Launch
 
 import topo.launchpad as lp
+from topo.testing import wait_until
 
 
 def test_a_node_inserts_and_samples_through_the_replay_handle(lp_launch: Launch) -> None:
@@ -77,13 +78,14 @@ def test_writers_held_back_at_the_stop_are_released_whatever_their_items(
     launched = lp_launch(program)
     clients = [a.dereference() for a in actors]
     counts = [-1, -1]
-    for _ in range(100):  # until both writers are held back (their counts stop moving)
-        time.sleep(0.3)
+
+    def held_back() -> bool:  # their counts stop moving: the same twice, 0.3 s apart
         now = [c.count() for c in clients]
-        if now == counts and all(n > 0 for n in now):
-            break
-        counts = now
-    assert now == counts, "the rate limiter never held the writers back"
+        still = now == counts and all(n > 0 for n in now)
+        counts[:] = now
+        return still
+
+    wait_until(held_back, 30, what="the rate limiter to hold the writers back", every=0.3)
     started = time.monotonic()
     assert launched.run.stop(timeout=60) == 0
     assert time.monotonic() - started < 4.5  # released, not killed after the grace period

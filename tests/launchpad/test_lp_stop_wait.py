@@ -28,6 +28,7 @@ from lp_nodes import (
 from lp_support import Launch
 
 import topo.launchpad as lp
+from topo.testing import wait_until
 
 
 def test_py_nodes_run_their_function_and_the_program_ends(lp_launch: Launch) -> None:
@@ -67,9 +68,7 @@ def test_wait_for_stop_and_stop_event_inside_nodes(lp_launch: Launch) -> None:
     lp_launch(program)
     assert handle is not None
     client = handle.dereference()
-    deadline = time.monotonic() + 30
-    while client.early() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: client.early() is not None, 30, what="wait_for_stop(0.05) to return")
     assert client.early() is False  # wait_for_stop(0.05) timed out: still running
     assert client.stopping() is False
 
@@ -120,9 +119,8 @@ def test_wait_on_labels_returns_while_others_serve(lp_launch: Launch) -> None:
     assert launched.run.exit_code is None
     assert daemon is not None
     client = daemon.dereference()
-    deadline = time.monotonic() + 30  # its run() may start after the workers ended
-    while client.runs() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # its run() may start after the workers ended
+    wait_until(lambda: client.runs() > 0, 30, what="the daemon's run()")
     assert client.runs() == 1  # still serving, run() called once
     with pytest.raises(ValueError, match="no group labelled 'nobody'"):
         launched.wait(["nobody"])
@@ -239,6 +237,6 @@ def test_lp_stop_from_the_launching_thread_stops_a_one_node_program(lp_launch: L
     program = lp.Program("one")
     program.add_node(lp.CourierNode(block), label="only")
     launched = lp_launch(program)
-    time.sleep(0.5)  # the node is up
+    time.sleep(0.5)  # no event: the node's constructor (block) is entered meanwhile
     lp.stop()
     assert launched.wait(timeout=30) == 0

@@ -7,7 +7,6 @@ import os
 import pickle
 import socket
 import threading
-import time
 import typing
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from lp_nodes import Echo, Typed, noop, serve_on
 from lp_support import Launch, stop_and_check
 
 import topo.launchpad as lp
+from topo.testing import wait_until
 
 # The public names of launchpad/__init__.py at google-deepmind/launchpad commit
 # 3b28eaed02c4294197b9ca2b8988cf68d8b5d868 (its internal ``lazy_loader`` left out).
@@ -167,15 +167,14 @@ def test_a_local_launch_binds_the_addresses_of_its_nodes(
     lp_launch(program)
     assert mine.resolve() == builder.build()
     port = lp.get_port_from_address(address.resolve())
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("localhost", port), timeout=10) as conn:
-                reply = conn.recv(100).decode()
-            break
-        except ConnectionRefusedError:  # the node is not listening yet
-            assert time.monotonic() < deadline, "the node never served on its address"
-            time.sleep(0.05)
+
+    def served() -> str:
+        with socket.create_connection(("localhost", port), timeout=10) as conn:
+            return conn.recv(100).decode()
+
+    reply = wait_until(  # refused while the node is not listening yet
+        served, 60, what="the node to serve on its address", errors=(ConnectionRefusedError,)
+    )
     served_port, pid = reply.split()
     assert int(served_port) == port
     assert (int(pid) == os.getpid()) == (launch_type == "test_mt")  # threads, or its process

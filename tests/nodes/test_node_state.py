@@ -17,7 +17,7 @@ import pytest
 
 from topo.nodes import Cacher, Counter, StepsLimiter
 from topo.runtime import ProgramContext, node_scope
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and the fork server
@@ -272,22 +272,17 @@ def test_a_replay_saved_while_its_writer_is_paused_holds_what_the_writer_counted
     )
     run = topo_launch(path, "threads", ready_timeout=120)
     pacer, replay = run.handle("pacer", timeout=60), run.handle("replay", timeout=60)
-    deadline = time.monotonic() + 60
-    while pacer.count() < 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: pacer.count() >= 200, 60, what="200 pacer steps")
     gate = gate_of("pacer")  # the threads backend runs the node in this process
     assert gate.pause(10) == []
     try:
         counted = pacer.count()
-        time.sleep(0.2)
+        time.sleep(0.2)  # held still a while: what a pause is
         assert pacer.count() == counted  # held
         state = replay.save()
     finally:
         gate.resume()
-    deadline = time.monotonic() + 30
-    while pacer.count() == counted and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert pacer.count() > counted  # going again
+    wait_until(lambda: pacer.count() > counted, 30, what="the pacer going again")
     assert run.stop(timeout=60) == 0
     assert not wait_gone(run.pids(), 15)
 

@@ -22,7 +22,7 @@ if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and th
     sys.path.insert(0, str(HERE))
 
 from topo.kinds.clients import ReverbClient  # noqa: E402
-from topo.testing import wait_gone  # noqa: E402
+from topo.testing import wait_gone, wait_until  # noqa: E402
 
 
 def _topology(tmp_path: Path, replay_extra: str = "") -> Path:
@@ -84,9 +84,7 @@ def test_restarted_replay_restores_its_checkpoint_after_kill9(
     first_address = replay.address()
     victim = run.launcher.pids()["replay"]
     os.kill(victim, signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while run.launcher.state.nodes["replay"].restarts < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: run.launcher.state.nodes["replay"].restarts >= 1, 60)
     assert run.launcher.state.nodes["replay"].restarts == 1
     assert not wait_gone([victim], 15)
     assert replay.address() == first_address  # the restarted server took its port again
@@ -153,13 +151,14 @@ def test_writers_held_back_by_the_rate_limiter_end_cleanly_at_the_stop(
     run = topo_launch(path, backend, ready_timeout=120)
     writers = [run.handle(f"writer/{i}", timeout=30) for i in range(2)]
     counts = [-1, -1]
-    for _ in range(100):  # until both writers are held back (their counts stop moving)
-        time.sleep(0.3)
+
+    def held_back() -> bool:  # their counts stop moving: the same twice, 0.3 s apart
         now = [w.count() for w in writers]
-        if now == counts and all(c > 0 for c in now):
-            break
-        counts = now
-    assert now == counts, "the rate limiter never held the writers back"
+        still = now == counts and all(c > 0 for c in now)
+        counts[:] = now
+        return still
+
+    wait_until(held_back, 30, what="the rate limiter to hold the writers back", every=0.3)
     start = time.monotonic()
     assert run.stop(timeout=60) == 0
     assert time.monotonic() - start < 4.5  # released, not killed after the 5 s grace period

@@ -26,6 +26,7 @@ from topo.runtime import (
     new_secret,
 )
 from topo.runtime.futures import engine
+from topo.testing import wait_until
 
 
 def test_futures_complete_without_result_calls(program: ProgramContext, spawn: Spawn) -> None:
@@ -88,8 +89,7 @@ def test_a_future_only_polled_with_done_completes_when_its_reply_comes(
         time.sleep(0.2)  # nothing in flight: the I/O thread goes to its long sleep
         f = h.futures.echo(i)
         start = time.monotonic()
-        while not f.done() and time.monotonic() - start < 10:
-            time.sleep(0.002)
+        wait_until(f.done, 10, what="done() of the call", every=0.002)  # as Acme looks
         waits.append(time.monotonic() - start)
         assert f.result(timeout=0) == i
     # Before the fix each of these waited out the I/O thread's 1 s sleep.
@@ -107,8 +107,7 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
     assert slow.futures.echo(0).result(timeout=30) == 0  # connected before it stops
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
-            time.sleep(0.01)
+        wait_until(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED, 10)
         queued = [slow.futures.echo(i) for i in range(300)]  # sent: they fit the socket
         start = time.monotonic()
         late = Handle("echo/0", timeout=0.5, program=program).futures.echo("late")
@@ -121,10 +120,11 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
     more = [slow.futures.echo(i) for i in range(3000)]
     assert [f.result(timeout=60) for f in more] == list(range(3000))
     eng = engine()
-    end = time.monotonic() + 10
-    while len(eng._deadlines) > 1024 and time.monotonic() < end:
-        slow.echo(1)  # the I/O thread runs its sweep meanwhile
-        time.sleep(0.02)
+    wait_until(  # a call at a time: the I/O thread runs its sweep meanwhile
+        lambda: slow.echo(1) == 1 and len(eng._deadlines) <= 1024,
+        10,
+        what="the deadline sweep",
+    )
     assert len(eng._deadlines) <= 1024 and not eng._inflight
 
 
@@ -178,15 +178,13 @@ def test_the_io_thread_goes_on_after_a_fault(
         return real(now)
 
     monkeypatch.setattr(eng, "_expire", faulty)
-    end = time.monotonic() + 10
-    while len(faults) < 2 and time.monotonic() < end:
-        slow.echo(1)  # the I/O thread goes round meanwhile
-        time.sleep(0.02)
+    wait_until(  # a call at a time: the I/O thread goes round meanwhile
+        lambda: slow.echo(1) == 1 and len(faults) >= 2, 10, what="two faults"
+    )
     assert len(faults) == 2
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
-            time.sleep(0.01)
+        wait_until(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED, 10)
         late = Handle("echo/0", timeout=0.5, program=program).futures.echo("late")
         assert isinstance(late.exception(timeout=30), DeadlineExceeded)
     finally:

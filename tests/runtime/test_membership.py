@@ -7,7 +7,6 @@ Real registry, real servers over PLAIN/ipc and CURVE/tcp, in this process."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from topo.runtime import (
 )
 from topo.runtime.membership import GroupView, Member
 from topo.runtime.rights import offering
+from topo.testing import wait_until
 
 
 class Worker:
@@ -86,15 +86,6 @@ def program(request: pytest.FixtureRequest) -> Iterator[Program]:
     p.close()
 
 
-def _wait(cond: Any, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_a_view_follows_its_group_and_its_holder_can_call_the_new_members(
     program: Program,
 ) -> None:
@@ -105,12 +96,12 @@ def test_a_view_follows_its_group_and_its_holder_can_call_the_new_members(
         first = view[0]
         program.boss.address_book.views.add(view)  # type: ignore[attr-defined]
         program.publish(1, ["w/0", "w/1", "w/2", "w/3"])
-        assert _wait(lambda: len(view) == 4)
+        wait_until(lambda: len(view) == 4, 10)
         assert [h.node_id for h in view] == ["w/0", "w/1", "w/2", "w/3"]
         assert view[0] is first  # a member that stays keeps its client
         assert [h.who() for h in view] == ["w/0", "w/1", "w/2", "w/3"]  # tokens came with them
         program.publish(2, ["w/3"])
-        assert _wait(lambda: [h.node_id for h in view] == ["w/3"])
+        wait_until(lambda: [h.node_id for h in view] == ["w/3"], 10)
     assert program.registry.fetched("boss") == 2
 
 
@@ -138,7 +129,7 @@ def test_the_registry_gives_members_only_to_the_executables_that_hold_the_group(
 def test_an_executable_asked_to_end_stops_alone(program: Program) -> None:
     ending = program.contexts[2]  # w/2's process
     program.registry.end_members(["w/2"])
-    assert _wait(lambda: ending.stop_event.is_set())
+    wait_until(lambda: ending.stop_event.is_set(), 10)
     assert ending.address_book.stop_reason() == ("ended by topo apply", None)
     assert not program.boss.stop_event.is_set() and not program.registry.stop_event.is_set()
     program.registry.unend("w/2")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from rich.console import Console
 import topo
 from topo.runtime.context import current_node_info, current_program
 from topo.supervisor.metrics_store import metrics_path
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 BACKENDS = ["procs", "threads"]
 
@@ -104,13 +103,12 @@ def test_live_figures_while_the_program_runs(
     )
     run = topo_launch(path, backend)
     assert run.wait_ready(60)
-    end = time.monotonic() + 30
-    status: dict[str, Any] = {}
-    while time.monotonic() < end:  # status.json is rewritten while the run goes on
-        status = json.loads((run.run_dir / "status.json").read_text())
-        if status["nodes"][0]["metrics"]:
-            break
-        time.sleep(0.1)
+
+    def with_metrics() -> dict[str, Any] | None:  # status.json is rewritten as the run goes
+        status: dict[str, Any] = json.loads((run.run_dir / "status.json").read_text())
+        return status if status["nodes"][0]["metrics"] else None
+
+    status = wait_until(with_metrics, 30, what="figures in status.json")
     assert status["state"] == "running"
     assert status["nodes"][0]["metrics"] == {"episode_return": 187.34, "steps_per_s": 2134.0}
     console = Console(record=True, width=200, force_terminal=False)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from topo.runtime import DeadlineExceeded, Handle, ProgramContext, serve_node
+from topo.testing import wait_until
 
 
 class _Mixed:
@@ -90,7 +91,7 @@ def test_a_slow_handler_does_not_hold_up_fast_calls(program: ProgramContext) -> 
         h = Handle("mixed/0", program=program)
         assert h.fast(1) == 1  # the only thread is now warm and leading
         stuck = h.futures.blocked()
-        time.sleep(0.1)
+        wait_until(lambda: obj.now == 1, 10, what="the blocked handler to run")
         assert not stuck.done()
         times = []
         for i in range(50):
@@ -118,12 +119,9 @@ def test_threads_bound_concurrency_and_the_busy_pool_still_answers(
     try:
         h = Handle("mixed/0", program=program)
         stuck = [h.futures.blocked() for _ in range(3)]
-        deadline = time.monotonic() + 10
-        while obj.now < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert obj.now == 3
+        wait_until(lambda: obj.now == 3, 10, what="three blocked handlers")
         late = h.futures.fast(5)
-        time.sleep(0.3)
+        time.sleep(0.3)  # no event to wait on: a call no thread is free for stays unanswered
         assert not late.done()  # all three threads are busy: nobody takes it
         assert obj.most == 3
         gate = threading.Thread(target=obj.open_gate)
@@ -144,9 +142,7 @@ def test_stop_while_calls_are_in_flight(program: ProgramContext) -> None:
     h = Handle("mixed/0", program=program).with_timeout(2.0)
     slow = [h.futures.slow(0.3) for _ in range(4)]
     queued = [h.futures.fast(i) for i in range(200)]
-    deadline = time.monotonic() + 10
-    while obj.now == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: obj.now, 10, what="a slow handler to run", every=0.005)
     t0 = time.monotonic()
     server.close(timeout=10)
     assert time.monotonic() - t0 < 5

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -20,6 +19,7 @@ from topo.runtime import (
     UnknownMethod,
     handles,
 )
+from topo.testing import wait_until
 
 
 def test_sync_futures_and_arrays(program: ProgramContext, spawn: Spawn) -> None:
@@ -94,13 +94,16 @@ def test_list_handles_and_pickled_handles(program: ProgramContext, spawn: Spawn)
     assert [s[0] for s in hub.call_ids(["actor/2", "actor/0"])] == ["actor/2", "actor/0"]
 
 
-def test_lazy_connect_to_late_peer(program: ProgramContext, spawn: Spawn) -> None:
+def test_lazy_connect_to_late_peer(
+    program: ProgramContext, spawn: Spawn, registry: RegistryServer
+) -> None:
     h = Handle("late/0", timeout=60, program=program)
     fut = h.futures.echo("hello")
     result: list[object] = []
     t = threading.Thread(target=lambda: result.append(h.echo("sync")))
     t.start()
-    time.sleep(0.5)
+    # the calls looked the peer up and did not find it: they wait for it, not fail
+    wait_until(lambda: "late/0" in registry.waited_for(60), 30, what="a lookup of late/0")
     assert not fut.done()
     spawn("late/0")
     assert fut.result(timeout=60) == "hello"

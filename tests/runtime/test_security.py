@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pickle
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,11 @@ import psutil
 import pytest
 import zmq
 from rt_support import Spawn
+from zmq.utils.monitor import recv_monitor_message
 
 from topo.runtime import Handle, ProgramContext, wire
 from topo.runtime.errors import MessageTooLarge
+from topo.testing import wait_until
 
 
 class _Trace:
@@ -39,13 +40,36 @@ def _evil_request(path: Path) -> list[bytes]:
     return [_head(wire.K_CALL, 1) + payload]
 
 
-def _dealer(endpoint: str, **opts: Any) -> zmq.Socket:
+def _dealer(endpoint: str, *, watch: bool = False, **opts: Any) -> zmq.Socket:
+    """A DEALER connected to ``endpoint``; ``watch``: its handshake is watched from before
+    its connect (``_handshake``)."""
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.linger = 0
     for key, value in opts.items():
         setattr(sock, key, value)
+    if watch:
+        sock.get_monitor_socket()
     sock.connect(endpoint)
     return sock
+
+
+HANDSHAKE_ENDED = {  # what a client sees of its first handshake: refused, or let in
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "refused",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "refused",
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "refused",
+    zmq.EVENT_DISCONNECTED: "refused",
+    zmq.EVENT_HANDSHAKE_SUCCEEDED: "let in",
+}
+
+
+def _handshake(sock: zmq.Socket) -> str | None:
+    """How ``sock``'s first handshake ended, once it has (None before)."""
+    monitor = sock.get_monitor_socket()
+    while monitor.poll(0):
+        event = recv_monitor_message(monitor)["event"]
+        if event in HANDSHAKE_ENDED:
+            return HANDSHAKE_ENDED[event]
+    return None
 
 
 def _endpoint(program: ProgramContext, node_id: str) -> str:
@@ -66,20 +90,28 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
     token = program.mint("echo/0")
     assert token is not None
     attackers = [
-        _dealer(endpoint, sndtimeo=2000),  # NULL mechanism
-        _dealer(endpoint, sndtimeo=2000, plain_username=b"x", plain_password=b"wrong secret"),
+        _dealer(endpoint, watch=True, sndtimeo=2000),  # NULL mechanism
+        _dealer(
+            endpoint, watch=True, sndtimeo=2000, plain_username=b"x", plain_password=b"wrong secret"
+        ),
         _dealer(
             endpoint,
+            watch=True,
             sndtimeo=2000,
             plain_username=b"x",
             plain_password=token[:-1].encode(),
         ),
         # The program secret itself is no password: only the node's token is.
         _dealer(
-            endpoint, sndtimeo=2000, plain_username=b"x", plain_password=program.secret.encode()
+            endpoint,
+            watch=True,
+            sndtimeo=2000,
+            plain_username=b"x",
+            plain_password=program.secret.encode(),
         ),
         _dealer(
             endpoint,
+            watch=True,
             sndtimeo=2000,
             curve_serverkey=key_pub,
             curve_publickey=key_pub,
@@ -92,9 +124,12 @@ def test_unauthenticated_clients_are_refused_before_unpickling(
                 sock.send_multipart(_evil_request(trace))
             except zmq.Again:
                 break
-    time.sleep(1.5)
+    # each handshake refused: what they sent can never be taken in
+    ends = [wait_until(lambda s=s: _handshake(s), 30, what="a handshake") for s in attackers]
+    assert ends == ["refused"] * len(attackers)
     for sock in attackers:
         assert sock.poll(100) == 0  # no reply either
+        sock.get_monitor_socket().close(linger=0)
         sock.close(linger=0)
     assert not trace.exists(), "an unauthenticated payload was unpickled"
     # Control: the same bytes from a client holding the secret *are* unpickled,

@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import shutil
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 import zmq
 
-from topo.runtime.auth import ServerAuth, new_secret, secure_client, zmq_context
+from topo.runtime.auth import ServerAuth, new_secret, refused_count, secure_client, zmq_context
 from topo.runtime.entrance import Entrance
 from topo.runtime.rights import client_keypair, node_acceptor
 from topo.runtime.streams import Gateway, listening_socket
+from topo.testing import wait_until
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -94,6 +95,9 @@ def echo(tmp_path: os.PathLike[str]) -> Iterator[EchoService]:
     service.close()
 
 
+FLOOD = 32 << 20  # bytes a client that does not read sends: more than socket buffers hold
+
+
 def _connect(path: str) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX)
     sock.settimeout(20)
@@ -109,15 +113,6 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError(f"ended after {len(got)} of {n} bytes")
         got += chunk
     return bytes(got)
-
-
-def _wait(condition: object, timeout: float = 15.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_connections_carry_bytes_both_ways_intact(security: Keys, echo: EchoService) -> None:
@@ -144,7 +139,11 @@ def test_connections_carry_bytes_both_ways_intact(security: Keys, echo: EchoServ
             assert hashlib.sha256(results[i]).digest() == hashlib.sha256(blob).digest()
         assert echo.accepted == 3
         # A client that ends its connection ends the service's too, and the gateway's.
-        assert _wait(lambda: echo.ended == 3 and gateway.connections == 0)
+        wait_until(
+            lambda: echo.ended == 3 and gateway.connections == 0,
+            15,
+            what="the three connections to end",
+        )
         assert entrance.connections == 0
     finally:
         entrance.close()
@@ -193,13 +192,15 @@ def test_a_peer_without_the_key_gets_nothing_to_the_service(
     raw.linger = 0
     raw.curve_serverkey = security.public
     raw.curve_publickey, raw.curve_secretkey = zmq.curve_keypair()
+    refused = refused_count()
     try:
         with _connect(intruder.sockaddr) as sock:
             sock.sendall(b"O")
             raw.connect(f"tcp://127.0.0.1:{gateway.port}")
             raw.send(b"O")
             raw.send(b"Dforged")
-            time.sleep(2.0)
+            # both handshakes refused: nothing of theirs can reach the service after that
+            wait_until(lambda: refused_count() >= refused + 2, 30, what="two refusals")
             assert echo.accepted == 0 and gateway.connections == 0
     finally:
         raw.close()
@@ -219,13 +220,15 @@ def test_after_the_gateway_restarts_on_its_port_the_entrance_reaches_it_again(
         old.sendall(b"one")
         assert _recv_exactly(old, 3) == b"one"
         gateway.close()
-        again = listening_socket("127.0.0.1", port)
-        deadline = time.monotonic() + 10
-        while again.getsockname()[1] != port:  # ZeroMQ closes the old socket in the background
-            assert time.monotonic() < deadline, "the gateway's port was never freed"
-            again.close()
-            time.sleep(0.05)
-            again = listening_socket("127.0.0.1", port)
+
+        def on_port() -> socket.socket | None:  # ZeroMQ closes the old socket in the background
+            sock = listening_socket("127.0.0.1", port)
+            if sock.getsockname()[1] == port:
+                return sock
+            sock.close()
+            return None
+
+        again = wait_until(on_port, 10, what="the gateway's port to be freed")
         gateway = security.gateway(echo.dial, listener=again)
         # The connection of the gone gateway ends (the new one does not know it) ...
         old.settimeout(30)
@@ -247,16 +250,13 @@ def test_a_client_that_does_not_read_holds_up_no_other(security: Keys, echo: Ech
         stuck = _connect(entrance.sockaddr)
         stuck.setblocking(False)
         sent = 0
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until every buffer on the way is full
+        # more than every kernel buffer on the way holds (the relays queue the rest), or
+        # until they are all full: no room comes within 0.2 s
+        while sent < FLOOD and select.select([], [stuck], [], 0.2)[1]:
             try:
                 sent += stuck.send(b"x" * 65536)
             except BlockingIOError:
-                time.sleep(0.2)
-                try:
-                    sent += stuck.send(b"x" * 65536)
-                except BlockingIOError:
-                    break
+                pass
         assert sent > 0
         with _connect(entrance.sockaddr) as other:
             for _ in range(20):
@@ -286,7 +286,7 @@ def test_a_dealer_with_the_key_is_served(security: Keys, echo: EchoService) -> N
         dealer.send(b"P")
         assert dealer.poll(10_000) and dealer.recv() == b"P"
         dealer.send(b"C")
-        assert _wait(lambda: echo.ended == 1)
+        wait_until(lambda: echo.ended == 1, 15, what="the connection to end")
     finally:
         dealer.close()
         gateway.close()
@@ -323,8 +323,12 @@ def test_another_user_is_disconnected_before_a_byte_moves(
             pytest.skip("uid 65534 cannot run this Python")
         ended = ("BrokenPipeError", "ConnectionResetError")
         assert done.stdout.strip() == "b''" or any(e in done.stderr for e in ended), done
-        time.sleep(0.5)
-        assert echo.accepted == 0 and gateway.connections == 0
+        # a connection of this user through the same entrance, after the other user's: had
+        # the entrance let the other one through, the service would have accepted two
+        with _connect(entrance.sockaddr) as mine:
+            mine.sendall(b"me")
+            assert _recv_exactly(mine, 2) == b"me"
+        assert echo.accepted == 1
     finally:
         entrance.close()
         gateway.close()

@@ -12,6 +12,7 @@ import pytest
 
 from topo.runtime import Handle, ProgramContext, serve_node
 from topo.runtime.errors import NodeBusy
+from topo.testing import wait_until
 
 THREADS = 8
 
@@ -38,15 +39,6 @@ def program() -> ProgramContext:
     return ProgramContext.local()
 
 
-def _wait(cond: Any, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_a_node_with_every_handler_stuck_is_flagged_and_refuses_in_time(
     program: ProgramContext,
 ) -> None:
@@ -59,7 +51,7 @@ def test_a_node_with_every_handler_stuck_is_flagged_and_refuses_in_time(
         h = Handle("stuck/0", 60.0, program=program)
         assert h.ping(1) == 1
         held = [h.futures.hold() for _ in range(THREADS)]
-        assert _wait(lambda: obj.holding == THREADS, 10)
+        wait_until(lambda: obj.holding == THREADS, 10)
         # A new call fails with the clear error before its deadline, not after it.
         start = time.monotonic()
         with pytest.raises(NodeBusy) as info:
@@ -67,7 +59,7 @@ def test_a_node_with_every_handler_stuck_is_flagged_and_refuses_in_time(
         assert time.monotonic() - start < 2.0
         assert "stuck/0.ping()" in str(info.value) and "hold ×8" in str(info.value)
         # The pool is flagged, with the stuck methods and their stacks.
-        assert _wait(lambda: told and told[-1] is not None, 5)
+        wait_until(lambda: told and told[-1] is not None, 5)
         report = told[-1]
         assert report is not None and server.busy is report
         assert report["methods"] == ["hold"] * THREADS
@@ -76,12 +68,12 @@ def test_a_node_with_every_handler_stuck_is_flagged_and_refuses_in_time(
         assert "stuck/0 answers no calls" in report["message"]
         # A call that waits is served once a thread is free; the flag is cleared.
         late = h.futures.ping(3)
-        time.sleep(0.5)
+        time.sleep(0.5)  # no event: a call held in a saturated server stays unanswered
         assert not late.done()
         obj.gate.set()
         assert late.result(timeout=10) == 3
         assert all(f.result(timeout=10) is True for f in held)
-        assert _wait(lambda: told[-1] is None, 5)
+        wait_until(lambda: told[-1] is None, 5)
         assert server.busy is None
         assert h.ping(4) == 4
     finally:
@@ -95,7 +87,7 @@ def test_close_does_not_wait_for_stuck_handlers(program: ProgramContext) -> None
     try:
         h = Handle("stuck/1", 60.0, program=program)
         [h.futures.hold() for _ in range(THREADS)]
-        assert _wait(lambda: obj.holding == THREADS and server.busy is not None, 10)
+        wait_until(lambda: obj.holding == THREADS and server.busy is not None, 10)
         start = time.monotonic()
         server.close(timeout=5.0)
         assert time.monotonic() - start < 1.0
@@ -113,13 +105,13 @@ def test_a_busy_moment_is_not_flagged(program: ProgramContext) -> None:
     try:
         h = Handle("stuck/2", 30.0, program=program)
         held = [h.futures.hold() for _ in range(2)]
-        assert _wait(lambda: obj.holding == 2, 10)
+        wait_until(lambda: obj.holding == 2, 10)
         queued = [h.futures.ping(i) for i in range(50)]
-        time.sleep(1.0)
+        time.sleep(1.0)  # a busy moment, shorter than busy_after_s
         obj.gate.set()
         assert [f.result(timeout=10) for f in queued] == list(range(50))
         assert all(f.result(timeout=10) for f in held)
-        time.sleep(0.3)
+        time.sleep(0.3)  # a watcher tick after the moment: still no flag
         assert told == [] and server.busy is None
     finally:
         obj.gate.set()

@@ -19,7 +19,7 @@ import pytest
 from topo.backends.base import Event
 from topo.rundir.layout import log_path
 from topo.runtime.errors import NodeBusy
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 GRACE_S = 5.0
 
@@ -57,16 +57,14 @@ def test_eight_stuck_handlers_flagged_and_stop_within_grace(
     h = run.handle("sleeper", 120.0)
     assert h.ping() == "pong"
     held = [h.futures.hold() for _ in range(8)]
+
     # Flagged (after the pool's 5 s) in status.json, with the methods and their stacks.
-    status: dict[str, Any] = {}
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        status = json.loads((run.run_dir / "status.json").read_text())
-        if status["nodes"][0]["busy"]:
-            break
-        time.sleep(0.2)
+    def flagged() -> dict[str, Any] | None:
+        status: dict[str, Any] = json.loads((run.run_dir / "status.json").read_text())
+        return status if status["nodes"][0]["busy"] else None
+
+    status = wait_until(flagged, 30, what="the node flagged busy in status.json")
     busy = status["nodes"][0]["busy"]
-    assert busy, "the node was not flagged"
     assert busy["methods"] == ["hold"] * 8 and busy["threads"] == 8
     assert "time.sleep(self.seconds)" in busy["stacks"]
     assert status["nodes"][0]["state"] == "running"

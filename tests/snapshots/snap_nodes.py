@@ -77,6 +77,7 @@ class SlowSaver(Stepper):
         self.save_s = save_s
 
     def save(self) -> dict[str, Any]:
+        print(f"saving for {self.save_s:g} s", flush=True)  # a test waits for this line
         time.sleep(self.save_s)
         return super().save()
 

@@ -10,7 +10,8 @@ import shutil
 import signal
 from pathlib import Path
 
-from tests.cli.operate import run_detached, run_pids, status, topo, wait_for, wait_gone
+from tests.cli.operate import run_detached, run_pids, status, topo
+from topo.testing import wait_gone, wait_until
 
 HERE = Path(__file__).resolve().parent
 TOPOLOGY = """\
@@ -54,7 +55,7 @@ def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
         assert re.search(r"^\s+1 .* 3 .* topo snapshot$", listed.stdout, re.M), listed.stdout
         assert re.search(r"^\s+2 ", listed.stdout, re.M)
         assert topo("stop", run_id, cwd=tmp_path).returncode == 0
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
 
         not_live = topo("snapshot", run_id, cwd=tmp_path)
         assert not_live.returncode == 1 and "is not running" in not_live.stderr
@@ -63,9 +64,13 @@ def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
         _, again = run_detached(tmp_path, "--resume", run_id[:6], "--snapshot", "1")
         pids |= run_pids(again)
         assert status(again)["backend"] == "procs"  # as the resumed run was started
-        assert wait_for(lambda: "restored its state" in _log(again, "stepper/1"), 60)
+        wait_until(
+            lambda: "restored its state" in _log(again, "stepper/1"),
+            60,
+            what="stepper/1 to say it restored its state",
+        )
         assert topo("stop", cwd=tmp_path).returncode == 0
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
     finally:
         _kill(pids)
 

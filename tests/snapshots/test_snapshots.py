@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,7 +83,7 @@ def test_a_node_killed_during_a_snapshot_leaves_the_previous_one(
 
     taker = threading.Thread(target=take)
     taker.start()
-    time.sleep(1.0)
+    wait_until(lambda: "saving for 30 s" in run.log("stepper/0"), 60, what="the slow save")
     os.kill(pid, signal.SIGKILL)
     taker.join(120)
     assert errors and isinstance(errors[0], SnapshotError)

@@ -4,7 +4,6 @@ manifest is read once, when the run request is made, and never again at the star
 from __future__ import annotations
 
 import pickle
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from topo.api import RunningProgram, prepare, start
 from topo.rundir.layout import MANIFEST_FILE as MANIFEST
 from topo.rundir.snapshots import Snapshot, SnapshotError, read_snapshot
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 STEPPERS = """
     name: snap
@@ -32,10 +31,7 @@ def _snapshot(topo_launch: Callable[..., RunningProgram], path: Path) -> tuple[S
     """A snapshot of a run of ``path`` that stepped a while, and stepper/0's saved steps."""
     first = topo_launch(path, "threads", ready_timeout=60)
     stepper = first.handle("stepper/0", timeout=30)
-    end = time.monotonic() + 60
-    while stepper.status()["steps"] <= 30:
-        assert time.monotonic() < end, "the stepper did not step"
-        time.sleep(0.05)
+    wait_until(lambda: stepper.status()["steps"] > 30, 60, what="the stepper's steps")
     snap = first.snapshot()
     assert first.stop(timeout=60) == 0
     steps = pickle.loads(snap.state("stepper/0") or b"")["steps"]

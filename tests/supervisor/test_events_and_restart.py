@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.operate import ticker_topology, wait_for
+from tests.cli.operate import ticker_topology
 from topo.backends.base import Event
 from topo.runs.control import request
 from topo.runtime import callstats
 from topo.supervisor.events_log import EventLog, event_row
+from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMER_PRODUCERS = ROOT / "examples" / "topologies" / "consumer_producers.yaml"
@@ -125,7 +125,7 @@ def test_a_node_is_restarted_when_asked(
         n = {s.id: s for s in run.status()}["ticker/1"]
         return n.restarts == 1 and n.state == "running"
 
-    assert wait_for(restarted, 60)
+    wait_until(restarted, 60)
     after = {n.id: n.pid for n in run.status()}
     assert after["ticker/0"] == before["ticker/0"]  # the other node is left alone
     if backend == "procs":
@@ -152,13 +152,14 @@ def test_an_asked_restart_does_not_use_up_the_restart_policy(
     assert run.wait_ready(60)
     for i in (1, 2):
         assert _restart(run.run_dir, "ticker/0")["ok"]
-        assert wait_for(
+        wait_until(
             lambda i=i: run.status()[0].restarts == i and run.status()[0].state == "running", 60
         )
     pid = run.status()[0].pid
     os.kill(pid, signal.SIGKILL)  # a crash: the policy's one restart is still there
-    assert wait_for(
-        lambda: run.status()[0].restarts == 3 and run.status()[0].state == "running", 60
+    wait_until(lambda: run.status()[0].restarts == 3 and run.status()[0].state == "running", 60)
+    said = len(run.log("ticker/0"))
+    wait_until(  # the restarted node ticks: the run went on past its restart
+        lambda: " tick " in run.log("ticker/0")[said:], 30, what="a tick of the restarted node"
     )
-    time.sleep(0.2)
     assert run.exit_code is None

@@ -21,6 +21,7 @@ from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
 from topo.ir import Program
 from topo.supervisor.reactions import Supervisor
 from topo.supervisor.state import RunState
+from topo.testing import wait_until
 
 KILLED = -int(signal.SIGKILL)
 
@@ -94,12 +95,14 @@ class Rig:
 
     def steps_until(self, done: Any, limit: float = 5.0) -> bool:
         """Step until ``done()`` or the run is over; whether the run is over."""
-        end = time.monotonic() + limit
-        while time.monotonic() < end:
-            over = self.sup.step()
-            if over or done():
-                return over
-        raise AssertionError("supervisor did not get there in time")
+        over = [False]
+
+        def there() -> bool:  # a step at a time: the supervisor is driven, not waited on
+            over[0] = self.sup.step()
+            return over[0] or bool(done())
+
+        wait_until(there, limit, what="the supervisor to get there", every=0)
+        return over[0]
 
     def run_out(self) -> None:
         assert self.steps_until(lambda: False), "the run did not end"

@@ -19,6 +19,7 @@ import psutil
 from tests.cli.operate import env
 from tests.conftest import EXAMPLES, compile_file
 from topo.ir import dumps
+from topo.testing import Lines
 from topo.ui.serve import open_dashboard
 from topo.ui.server import Dashboard
 
@@ -127,18 +128,10 @@ def start_with_ui(
     )
     started.append(proc)
     assert proc.stderr is not None
-    url = ""
-    seen: list[str] = []
-    end = time.monotonic() + timeout
-    for line in proc.stderr:
-        seen.append(line)
-        if line.startswith("dashboard: "):
-            url = line.split()[1]
-            break
-        if "no dashboard" in line or time.monotonic() > end:
-            break
-    assert url, "topo run --ui printed no URL: " + "".join(seen[-20:])
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
+    said = Lines(proc.stderr)  # read on (and kept) to the end
+    line = said.wait_for(lambda ln: ln.startswith("dashboard: ") or "no dashboard" in ln, timeout)
+    assert line.startswith("dashboard: "), "topo run --ui printed no URL: " + said.text()
+    url = line.split()[1]
     [run_dir] = [p for p in (cwd / "runs").glob("*-*") if p.is_dir()]
     title = f"topo: ui {run_dir.name}"  # the dashboard's process title
     children = psutil.Process(proc.pid).children()

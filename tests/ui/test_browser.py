@@ -29,9 +29,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.cli.operate import run_pids, status, wait_gone
+from tests.cli.operate import run_pids, status
 from tests.ui.chromium import CHROMIUM, LOAD_S
 from tests.ui.support import end_all, start_with_ui
+from topo.testing import wait_gone, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "topologies"
@@ -175,15 +176,8 @@ def test_consumer_producers_live(browser: Any, tmp_path: Path, started: list) ->
     # outside the program, and inside it to the consumer and to a producer starting again,
     # which is niced once it runs.
     with niced(run_dir, "producer/", 15) as pids:
-        wait_until(lambda: len(pids) >= 9, "every producer niced")
+        wait_until(lambda: len(pids) >= 9, LOAD_S, what="every producer niced")
         live(page_of(browser, url), proc, run_dir, ui_pid, tmp_path)
-
-
-def wait_until(ready: Any, what: str, timeout: float = LOAD_S) -> None:
-    end = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < end, f"not {what} after {timeout:.0f} s"
-        time.sleep(0.2)
 
 
 def page_of(browser: Any, url: str) -> Any:
@@ -239,7 +233,7 @@ def live(
     page.on("dialog", dismiss)
     page.click("#act-restart")
     page.click("#act-stop")
-    time.sleep(3)
+    time.sleep(3)  # no event: a dismissed action sends nothing; time for one to show
     assert pid_of(run_dir, "producer/7") == pid
     assert status(run_dir)["state"] == "running" and proc.poll() is None
     assert node(page, "producer/7")["restarts"] == 1
@@ -319,7 +313,7 @@ def test_acme_distributed_curves_logs_and_restarts(
         wait_js(
             page, "() => (Topo.nodes['evaluator/0'].metrics.mean_return || 0) >= 120", None, 240
         )
-    time.sleep(1)
+    time.sleep(1)  # the picture: the charts' last frame drawn
     picture = shot(page, tmp_path, "acme-dashboard")
     if wanted:
         shutil.copy(picture, wanted)

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.cli.operate import run_pids, topo, wait_gone
+from tests.cli.operate import run_pids, topo
 from tests.ui.chromium import CHROMIUM, LOAD_S
 from tests.ui.support import end_all, start_with_ui
+from topo.testing import wait_gone
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = [

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, wait_gone
+from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology
 from tests.ui.chromium import CHROMIUM, LOAD_S
+from topo.testing import wait_gone
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
@@ -45,7 +46,7 @@ def test_the_page_of_a_run_that_gets_lost_says_so(browser: Any, tmp_path: Path) 
 
         launcher = int(status(run_dir)["launcher"]["pid"])
         os.kill(launcher, signal.SIGKILL)
-        assert not wait_gone(pids)
+        assert not wait_gone(pids, 20)
         page.wait_for_selector("body[data-state='lost']", timeout=LOAD_S * 1000)
         drawn = "document.querySelector('#run-facts').textContent.includes('run lost')"
         page.wait_for_function(drawn, timeout=LOAD_S * 1000)  # (at the next frame)

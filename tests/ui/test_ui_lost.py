@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.operate import wait_for
 from tests.ui.support import make_run_dir
 from topo.rundir.pids import process_start
+from topo.testing import wait_until
 from topo.ui.reader import RunReader
 
 
@@ -35,7 +35,11 @@ def test_an_orphaned_node_reads_lost_once_its_process_ended(tmp_path: Path) -> N
 
         node.kill()
         node.wait()
-        assert wait_for(lambda: reading.status().nodes[first["id"]]["state"] == "lost", 10)
+        wait_until(
+            lambda: reading.status().nodes[first["id"]]["state"] == "lost",
+            10,
+            what="the node to read lost",
+        )
         assert reading.status().version > snap.version
     finally:
         node.kill()

@@ -7,7 +7,6 @@ import http.client
 import json
 import shutil
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from tests.conftest import EXAMPLES, compile_file
 from tests.ui.support import TOKEN, call, cookie, make_run_dir, serving
 from topo.ir import dumps
+from topo.testing import wait_until
 from topo.ui.serve import UiError, check_host, open_dashboard
 
 
@@ -228,12 +228,13 @@ def test_the_graph_is_drawn_from_the_runs_program_as_a_change_left_it(run_dir: P
         before = json.loads(call(d, "/api/graph", headers=cookie(d))[2])
         assert producers(before) == [f"producer/{i}" for i in range(4)]
         _applied(run_dir, 6, 1)  # topo apply -p num_producers=6, while the page is open
-        end = time.monotonic() + 10  # (status.json is read again 0.05 s after the last look)
-        while True:
-            after = json.loads(call(d, "/api/graph", headers=cookie(d))[2])
-            if after["generation"] == 1 or time.monotonic() > end:
-                break
-        assert after["generation"] == 1 and "producer/5" in after["svg"]
+
+        def changed() -> dict[str, Any] | None:  # status.json is read again 0.05 s after
+            drawing: dict[str, Any] = json.loads(call(d, "/api/graph", headers=cookie(d))[2])
+            return drawing if drawing["generation"] == 1 else None
+
+        after = wait_until(changed, 10, what="the graph of generation 1")
+        assert "producer/5" in after["svg"]
         assert producers(after) == [f"producer/{i}" for i in range(6)]
         run = json.loads(call(d, "/api/run", headers=cookie(d))[2])
         assert run["run"]["generation"] == 1

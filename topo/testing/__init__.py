@@ -9,8 +9,9 @@
           assert run.handle("producer/0").work(1) >= 0
 
 * ``wait_until(condition, timeout)`` waits on the condition a test needs (never for a
-  fixed time), ``Events`` is a listener that wakes a test on the event it waits for, and
-  ``alive`` / ``wait_gone`` check by pid that processes ended;
+  fixed time), ``Events`` is a listener that wakes a test on the event it waits for,
+  ``Lines`` wakes it on a line of a process's output, ``wait_for_text`` on a file's text,
+  and ``alive`` / ``wait_gone`` check by pid that processes ended;
 * ``BackendSuite`` (``topo.testing.suite``) is the conformance suite every backend
   passes: subclass it with a fixture that says how to run yours (see docs/extending.md).
 
@@ -23,9 +24,17 @@ from __future__ import annotations
 
 import sys
 
-from topo.testing.waiting import Events, alive, wait_gone, wait_until
+from topo.testing.waiting import Events, Lines, alive, wait_for_text, wait_gone, wait_until
 
 if "pytest" in sys.modules:  # loaded as pytest's plug-in, or from a conftest
     from topo.testing.fixtures import topo_launch
 
-__all__ = ["Events", "alive", "topo_launch", "wait_gone", "wait_until"]
+__all__ = [
+    "Events",
+    "Lines",
+    "alive",
+    "topo_launch",
+    "wait_for_text",
+    "wait_gone",
+    "wait_until",
+]

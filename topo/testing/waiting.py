@@ -1,6 +1,7 @@
 """Waiting in tests on the condition they need, never for a fixed time: one poll helper
-(``wait_until``), a listener that wakes its waiters on each event (``Events``), and the
-checks by pid that nothing a run started is left (``alive``, ``wait_gone``).
+(``wait_until``), a listener that wakes its waiters on each event (``Events``), the
+lines of a process's output as they come (``Lines``), a file's text (``wait_for_text``),
+and the checks by pid that nothing a run started is left (``alive``, ``wait_gone``).
 
 Standard library and psutil only: a node process that imports ``topo.testing.nodes``
 imports this package too.
@@ -11,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from topo.backends.base import Event
@@ -94,6 +96,78 @@ class Events:
     def lines(self, node: str) -> list[str]:
         """The log lines of ``node`` the launcher relayed."""
         return [e.message for e in self.matching("log", node)]
+
+
+class Lines:
+    """The lines of a text stream (a subprocess's piped output), read by a thread as they
+    come and kept; ``wait_for`` wakes on the line a test waits for, without a poll."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self.closed = False
+        self._next = 0  # where the next wait_for looks from: a line matches one wait only
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        try:
+            for line in stream:
+                with self._cond:
+                    self.seen.append(line)
+                    self._cond.notify_all()
+        except (OSError, ValueError):  # the pipe closed under the reader
+            pass
+        finally:
+            with self._cond:
+                self.closed = True
+                self._cond.notify_all()
+
+    def text(self) -> str:
+        """Everything read so far."""
+        with self._cond:
+            return "".join(self.seen)
+
+    def wait_for(self, match: str | Callable[[str], bool], timeout: float = 30.0) -> str:
+        """The first line (after those already matched) that holds ``match`` (or for which
+        ``match(line)`` is true); ``AssertionError`` with the output after ``timeout`` or
+        once the stream ended without one."""
+        test = (lambda line: match in line) if isinstance(match, str) else match
+        end = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for i in range(self._next, len(self.seen)):
+                    if test(self.seen[i]):
+                        self._next = i + 1
+                        return self.seen[i]
+                self._next = len(self.seen)
+                left = end - time.monotonic()
+                if self.closed or left <= 0:
+                    why = "the output ended" if self.closed else f"{timeout:g}s passed"
+                    raise AssertionError(
+                        f"no line matching {match!r} ({why}); the output:\n{''.join(self.seen)}"
+                    )
+                self._cond.wait(left)
+
+    def wait_closed(self, timeout: float = 30.0) -> str:
+        """All the output, once the stream has ended."""
+        self._thread.join(timeout)
+        assert self.closed, f"the output did not end within {timeout:g}s:\n{self.text()}"
+        return self.text()
+
+
+def wait_for_text(path: Path, text: str = "", timeout: float = 30.0) -> str:
+    """The text of the file at ``path`` once it holds ``text`` (or, without one, once it
+    exists and is not empty)."""
+
+    def holds() -> str | None:
+        try:
+            found = path.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        return found if found and text in found else None
+
+    return wait_until(holds, timeout, what=f"{text!r} in {path}" if text else f"{path}")
 
 
 def alive(pids: Iterable[int]) -> list[int]:

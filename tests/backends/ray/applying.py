@@ -3,13 +3,13 @@ workers and a caller looping over them), a run on a test cluster, and what it sa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.backends.ray.cluster import Cluster
 from topo.api import RunningProgram
+from topo.testing import wait_until
 
 NODES = "tests.apply.apply_nodes"  # the cluster's nodes share this machine's filesystem
 READY_S = 120.0
@@ -42,12 +42,12 @@ def calls_go_on(run: RunningProgram, more: int = 50, timeout: float = 60) -> dic
     """The caller's stats once it made ``more`` calls more."""
     caller = run.handle("caller", timeout=30)
     start = caller.stats()["calls"]
-    end = time.monotonic() + timeout
-    while True:
-        stats = caller.stats()
-        if stats["calls"] >= start + more or time.monotonic() > end:
-            return stats
-        time.sleep(0.1)
+    return wait_until(
+        lambda: s if (s := caller.stats())["calls"] >= start + more else None,
+        timeout,
+        what=f"{more} calls more by the caller",
+        every=0.1,
+    )
 
 
 def groups_of(run: RunningProgram) -> dict[str, str]:

@@ -21,13 +21,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 RAY = Path(sys.executable).with_name("ray")
 START_TIMEOUT_S = 120.0
@@ -105,12 +104,19 @@ class Cluster:
             )
         self.procs[name] = proc
         self.ips[name] = ip
-        end = time.monotonic() + START_TIMEOUT_S
-        while b"Ray runtime started" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > end:
-                text = log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"ray start of {name} failed:\n{text}")
-            time.sleep(0.2)
+
+        def started() -> bool:
+            if proc.poll() is not None:  # it ended: it will not start
+                raise RuntimeError(f"ray start of {name} failed:\n{log_end()}")
+            return b"Ray runtime started" in log.read_bytes()
+
+        def log_end() -> str:
+            return log.read_text(errors="replace")[-3000:]
+
+        try:
+            wait_until(started, START_TIMEOUT_S, every=0.2)
+        except AssertionError:
+            raise RuntimeError(f"ray start of {name} failed:\n{log_end()}") from None
 
     def node_of(self, pid: int) -> str | None:
         """The name of the node whose ``ray start`` process ``pid`` descends from (a

@@ -8,7 +8,6 @@ left are released, and a change the cluster cannot hold is refused and changes n
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from tests.backends.ray.applying import NODES, calls_go_on, groups_of, launch, pids, workers
 from tests.backends.ray.cluster import Cluster, ray_missing
 from topo.api import ApplyRefused, RunningProgram
-from topo.testing import wait_gone
+from topo.testing import wait_for_text, wait_gone, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -60,10 +59,9 @@ def test_count_up_spreads_new_replicas_over_nodes_of_their_own_and_down_releases
     assert stats["members"] == ["worker/0"] and stats["errors"] == []
     assert pids(run, list(kept)) == kept
     assert not wait_gone([grown["worker/1"], grown["worker/2"]], 20)
-    end = time.monotonic() + 20  # their bundles were given back once they ended
-    while groups_of(run)[next(iter(added))] != "REMOVED" and time.monotonic() < end:
-        time.sleep(0.2)
-    assert groups_of(run)[next(iter(added))] == "REMOVED"
+    wait_until(  # their bundles were given back once they ended
+        lambda: groups_of(run)[next(iter(added))] == "REMOVED", 20, what="the group removed"
+    )
     assert {g: s for g, s in groups_of(run).items() if g in started} == dict.fromkeys(
         started, "CREATED"
     )  # the start's groups are untouched
@@ -99,10 +97,7 @@ def test_a_rolling_restart_and_a_group_added_on_its_label_then_removed(
     assert ray_hosts.node_of(extra_pid) == "h2"
     assert run.launcher.state.location("extra") == ray_hosts.ips["h2"]
     log = run.run_dir / "logs" / "extra.log"  # its output is pulled from its agent
-    end = time.monotonic() + 20
-    while "worker 99 (v1) up" not in log.read_text() and time.monotonic() < end:
-        time.sleep(0.1)
-    assert "worker 99 (v1) up" in log.read_text()
+    wait_for_text(log, "worker 99 (v1) up", 20)
 
     removed = run.apply(workers(tmp_path, 2, tag="v2"), timeout=240)
     assert removed.result == "applied", removed.record

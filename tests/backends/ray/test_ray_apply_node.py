@@ -6,7 +6,6 @@ processes throughout."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from tests.backends.ray.applying import calls_go_on, groups_of, launch, pids, workers
 from tests.backends.ray.cluster import Cluster, ray_missing
 from topo.api import RunningProgram
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,10 +44,9 @@ def test_a_gpu_executable_added_runs_in_an_actor_of_its_own_and_goes_again(
     removed = run.apply(workers(tmp_path, 2), timeout=240)
     assert removed.result == "applied", removed.record
     assert not wait_gone([int(gpu["pid"]), int(wide["pid"])], 30)
-    end = time.monotonic() + 20  # both left: the group is given back
-    while groups_of(run)[new[0]] != "REMOVED" and time.monotonic() < end:
-        time.sleep(0.2)
-    assert groups_of(run)[new[0]] == "REMOVED"
+    wait_until(  # both left: the group is given back
+        lambda: groups_of(run)[new[0]] == "REMOVED", 20, what="the group removed"
+    )
     stats = calls_go_on(run, 50)
     assert stats["errors"] == [] and pids(run, list(kept)) == kept
     assert run.stop(timeout=90) == 0

@@ -27,7 +27,7 @@ from tests.backends.ray.runs import (
     write,
 )
 from topo.diagnostics import TopoError
-from topo.testing import alive, wait_gone
+from topo.testing import alive, wait_gone, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -46,9 +46,12 @@ def test_consumer_producers_on_a_ray_the_run_starts_and_stops(tmp_path: Path) ->
         )
     )
     seen: set[int] = set()
-    while proc.poll() is None:  # every process the run made: Ray's own, the actors
+
+    def ended() -> bool:  # every process the run made meanwhile: Ray's own, the actors
         seen.update(descendants(proc.pid))
-        time.sleep(0.2)
+        return proc.poll() is not None
+
+    wait_until(ended, 300, what="the run to end", every=0.2)
     out = proc.stdout.read() if proc.stdout else ""
     assert proc.returncode == 0, out
     assert "consumer: 32 results from 2 producers" in out
@@ -69,7 +72,7 @@ def test_a_killed_launcher_leaves_no_ray_process_behind(tmp_path: Path) -> None:
         seen.update(descendants(proc.pid))
         if " up in " in line:
             break
-    time.sleep(0.5)  # the watchdog's first look
+    time.sleep(0.5)  # no event: the watchdog's look (every 0.5 s) takes in the agent
     seen.update(descendants(proc.pid))
     assert any("ray::NodeAgent" in name for name in _names(seen)), _names(seen)
     assert any("fork server" in " ".join(_cmdline(pid)) for pid in seen)  # the agent's

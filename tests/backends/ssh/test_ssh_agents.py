@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from tests.backends.ssh.testhosts import HostSet
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 pytestmark = pytest.mark.slow
 NODES = "tests.backends.ssh.ssh_nodes"
@@ -59,15 +58,14 @@ def test_a_killed_agent_is_replaced_and_its_nodes_restart_on_its_host(
     agent = _agent_of(run, int(first["pid"]), host)
     os.kill(agent, signal.SIGKILL)
     assert not wait_gone([agent, int(first["pid"])], 10), "the agent or its node survived"
-    end = time.monotonic() + 40
-    second: dict[str, object] | None = None
-    while time.monotonic() < end:
-        status = {s.id: s for s in run.status()}["echo/1"]
-        if status.restarts >= 1 and status.state == "running":
-            second = run.handle("echo/1", timeout=10).where()
-            break
-        time.sleep(0.1)
-    assert second is not None, "echo/1 did not come back"
+    wait_until(
+        lambda: (
+            (s := {s.id: s for s in run.status()}["echo/1"]).restarts >= 1 and s.state == "running"
+        ),
+        40,
+        what="echo/1 to come back",
+    )
+    second = run.handle("echo/1", timeout=10).where()
     assert second["host"] == host  # the host is fine: its node restarts there
     assert second["pid"] != first["pid"]
     new_agent = _agent_of(run, int(second["pid"]), host)
@@ -121,37 +119,33 @@ def test_an_agent_that_keeps_dying_as_it_starts_loses_its_host(
     host = str(where["host"])
     killed = [_agent_of(run, int(where["pid"]), host)]
     os.kill(killed[0], signal.SIGKILL)  # the first quick death
+
+    def new_agent() -> int | None:
+        assert host not in backend.lost, f"no new agent said hello: {backend.lost[host]}"
+        pid = backend.agent_pids().get(host)
+        return pid if pid is not None and pid not in killed else None
+
     for _ in range(deaths - 1):
-        end = time.monotonic() + 30
-        pid = None
-        while time.monotonic() < end and host not in backend.lost:
-            pid = backend.agent_pids().get(host)
-            if pid is not None and pid not in killed:
-                break
-            time.sleep(0.02)
-        assert pid is not None and pid not in killed, "no new agent said hello"
+        pid = wait_until(new_agent, 30, what="a new agent's hello", every=0.02)
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
-    end = time.monotonic() + 20
-    while time.monotonic() < end and host not in backend.lost:
-        time.sleep(0.1)
+    wait_until(lambda: host in backend.lost, 20, what="the host lost")
     assert backend.lost[host].startswith(f"its agent died {deaths} times within 60s of starting")
     assert f"(pid {killed[-1]}) was killed by SIGKILL" in backend.lost[host]
     assert backend.agent_restarts[host] == deaths - 1
     # Nothing more goes to the lost host this run: its SSH connection is closed.
     address = ssh_hosts.addresses[ssh_hosts.names.index(host)]
-    end = time.monotonic() + 10
-    while time.monotonic() < end and _ssh_connections(address):
-        time.sleep(0.1)
-    assert not _ssh_connections(address), "the lost host's SSH connection is still open"
-    moved = None
-    end = time.monotonic() + 40
-    while time.monotonic() < end and moved is None:
-        try:
-            moved = run.handle("echo/0", timeout=2).where()
-        except Exception:
-            time.sleep(0.2)
-    assert moved is not None and moved["host"] != host  # it moved to a host that is fine
+    wait_until(
+        lambda: not _ssh_connections(address), 10, what="the lost host's SSH connection closed"
+    )
+    moved = wait_until(
+        lambda: run.handle("echo/0", timeout=2).where(),
+        40,
+        what="echo/0 to answer",
+        errors=(Exception,),
+        every=0.2,
+    )
+    assert moved["host"] != host  # it moved to a host that is fine
     assert run.exit_code is None
     assert run.stop(timeout=60) == 0
     assert not wait_gone(killed, 10)

@@ -8,7 +8,6 @@ groups in and out on every backend: the conformance suite (test_ssh_conformance.
 from __future__ import annotations
 
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,9 @@ import pytest
 
 from tests.backends.ssh.conftest import on_hosts, wait_no_strays
 from tests.backends.ssh.testhosts import HostSet
-from tests.cli.operate import ROOT, run_detached, run_pids, status, topo, wait_gone
+from tests.cli.operate import ROOT, run_detached, run_pids, status, topo
 from topo.api import ApplyRefused, RunningProgram
-from topo.testing import wait_until
+from topo.testing import wait_gone, wait_until
 
 pytestmark = pytest.mark.slow
 NODES = "tests.apply.apply_nodes"  # imported on the hosts from the launcher's directory
@@ -178,17 +177,18 @@ def test_a_new_node_on_a_host_that_is_lost_restarts_where_there_is_room(
     }
     ssh_hosts.set_link(victim, False)
     try:
-        end = time.monotonic() + 60
-        moved = None
-        while moved is None and time.monotonic() < end:
-            try:
-                moved = int(run.handle("extra", timeout=2).pid())
-            except TopoRuntimeError:
-                time.sleep(0.2)
-            if moved == first:
-                moved = None
-                time.sleep(0.2)
-        assert moved is not None, "extra was not restarted on another host"
+
+        def moved_pid() -> int | None:
+            pid = int(run.handle("extra", timeout=2).pid())
+            return None if pid == first else pid
+
+        moved = wait_until(
+            moved_pid,
+            60,
+            what="extra restarted on another host",
+            errors=(TopoRuntimeError,),
+            every=0.2,
+        )
         assert _host_of(ssh_hosts, moved) not in (None, victim)
         assert run.launcher.state.location("extra") == _host_of(ssh_hosts, moved)
         grown = run.apply(_workers(tmp_path, 2, extra=extra), timeout=180)
@@ -214,7 +214,7 @@ def test_topo_apply_changes_a_detached_run_across_hosts(ssh_hosts: HostSet, tmp_
         pids = run_pids(run_dir)
         stopped = topo("stop", run_id, cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
-    assert not wait_gone(pids)
+    assert not wait_gone(pids, 20)
     assert not wait_no_strays(ssh_hosts, 10)
 
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import os
 import signal
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.backends.ssh.testhosts import HostSet
-from topo.testing import alive, wait_gone
+from topo.testing import alive, wait_gone, wait_until
 
 pytestmark = pytest.mark.slow
 FAULT_NODES = "tests.faults.fault_nodes"
@@ -46,12 +45,14 @@ def test_a_killed_remote_node_takes_its_processes(
         assert exe_pid is not None
         os.kill(exe_pid, signal.SIGKILL)
         assert not wait_gone(victim, 10), "a killed remote node's processes outlived it"
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            status = {s.id: s for s in run.status()}["spawner/1"]
-            if status.restarts == 1 and status.state == "running":
-                break
-            time.sleep(0.1)
+        wait_until(
+            lambda: (
+                (s := {s.id: s for s in run.status()}["spawner/1"]).restarts == 1
+                and s.state == "running"
+            ),
+            60,
+            what="spawner/1 restarted",
+        )
         again = run.handle("spawner/1", timeout=30).pids()
         assert alive(again) == again and alive(bystander) == bystander
         assert run.stop(timeout=60) == 0

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import psutil
 import pytest
 
 from tests.backends.ssh.testhosts import HostSet
-from topo.testing import wait_gone
+from topo.testing import wait_gone, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 ATTACK = ROOT / "tests" / "nodes" / "reverb_attack.py"
@@ -87,12 +86,11 @@ def _listening_ports(netns: str) -> set[int]:
 
 def _grows(read: Callable[[], int], within_s: float = 60.0) -> bool:
     first = read()
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        if read() > first:
-            return True
-        time.sleep(0.2)
-    return False
+    try:
+        wait_until(lambda: read() > first, within_s, every=0.2)
+    except AssertionError:
+        return False
+    return True
 
 
 def _jail_pids(pid: int) -> list[int]:
@@ -152,11 +150,12 @@ def test_a_restarted_replay_keeps_its_gateway_and_peers_on_other_hosts_go_on(
     jails = _jail_pids(victim)
     os.kill(victim, signal.SIGKILL)
     assert not wait_gone([victim, *jails], 15)  # its server's process went with it
-    deadline = time.monotonic() + 120
     nodes = run.launcher.state.nodes
-    while nodes["replay"].restarts < 1 or nodes["replay"].state != "running":
-        assert time.monotonic() < deadline, "the replay did not restart"
-        time.sleep(0.1)
+    wait_until(
+        lambda: nodes["replay"].restarts >= 1 and nodes["replay"].state == "running",
+        120,
+        what="the replay to restart",
+    )
     assert replay.doors() == first  # the same socket path and gateway port
     # Peers on the other hosts reconnect by themselves, at the address they had: the
     # feeder's items arrive in the new (empty) replay, the sampler samples them.

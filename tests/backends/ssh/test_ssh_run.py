@@ -20,6 +20,7 @@ import pytest
 from tests.backends.ssh.conftest import wait_no_strays
 from tests.backends.ssh.testhosts import HostSet
 from topo.diagnostics import TopoError
+from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
@@ -283,27 +284,22 @@ def test_a_host_cut_off_counts_as_failed_and_its_nodes_move(
         with pytest.raises(TopoRuntimeError):
             run.handle("echo/0", timeout=3).where()
         assert time.monotonic() - began < 10
-        end = time.monotonic() + 40
-        moved = None
-        while time.monotonic() < end and moved is None:
-            try:
-                moved = run.handle("echo/0", timeout=2).where()
-            except TopoRuntimeError:
-                time.sleep(0.2)
-        assert moved is not None, "echo/0 was not restarted on another host"
+        moved = wait_until(
+            lambda: run.handle("echo/0", timeout=2).where(),
+            40,
+            what="echo/0 restarted on another host",
+            errors=(TopoRuntimeError,),
+            every=0.2,
+        )
         assert moved["host"] != victim
         assert run.exit_code is None  # the program goes on
+
         # The cut-off agent ended its processes by itself (its lease ran out).
-        leftover = [p for p in ssh_hosts.pids(victim) if p not in ssh_hosts.sshd_pids(victim)]
-        deadline = time.monotonic() + 10
-        while leftover and time.monotonic() < deadline:
-            time.sleep(0.2)
-            leftover = [
-                p
-                for p in ssh_hosts.pids(victim)
-                if p not in ssh_hosts.sshd_pids(victim) and _is_topo(p)
-            ]
-        assert not leftover, f"processes left on the cut-off host: {leftover}"
+        def leftover() -> list[int]:
+            sshd = ssh_hosts.sshd_pids(victim)
+            return [p for p in ssh_hosts.pids(victim) if p not in sshd and _is_topo(p)]
+
+        wait_until(lambda: not leftover(), 10, what="the cut-off host's processes to end")
     finally:
         ssh_hosts.set_link(victim, True)
     assert run.stop(timeout=60) == 0

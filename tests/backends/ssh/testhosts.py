@@ -17,9 +17,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from topo.testing import wait_until
 
 BASE = Path(os.environ.get("TOPO_BASE", "/tmp/topo"))
 NET = "10.213.0"
@@ -238,17 +239,18 @@ def up(n: int) -> HostSet:
 
 
 def _wait_listening(ns: str) -> None:
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
+    def listening() -> bool:
         out = subprocess.run(
             ["ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :22"],
             capture_output=True,
             text=True,
         ).stdout
-        if out.strip():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"sshd in {ns} did not start (see {BASE}/h{ns[6:]}/sshd.log)")
+        return bool(out.strip())
+
+    try:
+        wait_until(listening, 15, every=0.1)
+    except AssertionError:
+        raise RuntimeError(f"sshd in {ns} did not start (see {BASE}/h{ns[6:]}/sshd.log)") from None
 
 
 def down() -> None:
@@ -260,9 +262,12 @@ def down() -> None:
                     os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
-            end = time.monotonic() + wait
-            while _run("ip", "netns", "pids", ns).split() and time.monotonic() < end:
-                time.sleep(0.1)
+            try:
+                wait_until(
+                    lambda ns=ns: not _run("ip", "netns", "pids", ns).split(), wait, every=0.1
+                )
+            except AssertionError:
+                pass  # on to SIGKILL, then to the host's removal
         subprocess.run(["ip", "link", "del", f"topo-v{ns[6:]}"], capture_output=True)
         _run("ip", "netns", "del", ns)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
