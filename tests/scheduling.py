@@ -124,7 +124,7 @@ class DurationRecord:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The record is kept by the process that sees every report (not by a worker)."""
-    if hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput") or config.option.collectonly:
         return
     default = ROOT / "test-results" / "durations.md"
     path = Path(os.environ.get("TOPO_TEST_REPORT") or default)
