@@ -60,6 +60,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"{', '.join(unknown)}; move them there (tests/scheduling.py)"
         )
     machine = [item for item in items if on_the_machine(item.nodeid)]
+    for item in machine:  # they start hosts and clusters: never in the quick loop
+        item.add_marker(pytest.mark.slow)
     chosen = set(map(id, machine))
     items[:] = machine + [item for item in items if id(item) not in chosen]
 

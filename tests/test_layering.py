@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "topo"
 
 
@@ -314,6 +316,7 @@ def test_topo_itself_uses_the_facade_only_for_its_version() -> None:
     assert found == []
 
 
+@pytest.mark.slow
 def test_one_meaning_per_name() -> None:
     """Names that once meant two things (two ``registry`` and ``lifecycle`` modules, two
     ``compile``, two ``Handle`` classes, ``NodeKind`` as a str and a class, the dashboard's

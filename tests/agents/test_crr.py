@@ -63,6 +63,7 @@ def test_indicator_weights_and_the_ratio_bound() -> None:
         losses(coeff="soft")
 
 
+@pytest.mark.slow
 def test_the_target_critic_is_copied_every_period() -> None:
     algorithm = learners.make_crr(hidden_sizes=(8,), target_update_period=3)
     rng = np.random.default_rng(0)

@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from examples.agents.dial import (
     FIELDS,
@@ -31,6 +32,7 @@ def test_dru_executing_is_a_hard_bit() -> None:
     assert dru(m, None, 2.0, training=False).tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_dru_training_is_a_noisy_sigmoid_with_a_gradient() -> None:
     m = jnp.full((20_000,), 0.5)
     noisy = dru(m, jax.random.PRNGKey(0), 2.0, training=True)
@@ -54,6 +56,7 @@ def _fixed_batch(cfg: Config, episodes: int = 16, seed: int = 0) -> tuple[Episod
     return Episode(*(jnp.asarray(data[f]) for f in FIELDS)), params
 
 
+@pytest.mark.slow
 def test_the_trainer_unroll_replays_the_executor_messages() -> None:
     cfg = Config(num_agents=3)
     batch, params = _fixed_batch(cfg)
@@ -66,6 +69,7 @@ def test_the_trainer_unroll_replays_the_executor_messages() -> None:
     assert ((soft > 0.01) & (soft < 0.99)).any() and soft.std() > 0.1
 
 
+@pytest.mark.slow
 def test_the_td_error_reaches_the_sender_through_the_message() -> None:
     cfg = Config(num_agents=3)
     core = make_core(cfg)
@@ -84,6 +88,7 @@ def test_the_td_error_reaches_the_sender_through_the_message() -> None:
     assert float(jnp.abs(grads["out"]["w"][:, NUM_ACTIONS]).sum()) < 1e-6
 
 
+@pytest.mark.slow
 def test_a_trainer_step_on_a_fixed_batch_lowers_the_loss() -> None:
     cfg = Config(num_agents=3, target_period=1000)
     core = make_core(cfg)
@@ -104,6 +109,7 @@ def test_a_trainer_step_on_a_fixed_batch_lowers_the_loss() -> None:
     assert all(jax.tree_util.tree_leaves(same))
 
 
+@pytest.mark.slow
 def test_the_target_network_is_copied_at_its_period() -> None:
     cfg = Config(num_agents=3, target_period=5)
     learning = make_learning(cfg)
@@ -117,6 +123,7 @@ def test_the_target_network_is_copied_at_its_period() -> None:
     assert all(jax.tree_util.tree_leaves(same))
 
 
+@pytest.mark.slow
 def test_a_played_episode_is_padded_and_uses_the_bulb() -> None:
     cfg = Config(num_agents=3)
     learning = make_learning(cfg)
@@ -136,6 +143,7 @@ def test_a_played_episode_is_padded_and_uses_the_bulb() -> None:
     assert not episode["noise"].any()
 
 
+@pytest.mark.slow
 def test_last_action_is_an_input() -> None:
     cfg = Config(num_agents=3)
     learning = make_learning(cfg)

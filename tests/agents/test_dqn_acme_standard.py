@@ -77,6 +77,7 @@ def trained_learner(dqn: SimpleNamespace, replay: Any = None) -> Any:
     return learner
 
 
+@pytest.mark.slow
 def test_the_loss_is_the_importance_weighted_huber_of_the_double_q_td_error(
     dqn: SimpleNamespace,
 ) -> None:
@@ -107,6 +108,7 @@ def table_priorities(client: Any, table: str, keys: set[int]) -> dict[int, float
     return seen
 
 
+@pytest.mark.slow
 def test_new_priorities_reach_the_reverb_table_and_none_are_dropped(
     dqn: SimpleNamespace,
 ) -> None:
@@ -179,6 +181,7 @@ class RecordingActor:
         return actor
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("period", [2, 10])
 def test_an_actor_acts_on_parameters_no_older_than_its_update_period(
     dqn: SimpleNamespace, topo_launch: Callable, tmp_path: Path, period: int

@@ -57,6 +57,7 @@ def same(a: Any, b: Any) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(leaves(a), leaves(b), strict=True))
 
 
+@pytest.mark.slow
 def test_learner_steps_lower_the_loss_on_a_fixed_batch_and_move_the_params(
     dqn: SimpleNamespace,
 ) -> None:

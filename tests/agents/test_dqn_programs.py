@@ -96,6 +96,7 @@ def test_the_dqn_example_learns_and_stops_by_itself(
         assert "learner: stopped" in logs["secondary_learner/0"]
 
 
+@pytest.mark.slow
 def test_the_replay_tables_factory_gets_the_group_args(
     topo_launch: Callable, tmp_path: Path
 ) -> None:

@@ -70,5 +70,7 @@ def test_cachers_bound_trainer_calls_and_staleness(
     assert calls <= caches * (elapsed / 0.2 + 3), (calls, requests, elapsed)
     assert calls >= caches * (SECONDS / 0.2) * 0.5, (calls, requests)
     assert requests > 10 * calls
-    assert max(s["max_age_s"] for s in stats) < 0.4 + 0.15  # the stale bound, plus an RPC
+    # The stale bound, plus a refresh RPC on a loaded machine (one took 0.19 s beside three
+    # other test workers); a cacher that stopped refreshing would reach the 3 s window.
+    assert max(s["max_age_s"] for s in stats) < 0.4 + 0.6
     assert all(s["versions"] > 1 for s in stats)  # the executors see the refreshes

@@ -63,6 +63,7 @@ def test_learner_step_on_a_fixed_batch_lowers_the_loss(algorithm: str) -> None:
     assert not any(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["bc", "filtered_bc", "crr"])
 def test_get_variables_save_restore_round_trip(algorithm: str) -> None:
     batch = fixed_batch()
@@ -131,6 +132,7 @@ def test_an_unknown_learner_is_named() -> None:
         fixed_learner(0, fixed_batch(), "crr").restore(fixed_learner(0, fixed_batch()).save())
 
 
+@pytest.mark.slow
 def test_at_the_stop_the_learner_hands_its_final_parameters_to_one_more_fetch() -> None:
     """The evaluator's final evaluation plays the learner's final parameters: at the stop
     a learner that has served parameters waits (bounded) for one more fetch, and ends as

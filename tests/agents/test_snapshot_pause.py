@@ -152,6 +152,7 @@ def tight_replay(agents: SimpleNamespace) -> Iterator[tuple[Any, Any]]:
     server.close()
 
 
+@pytest.mark.slow
 def test_a_dqn_actor_held_by_the_rate_limiter_is_held_for_a_snapshot(
     agents: SimpleNamespace, tight_replay: tuple[Any, Any]
 ) -> None:
@@ -243,6 +244,7 @@ def sampling_replay(agents: SimpleNamespace) -> Iterator[tuple[Any, Any]]:
     server.close()
 
 
+@pytest.mark.slow
 def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
     agents: SimpleNamespace, sampling_replay: tuple[Any, Any]
 ) -> None:
@@ -272,6 +274,7 @@ def test_a_dqn_learner_waiting_for_samples_is_held_and_its_counter_agrees(
         node.close()
 
 
+@pytest.mark.slow
 def test_a_dial_executor_waiting_on_a_full_queue_is_held_and_so_is_the_trainer(
     agents: SimpleNamespace,
 ) -> None:

@@ -112,6 +112,7 @@ def test_a_restored_offline_learner_draws_the_next_batch_and_makes_the_same_step
     assert_same(fresh.save()["state"], trained.save()["state"])
 
 
+@pytest.mark.slow
 def test_a_restored_dial_trainer_makes_the_next_update_of_the_saved_one(
     agents: SimpleNamespace,
 ) -> None:
@@ -138,6 +139,7 @@ def test_a_restored_dial_trainer_makes_the_next_update_of_the_saved_one(
     assert_same(fresh.save()["state"], trainer.save()["state"])  # target and optimiser too
 
 
+@pytest.mark.slow
 def test_a_restored_dial_executor_plays_the_episodes_the_saved_one_plays_next(
     agents: SimpleNamespace,
 ) -> None:

@@ -47,6 +47,7 @@ def program() -> Iterator[ProgramContext]:
     registry.close()
 
 
+@pytest.mark.slow
 def test_the_first_fetch_outlasts_the_call_deadline_until_the_learner_answers(
     program: ProgramContext,
 ) -> None:

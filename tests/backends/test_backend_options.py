@@ -41,6 +41,7 @@ def _topo(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 def test_a_plugin_backend_gets_its_options_from_topo_run(tmp_path: Path, hello: Path) -> None:
     out, run_dir = tmp_path / "given.json", tmp_path / "run"
     done = _topo(

@@ -39,6 +39,7 @@ class Collect:
         return [line for _, line in self.lines]
 
 
+@pytest.mark.slow
 def test_a_flood_is_skipped_in_one_line_and_lines_stay_whole(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "learner.log"
     log.parent.mkdir()
@@ -168,6 +169,7 @@ def test_lines_read_when_close_comes_are_shown_by_the_final_round(tmp_path: Path
     assert text == _lines(0, 300).decode().splitlines()  # every line, in order, once
 
 
+@pytest.mark.slow
 def test_append_and_close_do_not_wait_for_a_stuck_emit(tmp_path: Path) -> None:
     log = tmp_path / "n.log"
     log.touch()
@@ -207,6 +209,7 @@ def test_a_rotating_file_keeps_its_cap_and_no_line_is_lost(tmp_path: Path) -> No
     assert numbers == list(range(numbers[0], 10000))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("python_level", [True, False])
 def test_rotating_fds_cap_what_is_written_to_the_fds(tmp_path: Path, python_level: bool) -> None:
     """In a real child process: writes to fd 1 (through Python, or os.write as C code

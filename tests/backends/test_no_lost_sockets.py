@@ -36,6 +36,7 @@ def _settled_open_files() -> int:
     return last[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["threads", "procs"])
 def test_many_programs_in_one_process_lose_no_files(
     topo_launch: Callable, topology: Callable, backend: str

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from topo.testing import wait_gone, wait_until
@@ -17,6 +18,7 @@ HERE = Path(__file__).resolve().parent  # tests/backends (its bk_* helper module
 ROOT = HERE.parents[1]
 
 
+@pytest.mark.slow
 def test_node_stuck_in_its_constructor_fails_by_name(
     topo_launch: Callable, topology: Callable, backend: str
 ) -> None:
@@ -44,6 +46,7 @@ def test_node_stuck_in_its_constructor_fails_by_name(
     assert not wait_gone(run.pids(), 15)
 
 
+@pytest.mark.slow
 def test_stuck_node_is_restarted_by_its_policy(topo_launch: Callable, topology: Callable) -> None:
     path = topology("""
         name: stuck_restart
@@ -88,6 +91,7 @@ def test_status_file_is_written_while_running(
     assert final["state"] == "ended" and final["exit_code"] == 0
 
 
+@pytest.mark.slow
 def test_live_table_shows_how_long_a_node_has_been_starting(
     topo_launch: Callable, topology: Callable
 ) -> None:
@@ -107,6 +111,7 @@ def test_live_table_shows_how_long_a_node_has_been_starting(
     assert "starting 0:0" in console.export_text()
 
 
+@pytest.mark.slow
 def test_threads_node_calling_os_exit_leaves_a_record(tmp_path: Path) -> None:
     path = tmp_path / "exiter.yaml"
     path.write_text(
@@ -155,6 +160,7 @@ def test_threads_run_leaves_no_empty_crash_log(topo_launch: Callable, topology: 
     assert not (run.run_dir / "crash.log").exists()
 
 
+@pytest.mark.slow
 def test_a_stuck_node_whose_exit_is_never_reported_still_fails_the_run(
     topo_launch: Callable, topology: Callable
 ) -> None:

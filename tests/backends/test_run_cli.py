@@ -152,6 +152,7 @@ def _autogroup_nice(pid: int) -> int | None:
     return int(words[-1]) if words else None
 
 
+@pytest.mark.slow
 def test_nice_topo_run_makes_the_whole_program_yield(tmp_path: Path, topology: Callable) -> None:
     """The fork server starts a session, so a scheduling group of its own where Linux
     has autogroups: the group takes the launcher's niceness, as each process does."""

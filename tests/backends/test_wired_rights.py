@@ -44,6 +44,7 @@ def _restart(run: object, node: str, handle: object) -> int:
     return wait_until(new_pid, 60, what=f"{node} to restart", errors=(Exception,))
 
 
+@pytest.mark.slow
 def test_restarts_keep_rights_and_a_fork_inherits_none_of_the_others(
     topo_launch: Callable, topology: Callable
 ) -> None:

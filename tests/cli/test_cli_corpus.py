@@ -469,6 +469,7 @@ def runner() -> Iterator[CliRunner]:
         yield CliRunner()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [p.name for p in EXAMPLES])
 def test_every_mutation_fails_cleanly(example: str, runner: CliRunner, tmp_path: Path) -> None:
     failures: list[str] = []

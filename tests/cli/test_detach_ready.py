@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.cli.operate import env, run_pids, ticker_topology
 from topo.testing import wait_gone, wait_until
@@ -20,6 +21,7 @@ from topo.testing import wait_gone, wait_until
 GOAL_S = 1.0  # issue 40: run -d returns within 1 s of the nodes being up
 
 
+@pytest.mark.slow
 def test_run_d_returns_within_a_second_of_the_nodes_being_up_when_it_gets_little_cpu(
     tmp_path: Path,
 ) -> None:

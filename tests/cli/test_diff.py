@@ -10,6 +10,8 @@ import signal
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.cli.operate import ROOT, run_detached, run_pids, status, topo
 from topo.testing import wait_gone
 
@@ -92,6 +94,7 @@ def test_json_and_a_recorded_program_against_a_file_with_p(tmp_path: Path) -> No
     }
 
 
+@pytest.mark.slow
 def test_a_run_against_files(tmp_path: Path) -> None:
     file = _file(tmp_path, "tickers.yaml")
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "threads")

@@ -242,6 +242,7 @@ def test_display_line_hides_stamps_and_markers() -> None:
 # --- graph -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot")
 def test_expanded_png_is_bounded_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "big.png"

@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "topologies").glob("*.yaml"))
 POSITION = re.compile(r"^(?P<file>\S+?):(?P<line>\d+):(?P<col>\d+): error: ", re.M)
@@ -280,6 +282,7 @@ def _report(failures: list[dict[str, Any]]) -> str:
     return f"{len(failures)} files went wrong:\n\n" + "\n\n".join(shown)
 
 
+@pytest.mark.slow
 def test_fuzzed_examples_never_traceback_or_hang() -> None:
     failures = fuzz(int(os.environ.get("TOPO_FUZZ_FILES", "2400")))
     assert not failures, _report(failures)

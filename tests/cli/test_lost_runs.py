@@ -66,6 +66,7 @@ def api_run(cwd: Path, run_id: str) -> dict[str, Any]:
         proc.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_lost_run_and_its_nodes_read_lost_everywhere(tmp_path: Path) -> None:
     file = ticker_topology(tmp_path / "tickers.yaml", count=3)
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")
@@ -107,6 +108,7 @@ def test_a_lost_run_and_its_nodes_read_lost_everywhere(tmp_path: Path) -> None:
     assert again.returncode == 0 and "already ended (lost, cleared)" in again.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [["--grace", "1"], ["--kill"]])
 def test_stop_of_a_lost_run_ends_what_it_left_running(tmp_path: Path, how: list[str]) -> None:
     file = ticker_topology(tmp_path / "tickers.yaml", count=2)

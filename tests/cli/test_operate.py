@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
 from topo.testing import wait_gone, wait_until
@@ -39,6 +40,7 @@ def _ticks(text: str, node: str) -> list[int]:
     return [int(n) for n in re.findall(rf"{re.escape(node)}\s*\| t tick (\d+)", text)]
 
 
+@pytest.mark.slow
 def test_a_detached_run_is_operated_from_other_shells(tmp_path: Path) -> None:
     """What the command line adds on top of the conformance suite's detached run (on every
     backend): ``ps --json``, ``logs -n -t``, ``logs -f`` and ``attach`` in a real pty."""

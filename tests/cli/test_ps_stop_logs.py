@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
 from topo.testing import wait_gone, wait_until
@@ -33,6 +34,7 @@ def _failed_run(cwd: Path) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_ps_quiet_and_filters_and_stop_of_several_runs(tmp_path: Path) -> None:
     failed = _failed_run(tmp_path)
     file = ticker_topology(tmp_path / "tickers.yaml")
@@ -110,6 +112,7 @@ def _ps_in_a_terminal(cwd: Path, columns: int) -> list[str]:
     return str(child.before).replace("\r", "").splitlines()
 
 
+@pytest.mark.slow
 def test_ps_fits_an_80_column_terminal_and_prints_whole_rows_when_piped(tmp_path: Path) -> None:
     file = tmp_path / "with-a-long-program-name.yaml"
     ticker_topology(file)
@@ -140,6 +143,7 @@ def test_ps_fits_an_80_column_terminal_and_prints_whole_rows_when_piped(tmp_path
         _kill(pids)
 
 
+@pytest.mark.slow
 def test_logs_until_ends_the_output_at_a_time(tmp_path: Path) -> None:
     file = ticker_topology(tmp_path / "tickers.yaml", count=1)
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "threads")

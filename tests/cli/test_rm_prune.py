@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.cli.operate import env, run_detached, run_pids, status, ticker_topology, topo
 from topo.testing import wait_gone
@@ -43,6 +44,7 @@ def listed(cwd: Path) -> list[str]:
     return topo("ps", "-a", "-q", cwd=cwd).stdout.split()
 
 
+@pytest.mark.slow
 def test_rm_removes_ended_and_lost_runs_and_refuses_a_live_one_unless_forced(
     tmp_path: Path,
 ) -> None:
@@ -88,6 +90,7 @@ def test_rm_removes_ended_and_lost_runs_and_refuses_a_live_one_unless_forced(
                 pass
 
 
+@pytest.mark.slow
 def test_prune_removes_every_ended_and_lost_run_of_this_home_only(tmp_path: Path) -> None:
     file = ticker_topology(tmp_path / "tickers.yaml")
     elsewhere = tmp_path / "elsewhere"  # another TOPO_HOME (tests.cli.operate: cwd's own)
@@ -151,6 +154,7 @@ def _prune_in_a_terminal(cwd: Path, answer: str) -> str:
     return seen.getvalue()
 
 
+@pytest.mark.slow
 def test_rm_never_removes_the_working_directory_a_run_was_started_in(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -136,6 +136,7 @@ def test_a_misspelled_argument_stops_the_run_before_it_starts(
     assert not (tmp_path / "runs").exists()  # not even a run directory
 
 
+@pytest.mark.slow
 def test_a_correct_topology_still_runs(tmp_path: Path, topology: Path) -> None:
     topology.write_text(
         TOPOLOGY.replace("nmae", "name").replace("cuont", "count") + "stop: {timeout_s: 1}\n",

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.cli.operate import env, run_detached, run_pids, topo
 from tests.cli.view_nodes import FINAL
@@ -47,6 +48,7 @@ def _row(text: str, node: str) -> str:
     return next(line for line in text.splitlines() if line.startswith(f"{node} "))
 
 
+@pytest.mark.slow
 def test_status_piped_and_wide_shows_whole_rows_and_imports_little(tmp_path: Path) -> None:
     (tmp_path / "reporting.yaml").write_text(TOPOLOGY)
     run_id, run_dir = run_detached(tmp_path, "reporting.yaml", "-b", "procs")
@@ -82,6 +84,7 @@ def test_status_piped_and_wide_shows_whole_rows_and_imports_little(tmp_path: Pat
         assert not wait_gone(pids, 20)
 
 
+@pytest.mark.slow
 def test_attach_shows_the_return_and_the_closing_line_at_80_columns(tmp_path: Path) -> None:
     (tmp_path / "reporting.yaml").write_text(TOPOLOGY)
     run_id, run_dir = run_detached(tmp_path, "reporting.yaml", "-b", "procs")

@@ -48,6 +48,7 @@ def start_ui(cwd: Path, run_id: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path) -> None:
     one_line_error(topo("ui", "nosuchrun", cwd=tmp_path), "no run 'nosuchrun'")
     path = ticker_topology(tmp_path / "t.yaml")
@@ -96,6 +97,7 @@ def test_topo_ui_serves_a_run_until_ctrl_c(tmp_path: Path) -> None:
         assert not wait_gone(pids, 20)
 
 
+@pytest.mark.slow
 def test_topo_restart_restarts_one_node(tmp_path: Path) -> None:
     path = ticker_topology(tmp_path / "t.yaml", count=2)
     run_id, run_dir = run_detached(tmp_path, str(path))

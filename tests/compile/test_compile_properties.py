@@ -127,6 +127,7 @@ def test_node_count_is_the_sum_of_counts(case: Case, tmp: Path) -> None:
         assert [n.replica for n in program.nodes_of(g.name)] == list(range(g.count))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(case=cases())
 def test_every_reference_resolves_and_is_an_edge(case: Case, tmp: Path) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 from fault_support import descendants, kill_pids, read_pids, topo_run, wait_gone, wait_up
 
 from topo.api import RunningProgram
@@ -52,6 +53,7 @@ def _back(run: RunningProgram, old: dict[str, int]) -> dict[str, int] | None:
     return pids if states == {"running"} and back else None
 
 
+@pytest.mark.slow
 def test_nodes_with_restart_policies_come_back_in_a_new_fork_server(
     topo_launch: Callable, topology: Callable
 ) -> None:
@@ -106,6 +108,7 @@ def _is_fork_server(pid: int, launcher: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_stop_right_after_the_fork_server_died_is_quick(
     topo_launch: Callable, topology: Callable
 ) -> None:
@@ -125,6 +128,7 @@ def test_stop_right_after_the_fork_server_died_is_quick(
     assert not wait_gone(old, 10)
 
 
+@pytest.mark.slow
 def test_readiness_deadline_holds_for_a_node_restarted_in_a_new_fork_server(
     topo_launch: Callable, topology: Callable
 ) -> None:

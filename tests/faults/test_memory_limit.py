@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from fault_support import read_pids, topo_run, wait_gone, wait_up
 
 
@@ -25,6 +26,7 @@ def _leaker(topology: Callable[..., Path], pid_file: Path) -> Path:
     """)
 
 
+@pytest.mark.slow
 def test_a_leaking_node_is_killed_for_its_memory_limit_and_restarted(
     topology: Callable, tmp_path: Path
 ) -> None:

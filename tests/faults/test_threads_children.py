@@ -57,6 +57,7 @@ def test_a_failed_attempt_takes_its_processes_with_it(
         kill_pids([*first, *second])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["kill -9", "os._exit"])
 def test_the_launchers_death_takes_the_nodes_processes_and_socket_dir(
     topology: Callable, tmp_path: Path, how: str

@@ -146,6 +146,7 @@ def _plugin_dir(tmp_path: Path) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_kind_from_an_entry_point_works_in_every_command(greeter: None, tmp_path: Path) -> None:
     site = _plugin_dir(tmp_path)
     path = _write(tmp_path)

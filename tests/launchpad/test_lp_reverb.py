@@ -16,6 +16,7 @@ import topo.launchpad as lp
 from topo.testing import wait_until
 
 
+@pytest.mark.slow
 def test_a_node_inserts_and_samples_through_the_replay_handle(lp_launch: Launch) -> None:
     from lp_reverb_nodes import Inserter, tables
 
@@ -31,6 +32,7 @@ def test_a_node_inserts_and_samples_through_the_replay_handle(lp_launch: Launch)
     assert set(client.sample(10)) <= {3, 4, 5}
 
 
+@pytest.mark.slow
 def test_the_replay_handle_dereferences_to_a_reverb_client(lp_launch: Launch) -> None:
     import reverb
     from lp_reverb_nodes import TABLE, Inserter, tables
@@ -63,6 +65,7 @@ def test_a_non_positive_checkpoint_delta_is_refused_as_in_launchpad() -> None:
         lp.ReverbNode(list, checkpoint_time_delta_minutes=0)
 
 
+@pytest.mark.slow
 def test_writers_held_back_at_the_stop_are_released_whatever_their_items(
     lp_launch: Launch,
 ) -> None:

@@ -152,6 +152,7 @@ str_of_nested nested_repeat percent_format long_sum many_nots many_minus main_de
 """.split()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_hostile_file_fails_fast_with_a_message(
     case: str, results: dict[str, dict[str, Any]]

@@ -63,6 +63,7 @@ def programs() -> dict[str, Program]:
     return out
 
 
+@pytest.mark.slow
 def test_real_mermaid_parser_accepts_every_picture(tmp_path: Path) -> None:
     where = parser_dir()
     files = []

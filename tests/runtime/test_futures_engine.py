@@ -128,6 +128,7 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
     assert len(eng._deadlines) <= 1024 and not eng._inflight
 
 
+@pytest.mark.slow
 def test_a_registry_gone_holds_up_no_other_call(
     program: ProgramContext, spawn: Spawn, capfd: Any
 ) -> None:
@@ -158,6 +159,7 @@ def test_a_registry_gone_holds_up_no_other_call(
     assert "futures engine" not in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_io_thread_goes_on_after_a_fault(
     program: ProgramContext, spawn: Spawn, monkeypatch: pytest.MonkeyPatch, capfd: Any
 ) -> None:

@@ -65,6 +65,7 @@ def _serve_isolated(prefix: list[str]) -> tuple[int, str, str]:
     return code, out.strip(), err
 
 
+@pytest.mark.slow
 def test_as_root_the_port_is_reachable_only_inside() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root")
@@ -73,6 +74,7 @@ def test_as_root_the_port_is_reachable_only_inside() -> None:
     assert seen == "alone", err
 
 
+@pytest.mark.slow
 def test_as_another_user_the_port_is_reachable_only_inside() -> None:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root (to become another user) and setpriv")

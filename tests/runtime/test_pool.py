@@ -7,6 +7,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from topo.runtime import DeadlineExceeded, Handle, ProgramContext, serve_node
 from topo.testing import wait_until
 
@@ -134,6 +136,7 @@ def test_threads_bound_concurrency_and_the_busy_pool_still_answers(
         server.close()
 
 
+@pytest.mark.slow
 def test_stop_while_calls_are_in_flight(program: ProgramContext) -> None:
     """Closing a server with calls in its handlers and more queued: the handlers in
     hand finish and answer, the rest end with a deadline, and close returns."""

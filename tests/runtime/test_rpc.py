@@ -60,6 +60,7 @@ def test_100_concurrent_callers(program: ProgramContext, spawn: Spawn) -> None:
     assert results == [[i + j for j in range(10)] for i in range(100)]
 
 
+@pytest.mark.slow
 def test_pool_grows_on_demand_up_to_its_size(program: ProgramContext, spawn: Spawn) -> None:
     spawn("echo/0", threads=3)
     h = Handle("echo/0", program=program)
@@ -181,6 +182,7 @@ def test_batched_handler_under_concurrency(program: ProgramContext, spawn: Spawn
     assert max(int(r["n"]) for r in out) <= 8
 
 
+@pytest.mark.slow
 def test_close_right_after_the_pool_grew(program: ProgramContext) -> None:
     """A handler thread started by the pool just before ``close`` has not bound its stop
     socket yet: ``close`` must still stop it, not fail with EAGAIN (seen under load)."""

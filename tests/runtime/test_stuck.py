@@ -39,6 +39,7 @@ def program() -> ProgramContext:
     return ProgramContext.local()
 
 
+@pytest.mark.slow
 def test_a_node_with_every_handler_stuck_is_flagged_and_refuses_in_time(
     program: ProgramContext,
 ) -> None:

@@ -10,6 +10,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.cli.operate import run_detached, run_pids, status, topo
 from topo.testing import wait_gone, wait_until
 
@@ -41,6 +43,7 @@ def _kill(pids: set[int]) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_snapshot_a_detached_run_then_resume_it(tmp_path: Path) -> None:
     file = _project(tmp_path)
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")

@@ -64,6 +64,7 @@ def _status(handle: Any) -> dict[str, Any] | None:
         return None
 
 
+@pytest.mark.slow
 def test_a_node_killed_during_a_snapshot_leaves_the_previous_one(
     topo_launch: Callable, topology: Callable
 ) -> None:
@@ -176,6 +177,7 @@ def test_a_state_the_node_rejects_fails_the_run_naming_it(
     assert "cannot read state ['v']" in again.failure.traceback
 
 
+@pytest.mark.slow
 def test_snapshots_on_a_clock_keep_the_newest_and_one_more_at_the_stop(
     topo_launch: Callable, topology: Callable
 ) -> None:

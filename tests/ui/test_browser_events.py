@@ -50,6 +50,7 @@ def first_rows(page: Any, n: int) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_new_events_go_on_top_and_a_reconnected_stream_does_not_double_them(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM}")
 
 
+@pytest.mark.slow
 def test_the_page_of_a_run_that_gets_lost_says_so(browser: Any, tmp_path: Path) -> None:
     file = ticker_topology(tmp_path / "tickers.yaml", count=2)
     run_id, run_dir = run_detached(tmp_path, str(file), "-b", "procs")

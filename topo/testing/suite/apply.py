@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from topo.testing.suite.harness import NODES, Harness
 from topo.testing.waiting import Events, wait_until
 
@@ -45,6 +47,7 @@ def calls_go_on(run: Any, more: int) -> dict[str, Any]:
 class Apply:
     """A running program changed: count up/down, rolling restarts, groups in and out."""
 
+    @pytest.mark.slow
     def test_count_up_and_down_keeps_the_other_nodes_and_no_call_fails(
         self, suite: Harness
     ) -> None:
@@ -75,6 +78,7 @@ class Apply:
         assert run.stop(timeout=90) == 0
         suite.assert_nothing_left(run, [*kept.values(), *leaving.values()])
 
+    @pytest.mark.slow
     def test_a_changed_argument_restarts_one_replica_at_a_time_and_groups_come_and_go(
         self, suite: Harness
     ) -> None:

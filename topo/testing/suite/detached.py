@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from topo.rundir.layout import SNAPSHOTS_DIR
 from topo.testing.suite.harness import NODES, Harness, log_of, status
 from topo.testing.waiting import wait_until
@@ -25,6 +27,7 @@ nodes:
 class Detached:
     """``topo run -d``, then ps / status / snapshot / stop / --resume."""
 
+    @pytest.mark.slow
     def test_a_detached_run_is_operated_from_other_shells(self, suite: Harness) -> None:
         name = suite.ut.name
         run_id, run_dir = suite.detached(*suite.run_args(suite.write(OPERATED)))

@@ -5,6 +5,8 @@ run; a node over its group's memory limit is ended and named as the reason."""
 
 from __future__ import annotations
 
+import pytest
+
 from topo.testing.suite.harness import NODES, Harness, log_of, status
 from topo.testing.waiting import wait_until
 
@@ -97,6 +99,7 @@ class Failures:
         assert "SIGKILL" in run.failure.message, run.failure.message
         suite.assert_nothing_left(run, [first["pid"], second["pid"], fragile["pid"]])
 
+    @pytest.mark.slow
     def test_a_node_over_its_memory_limit_is_ended_and_named(self, suite: Harness) -> None:
         suite.needs("memory")
         run = suite.launch(suite.write(LEAK))

@@ -4,6 +4,8 @@ returns, or when a node calls ``topo.stop()`` -- with exit 0 and no process left
 
 from __future__ import annotations
 
+import pytest
+
 from topo.rundir.layout import PROGRAM_FILE, TOPOLOGY_FILE
 from topo.testing.suite.harness import NODES, Harness, status
 from topo.testing.waiting import Events
@@ -69,6 +71,7 @@ class Lifecycle:
         assert "peer went away while stopping" in run.log("raiser")
         suite.assert_nothing_left(run)
 
+    @pytest.mark.slow
     def test_nodes_serve_their_methods_and_run_is_not_called_when_disabled(
         self, suite: Harness
     ) -> None:

@@ -9,6 +9,8 @@ import random
 from functools import partial
 from typing import Any
 
+import pytest
+
 from topo.testing.suite.harness import NODES, Harness
 from topo.testing.waiting import wait_until
 
@@ -34,6 +36,7 @@ def drawn(node: Any) -> dict[str, Any] | None:
 class Snapshots:
     """Save, check, restore (``topo snapshot`` and ``--resume``: ``Detached``)."""
 
+    @pytest.mark.slow
     def test_a_snapshot_is_consistent_and_a_new_run_starts_from_it(self, suite: Harness) -> None:
         path = suite.write(STEPS)
         run = suite.launch(path)
