@@ -32,6 +32,7 @@ T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 PING_S = 1.0  # the launcher renews each agent's lease this often
 START_S = 60.0  # an agent has this long to say hello (a remote interpreter on a busy host)
+EXIT_STATUS_S = 10.0  # after its output ends, how long a remote command has to say how it ended
 
 
 def remote_command(
@@ -255,7 +256,9 @@ class Channel:
         try:
             self._process.stdin.write(data)
         except (asyncssh.Error, OSError, BrokenPipeError):
-            self._end("the SSH channel broke")
+            # The channel is closing: the reader, at its end, says how (an agent killed on
+            # a host that is fine is not a lost host); one that never ends, the lease.
+            pass
 
     async def _read(self) -> None:
         assert self._process is not None
@@ -285,7 +288,9 @@ class Channel:
         it); None when the channel closed without saying (e.g. the connection broke)."""
         assert self._process is not None
         try:
-            await asyncio.wait_for(self._process.wait_closed(), 2)
+            # sshd sends the exit status just after the output ends; on a loaded host
+            # that can take seconds, and without it the host would count as lost
+            await asyncio.wait_for(self._process.wait_closed(), EXIT_STATUS_S)
         except (TimeoutError, asyncssh.Error, OSError):
             pass
         signal = self._process.exit_signal
