@@ -53,7 +53,7 @@ log = logging.getLogger("topo.runtime.pool")
 PROMOTE_AFTER = 0.005  # s a handler may hold the socket's only thread before another leads
 TICK = 0.005  # s between the watcher's looks while calls come in
 IDLE_AFTER = 0.25  # s without a call before the watcher sleeps until the next one
-_REPLY_FLUSH_S = 0.05  # s close() waits when replies went out while it was closing
+_REPLY_FLUSH_S = 0.2  # s close() gives zmq to pass on replies sent just before or during it
 HOLD_S = 0.0005  # s a reply may be held back for coalescing at most
 _NOBLOCK = wire.NOBLOCK
 _MORE = wire.SNDMORE
@@ -109,7 +109,7 @@ class LeaderPool:
         self._busy_since: float | None = None  # the leader is in a handler since then
         self._last_call = 0.0
         self._closed = False
-        self._replied_late = False  # a reply went out after close() began
+        self._last_reply = 0.0  # when the last reply was handed to zmq (monotonic)
         self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         # the calls of a batch not taken yet
         self._inbox: collections.deque[tuple[Any, wire.Message, None]] = collections.deque()
@@ -168,10 +168,12 @@ class LeaderPool:
                 held = held_by(self._running)
             log.warning("topo node %s: handler threads did not stop (in %s)", self._name, held)
             return  # a thread may still use the socket: leave it to the process's end
-        if self._replied_late:
-            # Replies sent just now can be lost when the socket closes at once, despite
-            # its linger (seen under load): give zmq's I/O thread a moment to pass them on.
-            time.sleep(_REPLY_FLUSH_S)
+        since = time.monotonic() - self._last_reply
+        if since < _REPLY_FLUSH_S:
+            # zmq's I/O thread passes replies on after send() returns; a process that ends
+            # right after close() loses what it has not passed on yet, despite the linger
+            # (a caller then waits out its deadline: seen under load). Give it the time.
+            time.sleep(_REPLY_FLUSH_S - since)
         self._sock.close(linger=self._linger_ms)  # replies already queued still go out
         with self._wake_lock:
             if self._waker is not None:
@@ -235,11 +237,9 @@ class LeaderPool:
             while self._outbox:
                 ident, frames = self._outbox.popleft()
                 wire.send(sock, frames, prefix=ident)
-                if self._closed:
-                    self._replied_late = True
+                self._last_reply = time.monotonic()
             if self._closed:
                 if self._held:
-                    self._replied_late = True
                     self._flush_held()
                 with self._lock:  # leave only with nothing left to send
                     if not self._outbox:
@@ -311,8 +311,7 @@ class LeaderPool:
                     self._hold(reply[0], reply[1], now)
                 else:
                     wire.send(sock, reply[1], prefix=reply[0])
-                    if self._closed:
-                        self._replied_late = True
+                    self._last_reply = time.monotonic()
             if self._held and now - self._held_at >= HOLD_S:
                 self._flush_held()
 
@@ -340,6 +339,7 @@ class LeaderPool:
         if len(frames) != 1 or len(frames[0]) >= wire.SPLIT_AT:
             self._flush_held()
             wire.send(self._sock, frames, prefix=ident)
+            self._last_reply = time.monotonic()
             return
         key = ident.bytes
         if self._held and key != self._held_key:
@@ -358,6 +358,7 @@ class LeaderPool:
         frame = held[0] if len(held) == 1 else wire.batch_frame(held)
         self._sock.send(self._held_ident, _MORE)
         self._sock.send(frame)
+        self._last_reply = time.monotonic()
         self._held = []
         self._held_bytes = 0
 
@@ -404,6 +405,7 @@ class LeaderPool:
             while self._outbox:
                 ident, frames = self._outbox.popleft()
                 wire.send(sock, frames, prefix=ident)
+                self._last_reply = time.monotonic()
             now = time.monotonic()
             with self._lock:
                 if self._closed or len(self._running) < self._max:
@@ -419,6 +421,7 @@ class LeaderPool:
                 reply = self._refuse(msg, busy_s, held) if self._refuse else None
                 if reply is not None:
                     wire.send(sock, reply, prefix=ident)
+                    self._last_reply = time.monotonic()
             self._check_busy(now)
             at = self._waiting.next_at()
             wait = RECEIVE_TICK if at is None else min(RECEIVE_TICK, max(0.0, at - now))
