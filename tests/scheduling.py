@@ -11,7 +11,8 @@ the record each run leaves of its slowest tests.
   test's id, and collection checks that every test using those fixtures is known so.
 * Every run writes its slowest tests and its total (``TOPO_TEST_REPORT``, default
   ``test-results/durations.md``; every test's time beside it, ``durations.json``) and
-  names the file at the end of its output.
+  names the file at the end of its output; each failure goes to ``failures.txt`` beside
+  it as it happens, so a run cut short still says what broke.
 """
 
 from __future__ import annotations
@@ -87,15 +88,22 @@ class DurationRecord:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.failures = path.with_name("failures.txt")
         self.started = time.monotonic()
         self.seconds: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.failures.write_text("")
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
         if report.when == "call" or report.outcome != "passed":
             self.outcomes[report.nodeid] = report.outcome
+        if report.failed:  # written as it happens: a run cut short still says what broke
+            with self.failures.open("a") as f:
+                f.write(f"=== {report.nodeid} ({report.when}, {time.strftime('%H:%M:%S')})\n")
+                f.write(f"{report.longreprtext}\n{report.capstderr[-4000:]}\n")
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.testing import Lines, wait_for_text, wait_until
+from topo.testing import Lines, alive, read_until, wait_for_text, wait_until
 
 # prints "one", then "two" once told to on its stdin, then ends
 TALKER = "import sys\nprint('one', flush=True)\nsys.stdin.readline()\nprint('two', flush=True)"
@@ -35,6 +35,30 @@ def test_lines_wakes_on_a_line_as_it_comes_and_fails_once_the_output_ended() -> 
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_read_until_leaves_the_rest_in_the_pipe_and_stops_a_process_that_never_says_it() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TALKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert read_until(proc, "one", 30) == ["one\n"]
+        out, _ = proc.communicate("go\n", timeout=30)
+        assert out == "two\n"  # what followed the line is still there for communicate
+    finally:
+        proc.kill()
+        proc.wait()
+    silent = subprocess.Popen(
+        [sys.executable, "-c", TALKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:  # it waits for its stdin forever: past the timeout it is stopped, with its output
+        with pytest.raises(AssertionError, match=r"(?s)'two' \(0.3s passed.*one\n"):
+            read_until(silent, "two", 0.3)
+        assert silent.wait(30) != 0
+        assert not alive([silent.pid])
+    finally:
+        silent.kill()
+        silent.wait()
 
 
 def test_wait_for_text_returns_the_file_once_it_holds_the_text(tmp_path: Path) -> None:

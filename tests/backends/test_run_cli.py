@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from topo.testing import Lines, wait_gone
+from topo.testing import Lines, read_until, wait_gone
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -53,13 +53,7 @@ def _start(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
 
 def _wait_up(proc: subprocess.Popen[str], nodes: int) -> tuple[list[int], list[str]]:
     """Read output until every node is up; (pids of the launcher's descendants, lines)."""
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "nodes up in" in line:
-            break
-    assert any("nodes up in" in line for line in lines), "".join(lines)
+    lines = read_until(proc, "nodes up in")
     kids = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert len(kids) == nodes + 1, kids  # the executables and the fork server
     return kids, lines

@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 
-from topo.testing import alive, wait_for_text, wait_gone
+from topo.testing import alive, read_until, wait_for_text, wait_gone
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -74,15 +73,7 @@ def descendants(pid: int) -> list[int]:
 
 def wait_up(proc: subprocess.Popen[str], timeout: float = 60) -> list[str]:
     """Read ``topo run`` output until every node is up; the lines read."""
-    assert proc.stdout is not None
-    lines: list[str] = []
-    end = time.monotonic() + timeout
-    for line in proc.stdout:
-        lines.append(line)
-        if " up in " in line or time.monotonic() > end:
-            break
-    assert any(" up in " in line for line in lines), "".join(lines)
-    return lines
+    return read_until(proc, " up in ", timeout)
 
 
 __all__ = [

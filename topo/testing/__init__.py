@@ -24,7 +24,15 @@ from __future__ import annotations
 
 import sys
 
-from topo.testing.waiting import Events, Lines, alive, wait_for_text, wait_gone, wait_until
+from topo.testing.waiting import (
+    Events,
+    Lines,
+    alive,
+    read_until,
+    wait_for_text,
+    wait_gone,
+    wait_until,
+)
 
 if "pytest" in sys.modules:  # loaded as pytest's plug-in, or from a conftest
     from topo.testing.fixtures import topo_launch
@@ -33,6 +41,7 @@ __all__ = [
     "Events",
     "Lines",
     "alive",
+    "read_until",
     "topo_launch",
     "wait_for_text",
     "wait_gone",

@@ -1,7 +1,8 @@
 """Waiting in tests on the condition they need, never for a fixed time: one poll helper
 (``wait_until``), a listener that wakes its waiters on each event (``Events``), the
-lines of a process's output as they come (``Lines``), a file's text (``wait_for_text``),
-and the checks by pid that nothing a run started is left (``alive``, ``wait_gone``).
+lines of a process's output as they come (``Lines``) or up to a line (``read_until``),
+a file's text (``wait_for_text``), and the checks by pid that nothing a run started is
+left (``alive``, ``wait_gone``).
 
 Standard library and psutil only: a node process that imports ``topo.testing.nodes``
 imports this package too.
@@ -9,6 +10,7 @@ imports this package too.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -154,6 +156,33 @@ class Lines:
         self._thread.join(timeout)
         assert self.closed, f"the output did not end within {timeout:g}s:\n{self.text()}"
         return self.text()
+
+
+def read_until(proc: subprocess.Popen[str], match: str, timeout: float = 60.0) -> list[str]:
+    """The lines of ``proc``'s piped output up to the first one that holds ``match``,
+    read in this thread (what follows stays in the pipe for ``communicate``). Past
+    ``timeout`` the process is asked to stop (SIGTERM: a run stops its nodes), so a run
+    that never says ``match`` fails the test with its output instead of hanging it."""
+    assert proc.stdout is not None, "read_until needs stdout=subprocess.PIPE"
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        proc.terminate()
+
+    timer = threading.Timer(timeout, stop)
+    timer.daemon = True
+    timer.start()
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if match in line:
+                return lines
+    finally:
+        timer.cancel()
+    why = f"{timeout:g}s passed: the process was stopped" if stopped.is_set() else "it ended"
+    raise AssertionError(f"no line holding {match!r} ({why}); the output:\n{''.join(lines)}")
 
 
 def wait_for_text(path: Path, text: str = "", timeout: float = 30.0) -> str:
