@@ -23,6 +23,7 @@ class Where:
             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "omp": os.environ.get("OMP_NUM_THREADS"),
             "ray_gpus": [str(g) for g in ray.get_gpu_ids()] if in_worker else [],
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
         }
 
     def echo(self, value: object) -> object:

@@ -37,6 +37,8 @@ def test_a_gpu_executable_added_runs_in_an_actor_of_its_own_and_goes_again(
     assert gpu["actor"] == "gpu" and gpu["ray_gpus"] == ["0"] and gpu["cuda"] == "0"
     wide = run.handle("wide", timeout=30).where()
     assert wide["actor"] is None and wide["omp"] == "2"  # forked, with its CPUs' threads
+    # Ray starts its workers at nice 15; the program runs at the normal priority
+    assert gpu["nice"] == 0 and wide["nice"] == 0, (gpu, wide)
     assert pids(run, list(kept)) == kept
     new = [g for g in groups_of(run) if g not in started]
     assert len(new) == 1 and groups_of(run)[new[0]] == "CREATED"

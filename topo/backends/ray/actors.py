@@ -24,6 +24,7 @@ from topo.backends.ray.actor import ExecutableActor
 from topo.backends.ray.groups import Reservations
 from topo.backends.ray.placement import demand
 from topo.backends.ray.runner import LOGS_EVERY_S, Ender, Live, RayRunner, first_line
+from topo.backends.ray.session import actor_runtime_env
 from topo.backends.ray.update import RayInits
 from topo.backends.remote.fleet import Fleet
 from topo.rundir.layout import exe_output_path
@@ -67,6 +68,7 @@ class ActorPool:
             "resources": bundle,
             "max_restarts": 0,  # topo's restart policy, the same on every backend
             "max_concurrency": MAX_CONCURRENCY,
+            "runtime_env": actor_runtime_env(),
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 group, placement_group_bundle_index=index
             ),

@@ -26,6 +26,7 @@ from topo.backends.base import JobContext
 from topo.backends.ray.agent import NodeAgent
 from topo.backends.ray.groups import PLACEMENT_TIMEOUT_S, Reservations
 from topo.backends.ray.runner import first_line, why_dead
+from topo.backends.ray.session import actor_runtime_env
 from topo.backends.ray.update import RayInits
 from topo.backends.remote.fleet import Fleet
 from topo.backends.remote.records import Agent, Attempt, RemoteRunner
@@ -111,6 +112,7 @@ class RayAgents(Transport):
             num_cpus=0,  # the executables' bundles hold the resources
             max_restarts=0,  # a dead agent's executables follow their restart policy
             max_concurrency=MAX_CONCURRENCY,
+            runtime_env=actor_runtime_env(),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         ).remote(self._inits.get(job)[1], f"{node[:12]}-{agent.gen}")
         self._handles.append(handle)

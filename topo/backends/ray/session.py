@@ -30,6 +30,16 @@ def shipped_tree(root: str) -> dict[str, Any]:
     return {"working_dir": root, "excludes": excludes}
 
 
+def actor_runtime_env() -> dict[str, Any]:
+    """The ``runtime_env`` of topo's actors (agents and executables): Ray starts its
+    worker processes at niceness 15 (``RAY_worker_niceness``) so that its own daemons come
+    first, and what a worker forks inherits it; topo's workers run the program itself,
+    which at nice 15 starves beside any busy process on the host (calls unanswered for a
+    minute and stops past their grace beside two busy loops). They run at the normal
+    priority, as Ray's own job supervisor does."""
+    return {"env_vars": {"RAY_worker_niceness": "0"}}
+
+
 def _no_auto_init() -> None:
     """A Ray call after ``ray.shutdown`` (a late kill) must not start a new local Ray."""
     try:
