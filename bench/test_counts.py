@@ -26,8 +26,8 @@ def area(nodeid: str) -> str:
     return parts[0] if parts else "(top)"
 
 
-def collect(commit: str) -> list[str]:
-    """The test ids of ``commit``'s suite."""
+def collect(commit: str) -> collections.Counter[str]:
+    """Tests per area in ``commit``'s suite."""
     with tempfile.TemporaryDirectory(prefix="topo-counts-") as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(
@@ -57,14 +57,20 @@ def collect(commit: str) -> list[str]:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True
             )
-    return [line for line in out.splitlines() if line.startswith("tests/") and "::" in line]
+    counts: collections.Counter[str] = collections.Counter()
+    for line in out.splitlines():  # test ids, or "file: count" where -q is given twice
+        path, sep, number = line.rpartition(": ")
+        if line.startswith("tests/") and "::" in line:
+            counts[area(line)] += 1
+        elif sep and path.startswith("tests/") and path.endswith(".py") and number.isdigit():
+            counts[area(path)] += int(number)
+    return counts
 
 
 def main() -> None:
     base = sys.argv[1]
     head = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
-    before = collections.Counter(map(area, collect(base)))
-    after = collections.Counter(map(area, collect(head)))
+    before, after = collect(base), collect(head)
     print(f"| area | {base} | {head} | change |")
     print("| --- | ---: | ---: | ---: |")
     for name in sorted(set(before) | set(after)):
