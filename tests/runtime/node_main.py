@@ -8,10 +8,12 @@ import sys
 import rt_nodes
 
 from topo.runtime import RegistryInfo, connect_program, run_node, set_process_program
+from topo.runtime.pool import ends_after_close
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    ends_after_close()  # the process ends when its node does
     program = connect_program(RegistryInfo(**spec["info"]))
     set_process_program(program)
     obj = getattr(rt_nodes, spec["cls"])()

@@ -271,6 +271,9 @@ def run_child(
 
 def child_main(spec: ChildSpec, parent_alive: Callable[[], bool]) -> NoReturn:
     """``run_child``, then flush and leave at once (no atexit, no inherited cleanup)."""
+    from topo.runtime.pool import ends_after_close
+
+    ends_after_close()
     code = 1
     try:
         code = run_child(spec, parent_alive)

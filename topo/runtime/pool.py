@@ -54,9 +54,23 @@ PROMOTE_AFTER = 0.005  # s a handler may hold the socket's only thread before an
 TICK = 0.005  # s between the watcher's looks while calls come in
 IDLE_AFTER = 0.25  # s without a call before the watcher sleeps until the next one
 _REPLY_FLUSH_S = 0.2  # s close() gives zmq to pass on replies sent just before or during it
+_LATE_FLUSH_S = 0.05  # s close() waits when replies went out while it was closing
+_ending_process = False  # the process ends once its servers close (see ends_after_close)
+
 HOLD_S = 0.0005  # s a reply may be held back for coalescing at most
 _NOBLOCK = wire.NOBLOCK
 _MORE = wire.SNDMORE
+
+
+def ends_after_close() -> None:
+    """Say that this process ends right after its node servers close (a node's own
+    process): a reply handed to zmq just before must be given time to leave, since zmq's
+    I/O thread ends with the process. Elsewhere (the threads backend, a Ray worker) the
+    process goes on, and closing does not wait."""
+    global _ending_process
+    _ending_process = True
+
+
 _NEXT = -1  # leadership is vacant: the next thread to look takes it
 _WATCHER = -2  # the watcher holds the socket: every handler thread is busy
 RECEIVE_AFTER = 0.25  # s every thread is busy before the watcher takes calls in
@@ -110,6 +124,7 @@ class LeaderPool:
         self._last_call = 0.0
         self._closed = False
         self._last_reply = 0.0  # when the last reply was handed to zmq (monotonic)
+        self._replied_late = False  # a reply went out after close() began
         self._outbox: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         # the calls of a batch not taken yet
         self._inbox: collections.deque[tuple[Any, wire.Message, None]] = collections.deque()
@@ -169,11 +184,15 @@ class LeaderPool:
             log.warning("topo node %s: handler threads did not stop (in %s)", self._name, held)
             return  # a thread may still use the socket: leave it to the process's end
         since = time.monotonic() - self._last_reply
-        if since < _REPLY_FLUSH_S:
+        if _ending_process and since < _REPLY_FLUSH_S:
             # zmq's I/O thread passes replies on after send() returns; a process that ends
             # right after close() loses what it has not passed on yet, despite the linger
             # (a caller then waits out its deadline: seen under load). Give it the time.
             time.sleep(_REPLY_FLUSH_S - since)
+        elif self._replied_late:
+            # Replies sent just now can be lost when the socket closes at once, despite
+            # its linger (seen under load): give zmq's I/O thread a moment to pass them on.
+            time.sleep(_LATE_FLUSH_S)
         self._sock.close(linger=self._linger_ms)  # replies already queued still go out
         with self._wake_lock:
             if self._waker is not None:
@@ -238,8 +257,11 @@ class LeaderPool:
                 ident, frames = self._outbox.popleft()
                 wire.send(sock, frames, prefix=ident)
                 self._last_reply = time.monotonic()
+                if self._closed:
+                    self._replied_late = True
             if self._closed:
                 if self._held:
+                    self._replied_late = True
                     self._flush_held()
                 with self._lock:  # leave only with nothing left to send
                     if not self._outbox:
@@ -312,6 +334,8 @@ class LeaderPool:
                 else:
                     wire.send(sock, reply[1], prefix=reply[0])
                     self._last_reply = time.monotonic()
+                    if self._closed:
+                        self._replied_late = True
             if self._held and now - self._held_at >= HOLD_S:
                 self._flush_held()
 
