@@ -1,0 +1,66 @@
+"""``topo plan FILE -b slurm``: the ``sbatch`` script ``topo run FILE -b slurm`` would
+submit, sized from the plan and checked against the partition (read with
+``scontrol``) before anything is submitted.
+
+The script's launcher is the command a user would put there by hand: ``topo run FILE
+-b slurm`` with the backend's options and the parameters that differ from the file's
+defaults, started in this directory with this interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from topo.backends.slurm.options import OPTIONS, SlurmOptions
+from topo.backends.slurm.partition import Cluster, read_cluster
+from topo.backends.slurm.request import Request, plan_request
+from topo.backends.slurm.script import render
+from topo.ir import Program
+
+
+def request_for(program: Program, options: SlurmOptions, cluster: Cluster | None = None) -> Request:
+    """The job for ``program`` under ``options`` on ``cluster`` (default: read with
+    scontrol); a ``TopoError`` for what the partition cannot hold, or no Slurm."""
+    options = options.checked()
+    cluster = cluster if cluster is not None else read_cluster()
+    return plan_request(program, cluster.partition(options.partition), options)
+
+
+def _changed_params(program: Program) -> dict[str, Any]:
+    """The program's parameters that differ from its file's defaults (all of them when
+    the file cannot be read again)."""
+    if program.source is None:
+        return {}
+    try:
+        from topo.api import load
+
+        defaults = load(program.source, []).program.params
+    except Exception:  # the file changed or went away: say every value
+        return dict(program.params)
+    return {k: v for k, v in program.params.items() if defaults.get(k, object()) != v}
+
+
+def launcher(program: Program, options: SlurmOptions) -> list[str]:
+    """``python -m topo run FILE -b slurm [OPTIONS] [-p NAME=VALUE ...]``."""
+    argv = [sys.executable, "-m", "topo", "run", program.source or "FILE", "-b", "slurm"]
+    given: Mapping[str, Any] = vars(options)
+    for option in OPTIONS:
+        value = given.get(option.name)
+        if value is not None and value != SlurmOptions().__dict__[option.name]:
+            argv += [option.flag, str(value)]
+    for name, value in _changed_params(program).items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        argv += ["-p", f"{name}={text}"]
+    return argv
+
+
+def plan_text(program: Program, **options: Any) -> str:
+    """What ``topo plan -b slurm`` prints: the sbatch script (``Backend.placement_text``)."""
+    opts = SlurmOptions.of(**options)
+    request = request_for(program, opts)
+    script = render(program, request, launcher(program, opts), workdir=os.getcwd())
+    return "sbatch script (topo run -b slurm submits it):\n" + script.rstrip("\n")
