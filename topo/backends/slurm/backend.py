@@ -142,6 +142,11 @@ class SlurmBackend(Backend):
         """Node -> why it was lost for the run."""
         return {} if self.fleet is None else self.fleet.lost
 
+    @property
+    def agent_restarts(self) -> dict[str, int]:
+        """Node -> new agents started there after one ended."""
+        return {} if self.fleet is None else self.fleet.restarts
+
     def agent_pids(self) -> dict[str, int]:
         """Node -> pid (on that node) of its current agent, for nodes whose agent is up."""
         return {} if self.fleet is None else self.fleet.agent_pids()

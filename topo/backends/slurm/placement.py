@@ -19,6 +19,14 @@ from topo.ir import Program
 
 __all__ = ["Placement", "as_inventory", "place_in"]
 
+# The ssh placement's words for a host's labels, and its hints, in a job's terms.
+WORDS = {
+    "host labelled": "node with the feature(s)",
+    "no host has": "no node of the job has",
+    "(no labels": "(no features",
+    "each of its processes needs a host": "each of its processes needs a node",
+    "every such host": "every such node",
+}
 # The ssh placement's hints speak of an inventory; in a job, what changes is the request.
 HINTS = {
     "inventory": "ask Slurm for nodes that fit (sbatch -N, --constraint=FEATURE), or change "
@@ -57,7 +65,8 @@ def place_in(program: Program, allocation: Allocation) -> Placement:
 def _for_slurm(found: Diagnostic, job: str) -> Diagnostic:
     """A placement diagnostic in a job's words: nodes, features, the request."""
     message = found.message.replace("(hosts: ", f"(the nodes of job {job}: ")
-    message = message.replace("host labelled", "node with the feature(s)")
+    for said, meant in WORDS.items():
+        message = message.replace(said, meant)
     hint = found.hint
     if hint is not None and "inventory" in hint:
         hint = HINTS["inventory"]
