@@ -112,9 +112,10 @@ class SlurmOptions:
                     hint="write an option and its value as one word: --mail-type=END",
                 )
             short = flag[:2] if not flag.startswith("--") else flag
-            why = OWN_FLAGS.get(flag) or OWN_FLAGS.get(short)
+            named = flag if flag in OWN_FLAGS else short
+            why = OWN_FLAGS.get(named)
             if why is not None:
-                raise TopoError.one(f"--sbatch-args {word}: topo sets {flag} itself ({why})")
+                raise TopoError.one(f"--sbatch-args {word}: topo sets {named} itself ({why})")
         return words
 
     def checked(self) -> SlurmOptions:

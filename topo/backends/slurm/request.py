@@ -389,27 +389,17 @@ def _count_problems(
     elif units:  # the group with the most processes
         sizes = Counter(g for u in units for g in u.groups)
         pos = program.group_index[max(sizes, key=lambda g: sizes[g])].origin
-    cpus = sum(u.demand.cpus for u in units)
     why = (
         f"group '{widest.spread}' sets resources.spread"
         if widest is not None
-        else f"its {sum(len(u.exes) for u in units)} processes ask for {cpus} CPUs in all, "
-        "one each without resources.cpus"
+        else "to hold its processes' CPUs, GPUs and memory"
     )
     where = f"partition '{part.name}'"
     errors = []
-    room = sum(_room(n, part).cpus for n in part.nodes)
-    if cpus > room:
-        each = ", ".join(f"{n.name}: {_room(n, part).cpus}" for n in part.nodes)
-        return [
-            Diagnostic(
-                f"the job's {sum(len(u.exes) for u in units)} processes ask for {cpus} CPUs in "
-                f"all (one each without resources.cpus), and {where} has {room} ({each})",
-                pos,
-                "colocate more (colocate.per_process: threads of one process), or submit to "
-                "another partition (--partition)",
-            )
-        ]
+    if widest is None:  # processes over the partition's CPUs say more than a node count
+        errors = _cpu_problems(units, part, pos)
+        if errors:
+            return errors
     if part.max_nodes is not None and total > part.max_nodes:
         errors.append(
             Diagnostic(
@@ -431,6 +421,9 @@ def _count_problems(
                 "partition (--partition)",
             )
         )
+        return errors
+    errors = _cpu_problems(units, part, pos)
+    if errors:
         return errors
     # components never share a node: the biggest asks take the smallest nodes that hold them
     taken: set[str] = set()
@@ -462,6 +455,27 @@ def _count_problems(
     return errors
 
 
+def _cpu_problems(
+    units: Sequence[_Unit], part: Partition, pos: SourcePos | None
+) -> list[Diagnostic]:
+    """The job's CPUs in all over the partition's."""
+    cpus = sum(u.demand.cpus for u in units)
+    where = f"partition '{part.name}'"
+    room = sum(_room(n, part).cpus for n in part.nodes)
+    if cpus > room:
+        each = ", ".join(f"{n.name}: {_room(n, part).cpus}" for n in part.nodes)
+        return [
+            Diagnostic(
+                f"the job's {sum(len(u.exes) for u in units)} processes ask for {cpus} CPUs in "
+                f"all (one each without resources.cpus), and {where} has {room} ({each})",
+                pos,
+                "colocate more (colocate.per_process: threads of one process), or submit to "
+                "another partition (--partition)",
+            )
+        ]
+    return []
+
+
 def _shape(comp: Component) -> str:
     """A component's ask in words: 4 CPUs, 1 GPU, 2048 MiB, features a, b."""
     said = [f"{comp.cpus} CPU{'s' if comp.cpus != 1 else ''}"]
@@ -478,7 +492,9 @@ def _time_problems(part: Partition, options: SlurmOptions) -> list[Diagnostic]:
     """``--time`` unreadable or over the partition's MaxTime; the warning not before the
     end."""
     limit: int | None = part.max_time_s
+    source = f"partition '{part.name}''s MaxTime"
     if options.time is not None:
+        source = f"--time {options.time}"
         try:
             limit = time_s(options.time)
         except ValueError:
@@ -502,8 +518,8 @@ def _time_problems(part: Partition, options: SlurmOptions) -> list[Diagnostic]:
     if limit is not None and options.warning_s >= limit:
         return [
             Diagnostic(
-                f"--warning-s {options.warning_s}: the warning would come before the job "
-                f"starts (its time limit is {show_time(limit)})",
+                f"--warning-s {options.warning_s}: the warning must come before the job's "
+                f"end, and its time limit is {show_time(limit)} ({source})",
                 None,
                 "give a shorter --warning-s, or a longer --time",
             )
