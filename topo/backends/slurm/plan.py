@@ -3,8 +3,8 @@ submit, sized from the plan and checked against the partition (read with
 ``scontrol``) before anything is submitted.
 
 The script's launcher is the command a user would put there by hand: ``topo run FILE
--b slurm`` with the backend's options and the parameters that differ from the file's
-defaults, started in this directory with this interpreter.
+-b slurm`` with the backend's options and the program's parameters, started in this
+directory with this interpreter.
 """
 
 from __future__ import annotations
@@ -30,29 +30,17 @@ def request_for(program: Program, options: SlurmOptions, cluster: Cluster | None
     return plan_request(program, cluster.partition(options.partition), options)
 
 
-def _changed_params(program: Program) -> dict[str, Any]:
-    """The program's parameters that differ from its file's defaults (all of them when
-    the file cannot be read again)."""
-    if program.source is None:
-        return {}
-    try:
-        from topo.api import load
-
-        defaults = load(program.source, []).program.params
-    except Exception:  # the file changed or went away: say every value
-        return dict(program.params)
-    return {k: v for k, v in program.params.items() if defaults.get(k, object()) != v}
-
-
 def launcher(program: Program, options: SlurmOptions) -> list[str]:
-    """``python -m topo run FILE -b slurm [OPTIONS] [-p NAME=VALUE ...]``."""
+    """``python -m topo run FILE -b slurm [OPTIONS] -p NAME=VALUE ...``: every parameter
+    with the value it has in the plan (the file's defaults are not known here: backends
+    see only the program)."""
     argv = [sys.executable, "-m", "topo", "run", program.source or "FILE", "-b", "slurm"]
     given: Mapping[str, Any] = vars(options)
     for option in OPTIONS:
         value = given.get(option.name)
         if value is not None and value != SlurmOptions().__dict__[option.name]:
             argv += [option.flag, str(value)]
-    for name, value in _changed_params(program).items():
+    for name, value in program.params.items():
         text = value if isinstance(value, str) else json.dumps(value)
         argv += ["-p", f"{name}={text}"]
     return argv

@@ -66,6 +66,17 @@ def _node_comments(program: Program, request: Request) -> list[str]:
     return out
 
 
+def _command(argv: Sequence[str]) -> str:
+    """``argv`` as a shell command, each ``-p NAME=VALUE`` on a line of its own."""
+    out = ""
+    for i, word in enumerate(argv):
+        if word == "-p" and i:
+            out += " \\\n    -p"
+        else:
+            out += (" " if out else "") + shlex.quote(word)
+    return out
+
+
 def render(
     program: Program,
     request: Request,
@@ -101,5 +112,5 @@ def render(
     lines.append("")
     if workdir is not None:
         lines.append(f"cd {shlex.quote(workdir)} || exit 1")
-    lines.append("exec " + shlex.join(launcher))
+    lines.append("exec " + _command(launcher))
     return "\n".join(lines) + "\n"
