@@ -257,8 +257,10 @@ class Evaluator:
         episodes: int = 10,
         every_s: float = 5.0,
         refresh_s: float = 1.0,
+        final_within_s: float = 1.5,
     ) -> None:
         self._source = variable_source
+        self._final_within_s = final_within_s
         self._client = VariableClient(_with_deadline(variable_source, STOP_DEADLINE_S))
         self._counter = Counter(
             _with_deadline(counter, STOP_DEADLINE_S), prefix="evaluator", time_delta=0.0
@@ -277,7 +279,9 @@ class Evaluator:
     def evaluate(self, final: bool = False) -> dict[str, Any] | None:
         """Play ``episodes`` greedy episodes with the parameters held now; log, print and
         return the row. None while no parameters have arrived, and for a round the stop
-        interrupts (the final evaluation replaces it)."""
+        interrupts (the final evaluation replaces it). The final one plays what fits in
+        ``final_within_s`` (at least one episode): it must end inside the stop's grace
+        period on a busy machine."""
         params = self._client.params
         if params is None:
             return None
@@ -285,9 +289,12 @@ class Evaluator:
         seed = self._seed + self._rounds * self._episodes
         self._rounds += 1
         start = time.monotonic()
-        returns = []
+        returns: list[float] = []
         for i in range(self._episodes):
-            pause_step(self._counter)
+            if final and returns and time.monotonic() - start > self._final_within_s:
+                break
+            if not final:
+                pause_step(self._counter)
             if self._stop.is_set() and not final:
                 return None
             returns.append(run_episode(self._env, policy, seed + i))
@@ -298,7 +305,7 @@ class Evaluator:
         row = {
             "episode_return": mean,
             "episode_return_min": min(returns),
-            "episodes": self._episodes,
+            "episodes": len(returns),
             "learner_steps": int(self._counts.get("learner_steps", 0)),
             "final": final,
         }
@@ -307,7 +314,7 @@ class Evaluator:
         what = "final evaluation" if final else "evaluation"
         print(
             f"{_node_id('evaluator')}: {what} at learner_steps {row['learner_steps']}: "
-            f"mean return {mean:.1f} over {self._episodes} episodes ({elapsed:.1f}s)",
+            f"mean return {mean:.1f} over {len(returns)} episodes ({elapsed:.1f}s)",
             flush=True,
         )
         return row
@@ -339,7 +346,8 @@ class Evaluator:
                     self._client.update(wait=True)
             except RPC_ERRORS:
                 pass
-            self._update_counts(self._counter.get_counts)
+            if not self._stop.is_set():  # at the stop the counter may be gone already
+                self._update_counts(self._counter.get_counts)
 
     def _final_fetch(self) -> None:
         """At the stop: the learner's final parameters (it waits for this fetch), within

@@ -160,3 +160,17 @@ def test_at_the_stop_the_learner_hands_its_final_parameters_to_one_more_fetch() 
     started = time.monotonic()
     quiet.run()
     assert time.monotonic() - started < offline.FINAL_FETCH_WAIT_S
+
+
+def test_the_final_evaluation_plays_what_fits_in_its_time() -> None:
+    """At the stop the evaluator's last round is bounded (at least one episode): it must
+    end inside the stop's grace period however many episodes a round has."""
+    learner = fixed_learner(0, fixed_batch())
+    evaluator = offline.Evaluator([0, 1], learner, None, episodes=100_000, final_within_s=0.2)
+    evaluator._client.params = learner.get_variables(["policy"])[0]
+    row = evaluator.evaluate(final=True)
+    assert row is not None and row["final"]
+    assert 1 <= row["episodes"] < 100_000
+    few = offline.Evaluator([0, 1], learner, None, episodes=3, final_within_s=0.0)
+    few._client.params = evaluator._client.params
+    assert few.evaluate(final=False)["episodes"] == 3  # a periodic round plays them all

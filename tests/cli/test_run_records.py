@@ -55,12 +55,12 @@ def test_since_takes_durations_and_times_and_says_what_it_wants() -> None:
         parse_time("nan", "--until")
 
 
-def _server(run_dir: Path, seen: list[dict[str, Any]]) -> ControlServer:
+def _server(run_dir: Path, seen: list[dict[str, Any]], host: str | None = None) -> ControlServer:
     def handler(req: dict[str, Any]) -> dict[str, Any]:
         seen.append(req)
         return {"ok": True, "echo": req.get("op")}
 
-    return ControlServer(run_dir, handler)
+    return ControlServer(run_dir, handler, host=host)
 
 
 def test_the_control_channel_answers_the_key_holder_only(tmp_path: Path) -> None:
@@ -79,6 +79,27 @@ def test_the_control_channel_answers_the_key_holder_only(tmp_path: Path) -> None
     finally:
         server.close()
     assert not os.path.exists(server.dir)
+
+
+def test_over_tcp_the_control_channel_answers_the_key_holder_only(tmp_path: Path) -> None:
+    """A launcher operated from other hosts (inside a Slurm job) listens on TCP: the same
+    mutual proof over the run's key, no Unix socket or directory made, the port freed at
+    close."""
+    seen: list[dict[str, Any]] = []
+    server = _server(tmp_path, seen, host="127.0.0.1")
+    try:
+        assert server.dir is None and server.path.startswith("tcp://127.0.0.1:")
+        assert request(tmp_path, server.path, {"op": "ping"}) == {"ok": True, "echo": "ping"}
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / CONTROL_KEY_FILE).write_text(os.urandom(32).hex() + "\n")
+        with pytest.raises(ControlError):
+            request(other, server.path, {"op": "stop"})
+        assert [r["op"] for r in seen] == ["ping"]
+    finally:
+        server.close()
+    with pytest.raises(ControlError, match="cannot reach the run's launcher"):
+        request(tmp_path, server.path, {"op": "ping"}, timeout=5)
 
 
 def test_a_client_refuses_a_server_that_does_not_hold_the_key(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import topo
+
 
 class Spawner:
     """Starts two ``sleep 600`` processes in its constructor -- one in its own process
@@ -27,10 +29,19 @@ class Spawner:
 
 
 class Stubborn:
-    """run() ignores the stop event (the launcher has to kill it)."""
+    """run() ignores the stop event (the launcher has to kill it); with ``for_s`` it ends
+    by itself that long after the stop (a thread cannot be killed: on the threads backend
+    it must not outlive its test)."""
+
+    def __init__(self, for_s: float | None = None) -> None:
+        self.for_s = for_s
 
     def run(self) -> None:
+        stop = topo.stop_event()
         while True:
+            if self.for_s is not None and stop.wait(0.1):
+                time.sleep(self.for_s)  # past the grace, still not listening
+                return
             time.sleep(0.1)
 
 

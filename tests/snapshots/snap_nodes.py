@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from typing import Any
 
@@ -93,6 +94,15 @@ class Picky:
 
     def ping(self) -> str:
         return "pong"
+
+
+class Holder(Stepper):
+    """A Stepper whose ``hold()`` keeps a handler thread until the process ends (with
+    ``rpc.threads: 1``, every thread of the node busy)."""
+
+    def hold(self) -> None:
+        print("holding", flush=True)  # a test waits for this line
+        threading.Event().wait()
 
 
 def probe(steppers: list[Any], seconds: float = 3.0) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from tests.snapshots.test_snapshots import states
+from topo.rundir.layout import log_path
 from topo.runs.control import request
-from topo.testing import wait_until
+from topo.testing import wait_for_text, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPPER = """
@@ -71,6 +72,28 @@ def test_a_restarted_node_keeps_its_live_state_or_starts_fresh(
     again = wait_until(lambda: _status(run, "stepper", after["pid"]), 60)
     assert again["restored_from"] is None  # nothing restored: its random stream starts over
     assert again["first_draw"] == random.Random(1234).random()
+
+
+@pytest.mark.slow
+def test_a_node_whose_threads_are_all_busy_restarts_within_the_pause_bound(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    """Its state cannot be taken (the pause waits behind its calls): the restart says
+    why and goes on within the snapshots' pause bound, not a save's minutes."""
+    text = STEPPER.format(cls="Holder", backoff=0.2) + (
+        "        rpc: {threads: 1}\n    snapshots: {pause_timeout_s: 1}\n"
+    )
+    run = topo_launch(topology(text), "procs")
+    assert run.wait_ready(60)
+    holder = run.handle("stepper", timeout=30)
+    first = holder.status()
+    # the caller gives up after 3 s; the node's one thread holds on until its process ends
+    run.handle("stepper", timeout=3).submit("hold")
+    wait_for_text(log_path(run.run_dir, "stepper"), "holding", 60)
+    answer = _restart(run, "stepper")
+    assert answer["ok"], answer
+    assert re.match(r"stepper .*its save\(\) failed: ", answer["message"]), answer
+    wait_until(lambda: _status(run, "stepper", first["pid"]), 120)
 
 
 @pytest.mark.slow

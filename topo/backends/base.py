@@ -101,11 +101,14 @@ class Network:
     """The registry a backend needs: where it binds, what peers dial, how they authenticate.
 
     ``advertise_host`` None means the bound address itself. ``plain`` is for loopback only;
-    a backend whose executables run on other hosts asks for ``curve`` (encrypted)."""
+    a backend whose executables run on other hosts asks for ``curve`` (encrypted).
+    ``control_host``: where the launcher's control channel listens on TCP, for a launcher
+    operated from other hosts (inside a Slurm job); None: a Unix socket on this machine."""
 
     bind_host: str = "127.0.0.1"
     advertise_host: str | None = None
     mechanism: Mechanism = "plain"
+    control_host: str | None = None
 
 
 LOOPBACK = Network()

@@ -82,8 +82,10 @@ class _ThreadRunner(ExecutableRunner):
         attempt: int,
         sink: Sink,
         noted: Callable[[set[guard.Proc]], None] = lambda procs: None,
+        log: Callable[[str, str], None] = lambda node, text: None,
     ) -> None:
         self.exe = exe
+        self._log = log  # (node, text): append to the node's log
         self.attempt = attempt
         self.pid = os.getpid()
         self._sink = sink
@@ -139,7 +141,10 @@ class _ThreadRunner(ExecutableRunner):
                     f"Thread {name} (most recent call last):\n"
                     + "".join(traceback.format_stack(frames[ident]))
                 )
-        return "\n".join(out)
+        text = "\n".join(out)
+        if text:  # in its log too, where a stop's warning says it is (as on procs)
+            self._log(node, text)
+        return text
 
     def kill(self) -> None:
         # Threads cannot be killed: stop serving (so the node leaves the address book and
@@ -222,6 +227,14 @@ class ThreadsBackend(Backend):
             program, self.name, shared
         )
 
+    def _write_log(self, node: str, text: str) -> None:
+        """Append ``text`` to ``node``'s log file (from any thread)."""
+        f = self._files.get(node)
+        if f is not None:
+            with contextlib.suppress(Exception):
+                f.write(text if text.endswith("\n") else text + "\n")
+                f.flush()
+
     def open(self, job: JobContext, sink: Sink) -> None:
         self._job, self._sink = job, sink
         self._children_before = _children()
@@ -261,7 +274,7 @@ class ThreadsBackend(Backend):
             if context is None:
                 book = RegistryClient(job.registry, grant=grant, stop_from=self._book)
                 context = self._contexts[exe] = connect_program(job.registry, grant, book)
-        runner = _ThreadRunner(exe, attempt, sink, self._poke_guard)
+        runner = _ThreadRunner(exe, attempt, sink, self._poke_guard, self._write_log)
         to_launcher = registry_reporter(context, exe, attempt, runner.pid)
 
         def report(kind: str, node: str, text: str) -> None:

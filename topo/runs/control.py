@@ -1,9 +1,12 @@
 """A live run's control channel: ``topo stop`` from another shell asks the launcher.
 
-A Unix socket in a private (0700) directory of the run's user, never TCP. Both sides
-prove they hold the run's key (``<run_dir>/control.key``, 0600) with an HMAC over the
-other side's fresh nonce; the server also checks the peer's uid (``SO_PEERCRED``). Only
-JSON crosses it: nothing is unpickled.
+A Unix socket in a private (0700) directory of the run's user; or, for a launcher that
+runs on another host than the shells that operate it (inside a Slurm job, operated from
+the login node), TCP on the address the backend names (``Network.control_host``),
+written ``tcp://HOST:PORT`` in the run's record. Both sides prove they hold the run's
+key (``<run_dir>/control.key``, 0600, on the file system both hosts share) with an HMAC
+over the other side's fresh nonce; on a Unix socket the server also checks the peer's
+uid (``SO_PEERCRED``). Only JSON crosses it: nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, BinaryIO
 from topo.rundir.layout import CONTROL_KEY_FILE
 
 SOCKET_NAME = "control.sock"
+TCP = "tcp://"
 MAX_LINE = 64 * 1024  # a handshake line
 MAX_MESSAGE = 64 << 20  # a request or an answer (topo apply sends a whole compiled program)
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -51,17 +55,23 @@ def _read_line(stream: BinaryIO, limit: int = MAX_LINE) -> str:
 class ControlServer:
     """The launcher's side: answers requests with ``handler`` on a thread of its own."""
 
-    def __init__(self, run_dir: Path, handler: Handler) -> None:
+    def __init__(self, run_dir: Path, handler: Handler, host: str | None = None) -> None:
+        """``host``: listen on TCP there (any free port) instead of a Unix socket."""
         self.key = secrets.token_bytes(32)
         key_path = run_dir / CONTROL_KEY_FILE
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.key.hex() + "\n")
-        base = tempfile.gettempdir() if len(tempfile.gettempdir()) < 60 else "/tmp"
-        self.dir = tempfile.mkdtemp(prefix="topo-ctl-", dir=base)  # 0700
-        self.path = os.path.join(self.dir, SOCKET_NAME)
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(self.path)
+        self.dir: str | None = None
+        if host is None:
+            base = tempfile.gettempdir() if len(tempfile.gettempdir()) < 60 else "/tmp"
+            self.dir = tempfile.mkdtemp(prefix="topo-ctl-", dir=base)  # 0700
+            self.path = os.path.join(self.dir, SOCKET_NAME)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.bind(self.path)
+        else:
+            self._sock = socket.create_server((host, 0))
+            self.path = f"{TCP}{host}:{self._sock.getsockname()[1]}"
         self._sock.listen(8)
         self._handler = handler
         self._closed = False
@@ -80,10 +90,11 @@ class ControlServer:
         with conn, conn.makefile("rb") as stream:
             conn.settimeout(10.0)
             try:
-                creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-                _pid, uid, _gid = struct.unpack("3i", creds)
-                if uid != os.geteuid():
-                    return
+                if conn.family == socket.AF_UNIX:
+                    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                    _pid, uid, _gid = struct.unpack("3i", creds)
+                    if uid != os.geteuid():
+                        return
                 nonce = secrets.token_hex(16)
                 conn.sendall(f"{nonce}\n".encode())
                 theirs, proof = _read_line(stream).split()
@@ -110,7 +121,8 @@ class ControlServer:
             pass
         self._sock.close()
         self._thread.join(2.0)  # accept() returns at once on a shut listening socket
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _check_dir(path: str) -> None:
@@ -123,16 +135,14 @@ def _check_dir(path: str) -> None:
 def request(
     run_dir: Path, socket_path: str, message: dict[str, Any], timeout: float = 10.0
 ) -> dict[str, Any]:
-    """Send ``message`` to the run's launcher and return its answer."""
+    """Send ``message`` to the run's launcher (``socket_path``: a Unix socket's path or
+    ``tcp://HOST:PORT``) and return its answer."""
     try:
         key = bytes.fromhex((run_dir / CONTROL_KEY_FILE).read_text().strip())
     except (OSError, ValueError) as exc:
         raise ControlError(f"cannot read the run's key {run_dir / CONTROL_KEY_FILE}: {exc}") from None
     try:
-        _check_dir(os.path.dirname(socket_path))
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(socket_path)
+        with _connect(socket_path, timeout) as conn:
             stream = conn.makefile("rb")
             nonce = _read_line(stream).strip()
             mine = secrets.token_hex(16)
@@ -148,3 +158,21 @@ def request(
     if not isinstance(reply, dict):
         raise ControlError("the launcher's answer is not an object")
     return reply
+
+
+def _connect(where: str, timeout: float) -> socket.socket:
+    """A connection to the control channel at ``where`` (raises OSError)."""
+    if where.startswith(TCP):
+        host, _, port = where[len(TCP) :].rpartition(":")
+        conn = socket.create_connection((host, int(port)), timeout=timeout)
+    else:
+        _check_dir(os.path.dirname(where))
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(timeout)
+            conn.connect(where)
+        except OSError:
+            conn.close()
+            raise
+    conn.settimeout(timeout)
+    return conn

@@ -133,7 +133,10 @@ class Launcher:
         self.run_id = index.new_run_id()
         self._events = EventLog(run_dir)  # events.jsonl: the dashboard's timeline
         self._listeners.insert(0, self._events)
-        self.control = ControlServer(run_dir, lambda asked: answer(self, asked))
+        net = self.backend.network()
+        self.control = ControlServer(
+            run_dir, lambda asked: answer(self, asked), host=net.control_host
+        )
         index.register(self.run_id, run_dir, opts.log_dir)
         recorder = StatusRecorder(run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
@@ -141,7 +144,6 @@ class Launcher:
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
         )
-        net = self.backend.network()
         self.registry = RegistryServer(
             new_program_id(),
             new_secret(),

@@ -122,19 +122,19 @@ class Snapshotter:
             for node_id in node_ids:
                 if node_id not in self.served:
                     continue
-                handle = self._handle(node_id, SAVE_DEADLINE_S)
+                # The pause waits behind the node's calls when all its threads are busy:
+                # it gets the snapshots' own bound, not a save's minutes.
+                timeout = self.settings.pause_timeout_s
+                pausing = self._handle(node_id, timeout + 30)
                 proof = self._proof(node_id)
                 try:
-                    handle.call(STATE_METHOD, proof, "pause", self.settings.pause_timeout_s)
-                    data = handle.call(STATE_METHOD, proof, "save")
+                    pausing.call(STATE_METHOD, proof, "pause", timeout)
+                    data = self._handle(node_id, SAVE_DEADLINE_S).call(STATE_METHOD, proof, "save")
                 except Exception as exc:
                     out[node_id] = f"{type(exc).__name__}: {exc}"
                     continue
-                finally:
-                    try:
-                        handle.call(STATE_METHOD, proof, "resume")
-                    except Exception:
-                        pass
+                finally:  # not waited for: the node restarts next
+                    self._resume([node_id], wait=False)
                 out[node_id] = None if data is None else len(data)
                 if data is not None:
                     self._handed[node_id] = data
@@ -298,8 +298,10 @@ class Snapshotter:
                     counts[node_id] = f"unread: {exc!r:.200}"
         return counts
 
-    def _resume(self, up: list[str]) -> None:
+    def _resume(self, up: list[str], wait: bool = True) -> None:
         futures = [self._handle(n, 10.0).submit(STATE_METHOD, self._proof(n), "resume") for n in up]
+        if not wait:
+            return
         end = time.monotonic() + 15.0  # the calls' own 10 s deadline, and a bound of our own
         for fut in futures:
             try:

@@ -98,11 +98,10 @@ class RaySession:
         if self.ship:
             quiet["runtime_env"] = shipped_tree(os.getcwd())
         if self.address is None:
-            from topo.backends.ray.local import Watchdog, head_pids
+            from topo.backends.ray.local import start
 
-            ray.init(address="local", include_dashboard=False, **quiet)
+            self._watchdog = start(quiet, say=lambda text: print(f"topo: {text}", file=sys.stderr))
             self.started_ray = True
-            self._watchdog = Watchdog(head_pids())
         else:
             ray.init(address=self.address, **quiet)
             self.started_ray = True
@@ -113,7 +112,13 @@ class RaySession:
 
         if self.started_ray:
             self.started_ray = False
+            # A local Ray's agents (children of its raylet) can outlive ray.shutdown by
+            # seconds: the launcher returns only once the whole tree is gone.
+            from topo.backends.ray.local import end_all, tree
+
+            procs = tree(self._watchdog.pids) if self._watchdog is not None else []
             ray.shutdown()
+            end_all(procs, grace_s=5)
         if self._environ is not None:
             for key in set(os.environ) - set(self._environ):
                 del os.environ[key]

@@ -34,7 +34,7 @@ name: served
 nodes:
   runner: {{target: "{NODES}:Runner"}}
   wrapper: {{target: "{NODES}:Wrapper"}}
-  sleeper: {{target: "{NODES}:Sleeper", rpc: {{call_timeout_s: 0.3}}}}
+  sleeper: {{target: "{NODES}:Sleeper", rpc: {{call_timeout_s: 3}}}}
   asker: {{target: "{NODES}:Asker", args: {{peer: "@sleeper"}}, rpc: {{deadline_s: 30}}}}
 """
 
@@ -82,7 +82,9 @@ class Lifecycle:
         assert wrapper.own() == "own"
         asker = run.handle("asker", timeout=30)
         assert asker.ask(0.0) == "rested"
-        answer = asker.ask(1.0)  # the callee's call_timeout_s beats the caller's deadline
+        # The callee's call_timeout_s (3 s: a busy machine may take a second to answer a
+        # nap of none) beats the caller's deadline (30 s).
+        answer = asker.ask(4.0)  # over by the stop: it ends within its grace
         assert answer.startswith("DeadlineExceeded"), answer
         pids = suite.node_pids(run)
         assert run.stop(timeout=60) == 0
