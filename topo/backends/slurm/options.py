@@ -118,6 +118,17 @@ class SlurmOptions:
                 raise TopoError.one(f"--sbatch-args {word}: topo sets {named} itself ({why})")
         return words
 
+    def flags(self) -> list[str]:
+        """The options given (those not at their default) as command-line words:
+        ``--partition main --warning-s 60``."""
+        out: list[str] = []
+        default = SlurmOptions()
+        for option in OPTIONS:
+            value = getattr(self, option.name)
+            if value is not None and value != getattr(default, option.name):
+                out += [option.flag, str(value)]
+        return out
+
     def checked(self) -> SlurmOptions:
         """These options, refused where they make no sense (before Slurm is asked)."""
         if self.warning_s < 1:

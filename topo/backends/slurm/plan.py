@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
-from topo.backends.slurm.options import OPTIONS, SlurmOptions
+from topo.backends.slurm.options import SlurmOptions
 from topo.backends.slurm.partition import Cluster, read_cluster
 from topo.backends.slurm.request import Request, plan_request
 from topo.backends.slurm.script import render
@@ -35,11 +34,7 @@ def launcher(program: Program, options: SlurmOptions) -> list[str]:
     with the value it has in the plan (the file's defaults are not known here: backends
     see only the program)."""
     argv = [sys.executable, "-m", "topo", "run", program.source or "FILE", "-b", "slurm"]
-    given: Mapping[str, Any] = vars(options)
-    for option in OPTIONS:
-        value = given.get(option.name)
-        if value is not None and value != SlurmOptions().__dict__[option.name]:
-            argv += [option.flag, str(value)]
+    argv += options.flags()
     for name, value in program.params.items():
         text = value if isinstance(value, str) else json.dumps(value)
         argv += ["-p", f"{name}={text}"]
