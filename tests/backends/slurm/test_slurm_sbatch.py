@@ -1,12 +1,16 @@
 """End to end: an ``sbatch`` script that runs ``topo run FILE -b slurm`` in its job, as a
 user of the cluster writes it by hand. An example topology runs to its end (the job
-exits 0, its output in the job's output file); a run that ``scancel`` ends leaves no
-process of the job (launcher, its sruns, agents, fork servers, nodes: checked by pid)."""
+exits 0, its output in the job's output file); a running one is operated from outside
+the job (``topo status``, ``topo snapshot``: the launcher's control channel on TCP), and
+``scancel`` leaves no process of the job (launcher, its sruns, agents, fork servers,
+nodes: checked by pid)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,8 +57,6 @@ def job_env(slurm: SlurmCluster, tmp_path: Path) -> dict[str, str]:
 
 def sbatch(slurm: SlurmCluster, tmp_path: Path, *args: str) -> tuple[int, str, str]:
     """``sbatch ARGS`` from ``tmp_path`` (exit status, stdout, stderr)."""
-    import subprocess
-
     done = subprocess.run(
         ["sbatch", f"--chdir={tmp_path}", *args],
         env=job_env(slurm, tmp_path),
@@ -77,7 +79,21 @@ def test_an_sbatch_script_runs_an_example_to_its_end(
     assert agents == ["n1.log", "n2.log"]  # one agent on each node of the job
 
 
-def test_scancel_of_the_job_leaves_no_process_behind(
+def topo_outside(
+    slurm: SlurmCluster, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``topo ARGS`` from a shell outside the job (a login node's)."""
+    return subprocess.run(
+        [sys.executable, "-m", "topo", *args],
+        env=job_env(slurm, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_job_operated_from_outside_and_cancelled_leaves_no_process(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     topology = tmp_path / "forever.yaml"
@@ -105,6 +121,15 @@ def test_scancel_of_the_job_leaves_no_process_behind(
         launcher = int(status["launcher"]["pid"])  # type: ignore[index]
         nodes = {int(n["pid"]) for n in status["nodes"]}  # type: ignore[attr-defined]
         assert launcher in pids and nodes <= pids and os.getpid() not in pids
+
+        run_dir = str(tmp_path / "run")
+        assert str(status["control"]).startswith("tcp://"), status["control"]
+        shown = topo_outside(slurm_cluster, tmp_path, "status", run_dir)
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"where/1 .* running", shown.stdout), shown.stdout
+        taken = topo_outside(slurm_cluster, tmp_path, "snapshot", run_dir)
+        assert taken.returncode == 0, taken.stderr
+        assert taken.stdout.strip() == str(tmp_path / "run" / "snapshots" / "1"), taken
     finally:
         slurm_cluster.run("scancel", job)
     assert wait_gone(pids, 90) == [], "processes of the job left after scancel"

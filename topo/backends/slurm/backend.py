@@ -12,7 +12,9 @@ the remote core's transport); the rest -- forking executables with their grants,
 events and logs into the run directory, agents that die, nodes lost, restarts
 elsewhere, the end -- is the remote core's (``topo.backends.remote``), as on ssh. Nodes
 bind their node's address and reach the launcher's registry, which binds the address of
-the launcher's node (or its route to the job's first node), over CURVE.
+the launcher's node (or its route to the job's first node), over CURVE; the launcher's
+control channel listens there on TCP, so that other shells -- on the login node too --
+operate the run.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ class SlurmBackend(Backend):
         from topo.backends.slurm.plan import plan_text
 
         return plan_text(program, **options)
+
+    @classmethod
+    def submission(cls, **options: Any) -> Any:
+        """Outside an allocation: how ``topo run`` submits the run as a job (None inside
+        one: the run lives in the job as it is)."""
+        from topo.backends.slurm.launch import submission
+
+        return submission(**options)
 
     def __init__(
         self,
@@ -92,7 +102,8 @@ class SlurmBackend(Backend):
             bind = allocation.node(allocation.here).address
         else:  # an salloc shell on a login node: the way to the job's nodes
             bind = route_to(allocation.nodes[0].address)
-        return Network(bind_host=bind, mechanism="curve")
+        # the control channel on TCP too: topo ps / stop / snapshot from the login node
+        return Network(bind_host=bind, mechanism="curve", control_host=bind)
 
     def check(self, program: Program) -> list[Diagnostic]:
         try:
