@@ -71,24 +71,34 @@ def submitted(sub: Any, backend: str, origin: Origin, settings: Settings, detach
         Text(f"✓ job {job} submitted ({program.name}; run directory {run_dir})", style="green"),
         markup=False,
     )
-    return follow(sub, job, output)
+    return follow(sub, job, output, run_dir)
 
 
-def follow(sub: Any, job: str, output: Path) -> int:
-    """Show the job's state changes and its output until it ends: its exit code."""
-    asked: list[str] = []  # "stop", then "kill": what Ctrl-C asked so far
+def follow(sub: Any, job: str, output: Path, run_dir: Path) -> int:
+    """Show the job's state changes and its output until it ends: its exit code. Ctrl-C
+    (or SIGTERM) is passed to the launcher in the job, which stops the run; a second one
+    cancels the job."""
+    asked: list[int] = []  # the signals received so far
 
-    def on_int(_signum: int, _frame: object) -> None:
-        asked.append("kill" if asked else "stop")
+    def on_signal(signum: int, _frame: object) -> None:
+        asked.append(signum)
 
-    previous = signal.signal(signal.SIGINT, on_int)
-    shown, offset, seen = "", 0, None
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    shown, offset, handled, trouble = "", 0, 0, ""
     try:
         while True:
-            if asked and asked[-1] != seen:
-                seen = asked[-1]
-                _ask(sub, job, seen)
-            state = sub.state(job)
+            if len(asked) > handled:
+                handled = len(asked)
+                _ask(sub, job, asked[-1], again=handled > 1)
+            try:
+                state = sub.state(job)
+            except TopoError as exc:  # the controller busy or away: said once, asked again
+                said = exc.diagnostics[0].message
+                if said != trouble:
+                    trouble = said
+                    stderr.print(f"topo          | {said}", markup=False, highlight=False)
+                time.sleep(POLL_S)
+                continue
             offset = _copy(output, offset)
             said = f"{state.state} ({state.reason})" if state.reason else state.state
             if state.state and said != shown:
@@ -96,20 +106,21 @@ def follow(sub: Any, job: str, output: Path) -> int:
                 stderr.print(f"topo          | job {job} {said}", markup=False, highlight=False)
             if state.ended:
                 _copy(output, offset)
-                return _outcome(job, state, bool(asked))
+                return _outcome(job, state, asked[0] if asked else None, run_dir)
             time.sleep(POLL_S)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _ask(sub: Any, job: str, what: str) -> None:
-    """Ctrl-C while following: the run stops (or the job is cancelled, the second time)."""
+def _ask(sub: Any, job: str, signum: int, again: bool) -> None:
+    """A signal while following: the run stops (the job is cancelled, the second time)."""
     try:
-        if what == "stop":
+        if not again:
             stderr.print(
                 f"topo          | stopping job {job} (Ctrl-C again cancels it)", markup=False
             )
-            sub.stop(job)
+            sub.stop(job, signal.Signals(signum).name.removeprefix("SIG"))
         else:
             stderr.print(f"topo          | cancelling job {job}", markup=False)
             sub.kill(job)
@@ -131,8 +142,13 @@ def _copy(path: Path, offset: int) -> int:
     return offset + len(data)
 
 
-def _outcome(job: str, state: Any, interrupted: bool) -> int:
-    """The exit code of ``topo run`` for a job that ended in ``state``."""
+def _outcome(job: str, state: Any, signum: int | None, run_dir: Path) -> int:
+    """The exit code of ``topo run`` for a job that ended in ``state`` (``signum``: the
+    signal that stopped it from here, if one did); of a job Slurm already forgot, the
+    exit code its launcher wrote in the run directory."""
+    from topo.rundir.status import read_status
+
+    interrupted = 128 + signum if signum is not None else 1
     if state.state == "COMPLETED":
         stderr.print(Text(f"✓ job {job} completed — exit 0", style="green"))
         return 0
@@ -140,8 +156,15 @@ def _outcome(job: str, state: Any, interrupted: bool) -> int:
         stderr.print(Text(f"job {job} failed — exit {state.exit_code}", style="red"))
         return int(state.exit_code)
     if not state.state:
+        code = (read_status(run_dir) or {}).get("exit_code")
+        if isinstance(code, int):
+            style = "green" if code == 0 else "red"
+            stderr.print(
+                Text(f"{'✓ ' if code == 0 else ''}job {job} ended — exit {code}", style=style)
+            )
+            return code
         stderr.print(f"job {job} ended (Slurm no longer lists it)", markup=False)
-        return 130 if interrupted else 1
+        return interrupted
     why = f" ({state.reason})" if state.reason else ""
     stderr.print(Text(f"job {job} ended {state.state}{why}", style="red"))
-    return 130 if interrupted and state.state == "CANCELLED" else 1
+    return interrupted if state.state == "CANCELLED" else 1

@@ -92,7 +92,7 @@ def test_followed_the_jobs_output_is_shown_and_its_exit_code_returned(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "consumer: 32 results from 2 producers" in done.stdout, done.stdout
     (job,) = {line.split()[2] for line in done.stderr.splitlines() if "submitted" in line}
-    assert f"✓ job {job} completed — exit 0" in done.stderr, done.stderr
+    assert f"✓ job {job} " in done.stderr and " — exit 0" in done.stderr, done.stderr
     assert slurm_cluster.jobs() == []
 
 

@@ -100,13 +100,13 @@ class Submission:
         """The job now."""
         return job_state(job, self.env)
 
-    def stop(self, job: str) -> None:
-        """Ask the run to stop as Ctrl-C stops it (SIGINT to the launcher, the batch
-        shell); a job that has not started is cancelled."""
+    def stop(self, job: str, signal: str = "INT") -> None:
+        """Ask the run to stop as Ctrl-C (``INT``) or SIGTERM stops it: the signal to the
+        launcher, the batch shell; a job that has not started is cancelled."""
         if self.state(job).state in ("PENDING", "REQUEUED", "CONFIGURING", "SUSPENDED"):
             cancel(job, self.env)
         else:
-            cancel(job, self.env, signal="INT")
+            cancel(job, self.env, signal=signal)
 
     def kill(self, job: str) -> None:
         """End the job now (``scancel``)."""
