@@ -126,7 +126,7 @@ def _run(
 
     job = submission(ctx, backend)  # slurm outside an allocation: the run is a job
     if job is not None:
-        return submitted(job, backend, origin, settings, detach)
+        return submitted(job, backend, origin, settings, detach, ui=looks.dashboard is not None)
     if ui is not None:
         from topo.cli.ui import precheck_for_run
 

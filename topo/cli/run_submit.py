@@ -38,8 +38,16 @@ def submission(ctx: typer.Context, backend: str) -> Any | None:
         raise fail(exc) from None
 
 
-def submitted(sub: Any, backend: str, origin: Origin, settings: Settings, detach: bool) -> int:
+def submitted(
+    sub: Any, backend: str, origin: Origin, settings: Settings, detach: bool, ui: bool = False
+) -> int:
     """Submit the run; its exit code (with ``-d``: 0 once submitted; else the job's)."""
+    if ui:
+        raise error(
+            f"--ui shows a run in this terminal; a run topo run -b {backend} submits lives in "
+            "its job: topo ui RUN_DIR once it runs",
+            USAGE_EXIT,
+        )
     if origin.file is None or origin.from_run or origin.resume or origin.fork:
         raise error(
             f"topo run -b {backend} outside an allocation submits FILE; --from, --resume "

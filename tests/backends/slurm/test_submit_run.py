@@ -151,17 +151,24 @@ def test_a_job_sbatch_refuses_is_said_in_its_words_and_leaves_nothing(
     assert slurm_cluster.jobs() == []
 
 
-def test_from_a_login_node_a_rerun_is_refused_as_not_yet(
+def test_from_a_login_node_a_rerun_or_the_dashboard_is_refused(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "-b", "slurm", "--from", str(tmp_path)],
-        cwd=tmp_path,
-        env=login_env(slurm_cluster),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2, done.stdout
-    assert "outside an allocation submits FILE" in done.stderr, done.stderr
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "topo", "run", "-b", "slurm", *args],
+            cwd=tmp_path,
+            env=login_env(slurm_cluster),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    rerun = run("--from", str(tmp_path))
+    assert rerun.returncode == 2, rerun.stdout
+    assert "outside an allocation submits FILE" in rerun.stderr, rerun.stderr
+    ui = run(str(EXAMPLE), "--ui")
+    assert ui.returncode == 2, ui.stdout
+    assert "a run topo run -b slurm submits lives in its job" in ui.stderr, ui.stderr
     assert os.listdir(tmp_path) == []
+    assert slurm_cluster.jobs() == []
