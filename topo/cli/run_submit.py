@@ -56,7 +56,7 @@ def submitted(
         )
     from topo.rundir.layout import fresh_run_dir
 
-    program = load_program(origin.file, list(origin.params))
+    program = load_program(origin.file, list(origin.params), check_imports=True)
     run_dir = settings.run_dir or fresh_run_dir(settings.log_dir, program.name)
     run_args = [] if settings.grace_s is None else ["--grace", str(settings.grace_s)]
     try:

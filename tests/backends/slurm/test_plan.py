@@ -121,6 +121,20 @@ def test_what_the_partition_cannot_hold_is_refused_with_its_limit_and_the_group(
         "error: --partition mian: Slurm has no such partition (partitions: main*, short, urgent)",
         "  hint: did you mean 'main'?",
     ]
+    big = tmp_path / "big.yaml"
+    big.write_text(
+        f"""name: big
+nodes:
+  learner: {{target: "{NODES}:Where", resources: {{gpus: [0], memory: 8GiB}}}}
+"""
+    )
+    refused = topo_plan(big, slurm_cluster.env())
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[0] == (
+        f"{big}:3:3: error: a process of group 'learner' needs 1 GPU on one node, and "
+        "partition 'main' has no node with GPUs (no Gres=gpu); and 8192 MiB of memory on one "
+        "node, and partition 'main' gives at most 4000 MiB (the most: RealMemory=4000M on n1)"
+    ), refused.stderr
     assert slurm_cluster.jobs() == []
 
 

@@ -136,6 +136,12 @@ def test_what_the_partition_cannot_hold_is_refused_before_anything_is_made(
         "and partition 'main' has 2 (n1, n2)"
     ), done.stderr
     assert not (tmp_path / "runs").exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('name: bad\nnodes:\n  x: {target: "no_such_module_here:Node"}\n')
+    done = topo_run(slurm_cluster, bad, tmp_path)  # imports checked here, as on every backend
+    assert done.returncode == 1, done.stdout
+    assert "no_such_module_here" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
     assert slurm_cluster.jobs() == []
 
 

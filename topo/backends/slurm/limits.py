@@ -24,6 +24,11 @@ def _origin(program: Program, groups: Sequence[str], wanted: str = "") -> Source
     return program.group_index[groups[0]].origin if groups else None
 
 
+def _many(count: int, what: str) -> str:
+    """``1 GPU``, ``2 GPUs``."""
+    return f"{count} {what}{'s' if count != 1 else ''}"
+
+
 def _who(unit: Unit) -> str:
     """The unit as a sentence's subject: group 'a', host set 'core' (groups 'a', 'b')."""
     groups = ("groups " if len(unit.groups) > 1 else "group ") + ", ".join(
@@ -58,7 +63,8 @@ def too_big(program: Program, unit: Unit, part: Partition) -> Diagnostic:
             else f"the most: {top_cpus[0].cpus} on {top_cpus[0].name}"
         )
         said.append(
-            f"{want.cpus} CPUs on one node, and {where} gives at most {top_cpus[1].cpus} ({limit})"
+            f"{_many(want.cpus, 'CPU')} on one node, and {where} gives at most "
+            f"{top_cpus[1].cpus} ({limit})"
         )
         wanted = wanted or "cpus"
     top_gpus = max(rooms, key=lambda r: r[1].gpus)
@@ -69,7 +75,7 @@ def too_big(program: Program, unit: Unit, part: Partition) -> Diagnostic:
             if top_gpus[1].gpus
             else "no node with GPUs (no Gres=gpu)"
         )
-        said.append(f"{want.gpus} GPUs on one node, and {where} has {have}")
+        said.append(f"{_many(want.gpus, 'GPU')} on one node, and {where} has {have}")
         wanted = wanted or "gpus"
     top_mem = max(rooms, key=lambda r: r[1].memory_mib)
     if want.memory_mib > top_mem[1].memory_mib:
