@@ -5,6 +5,8 @@ submitted), and ``submit``: sbatch's job id, or its refusal in Slurm's words."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +167,20 @@ def test_without_slurm_submit_says_so(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SubmitError, match="Slurm is not installed here: no sbatch or scontrol"):
         submit("#!/bin/bash\nexec true\n")
+
+
+def test_slurm_that_reaches_no_cluster_is_refused_in_its_words(tmp_path: Path) -> None:
+    if shutil.which("scontrol") is None:
+        pytest.skip("Slurm's commands are not installed here")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")  # scontrol cannot read it, and says so at once
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    done = topo_plan(EXAMPLE, {**env, "SLURM_CONF": str(conf)}, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    first, hint = done.stderr.splitlines()
+    assert first.startswith("error: scontrol show partition -o failed: scontrol: "), first
+    assert "ClusterName needs to be specified" in first  # Slurm's words, on one line
+    assert hint == (
+        "  hint: run topo where sbatch works (a login node of the cluster), or set SLURM_CONF "
+        "to the cluster's slurm.conf"
+    )

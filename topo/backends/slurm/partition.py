@@ -231,7 +231,11 @@ def scontrol(*args: str, env: Mapping[str, str] | None = None) -> str:
         ) from None
     if done.returncode != 0:
         words = _said(done.stderr) or f"exit status {done.returncode}"
-        raise TopoError.one(f"scontrol {' '.join(args)} failed: {words}")
+        raise TopoError.one(
+            f"scontrol {' '.join(args)} failed: {words}",
+            hint="run topo where sbatch works (a login node of the cluster), or set "
+            "SLURM_CONF to the cluster's slurm.conf",
+        )
     return done.stdout
 
 
