@@ -21,6 +21,7 @@ from topo.cli.run_options import Origin, Settings
 from topo.diagnostics import TopoError
 
 POLL_S = 0.5  # how often the job's state and output are looked at while following it
+PENDING_NOTE_S = 60.0  # a job pending this long is said to wait, then at twice as long ...
 
 
 def submission(ctx: typer.Context, backend: str) -> Any | None:
@@ -93,6 +94,7 @@ def follow(sub: Any, job: str, output: Path, run_dir: Path) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     shown, offset, handled, trouble = "", 0, 0, ""
+    pending = Pending(job)
     try:
         while True:
             if len(asked) > handled:
@@ -112,6 +114,9 @@ def follow(sub: Any, job: str, output: Path, run_dir: Path) -> int:
             if state.state and said != shown:
                 shown = said
                 stderr.print(f"topo          | job {job} {said}", markup=False, highlight=False)
+            note = pending.note(state, time.monotonic())
+            if note:
+                stderr.print(f"topo          | {note}", markup=False, highlight=False)
             if state.ended:
                 _copy(output, offset)
                 return _outcome(job, state, asked[0] if asked else None, run_dir)
@@ -119,6 +124,33 @@ def follow(sub: Any, job: str, output: Path, run_dir: Path) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+class Pending:
+    """What is said of a job that waits long: once past ``PENDING_NOTE_S``, then each
+    time it has waited as long again (60 s, 2 min, 4 min ...)."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.since: float | None = None
+        self.next_s = PENDING_NOTE_S
+
+    def note(self, state: Any, now: float) -> str | None:
+        """The line to say now about ``state`` (None: nothing)."""
+        if state.state != "PENDING":
+            self.since, self.next_s = None, PENDING_NOTE_S
+            return None
+        if self.since is None:
+            self.since = now
+        waited = now - self.since
+        if waited < self.next_s:
+            return None
+        self.next_s *= 2
+        why = f" ({state.reason})" if state.reason else ""
+        return (
+            f"job {self.job} has been pending for {waited / 60:.0f} min{why}: squeue -j "
+            f"{self.job} --start says when Slurm expects to start it; Ctrl-C cancels it"
+        )
 
 
 def _ask(sub: Any, job: str, signum: int, again: bool) -> None:
