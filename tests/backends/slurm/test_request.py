@@ -237,7 +237,7 @@ def test_the_script_warns_the_batch_shell_requeues_and_execs_the_launcher(
     assert body == ["cd /w || exit 1", "exec topo run 'a b.yaml'"]
 
 
-def test_the_launcher_is_topo_run_with_the_options_and_every_parameter(
+def test_the_launcher_is_topo_run_with_the_warning_and_every_parameter(
     write_topo: WriteTopo,
 ) -> None:
     path = write_topo(
@@ -259,8 +259,6 @@ def test_the_launcher_is_topo_run_with_the_options_and_every_parameter(
         str(path),
         "-b",
         "slurm",
-        "--partition",
-        "cpu",
         "--warning-s",
         "60",
         "-p",
@@ -271,7 +269,7 @@ def test_the_launcher_is_topo_run_with_the_options_and_every_parameter(
     job = request(program)
     exec_line = render(program, job, ["python", *argv[1:]]).split("\n\n", 1)[1]
     assert exec_line.splitlines() == [
-        f"exec python -m topo run {path} -b slurm --partition cpu --warning-s 60 \\",
+        f"exec python -m topo run {path} -b slurm --warning-s 60 \\",
         "    -p n=3 \\",
         "    -p tag=base",
     ]

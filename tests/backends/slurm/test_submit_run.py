@@ -69,7 +69,7 @@ def ended(slurm: SlurmCluster, job: str) -> bool:
 def test_detached_the_job_id_and_run_dir_are_printed_and_the_run_lives_in_the_job(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    done = topo_run(slurm_cluster, EXAMPLE, tmp_path, "-d", "-p", "num_producers=3")
+    done = topo_run(slurm_cluster, EXAMPLE, tmp_path, "-d", "--time", "10", "-p", "num_producers=3")
     assert done.returncode == 0, done.stderr
     job, run_dir_text = done.stdout.split()
     run_dir = Path(run_dir_text)
@@ -78,9 +78,11 @@ def test_detached_the_job_id_and_run_dir_are_printed_and_the_run_lives_in_the_jo
     script = (run_dir / "job.sh").read_text()
     assert f"#SBATCH --output={run_dir}/slurm-%j.out" in script
     assert f"--run-dir {run_dir} --no-live" in script and "-p num_producers=3" in script
+    assert "#SBATCH --time=10" in script and "--time 10" not in script  # the job's own
     wait_until(lambda: ended(slurm_cluster, job), JOB_S, what=f"job {job} ended")
     output = (run_dir / f"slurm-{job}.out").read_text()
     assert "consumer: 32 results from 3 producers" in output, output
+    assert "change nothing" not in output  # the launcher is not given the job's options
     status = json.loads((run_dir / "status.json").read_text())  # the job's launcher's
     assert (status["program"], status["exit_code"]) == ("consumer_producers", 0)
 

@@ -55,10 +55,11 @@ class Submission:
         self, file: Path, params: Sequence[str], run_dir: Path, run_args: Sequence[str] = ()
     ) -> list[str]:
         """``python -m topo run FILE -b slurm --run-dir RUN_DIR --no-live [RUN_ARGS]
-        [OPTIONS] -p ...``: the launcher inside the job, with the run options
-        (``run_args``: ``--grace 10``) and parameters given here."""
+        [--warning-s S] -p ...``: the launcher inside the job, with the run options
+        (``run_args``: ``--grace 10``) and parameters given here (the job's own options
+        are its ``#SBATCH`` lines)."""
         argv = [sys.executable, "-m", "topo", "run", str(file.resolve()), "-b", "slurm"]
-        argv += ["--run-dir", str(run_dir), "--no-live", *run_args, *self.options.flags()]
+        argv += ["--run-dir", str(run_dir), "--no-live", *run_args, *self.options.inside_flags()]
         for param in params:
             argv += ["-p", param]
         return argv

@@ -118,16 +118,12 @@ class SlurmOptions:
                 raise TopoError.one(f"--sbatch-args {word}: topo sets {named} itself ({why})")
         return words
 
-    def flags(self) -> list[str]:
-        """The options given (those not at their default) as command-line words:
-        ``--partition main --warning-s 60``."""
-        out: list[str] = []
-        default = SlurmOptions()
-        for option in OPTIONS:
-            value = getattr(self, option.name)
-            if value is not None and value != getattr(default, option.name):
-                out += [option.flag, str(value)]
-        return out
+    def inside_flags(self) -> list[str]:
+        """What the launcher inside the job is given of these options: ``--warning-s``
+        when not the default (the rest size the job, and are its ``#SBATCH`` lines)."""
+        if self.warning_s == DEFAULT_WARNING_S:
+            return []
+        return ["--warning-s", str(self.warning_s)]
 
     def checked(self) -> SlurmOptions:
         """These options, refused where they make no sense (before Slurm is asked)."""

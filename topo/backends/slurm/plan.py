@@ -3,8 +3,8 @@ submit, sized from the plan and checked against the partition (read with
 ``scontrol``) before anything is submitted.
 
 The script's launcher is the command a user would put there by hand: ``topo run FILE
--b slurm`` with the backend's options and the program's parameters, started in this
-directory with this interpreter.
+-b slurm`` with the program's parameters, started in this directory with this
+interpreter.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def request_for(program: Program, options: SlurmOptions, cluster: Cluster | None
 
 
 def launcher(program: Program, options: SlurmOptions) -> list[str]:
-    """``python -m topo run FILE -b slurm [OPTIONS] -p NAME=VALUE ...``: every parameter
-    with the value it has in the plan (the file's defaults are not known here: backends
-    see only the program)."""
+    """``python -m topo run FILE -b slurm [--warning-s S] -p NAME=VALUE ...``: every
+    parameter with the value it has in the plan (the file's defaults are not known here:
+    backends see only the program); the job's own options are its ``#SBATCH`` lines."""
     argv = [sys.executable, "-m", "topo", "run", program.source or "FILE", "-b", "slurm"]
-    argv += options.flags()
+    argv += options.inside_flags()
     for name, value in program.params.items():
         text = value if isinstance(value, str) else json.dumps(value)
         argv += ["-p", f"{name}={text}"]
