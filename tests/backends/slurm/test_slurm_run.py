@@ -1,8 +1,9 @@
 """``topo run -b slurm`` inside an allocation of the test cluster, beyond the conformance
-suite: where it refuses to run (no allocation, no Slurm, a job that is not running, a
-feature no node has) in one message and exit 1; nodes placed on the job's nodes; the
-agents, fork servers and nodes counted in their steps by Slurm (their short names are
-one word: ``proctrack/linuxproc``); an agent killed mid-run replaced on its node."""
+suite: where it refuses to run (``topo.launch`` outside an allocation; no Slurm, a job
+that is not running, a feature no node has: one message and exit 1); nodes placed on
+the job's nodes; the agents, fork servers and nodes counted in their steps by Slurm
+(their short names are one word: ``proctrack/linuxproc``); an agent killed mid-run
+replaced on its node."""
 
 from __future__ import annotations
 
@@ -47,14 +48,26 @@ def outside(**more: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM")}, **more}
 
 
-def test_outside_an_allocation_the_run_is_refused_saying_where_it_runs(tmp_path: Path) -> None:
+def test_outside_an_allocation_a_launch_is_refused_saying_where_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (topo run -b slurm submits a job there instead: test_submit_run.py)
+    import topo
+    from topo.diagnostics import TopoError
+
+    for key in [k for k in os.environ if k.startswith("SLURM")]:
+        monkeypatch.delenv(key)
     path = tmp_path / "spread.yaml"
     path.write_text(SPREAD)
-    done = topo_run(path, outside())
-    assert done.returncode == 1, done.stdout + done.stderr
-    said = "runs inside a Slurm allocation, and SLURM_JOB_ID is not set: run it in an sbatch"
-    assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    with pytest.raises(TopoError) as refused:
+        topo.launch(path, backend="slurm", log_dir=tmp_path / "runs")
+    said = str(refused.value)
+    assert said == (
+        "error: the slurm backend runs a program inside a Slurm allocation, and SLURM_JOB_ID "
+        "is not set: launch it in an sbatch script or an salloc shell, or submit it as a job "
+        "with topo run FILE -b slurm"
+    )
+    assert not (tmp_path / "runs").exists()
 
 
 def test_without_slurm_on_the_machine_the_run_is_refused(tmp_path: Path) -> None:

@@ -91,9 +91,9 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
     job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     if not job:
         raise NoAllocation(
-            "topo run -b slurm runs inside a Slurm allocation, and SLURM_JOB_ID is not set: "
-            "run it in an sbatch script or an salloc shell (topo plan FILE -b slurm prints "
-            "such a script)"
+            "the slurm backend runs a program inside a Slurm allocation, and SLURM_JOB_ID is "
+            "not set: launch it in an sbatch script or an salloc shell, or submit it as a "
+            "job with topo run FILE -b slurm"
         )
     shown = fields(slurm("scontrol", "show", "job", "-o", job, env=env))
     state = shown.get("JobState", "")
