@@ -6,6 +6,9 @@ the record each run leaves of its slowest tests.
   own), are one unit of work (``MachineScheduling``): one worker runs them one after
   another, so two never hold the hosts or a Ray cluster at once, and it starts with them,
   the longest chain of the run, while the other workers share the rest test by test.
+* The tests of the Slurm backend share one test cluster per worker run (a session
+  fixture: tests/backends/slurm/cluster.py) and its few CPUs: they are one unit too
+  (``SLURM_GROUP``), run in turn by one worker beside the machine's unit.
   xdist's own ``--dist loadgroup`` would do it with a mark, but with pytest 9.2 its
   groups are silently lost (pytest-dev/pytest-xdist#1386), so the unit is known by the
   test's id, and collection checks that every test using those fixtures is known so.
@@ -28,6 +31,9 @@ import pytest
 MACHINE_GROUP = "machine"  # the test hosts and Ray clusters: one at a time
 MACHINE_FIXTURES = {"test_hosts", "ssh_hosts", "ray_cluster", "ray_hosts"}
 MACHINE_DIRS = ("tests/backends/ssh/", "tests/backends/ray/")
+SLURM_GROUP = "slurm"  # the Slurm test cluster: its tests one at a time
+SLURM_FIXTURES = {"slurm_cluster", "slurm_allocation"}
+SLURM_DIR = "tests/backends/slurm/"
 SLOWEST = 30
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +49,19 @@ def on_the_machine(nodeid: str) -> bool:
     return any(p in ("ray", "ssh") for p in params.split("-"))
 
 
+def on_slurm(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` is one of the Slurm test cluster's (by its folder)."""
+    return nodeid.startswith(SLURM_DIR)
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work of the test ``nodeid``: the machine's, the Slurm cluster's, or
+    its own."""
+    if on_the_machine(nodeid):
+        return MACHINE_GROUP
+    return SLURM_GROUP if on_slurm(nodeid) else nodeid
+
+
 def uses_the_machine(item: pytest.Item) -> bool:
     """Whether ``item`` asks for the test hosts or a Ray cluster."""
     return bool(MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())))
@@ -51,8 +70,9 @@ def uses_the_machine(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The machine's tests first (one worker starts with them: the longest chain of the
-    run), the others in their order. A test that uses the machine where its id does not
-    say so would run beside another one: it is refused, with what to do."""
+    run), then the Slurm cluster's (another starts with those), the others in their
+    order. A test that uses the machine or the Slurm cluster where its id does not say
+    so would run beside another one: it is refused, with what to do."""
     unknown = [i.nodeid for i in items if uses_the_machine(i) and not on_the_machine(i.nodeid)]
     if unknown:
         raise pytest.UsageError(
@@ -60,24 +80,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"{' or '.join(MACHINE_DIRS)} (where one worker runs them one at a time): "
             f"{', '.join(unknown)}; move them there (tests/scheduling.py)"
         )
+    astray = [
+        i.nodeid
+        for i in items
+        if SLURM_FIXTURES & set(getattr(i, "fixturenames", ())) and not on_slurm(i.nodeid)
+    ]
+    if astray:
+        raise pytest.UsageError(
+            f"these tests use the Slurm test cluster but are not under {SLURM_DIR} (where one "
+            f"worker runs them one at a time): {', '.join(astray)}; move them there "
+            "(tests/scheduling.py)"
+        )
     machine = [item for item in items if on_the_machine(item.nodeid)]
     for item in machine:  # they start hosts and clusters: never in the quick loop
         item.add_marker(pytest.mark.slow)
-    chosen = set(map(id, machine))
-    items[:] = machine + [item for item in items if id(item) not in chosen]
+    slurm = [item for item in items if on_slurm(item.nodeid)]  # the next longest chain
+    chosen = set(map(id, machine + slurm))
+    items[:] = machine + slurm + [item for item in items if id(item) not in chosen]
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # a hook of xdist's, where installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``-n N`` (``--dist load``): the machine's tests as one unit, every other test
-    a unit of its own."""
+    """With ``-n N`` (``--dist load``): the machine's tests as one unit, the Slurm
+    cluster's as another, every other test a unit of its own."""
     if config.getvalue("dist") != "load":
         return None  # --dist each, loadfile, ...: xdist's own
     from xdist.scheduler import LoadScopeScheduling
 
     class MachineScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return MACHINE_GROUP if on_the_machine(nodeid) else nodeid
+            return unit_of(nodeid)
 
     return MachineScheduling(config, log)
 

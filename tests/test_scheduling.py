@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scheduling import on_the_machine
+from tests.scheduling import on_the_machine, unit_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,3 +48,11 @@ def test_a_run_records_its_slowest_tests_and_each_failure_as_it_happens(tmp_path
     assert "=== test_two.py::test_broken (call," in failures, failures
     assert "arithmetic" in failures and "said on stderr" in failures, failures
     assert "test_fine" not in failures
+
+
+def test_the_slurm_tests_are_one_unit_of_their_own() -> None:
+    slurm = "tests/backends/slurm/test_slurm_cluster.py::test_x"
+    assert unit_of(slurm) == unit_of("tests/backends/slurm/test_other.py::test_y") == "slurm"
+    assert unit_of("tests/backends/ssh/test_ssh_run.py::test_x") == "machine"
+    assert unit_of("tests/cli/test_run_checks.py::test_x[procs]").startswith("tests/cli/")
+    assert not on_the_machine(slurm)

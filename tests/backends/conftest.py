@@ -29,11 +29,12 @@ def topology(tmp_path: Path) -> Callable[[str], Path]:
     return write
 
 
-NEEDS_HOSTS = {"ssh"}
+NEEDS_HOSTS = {"ssh", "slurm"}  # an inventory; a Slurm allocation
 
 
 @pytest.fixture(params=[b for b in available_backends() if b not in NEEDS_HOSTS])
 def backend(request: pytest.FixtureRequest) -> str:
     """Every registered backend that runs on this machine without options: the built-in
-    ones and any installed plugin (ssh, which needs an inventory, has tests/backends/ssh)."""
+    ones and any installed plugin (ssh, which needs an inventory, has tests/backends/ssh;
+    slurm, which needs an allocation, tests/backends/slurm)."""
     return str(request.param)

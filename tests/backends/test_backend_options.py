@@ -135,9 +135,9 @@ def test_topos_own_backends_are_entry_points_a_plugin_cannot_replace(tmp_path: P
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("] ")[0] == "['procs', 'ray', 'ssh', 'threads'"
+    assert done.stdout.split("] ")[0] == "['procs', 'ray', 'slurm', 'ssh', 'threads'"
     assert (
-        "'journal', 'optplug', 'procs', 'ray', 'ssh', 'ssh-stand-in', 'subprocs', 'threads'"
-        in done.stdout
+        "'journal', 'optplug', 'procs', 'ray', 'slurm', 'ssh', 'ssh-stand-in', 'subprocs', "
+        "'threads'" in done.stdout
     )
     assert done.stdout.rstrip().endswith("topo.backends.procs")

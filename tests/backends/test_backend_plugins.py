@@ -78,7 +78,7 @@ def test_an_unknown_backend_is_refused_naming_the_available_ones(tmp_path: Path)
     path.write_text(HELLO)
     done = _topo("run", str(path), "-b", "nope", "--log-dir", str(tmp_path / "runs"))
     assert done.returncode == 2  # a bad option value
-    assert "unknown backend 'nope'; available: procs, ray, ssh, threads" in done.stderr
+    assert "unknown backend 'nope'; available: procs, ray, slurm, ssh, threads" in done.stderr
     assert not (tmp_path / "runs").exists()
     done = _topo("run", str(path), "-b", "procs", "--address", "auto")
     assert done.returncode == 2

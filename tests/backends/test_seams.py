@@ -170,7 +170,7 @@ def test_log_lines_come_from_the_backends_log_source(
 
 def test_unknown_backends_say_what_is_available() -> None:
     with pytest.raises(
-        BackendNotFound, match="unknown backend 'nope'; available: procs, ray, ssh, threads"
+        BackendNotFound, match="unknown backend 'nope'; available: procs, ray, slurm, ssh, threads"
     ):
         get_backend("nope")
     with pytest.raises(TypeError, match="does not take the option"):

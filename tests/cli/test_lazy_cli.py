@@ -190,9 +190,9 @@ def test_tab_completes_command_names_without_importing_them() -> None:
 
 def test_tab_completes_backend_names_from_the_entry_points() -> None:
     file = "examples/topologies/consumer_producers.yaml"
-    assert _complete(f"topo run {file} --backend ") == ["procs", "ray", "ssh", "threads"]
+    assert _complete(f"topo run {file} --backend ") == ["procs", "ray", "slurm", "ssh", "threads"]
     assert _complete(f"topo run {file} -b t") == ["threads"]
-    assert _complete(f"topo plan {file} --backend s") == ["ssh"]
+    assert _complete(f"topo plan {file} --backend s") == ["slurm", "ssh"]
 
 
 def test_tab_completes_the_parameters_of_the_file_on_the_line() -> None:

@@ -5,6 +5,12 @@ colocated nodes names them compactly (``topo: acme/actor/0-3+learner``); the for
 ``topo: <program> fork server``, an ssh host's agent ``topo: agent <host>``, the launcher
 ``topo: run <program> (<backend>)``. Without ``setproctitle`` nothing changes.
 
+Inside a Slurm job (``SLURM_JOB_ID`` set) a process's short name (``/proc/PID/comm``,
+what ``ps -o comm`` and ``top`` show) is its title in one word (``topo:agent-n1``):
+Slurm's ``proctrack/linuxproc`` reads ``/proc/PID/stat`` word by word, and a process
+whose short name has a space is not counted in its step -- neither it nor what it
+forks would get the job's signals or its final kill.
+
 A Ray worker keeps the title Ray gives it (``ray::ExecutableActor.run``): Ray sets it
 again at every call of the actor, and ``ray stop`` finds its workers by it; the actor's
 name is the executable's id (``ray list actors``, the dashboard).
@@ -12,9 +18,11 @@ name is the executable's id (``ray list actors``, the dashboard).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 MAX_TITLE = 160  # longer titles are cut (ps and top cut them anyway)
+MAX_SHORT = 15  # the kernel keeps this many bytes of a short name
 
 
 def set_title(title: str) -> None:
@@ -28,6 +36,22 @@ def set_title(title: str) -> None:
     try:
         setproctitle(title)
     except Exception:  # never worth failing a node for
+        pass
+    if "SLURM_JOB_ID" in os.environ:
+        set_short_name(one_word(title))
+
+
+def one_word(title: str) -> str:
+    """``title`` as one word: ``topo: agent n1`` -> ``topo:agent-n1``."""
+    return "-".join(title.replace(": ", ":", 1).split())
+
+
+def set_short_name(name: str) -> None:
+    """Set this process's short name (``/proc/PID/comm``; cut to ``MAX_SHORT`` bytes)."""
+    try:
+        with open("/proc/self/comm", "wb") as comm:
+            comm.write(name.encode()[:MAX_SHORT].decode(errors="ignore").encode())
+    except OSError:  # not Linux: no such name to keep
         pass
 
 

@@ -42,9 +42,10 @@ def plan(
             "--backend",
             "-b",
             help="Also print where the backend would run each executable (ssh: on the hosts "
-            "of --hosts; ray: the placement groups and resources asked of Ray); with --json "
-            "the placement is checked, not printed. `topo plan -b NAME --help` lists the "
-            "backend's options.",
+            "of --hosts; ray: the placement groups and resources asked of Ray; slurm: the "
+            "sbatch script topo run would submit, checked against the partition); with "
+            "--json the placement is checked, not printed. `topo plan -b NAME --help` lists "
+            "the backend's options.",
             autocompletion=complete_backend,
         ),
     ] = None,

@@ -122,6 +122,11 @@ def _run(
             "--ui goes with a run in this terminal; for a detached run: topo ui RUN", USAGE_EXIT
         )
     start = starting_point(origin)  # a meaningless command line exits 2 before anything
+    from topo.cli.run_submit import submission, submitted
+
+    job = submission(ctx, backend)  # slurm outside an allocation: the run is a job
+    if job is not None:
+        return submitted(job, backend, origin, settings, detach, ui=looks.dashboard is not None)
     if ui is not None:
         from topo.cli.ui import precheck_for_run
 

@@ -98,7 +98,7 @@ def test_plan_json_checks_the_placement(run_topo: Any, files: tuple[Path, Path])
         ),
         (["-b", "ssh"], "--backend ssh needs --hosts FILE (the inventory of hosts to run on)"),
         (["-b", "ssh", "--hosts"], "--hosts of --backend ssh needs a value (FILE)"),
-        (["-b", "nope"], "unknown backend 'nope'; available: procs, ray, ssh, threads"),
+        (["-b", "nope"], "unknown backend 'nope'; available: procs, ray, slurm, ssh, threads"),
     ],
 )
 def test_plan_refuses_wrong_combinations(

@@ -1,0 +1,334 @@
+"""A real Slurm cluster on this machine for the tests: munged, slurmctld and one slurmd
+per fake node, all in one temporary folder (its own munge key and socket, free ports,
+state, spool, logs and pids), found by the Slurm commands through ``SLURM_CONF``.
+
+Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute) and
+``urgent`` (a higher ``PriorityTier`` that preempts ``main``'s jobs by requeueing
+them). ``stop`` cancels every job, ends the daemons by pid and then any step daemon
+(``slurmstepd``) of this cluster left, with what it runs, found by its spool folder:
+nothing is left, nothing of another cluster on the machine is touched.
+
+It needs root (slurmd runs jobs as their user) and Debian's ``slurm-wlm`` and ``munge``;
+``unavailable`` says why a cluster cannot start here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from topo.testing import wait_until
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+COMMANDS = ("sbatch", "srun", "salloc", "scontrol", "squeue", "scancel", "sinfo")
+CPUS = 4  # per fake node (more than the machine has: the tests' programs are small)
+MEMORY_MB = 4000
+UP_S = 60.0  # the daemons up and every node idle (seconds; about 1 on an idle machine)
+STOP_S = 30.0
+
+
+def unavailable() -> str | None:
+    """Why no test cluster can start on this machine (None: it can)."""
+    if os.geteuid() != 0:
+        return "the Slurm test cluster needs root (slurmd runs jobs as their user)"
+    missing = [c for c in (*DAEMONS, *COMMANDS) if _which(c) is None]
+    if missing:
+        names = ", ".join(missing)
+        return f"Slurm or munge is not installed ({names} missing; ./dev test installs them)"
+    return None
+
+
+def _which(command: str) -> str | None:
+    return shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports free on this machine now."""
+    socks, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+@dataclass
+class SlurmCluster:
+    """A running test cluster (``start``): its folder, config, node names and daemons."""
+
+    root: Path
+    nodes: tuple[str, ...]
+    daemons: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    def env(self) -> dict[str, str]:
+        """The environment of a Slurm command on this cluster (no job of a caller's)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def run(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """A Slurm command (``scontrol``, ``sbatch`` ...) on this cluster."""
+        return subprocess.run(
+            list(args), env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
+
+    def jobs(self) -> list[str]:
+        """The ids of the jobs the controller knows and has not ended."""
+        done = self.run("squeue", "-h", "-o", "%i")
+        return done.stdout.split() if done.returncode == 0 else []
+
+    def job_state(self, job: str) -> str:
+        """A job's state (PENDING, RUNNING, COMPLETED ...; "" once forgotten)."""
+        done = self.run("scontrol", "show", "job", "-o", job)
+        for word in done.stdout.split():
+            if word.startswith("JobState="):
+                return word.split("=", 1)[1]
+        return ""
+
+    def steps(self, job: str) -> list[str]:
+        """The job's steps that run (``5.0``, ``5.batch``)."""
+        done = self.run("squeue", "-h", "-s", "-j", job, "-o", "%i")
+        return done.stdout.split() if done.returncode == 0 else []
+
+    def stepds(self) -> list[psutil.Process]:
+        """This cluster's step daemons (``slurmstepd``): those with a socket in its spool."""
+        spool = str(self.spool) + os.sep
+        found = []
+        for proc in psutil.process_iter(["name"]):
+            if proc.info["name"] != "slurmstepd":
+                continue
+            try:
+                links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in _fds(proc.pid)]
+                unix = [c.laddr for c in proc.net_connections(kind="unix")]
+            except (psutil.Error, OSError):
+                continue
+            if any(str(p).startswith(spool) for p in [*links, *unix]):
+                found.append(proc)
+        return found
+
+    def processes(self) -> list[int]:
+        """The pids of every process of this cluster: daemons, step daemons, their tasks."""
+        pids: set[int] = set()
+        roots = [p.pid for p in self.daemons.values() if p.poll() is None]
+        roots += [p.pid for p in self.stepds()]
+        for pid in roots:
+            try:
+                proc = psutil.Process(pid)
+                pids |= {pid, *(c.pid for c in proc.children(recursive=True))}
+            except psutil.NoSuchProcess:
+                continue
+        return sorted(pids)
+
+    def stop(self) -> list[int]:
+        """Cancel every job, end the daemons, then what is left of this cluster by pid;
+        the pids still running after all that (none, normally)."""
+        jobs = self.jobs()
+        if jobs:
+            self.run("scancel", *jobs)
+            try:
+                wait_until(lambda: not self.jobs(), STOP_S, what="the jobs to end")
+            except AssertionError:
+                pass
+        for name in reversed(list(self.daemons)):  # slurmd first, munged last
+            _end(self.daemons[name])
+        left = self.processes()
+        _kill(left)
+        return [p for p in left if psutil.pid_exists(p) and not _zombie(p)]
+
+
+def _fds(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a daemon, SIGKILL past STOP_S, reaped."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_S)
+
+
+def _kill(pids: Iterable[int]) -> None:
+    """SIGKILL these pids (those still there), then wait for them to go."""
+    procs = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            proc.kill()
+            procs.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(procs, timeout=STOP_S)
+
+
+def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
+    """The slurm.conf of a cluster in ``root`` with these (node, slurmd port)."""
+    nodes = list(nodes)
+    names = ",".join(n for n, _ in nodes)
+    lines = [
+        "ClusterName=topotest",
+        f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
+        f"SlurmctldPort={ctld_port}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={root / 'munge.socket'}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={root / 'state'}",
+        f"SlurmdSpoolDir={root / 'spool' / '%n'}",
+        f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+        f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
+        f"SlurmctldLogFile={root / 'slurmctld.log'}",
+        f"SlurmdLogFile={root / 'slurmd-%n.log'}",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SlurmdParameters=config_overrides",  # more CPUs and memory than the machine has
+        "PreemptType=preempt/partition_prio",
+        "PreemptMode=REQUEUE",
+        "SchedulerParameters=sched_interval=2",
+        "MinJobAge=2",  # ended jobs are forgotten soon (squeue then lists only live ones)
+        "KillWait=5",
+        "InactiveLimit=0",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=60",
+    ]
+    for name, port in nodes:
+        lines.append(
+            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
+            f"CPUs={CPUS} RealMemory={MEMORY_MB} State=UNKNOWN"
+        )
+    lines += [
+        f"PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP "
+        "PriorityTier=1 PreemptMode=REQUEUE",
+        f"PartitionName=short Nodes={names} MaxTime=1 State=UP PriorityTier=1",
+        f"PartitionName=urgent Nodes={names} MaxTime=INFINITE State=UP PriorityTier=10 "
+        "PreemptMode=OFF",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def start(root: Path, nodes: tuple[str, ...] = ("n1", "n2")) -> SlurmCluster:
+    """A cluster of ``nodes`` in the (empty) folder ``root``, up with every node idle;
+    stopped (nothing left) and ``RuntimeError`` with the daemons' logs if it cannot."""
+    root.mkdir(parents=True, exist_ok=True)
+    for sub in ("state", "spool", *(f"spool/{n}" for n in nodes)):
+        (root / sub).mkdir(exist_ok=True)
+    cluster = SlurmCluster(root, nodes)
+    try:
+        _start(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _start(cluster: SlurmCluster) -> None:
+    root = cluster.root
+    key = root / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    socket_path = root / "munge.socket"
+    log = open(root / "daemons.out", "ab")  # what the daemons print before their logs
+    munged = [
+        _which("munged") or "munged",
+        "--foreground",
+        f"--socket={socket_path}",
+        f"--key-file={key}",
+        f"--pid-file={root / 'munged.pid'}",
+        f"--log-file={root / 'munged.log'}",
+        f"--seed-file={root / 'munged.seed'}",
+        "--force",
+    ]
+    cluster.daemons["munged"] = subprocess.Popen(munged, stdout=log, stderr=log)
+    _wait(cluster, lambda: socket_path.exists(), "munged's socket")
+    ports = free_ports(1 + len(cluster.nodes))
+    cluster.conf.write_text(config(root, zip(cluster.nodes, ports[1:], strict=True), ports[0]))
+    env = cluster.env()
+    cluster.daemons["slurmctld"] = subprocess.Popen(
+        [_which("slurmctld") or "slurmctld", "-D", "-i", "-f", str(cluster.conf)],
+        stdout=log,
+        stderr=log,
+        env=env,
+    )
+    _wait(cluster, lambda: cluster.run("scontrol", "ping").stdout.count("UP") > 0, "slurmctld")
+    for node in cluster.nodes:
+        cluster.daemons[f"slurmd-{node}"] = subprocess.Popen(
+            [_which("slurmd") or "slurmd", "-D", "-N", node, "-f", str(cluster.conf)],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
+    log.close()
+    _wait(cluster, lambda: _idle(cluster), "every node idle")
+
+
+def _idle(cluster: SlurmCluster) -> bool:
+    done = cluster.run("sinfo", "-h", "-N", "-p", "main", "-o", "%N %t")
+    states = dict(line.split() for line in done.stdout.splitlines() if line.strip())
+    return set(states) == set(cluster.nodes) and set(states.values()) == {"idle"}
+
+
+def _wait(cluster: SlurmCluster, ready: object, what: str) -> None:
+    """Wait for ``ready()``; a daemon that ended, or the time out, raise with the logs."""
+
+    def check() -> bool:
+        ended = [n for n, p in cluster.daemons.items() if p.poll() is not None]
+        if ended:
+            raise RuntimeError(f"{', '.join(ended)} ended: {_logs(cluster.root)}")
+        return bool(ready())  # type: ignore[operator]
+
+    try:
+        wait_until(check, UP_S, what=what, every=0.1)
+    except AssertionError as exc:
+        raise RuntimeError(f"{exc}: {_logs(cluster.root)}") from None
+
+
+def _logs(root: Path) -> str:
+    """The last lines of the daemons' logs, for an error."""
+    out = []
+    for path in [*sorted(root.glob("*.log")), root / "daemons.out"]:
+        if path.is_file():
+            tail = path.read_text(errors="replace").splitlines()[-8:]
+            out.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(out)

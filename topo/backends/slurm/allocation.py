@@ -1,0 +1,136 @@
+"""The Slurm allocation a run lives in: the job (``SLURM_JOB_ID``), its nodes and their
+addresses and features, read with ``scontrol`` -- and, where there is none, why, in
+words a user of ``sbatch`` acts on.
+
+Standard library only: the Slurm commands are run as processes (``SLURM_CONF`` and the
+rest of the environment as the caller's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+COMMAND_S = 60.0  # a Slurm command answers within this (a busy controller takes seconds)
+
+
+class NoAllocation(RuntimeError):
+    """The run cannot live in a Slurm allocation here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node of the allocation: its Slurm name, the address nodes bind and dial on
+    it, and its features (the labels ``resources.host_labels`` matches)."""
+
+    name: str
+    address: str
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A running job and its nodes (in Slurm's order); ``here``: the node this process
+    runs on, when it runs on one of them (an ``sbatch`` script does; ``salloc``'s shell
+    on a login node does not)."""
+
+    job: str
+    nodes: tuple[SlurmNode, ...]
+    here: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    def node(self, name: str) -> SlurmNode:
+        """The node called ``name`` (KeyError if the job does not have it)."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+def slurm(*args: str, env: Mapping[str, str] | None = None) -> str:
+    """The output of a Slurm command; ``NoAllocation`` with Slurm's own words when it fails."""
+    if shutil.which(args[0]) is None:
+        raise NoAllocation(
+            f"Slurm's commands are not installed on this machine ({args[0]} not found): "
+            "run topo -b slurm on a node of a Slurm cluster"
+        )
+    try:
+        done = subprocess.run(
+            list(args),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_S,
+            env=None if env is None else dict(env),
+        )
+    except subprocess.TimeoutExpired:
+        raise NoAllocation(
+            f"{' '.join(args)} did not answer within {COMMAND_S:g}s (is slurmctld up?)"
+        ) from None
+    if done.returncode != 0:
+        said = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
+        raise NoAllocation(f"{' '.join(args[:3])} failed: {said}")
+    return done.stdout
+
+
+def fields(line: str) -> dict[str, str]:
+    """``Key=Value`` words of one line of ``scontrol show ... -o``."""
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+
+
+def current(env: Mapping[str, str] | None = None) -> Allocation:
+    """The allocation this process runs in (its job must be running); ``NoAllocation``
+    saying why not."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job:
+        raise NoAllocation(
+            "the slurm backend runs a program inside a Slurm allocation, and SLURM_JOB_ID is "
+            "not set: launch it in an sbatch script or an salloc shell, or submit it as a "
+            "job with topo run FILE -b slurm"
+        )
+    shown = fields(slurm("scontrol", "show", "job", "-o", job, env=env))
+    state = shown.get("JobState", "")
+    if state != "RUNNING":
+        raise NoAllocation(f"Slurm job {job} (SLURM_JOB_ID) is {state or 'unknown'}, not RUNNING")
+    listed = shown.get("NodeList", "")
+    names = slurm("scontrol", "show", "hostnames", listed, env=env).split()
+    if not names:
+        raise NoAllocation(f"Slurm job {job} has no nodes (NodeList={listed or '?'})")
+    nodes = tuple(_node(name, env) for name in names)
+    here = env.get("SLURMD_NODENAME")
+    return Allocation(job, nodes, here if here in names else None)
+
+
+def _node(name: str, env: Mapping[str, str]) -> SlurmNode:
+    """One node as ``scontrol show node`` describes it."""
+    shown = fields(slurm("scontrol", "show", "node", "-o", name, env=env))
+    features = shown.get("ActiveFeatures") or shown.get("Features") or ""
+    labels = tuple(f for f in features.split(",") if f and f != "(null)")
+    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels)
+
+
+def resolve(address: str) -> str:
+    """``address`` as an IP address (a node's NodeAddr is often a host name)."""
+    try:
+        return socket.gethostbyname(address)
+    except OSError:
+        return address
+
+
+def route_to(address: str) -> str:
+    """This machine's address on the route to ``address`` (what that node can dial)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((address, 9))  # no packet is sent: only the route is looked up
+        return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        probe.close()

@@ -1,0 +1,207 @@
+"""The ``slurm`` backend: one topology inside a Slurm allocation.
+
+Before anything starts (``check``): the job this process runs in is read
+(``allocation.current``: ``SLURM_JOB_ID``, its nodes, their addresses and features) and
+the executables are placed on its nodes (``placement``); outside an allocation, or
+without Slurm, one message says why and what to do. The request options (partition,
+time, ...: ``options.OPTIONS``) size a job that topo submits; inside a job they change
+nothing, and a warning says so.
+
+Running: one agent per node of the job, each an ``srun`` step (``agents.SrunAgents``,
+the remote core's transport); the rest -- forking executables with their grants, their
+events and logs into the run directory, agents that die, nodes lost, restarts
+elsewhere, the end -- is the remote core's (``topo.backends.remote``), as on ssh. Nodes
+bind their node's address and reach the launcher's registry, which binds the address of
+the launcher's node (or its route to the job's first node), over CURVE; the launcher's
+control channel listens there on TCP, so that other shells -- on the login node too --
+operate the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from topo.backends.base import Backend, BackendOption, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.remote.fleet import Fleet
+from topo.backends.slurm.agents import SrunAgents
+from topo.backends.slurm.allocation import Allocation, NoAllocation, current, route_to
+from topo.backends.slurm.options import DEFAULT_WARNING_S
+from topo.backends.slurm.placement import Placement, as_inventory, place_in
+from topo.diagnostics import Diagnostic, TopoError
+from topo.ir import Program
+
+LEASE_S = 5.0  # an agent that hears nothing for this long ends; a node silent as long is lost
+
+
+class SlurmBackend(Backend):
+    """Executables as processes on the nodes of a Slurm job, forked by one agent per node."""
+
+    name = "slurm"
+    local_pids = False  # the nodes' pids are on their nodes
+
+    @classmethod
+    def options(cls) -> tuple[BackendOption, ...]:
+        from topo.backends.slurm.options import OPTIONS
+
+        return OPTIONS
+
+    @classmethod
+    def placement_text(cls, program: Program, **options: Any) -> str | None:
+        """The job ``topo run -b slurm`` would submit for ``program`` (its sbatch script)."""
+        from topo.backends.slurm.plan import plan_text
+
+        return plan_text(program, **options)
+
+    @classmethod
+    def submission(cls, **options: Any) -> Any:
+        """Outside an allocation: how ``topo run`` submits the run as a job (None inside
+        one: the run lives in the job as it is)."""
+        from topo.backends.slurm.launch import submission
+
+        return submission(**options)
+
+    def __init__(
+        self,
+        partition: str | None = None,
+        time: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        constraint: str | None = None,
+        warning_s: int = DEFAULT_WARNING_S,
+        sbatch_args: str | None = None,
+        lease_s: float = LEASE_S,
+    ) -> None:
+        self.request = {
+            "partition": partition,
+            "time": time,
+            "account": account,
+            "qos": qos,
+            "constraint": constraint,
+            "sbatch_args": sbatch_args,
+        }
+        self.warning_s = warning_s
+        self.lease_s = lease_s
+        self.allocation: Allocation | None = None
+        self.placement: Placement | None = None
+        self.agents: SrunAgents | None = None
+        self.fleet: Fleet | None = None
+
+    # -- before anything starts ---------------------------------------------------
+    def _allocation(self) -> Allocation:
+        if self.allocation is None:
+            self.allocation = current()
+        return self.allocation
+
+    def network(self) -> Network:
+        try:
+            allocation = self._allocation()
+        except NoAllocation:  # (check refused the run already)
+            return Network(mechanism="curve")
+        if allocation.here is not None:
+            bind = allocation.node(allocation.here).address
+        else:  # an salloc shell on a login node: the way to the job's nodes
+            bind = route_to(allocation.nodes[0].address)
+        # the control channel on TCP too: topo ps / stop / snapshot from the login node
+        return Network(bind_host=bind, mechanism="curve", control_host=bind)
+
+    def check(self, program: Program) -> list[Diagnostic]:
+        try:
+            allocation = self._allocation()
+        except NoAllocation as error:
+            return [Diagnostic(str(error))]
+        try:
+            self.placement = place_in(program, allocation)
+        except TopoError as error:
+            return list(error.diagnostics)
+        given = [f"--{k.replace('_', '-')}" for k, v in self.request.items() if v]
+        if not given:
+            return []
+        return [
+            Diagnostic(
+                f"{', '.join(given)}: the options of the job topo submits; this run lives "
+                f"in Slurm job {allocation.job} as it is, and they change nothing",
+                severity="warning",
+            )
+        ]
+
+    # -- running --------------------------------------------------------------------
+    def open(self, job: JobContext, sink: Sink) -> None:
+        if self.placement is None or self.allocation is None:  # check() refused or not called
+            raise RuntimeError("the slurm backend was not checked (Launcher runs check first)")
+        self.agents = SrunAgents(self.allocation, self.lease_s)
+        self.fleet = Fleet(job, sink, self.agents)
+        nodes = self.allocation.names
+        self.fleet.open(nodes)
+        if not self.fleet.hosts_up(nodes):
+            why = "; ".join(f"{n}: {w}" for n, w in self.fleet.lost.items())
+            raise RuntimeError(f"no node of the job could start an agent ({why})")
+
+    def start(self, exe: str, attempt: int) -> ExecutableRunner:
+        assert self.placement is not None and self.fleet is not None
+        assert self.allocation is not None
+        runner = self.fleet.runner(exe, attempt)
+        node = self.placement.relocate(exe, self.fleet.hosts_up(self.allocation.names))
+        if node is None:
+            self.fleet.refuse(runner, "cannot start: no live node of the job fits it")
+        else:
+            self.fleet.send([(runner, node)])
+        return runner
+
+    @property
+    def lost(self) -> dict[str, str]:
+        """Node -> why it was lost for the run."""
+        return {} if self.fleet is None else self.fleet.lost
+
+    @property
+    def agent_restarts(self) -> dict[str, int]:
+        """Node -> new agents started there after one ended."""
+        return {} if self.fleet is None else self.fleet.restarts
+
+    def agent_pids(self) -> dict[str, int]:
+        """Node -> pid (on that node) of its current agent, for nodes whose agent is up."""
+        return {} if self.fleet is None else self.fleet.agent_pids()
+
+    def helper_pids(self) -> list[int]:
+        """The agents' srun processes (on this machine)."""
+        return [] if self.agents is None else self.agents.srun_pids()
+
+    def location(self, exe: str) -> str | None:
+        return None if self.placement is None else self.placement.where(exe)
+
+    # -- topo apply -------------------------------------------------------------------
+    can_update = True
+
+    def check_update(self, program: Program) -> list[Diagnostic]:
+        """The executables a change adds, placed around the running ones on the nodes up
+        (the targets import here as on the nodes: one environment); nothing changes."""
+        try:
+            self._after(program)
+        except TopoError as error:
+            return list(error.diagnostics)
+        return []
+
+    def _after(self, program: Program) -> Placement:
+        from topo.backends.ssh.update import placement_after
+
+        if self.placement is None or self.fleet is None or self.allocation is None:
+            raise TopoError([Diagnostic("the slurm backend runs no program to change")])
+        up = self.fleet.hosts_up(self.allocation.names)
+        inventory = as_inventory(self.allocation)
+        return placement_after(program, self.placement, inventory, up, self.fleet.job.program)
+
+    def update(self, program: Program) -> None:
+        """The new executables get their nodes, and every agent the new program."""
+        assert self.fleet is not None
+        try:
+            self.placement = self._after(program)
+        except TopoError as error:  # a node was lost since the check
+            why = "; ".join(d.message for d in error.diagnostics)
+            raise RuntimeError(f"the change no longer fits the nodes up: {why}") from None
+        self.fleet.update(replace(self.fleet.job, program=program))
+
+    def close(self) -> None:
+        if self.fleet is not None:
+            self.fleet.close()
+        if self.agents is not None and self.fleet is not None:
+            self.agents.clear(self.fleet.job)
