@@ -277,7 +277,9 @@ def stop(
             codes.append(refused.exit_code)
             continue
         if info.slurm is not None and info.slurm.waiting:
-            codes.append(cancel_waiting(info))
+            code, said = cancel_waiting(info)
+            say(said, "red" if code else "")
+            codes.append(code)
         elif info.live:
             ask_stop(info, grace, kill)
             stopping.append(info)

@@ -49,22 +49,19 @@ def job_hint(info: RunInfo) -> str:
     return f" — Slurm job {job.id} runs; topo's launcher is starting in it"
 
 
-def cancel_waiting(info: RunInfo) -> int:
-    """A run whose Slurm job waits in the queue: the job is cancelled (0; 1 when Slurm
-    refused, in its words)."""
-    from topo.cli.operate import say
+def cancel_waiting(info: RunInfo) -> tuple[int, str]:
+    """A run whose Slurm job waits in the queue: the job is cancelled. Its exit code (0;
+    1 when Slurm refused) and what to say (Slurm's words when it refused)."""
     from topo.runs.slurm_jobs import cancel
 
     assert info.slurm is not None
     refused = cancel(info.slurm.id)
     if refused is not None:
-        say(f"error: could not cancel Slurm job {info.slurm.id}: {refused}", "red")
-        return 1
-    say(
+        return 1, f"error: could not cancel Slurm job {info.slurm.id}: {refused}"
+    return 0, (
         f"✓ run {info.id}: Slurm job {info.slurm.id} cancelled before it ran; "
         f"it was {info.slurm.text()}"
     )
-    return 0
 
 
 def lost_cause(info: RunInfo) -> str:
