@@ -362,9 +362,6 @@ def _signal(info: RunInfo, signum: int) -> None:
             pass
 
 
-SLURM_POLL_S = 1.0  # how often topo stop asks Slurm whether a stopping run's job still runs
-
-
 def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[int]:
     """Wait until every run in ``stopping`` ended; their exit codes, in order (1 for one
     whose launcher vanished: what it left is cleared). Ctrl-C kills every node."""
@@ -374,7 +371,6 @@ def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[
     codes: dict[str, int] = {}
     killing = False
     killed: set[str] = set()
-    asked_slurm = 0.0  # when Slurm was last asked whether the jobs still run
 
     def on_interrupt(signum: int, frame: object) -> None:  # Ctrl-C while waiting: kill
         nonlocal killing
@@ -383,13 +379,10 @@ def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         while len(codes) < len({i.id for i in stopping}):  # (a run named twice: once)
-            ask = time.monotonic() - asked_slurm >= SLURM_POLL_S
-            if ask:
-                asked_slurm = time.monotonic()
             for info in stopping:
                 if info.id in codes:
                     continue
-                now = probe(info.run_dir, info.id, ask_slurm=ask)
+                now = probe(info.run_dir, info.id)
                 if now.state == "ended":
                     code = now.exit_code if now.exit_code is not None else 1
                     reason = now.status.get("stop_reason")

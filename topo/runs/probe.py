@@ -15,7 +15,7 @@ from typing import Any
 
 from topo.rundir.pids import process_start
 from topo.rundir.status import read_status
-from topo.runs.slurm_jobs import SlurmJob, job_of, squeue
+from topo.runs.slurm_jobs import SlurmJob, job_now, job_of
 
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
@@ -136,7 +136,7 @@ def probe(
 ) -> RunInfo:
     """The run in ``run_dir`` as it is now. A run submitted as a Slurm job is checked
     against the job (``jobs``: the jobs already asked about, one ``squeue`` for many runs;
-    else Slurm is asked unless ``ask_slurm`` is false): a job still waiting is a run
+    else Slurm is asked, at most every few seconds, unless ``ask_slurm`` is false): a job still waiting is a run
     ``starting``, a job no longer running under a live record is a ``lost`` run (its
     launcher cannot tell: it runs on the job's node)."""
     record = job_of(run_dir)
@@ -152,7 +152,7 @@ def probe(
     if jobs is not None and job_id in jobs:
         info.slurm = jobs[job_id]
     elif ask_slurm:
-        info.slurm = (squeue([job_id]) or {}).get(job_id)
+        info.slurm = job_now(job_id)
     return _with_job(info, run_id)
 
 

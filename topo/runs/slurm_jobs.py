@@ -15,6 +15,7 @@ from typing import Any
 
 JOB_FILE = "slurm-job.json"
 SQUEUE_S = 10.0  # squeue answers in milliseconds; a controller away is not waited on longer
+FRESH_S = 2.0  # a job's state this recent is not asked again (topo attach polls 4 times a second)
 # the states of a job whose batch script (topo's launcher) does not run (yet)
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING"})
@@ -88,6 +89,23 @@ def squeue(job_ids: list[str]) -> dict[str, SlurmJob] | None:
             continue
         reason = "" if parts[2] in ("None", "(null)") else parts[2]
         found[parts[0]] = SlurmJob(parts[0], parts[1], reason)
+    return found
+
+
+_known: dict[str, tuple[float, SlurmJob]] = {}  # job -> (when asked, its state then)
+
+
+def job_now(job_id: str) -> SlurmJob | None:
+    """Job ``job_id`` as Slurm listed it at most ``FRESH_S`` ago (asked again when older:
+    a command that polls a run asks the controller every few seconds, not at each look);
+    None when Slurm cannot be asked."""
+    now = time.monotonic()
+    known = _known.get(job_id)
+    if known is not None and now - known[0] < FRESH_S:
+        return known[1]
+    found = (squeue([job_id]) or {}).get(job_id)
+    if found is not None:
+        _known[job_id] = (now, found)
     return found
 
 
