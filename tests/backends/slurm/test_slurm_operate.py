@@ -20,6 +20,7 @@ import pytest
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.test_submit_run import login_env
 from topo.testing import wait_until
+from topo.ui.reader import RunReader
 
 pytestmark = pytest.mark.slow
 JOB_S = 240.0  # a job of the test cluster starts, or ends, within this under load
@@ -178,7 +179,7 @@ def test_a_job_cancelled_while_running_reads_stopped(
 
 
 def test_a_launcher_killed_on_another_node_reads_lost_from_slurm(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job, run_dir = submit(slurm_cluster, tmp_path, OPS)
     wait_until(
@@ -200,6 +201,10 @@ def test_a_launcher_killed_on_another_node_reads_lost_from_slurm(
     assert " lost · FAILED" in row, row
     said = topo(slurm_cluster, tmp_path, "status")
     assert f"its Slurm job {job} ended FAILED" in said.stderr, said.stderr
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))  # the dashboard's reader
+    reader = RunReader(run_dir)
+    assert reader.status().state == "running"  # as the file says, at first
+    wait_until(lambda: reader.status().state == "lost", 60, what="the dashboard reads lost")
     stopped = topo(slurm_cluster, tmp_path, "stop")
     assert stopped.returncode == 0, stopped.stderr
     assert f"is lost: its Slurm job {job} ended FAILED" in stopped.stderr, stopped.stderr
