@@ -118,24 +118,30 @@ def test_a_detached_run_is_operated_from_the_login_node(
     applied = topo(slurm_cluster, tmp_path, "apply", str(run_dir), str(more))
     assert applied.returncode == 0, applied.stderr
     wait_until(lambda: "u tick 2" in topo(slurm_cluster, tmp_path, "logs").stdout, JOB_S)
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "topo", "logs", "-f", str(run_dir)],
-        cwd=tmp_path,
-        env=shell(slurm_cluster, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    follow, attach = (
+        subprocess.Popen(
+            [sys.executable, "-m", "topo", *args, str(run_dir)],
+            cwd=tmp_path,
+            env=shell(slurm_cluster, tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for args in (["logs", "-f"], ["attach"])
     )
     try:
         stopped = topo(slurm_cluster, tmp_path, "stop")
         assert stopped.returncode == 0, stopped.stderr
         assert "✓ run " in stopped.stderr and "stopped" in stopped.stderr, stopped.stderr
         out, _ = follow.communicate(timeout=JOB_S)  # -f ends with the run
+        seen, _ = attach.communicate(timeout=JOB_S)  # and so does attach
     finally:
-        if follow.poll() is None:
-            follow.kill()
-            follow.wait()
+        for proc in (follow, attach):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert "t tick" in out and "u tick" in out, out
+    assert attach.returncode == 0 and "✓ run " in seen and "ticker" in seen, seen
     wait_until(lambda: slurm_cluster.jobs() == [], JOB_S, what=f"job {job} ended")
     wait_until(lambda: gone(pids), 60, what="the run's processes ended")
     assert ps_row(slurm_cluster, tmp_path) == ""
