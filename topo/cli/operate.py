@@ -19,6 +19,7 @@ import typer
 
 from topo.cli.app import app
 from topo.cli.complete import complete_run
+from topo.cli.operate_jobs import cancel_waiting, job_hint, lost_cause, probe_all, slurm_text
 from topo.runs.probe import RunInfo
 
 RunArgument = Annotated[
@@ -82,13 +83,16 @@ def state_text(info: RunInfo) -> str:
     whose nodes still run says how many (``lost (2 orphaned)``), one ``topo stop`` cleared
     says ``ended (lost)``."""
     generation = int(info.status.get("generation") or 0)
+    if info.state == "ended" and not info.status:  # a job that ended before topo ran
+        return "ended" + slurm_text(info)
     if info.state == "ended":
         return "ended (lost)" if info.exit_code is None else f"ended (exit {info.exit_code})"
     if info.state == "lost" and info.orphans:
-        return f"lost ({len(info.orphans)} orphaned)"
+        return f"lost ({len(info.orphans)} orphaned)" + slurm_text(info)
     if info.live and info.status.get("applying"):
         return f"{info.state} (applying change {generation + 1})"
-    return f"{info.state} (gen {generation})" if generation else info.state
+    text = f"{info.state} (gen {generation})" if generation else info.state
+    return text + slurm_text(info)
 
 
 def duration(seconds: float | None) -> str:
@@ -130,14 +134,13 @@ def ps(
 
     from topo.cli.ps_table import HEADER, BadFilter, fit, keep, parse_filters
     from topo.runs import index
-    from topo.runs.probe import probe
 
     try:
         chosen = parse_filters(filters or [])
     except BadFilter as exc:
         say(f"error: {exc}", "red")
         raise typer.Exit(2) from None
-    infos = [probe(run_dir, run_id) for run_id, run_dir in index.entries()]
+    infos = probe_all(index.entries())
     infos.sort(key=lambda i: i.started or 0.0, reverse=True)
     ended = [i for i in infos if not i.live and i.state != "lost"]
     index.forget([i.id for i in ended[index.KEEP_ENDED :]])
@@ -197,7 +200,12 @@ def status(
     so it answers at once."""
     info = pick_run(run, log_dir)
     if as_json:
-        typer.echo(json.dumps({**info.status, "state": info.state}, indent=2, default=str))
+        extra = {} if info.slurm_job is None else {"slurm": info.to_json()["slurm"]}
+        state = {**info.status, "state": info.state, **extra}
+        typer.echo(json.dumps(state, indent=2, default=str))
+        return
+    if not info.status:  # a submitted job whose launcher has not started (or never did)
+        say(f"run {info.id}: {state_text(info)}{job_hint(info)}", _style(info))
         return
     import shutil
 
@@ -222,6 +230,8 @@ def lost_hint(info: RunInfo) -> str:
     """What a lost run is and what to do about it, after its state ("" for the others)."""
     if info.state != "lost":
         return ""
+    if info.slurm is not None and info.slurm.ended:
+        return f" — {lost_cause(info)}; topo stop {info.id} clears what is left"
     left = f"; {len(info.orphans)} node(s) still running unwatched" if info.orphans else ""
     return (
         f" — its launcher (pid {info.pid}) ended without ending the run{left}; "
@@ -266,7 +276,11 @@ def stop(
         except typer.Exit as refused:  # (said why) the others are stopped all the same
             codes.append(refused.exit_code)
             continue
-        if info.live:
+        if info.slurm is not None and info.slurm.waiting:
+            code, said = cancel_waiting(info)
+            say(said, "red" if code else "")
+            codes.append(code)
+        elif info.live:
             ask_stop(info, grace, kill)
             stopping.append(info)
             codes.append(None)
@@ -288,8 +302,14 @@ def ask_stop(info: RunInfo, grace: float | None, kill: bool) -> None:
             raise ControlError("the run has no control socket")
         request(info.run_dir, str(socket_path), message)
     except ControlError as exc:  # e.g. a launcher too busy to answer: its SIGTERM stop
-        say(f"warning: {exc}; sending SIGTERM to the launcher (pid {info.pid})", "yellow")
-        _signal(info, signal.SIGTERM)
+        if info.slurm_job is not None:  # the launcher is the job's batch shell, on its node
+            from topo.runs.slurm_jobs import cancel
+
+            say(f"warning: {exc}; sending SIGTERM to Slurm job {info.slurm_job}", "yellow")
+            cancel(info.slurm_job, signal="TERM")
+        else:
+            say(f"warning: {exc}; sending SIGTERM to the launcher (pid {info.pid})", "yellow")
+            _signal(info, signal.SIGTERM)
     say(f"■ stopping run {info.id}" + (" (kill)" if kill else ""), "bold")
 
 
@@ -297,8 +317,11 @@ def _already_over(info: RunInfo, grace: float | None, kill: bool) -> int:
     """A run that is not live: a lost one is cleared (0), an ended one says so (its
     exit code; 0 for one that was lost)."""
     if info.state == "lost":
-        say(f"run {info.id} is lost: its launcher (pid {info.pid}) ended without ending the run")
+        say(f"run {info.id} is lost: {lost_cause(info)}")
         return clear_lost(info, grace, kill, "topo stop")
+    if info.state == "ended" and not info.status:  # its job ended before topo ran in it
+        say(f"run {info.id} has already ended{job_hint(info)}")
+        return 1
     if info.state == "ended" and info.exit_code is None:
         say(f"run {info.id} has already ended (lost, cleared)")
         return 0
@@ -370,8 +393,7 @@ def _wait_end(stopping: list[RunInfo], grace: float | None, kill: bool) -> list[
                     now = probe(info.run_dir, info.id)
                     if now.state == "ended":
                         continue
-                    gone = f"its launcher (pid {info.pid}) ended without a record"
-                    say(f"✗ run {info.id}: {gone}", "red")
+                    say(f"✗ run {info.id}: {lost_cause(now)}", "red")
                     clear_lost(now, grace, kill, "topo stop")
                     codes[info.id] = 1
                 elif killing and info.id not in killed:

@@ -60,17 +60,28 @@ def submitted(
     program = load_program(origin.file, list(origin.params), check_imports=True)
     run_dir = settings.run_dir or fresh_run_dir(settings.log_dir, program.name)
     run_args = [] if settings.grace_s is None else ["--grace", str(settings.grace_s)]
+    run_dir = run_dir.resolve()
+    made = _first_missing(run_dir)  # what a failed submission removes (None: nothing)
+    run_id = _listed(run_dir)  # before the job can start: its launcher keeps the id
     try:
         job = sub.submit(program, origin.file, origin.params, run_dir, run_args)
-    except TopoError as exc:
-        raise fail(exc) from None
-    run_dir = run_dir.resolve()
+    except BaseException as exc:
+        _unlist(run_id, made)
+        if isinstance(exc, TopoError):
+            raise fail(exc) from None
+        raise
+    from topo.runs.index import point_latest
+    from topo.runs.slurm_jobs import write_job
+
+    write_job(run_dir, job, program.name)  # topo ps lists it while it waits
+    point_latest(settings.log_dir, run_dir)
     output = run_dir / f"slurm-{job}.out"
     if detach:
         stderr.print(
             Text(
-                f"✓ job {job} submitted: {program.name} runs in the job, its run directory "
-                f"{run_dir} — topo logs -f {run_dir} · squeue -j {job} · scancel {job}",
+                f"✓ job {job} submitted as run {run_id}: {program.name} runs in the job, its "
+                f"run directory {run_dir} — topo ps · topo logs -f {run_id} · "
+                f"topo stop {run_id}",
                 style="green",
             )
         )
@@ -81,6 +92,35 @@ def submitted(
         markup=False,
     )
     return follow(sub, job, output, run_dir)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet."""
+    missing = None
+    while not path.exists():
+        missing, path = path, path.parent
+    return missing
+
+
+def _listed(run_dir: Path) -> str:
+    """List ``run_dir`` (made here) as a run of this machine: its id."""
+    from topo.runs import index
+
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run_id = index.new_run_id()
+    index.register(run_id, run_dir, None)
+    return run_id
+
+
+def _unlist(run_id: str, made: Path | None) -> None:
+    """The submission failed: no listing, and no run directory made for it."""
+    import shutil
+
+    from topo.runs import index
+
+    index.forget([run_id])
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def follow(sub: Any, job: str, output: Path, run_dir: Path) -> int:

@@ -94,6 +94,13 @@ def entries() -> list[tuple[str, Path]]:
     return found
 
 
+def id_of(run_dir: Path) -> str | None:
+    """The id ``run_dir`` is listed under (None: not listed): a run submitted as a job is
+    listed before its launcher starts, which keeps that id."""
+    target = run_dir.resolve()
+    return next((run_id for run_id, listed in entries() if listed == target), None)
+
+
 def forget(run_ids: list[str]) -> None:
     """Drop runs from the listing (their directories stay)."""
     for run_id in run_ids:

@@ -15,6 +15,7 @@ from typing import Any
 
 from topo.rundir.pids import process_start
 from topo.rundir.status import read_status
+from topo.runs.slurm_jobs import SlurmJob, job_now, job_of
 
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
@@ -79,6 +80,8 @@ class RunInfo:
     updated: float | None = None
     pid: int | None = None
     status: dict[str, Any] = field(default_factory=dict)
+    slurm_job: str | None = None  # the Slurm job the run lives in (submitted runs)
+    slurm: SlurmJob | None = None  # that job as Slurm lists it (None: not asked, or unknown)
 
     @property
     def live(self) -> bool:
@@ -113,10 +116,70 @@ class RunInfo:
             "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
             "launcher_pid": self.pid,
             "run_dir": str(self.run_dir),
+            **({} if self.slurm_job is None else {"slurm": self._slurm_json()}),
+        }
+
+    def _slurm_json(self) -> dict[str, Any]:
+        known = self.slurm
+        return {
+            "job_id": self.slurm_job,
+            "state": None if known is None else known.state,
+            "reason": None if known is None or not known.reason else known.reason,
         }
 
 
-def probe(run_dir: Path, run_id: str | None = None) -> RunInfo:
+def probe(
+    run_dir: Path,
+    run_id: str | None = None,
+    jobs: dict[str, SlurmJob] | None = None,
+    ask_slurm: bool = True,
+) -> RunInfo:
+    """The run in ``run_dir`` as it is now. A run submitted as a Slurm job is checked
+    against the job (``jobs``: the jobs already asked about, one ``squeue`` for many runs;
+    else Slurm is asked, at most every few seconds, unless ``ask_slurm`` is false): a job still waiting is a run
+    ``starting``, a job no longer running under a live record is a ``lost`` run (its
+    launcher cannot tell: it runs on the job's node)."""
+    record = job_of(run_dir)
+    info = _probe(run_dir, run_id)
+    if record is None:
+        return info
+    info.slurm_job = job_id = record["job_id"]
+    if not info.status:  # the launcher has not started yet
+        info.name = str(record.get("program") or "?")
+        info.started = record.get("submitted")
+    if info.state not in (*LIVE_STATES, "lost", "unknown"):
+        return info  # ended: the launcher's own record says how
+    if jobs is not None and job_id in jobs:
+        info.slurm = jobs[job_id]
+    elif ask_slurm:
+        info.slurm = job_now(job_id)
+    return _with_job(info, run_id)
+
+
+def _with_job(info: RunInfo, run_id: str | None) -> RunInfo:
+    job = info.slurm
+    if job is None:
+        return info
+    if not info.status:  # the launcher has not started: the job waits, or ended so
+        info.state = "ended" if job.ended else "starting"
+        info.backend = "slurm"
+        return info
+    if job.waiting and info.state in (*LIVE_STATES, "lost"):  # requeued: it starts again
+        info.state = "starting"
+        return info
+    if job.ended and info.state in LIVE_STATES:
+        again = _probe(info.run_dir, run_id)  # its last record may have just come
+        if again.state in LIVE_STATES:
+            nodes = lost_nodes(again.status.get("nodes") or [])
+            again.status = {**again.status, "state": "lost", "nodes": nodes}
+            again.state = "lost"
+            again.nodes_up = 0
+        again.slurm_job, again.slurm = info.slurm_job, job
+        return again
+    return info
+
+
+def _probe(run_dir: Path, run_id: str | None) -> RunInfo:
     """The run in ``run_dir`` as it is now."""
     status = read_status(run_dir)
     if status is None:

@@ -8,6 +8,12 @@ from pathlib import Path
 from topo.rundir.layout import STATUS_FILE
 from topo.runs import index
 from topo.runs.probe import RunInfo, probe
+from topo.runs.slurm_jobs import JOB_FILE
+
+
+def _holds_run(path: Path) -> bool:
+    """A run directory: its launcher's record, or a submitted job's (not started yet)."""
+    return (path / STATUS_FILE).exists() or (path / JOB_FILE).exists()
 
 
 class RunNotFound(Exception):
@@ -18,14 +24,14 @@ def resolve(spec: str | None, log_dir: Path = Path("runs")) -> RunInfo:
     """The run ``spec`` names (see the module docstring)."""
     if not spec:
         latest = log_dir / index.LATEST
-        if not (latest / STATUS_FILE).exists():
+        if not _holds_run(latest):
             raise RunNotFound(
                 f"no run was started from here ({latest} does not exist); name one: "
                 "`topo ps -a` lists the runs"
             )
         return _with_id(latest.resolve())
     path = Path(spec)
-    if (path / STATUS_FILE).exists():
+    if _holds_run(path):
         return _with_id(path.resolve())
     listed = index.entries()
     exact = [(i, d) for i, d in listed if i == spec]

@@ -130,7 +130,7 @@ class Launcher:
         state.run_dir = run_dir = make_run_dir(
             self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, request.record
         )
-        self.run_id = index.new_run_id()
+        self.run_id = index.id_of(run_dir) or index.new_run_id()
         self._events = EventLog(run_dir)  # events.jsonl: the dashboard's timeline
         self._listeners.insert(0, self._events)
         net = self.backend.network()

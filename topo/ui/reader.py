@@ -133,7 +133,8 @@ class RunReader:
             elif self._reading.state in LIVE_STATES and stamp is not None:
                 # the file did not change: is its launcher still there?
                 run = self._reading.run
-                if launcher_alive(run.get("launcher")) is False:
+                alive = launcher_alive(run.get("launcher"))
+                if alive is False or (alive is None and _job_ended(self.run_dir)):
                     self._version += 1
                     nodes = _nodes(self._entries, lost=True)
                     self._reading = StatusReading(self._version, "lost", run, nodes, None)
@@ -148,6 +149,16 @@ class RunReader:
                         self._version += 1
                         self._reading = StatusReading(self._version, "lost", old.run, nodes, None)
             return self._reading
+
+
+def _job_ended(run_dir: Path) -> bool:
+    """The run lives in a Slurm job that Slurm says no longer runs (its launcher, on the
+    job's node, cannot be checked from here; Slurm is asked at most every few seconds)."""
+    from topo.runs.slurm_jobs import job_now, job_of
+
+    record = job_of(run_dir)
+    job = None if record is None else job_now(record["job_id"])
+    return job is not None and job.ended
 
 
 def _reading(version: int, data: dict[str, Any]) -> StatusReading:
