@@ -34,6 +34,7 @@ class SlurmNode:
     address: str
     features: tuple[str, ...] = ()
     component: int = 0  # its component of a heterogeneous job (0 in any other)
+    cpus: int | None = None  # the CPUs the job holds on it (None: not known)
 
 
 @dataclass(frozen=True)
@@ -122,19 +123,31 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
         if not names:
             raise NoAllocation(f"Slurm job {job} has no nodes (NodeList={listed or '?'})")
         component = int(shown.get("HetJobOffset", "0") or 0)
-        nodes += [_node(name, env, component) for name in names]
+        cpus = _per_node(shown.get("NumCPUs"), len(names))
+        nodes += [_node(name, env, component, cpus) for name in names]
     here = env.get("SLURMD_NODENAME")
     partition = parts[0].get("Partition")
     on = here if any(n.name == here for n in nodes) else None
     return Allocation(job, tuple(nodes), on, partition)
 
 
-def _node(name: str, env: Mapping[str, str], component: int = 0) -> SlurmNode:
-    """One node (of ``component``) as ``scontrol show node`` describes it."""
+def _per_node(total: str | None, nodes: int) -> int | None:
+    """The CPUs a component holds per node (``NumCPUs`` over its nodes: Slurm gives each
+    node of a component alike with ``--cpus-per-task``)."""
+    try:
+        return max(1, int(total or "") // nodes)
+    except ValueError:
+        return None
+
+
+def _node(
+    name: str, env: Mapping[str, str], component: int = 0, cpus: int | None = None
+) -> SlurmNode:
+    """One node (of ``component``, ``cpus`` of it held) as ``scontrol show node`` describes it."""
     shown = fields(slurm("scontrol", "show", "node", "-o", name, env=env))
     features = shown.get("ActiveFeatures") or shown.get("Features") or ""
     labels = tuple(f for f in features.split(",") if f and f != "(null)")
-    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels, component)
+    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels, component, cpus)
 
 
 def resolve(address: str) -> str:

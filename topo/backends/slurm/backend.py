@@ -176,12 +176,33 @@ class SlurmBackend(Backend):
 
     def check_update(self, program: Program) -> list[Diagnostic]:
         """The executables a change adds, placed around the running ones on the nodes up
-        (the targets import here as on the nodes: one environment); nothing changes."""
+        (the targets import here as on the nodes: one environment), within the CPUs the
+        job holds on each (``room``); nothing changes."""
+        from topo.backends.slurm.room import cpu_problems
+
         try:
-            self._after(program)
+            after = self._after(program)
         except TopoError as error:
             return list(error.diagnostics)
-        return []
+        assert self.placement is not None and self.allocation is not None
+        return cpu_problems(program, after, self.allocation, self._changed(program, after))
+
+    def _changed(self, program: Program, after: Placement) -> set[str]:
+        """The executables a change starts anew on a node (new, moved, or naming other CPUs)."""
+        from topo.backends.slurm.room import named_cpus
+
+        assert self.placement is not None and self.fleet is not None
+        before, running = self.placement.assignment(), self.fleet.job.program
+        return {
+            e
+            for e, n in after.assignment().items()
+            if e in program.executable_index
+            and (
+                before.get(e) != n
+                or e not in running.executable_index
+                or named_cpus(running, e) != named_cpus(program, e)
+            )
+        }
 
     def _after(self, program: Program) -> Placement:
         from topo.backends.ssh.update import placement_after
