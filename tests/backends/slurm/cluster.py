@@ -4,9 +4,12 @@ state, spool, logs and pids), found by the Slurm commands through ``SLURM_CONF``
 
 Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute) and
 ``urgent`` (a higher ``PriorityTier`` that preempts ``main``'s jobs by requeueing
-them). ``stop`` cancels every job, ends the daemons by pid and then any step daemon
-(``slurmstepd``) of this cluster left, with what it runs, found by its spool folder:
-nothing is left, nothing of another cluster on the machine is touched.
+them). Node ``nK`` has the feature ``rackK`` (what ``--constraint`` and
+``resources.host_labels`` name: a heterogeneous job's components), and the backfill
+pass, which starts heterogeneous jobs, runs every 2 s. ``stop`` cancels every job, ends
+the daemons by pid and then any step daemon (``slurmstepd``) of this cluster left, with
+what it runs, found by its spool folder: nothing is left, nothing of another cluster on
+the machine is touched.
 
 It needs root (slurmd runs jobs as their user) and Debian's ``slurm-wlm`` and ``munge``;
 ``unavailable`` says why a cluster cannot start here.
@@ -226,17 +229,17 @@ def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
         "SlurmdParameters=config_overrides",  # more CPUs and memory than the machine has
         "PreemptType=preempt/partition_prio",
         "PreemptMode=REQUEUE",
-        "SchedulerParameters=sched_interval=2",
+        "SchedulerParameters=sched_interval=2,bf_interval=2",  # hetjobs start on backfill
         "MinJobAge=2",  # ended jobs are forgotten soon (squeue then lists only live ones)
         "KillWait=5",
         "InactiveLimit=0",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
     ]
-    for name, port in nodes:
+    for i, (name, port) in enumerate(nodes, 1):
         lines.append(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
-            f"CPUs={CPUS} RealMemory={MEMORY_MB} State=UNKNOWN"
+            f"CPUs={CPUS} RealMemory={MEMORY_MB} Features=rack{i} State=UNKNOWN"
         )
     lines += [
         f"PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP "

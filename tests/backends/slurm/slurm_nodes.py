@@ -4,6 +4,7 @@ run in (the test cluster's nodes all are this machine)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 class Where:
@@ -19,3 +20,19 @@ class Where:
 
     def echo(self, value: object) -> object:
         return value
+
+
+class Reporter:
+    """Asks each of its peers where it runs and prints one line per executable, its own
+    too (``ID on NODE``), then returns (with ``stops_program``: the program ends)."""
+
+    def __init__(self, peers: dict[str, Any]) -> None:
+        self.peers = peers
+
+    def run(self) -> None:
+        for name, handles in self.peers.items():
+            many = handles if isinstance(handles, list) else [handles]
+            for i, handle in enumerate(many):
+                label = name if not isinstance(handles, list) else f"{name}/{i}"
+                print(f"{label} on {handle.where()['node']}", flush=True)
+        print(f"report on {os.environ.get('SLURMD_NODENAME')}", flush=True)

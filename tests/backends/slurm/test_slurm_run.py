@@ -103,8 +103,7 @@ def test_a_feature_no_node_has_is_refused_with_what_to_ask_slurm_for(
     assert done.returncode == 1, done.stdout + done.stderr
     said = (
         "gpu.yaml:3:3: error: group 'w' needs a node with the feature(s) gpu, and no node of "
-        f"the job has it (the nodes of job {slurm_allocation.job}: n1 (no features); n2 "
-        "(no features))"
+        f"the job has it (the nodes of job {slurm_allocation.job}: n1 (rack1); n2 (rack2))"
     )
     assert said in done.stderr, done.stderr
     assert "--constraint=FEATURE" in done.stderr

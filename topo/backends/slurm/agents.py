@@ -47,11 +47,13 @@ CLOSE_S = 10.0  # at the end, an agent has this long to end all it started
 NODES_DIR = "nodes"  # the run directory's folder of the agents' own files
 
 
-def srun_command(job: str, node: str) -> list[str]:
-    """The ``srun`` that starts ``node``'s agent as a step of ``job``."""
+def srun_command(job: str, node: str, het_group: int | None = None) -> list[str]:
+    """The ``srun`` that starts ``node``'s agent as a step of ``job`` (in its component
+    ``het_group`` of a heterogeneous job: srun reaches only component 0 without it)."""
     return [
         "srun",
         f"--jobid={job}",
+        *([f"--het-group={het_group}"] if het_group is not None else []),
         f"--nodelist={node}",
         "--nodes=1",
         "--ntasks=1",
@@ -232,7 +234,11 @@ class SrunAgents(Transport):
         node = self.allocation.node(agent.host)
         try:
             proc = subprocess.Popen(
-                srun_command(self.allocation.job, node.name),
+                srun_command(
+                    self.allocation.job,
+                    node.name,
+                    node.component if self.allocation.heterogeneous else None,
+                ),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

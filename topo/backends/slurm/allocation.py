@@ -1,6 +1,9 @@
 """The Slurm allocation a run lives in: the job (``SLURM_JOB_ID``), its nodes and their
 addresses and features, read with ``scontrol`` -- and, where there is none, why, in
-words a user of ``sbatch`` acts on.
+words a user of ``sbatch`` acts on. A heterogeneous job is read whole: ``scontrol show
+job -o`` prints one line per component (``HetJobOffset``), and every node knows its
+component (a step there needs ``srun --het-group=N``; ``SLURM_JOB_NODELIST`` lists only
+component 0's nodes).
 
 Standard library only: the Slurm commands are run as processes (``SLURM_CONF`` and the
 rest of the environment as the caller's).
@@ -30,6 +33,8 @@ class SlurmNode:
     name: str
     address: str
     features: tuple[str, ...] = ()
+    component: int = 0  # its component of a heterogeneous job (0 in any other)
+    cpus: int | None = None  # the CPUs the job holds on it (None: not known)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,12 @@ class Allocation:
     job: str
     nodes: tuple[SlurmNode, ...]
     here: str | None = None
+    partition: str | None = None  # the partition of its (first) component
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether the job has several components (each a ``--het-group``)."""
+        return any(n.component for n in self.nodes)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -95,25 +106,48 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
             "not set: launch it in an sbatch script or an salloc shell, or submit it as a "
             "job with topo run FILE -b slurm"
         )
-    shown = fields(slurm("scontrol", "show", "job", "-o", job, env=env))
-    state = shown.get("JobState", "")
-    if state != "RUNNING":
-        raise NoAllocation(f"Slurm job {job} (SLURM_JOB_ID) is {state or 'unknown'}, not RUNNING")
-    listed = shown.get("NodeList", "")
-    names = slurm("scontrol", "show", "hostnames", listed, env=env).split()
-    if not names:
-        raise NoAllocation(f"Slurm job {job} has no nodes (NodeList={listed or '?'})")
-    nodes = tuple(_node(name, env) for name in names)
+    text = slurm("scontrol", "show", "job", "-o", job, env=env)
+    parts = [fields(line) for line in text.splitlines() if line.strip()]
+    if not parts:
+        raise NoAllocation(f"scontrol show job {job} described no job")
+    nodes: list[SlurmNode] = []
+    for shown in parts:  # one line per component of a heterogeneous job, in its order
+        state = shown.get("JobState", "")
+        if state != "RUNNING":
+            which = f"Slurm job {shown.get('JobId', job)}"
+            if "HetJobOffset" in shown:
+                which += f" (component {shown['HetJobOffset']} of job {job})"
+            raise NoAllocation(f"{which} (SLURM_JOB_ID) is {state or 'unknown'}, not RUNNING")
+        listed = shown.get("NodeList", "")
+        names = slurm("scontrol", "show", "hostnames", listed, env=env).split()
+        if not names:
+            raise NoAllocation(f"Slurm job {job} has no nodes (NodeList={listed or '?'})")
+        component = int(shown.get("HetJobOffset", "0") or 0)
+        cpus = _per_node(shown.get("NumCPUs"), len(names))
+        nodes += [_node(name, env, component, cpus) for name in names]
     here = env.get("SLURMD_NODENAME")
-    return Allocation(job, nodes, here if here in names else None)
+    partition = parts[0].get("Partition")
+    on = here if any(n.name == here for n in nodes) else None
+    return Allocation(job, tuple(nodes), on, partition)
 
 
-def _node(name: str, env: Mapping[str, str]) -> SlurmNode:
-    """One node as ``scontrol show node`` describes it."""
+def _per_node(total: str | None, nodes: int) -> int | None:
+    """The CPUs a component holds per node (``NumCPUs`` over its nodes: Slurm gives each
+    node of a component alike with ``--cpus-per-task``)."""
+    try:
+        return max(1, int(total or "") // nodes)
+    except ValueError:
+        return None
+
+
+def _node(
+    name: str, env: Mapping[str, str], component: int = 0, cpus: int | None = None
+) -> SlurmNode:
+    """One node (of ``component``, ``cpus`` of it held) as ``scontrol show node`` describes it."""
     shown = fields(slurm("scontrol", "show", "node", "-o", name, env=env))
     features = shown.get("ActiveFeatures") or shown.get("Features") or ""
     labels = tuple(f for f in features.split(",") if f and f != "(null)")
-    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels)
+    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels, component, cpus)
 
 
 def resolve(address: str) -> str:

@@ -1,11 +1,12 @@
 """The ``slurm`` backend: one topology inside a Slurm allocation.
 
 Before anything starts (``check``): the job this process runs in is read
-(``allocation.current``: ``SLURM_JOB_ID``, its nodes, their addresses and features) and
-the executables are placed on its nodes (``placement``); outside an allocation, or
-without Slurm, one message says why and what to do. The request options (partition,
-time, ...: ``options.OPTIONS``) size a job that topo submits; inside a job they change
-nothing, and a warning says so.
+(``allocation.current``: ``SLURM_JOB_ID``, its nodes -- of every component of a
+heterogeneous job --, their addresses and features) and the executables are placed on
+its nodes (``placement``; in a heterogeneous job, on the component sized for them:
+``components``); outside an allocation, or without Slurm, one message says why and
+what to do. The request options (partition, time, ...: ``options.OPTIONS``) size a job
+that topo submits; inside a job they change nothing, and a warning says so.
 
 Running: one agent per node of the job, each an ``srun`` step (``agents.SrunAgents``,
 the remote core's transport); the rest -- forking executables with their grants, their
@@ -26,6 +27,7 @@ from topo.backends.base import Backend, BackendOption, ExecutableRunner, JobCont
 from topo.backends.remote.fleet import Fleet
 from topo.backends.slurm.agents import SrunAgents
 from topo.backends.slurm.allocation import Allocation, NoAllocation, current, route_to
+from topo.backends.slurm.components import planned_nodes
 from topo.backends.slurm.options import DEFAULT_WARNING_S
 from topo.backends.slurm.placement import Placement, as_inventory, place_in
 from topo.diagnostics import Diagnostic, TopoError
@@ -111,7 +113,7 @@ class SlurmBackend(Backend):
         except NoAllocation as error:
             return [Diagnostic(str(error))]
         try:
-            self.placement = place_in(program, allocation)
+            self.placement = place_in(program, allocation, planned_nodes(program, allocation))
         except TopoError as error:
             return list(error.diagnostics)
         given = [f"--{k.replace('_', '-')}" for k, v in self.request.items() if v]
@@ -174,12 +176,33 @@ class SlurmBackend(Backend):
 
     def check_update(self, program: Program) -> list[Diagnostic]:
         """The executables a change adds, placed around the running ones on the nodes up
-        (the targets import here as on the nodes: one environment); nothing changes."""
+        (the targets import here as on the nodes: one environment), within the CPUs the
+        job holds on each (``room``); nothing changes."""
+        from topo.backends.slurm.room import cpu_problems
+
         try:
-            self._after(program)
+            after = self._after(program)
         except TopoError as error:
             return list(error.diagnostics)
-        return []
+        assert self.placement is not None and self.allocation is not None
+        return cpu_problems(program, after, self.allocation, self._changed(program, after))
+
+    def _changed(self, program: Program, after: Placement) -> set[str]:
+        """The executables a change starts anew on a node (new, moved, or naming other CPUs)."""
+        from topo.backends.slurm.room import named_cpus
+
+        assert self.placement is not None and self.fleet is not None
+        before, running = self.placement.assignment(), self.fleet.job.program
+        return {
+            e
+            for e, n in after.assignment().items()
+            if e in program.executable_index
+            and (
+                before.get(e) != n
+                or e not in running.executable_index
+                or named_cpus(running, e) != named_cpus(program, e)
+            )
+        }
 
     def _after(self, program: Program) -> Placement:
         from topo.backends.ssh.update import placement_after

@@ -2,12 +2,15 @@
 (``topo.backends.ssh.placement``: host sets together, ``resources.spread`` one process
 per node, labels, then balanced) over the job's nodes, a node's Slurm features being
 its labels and its room unlimited (the job holds the node's CPUs for the run as a
-whole). Pure: no Slurm command, no process.
+whole). In a heterogeneous job, the executables ``planned`` on a node (by
+``components``: the node of the component sized for them) stay there. Pure: no Slurm
+command, no process.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,11 +56,14 @@ def as_inventory(allocation: Allocation) -> Inventory:
     return Inventory(hosts)
 
 
-def place_in(program: Program, allocation: Allocation) -> Placement:
-    """Every executable of ``program`` on a node of ``allocation``; a ``TopoError``
-    (one diagnostic per unit that fits nowhere, with what to ask Slurm for)."""
+def place_in(
+    program: Program, allocation: Allocation, planned: Mapping[str, str] | None = None
+) -> Placement:
+    """Every executable of ``program`` on a node of ``allocation`` (those ``planned``
+    on a node there); a ``TopoError`` (one diagnostic per unit that fits nowhere, with
+    what to ask Slurm for)."""
     try:
-        return place(program, as_inventory(allocation))
+        return place(program, as_inventory(allocation), running=planned)
     except TopoError as error:
         raise TopoError([_for_slurm(d, allocation.job) for d in error.diagnostics]) from None
 

@@ -1,0 +1,138 @@
+"""The seed programs on the slurm backend, inside an allocation of both nodes of the test
+cluster, each with a tiny budget: every one runs across the job's nodes and ends by
+itself, exit 0. And the Reverb replay sits behind its door there: a client on the
+replay's node without the program's keys reads, inserts and wipes nothing, while the
+program's own feeder and sampler go on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.backends.slurm.conftest import Allocation
+from topo.testing import wait_until
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "topologies"
+ATTACK = ROOT / "tests" / "nodes" / "reverb_attack.py"
+TARGETS = "tests.backends.ssh.reverb_targets"
+RL = all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax"))
+needs_rl = pytest.mark.skipif(not RL, reason="needs the rl and reverb extras")
+DQN = {"num_actors": 2, "max_actor_steps": 1500, "min_replay_size": 200, "eval_every_s": 5.0}
+SEEDS = [
+    pytest.param("consumer_producers", {}, id="consumer_producers"),
+    pytest.param("acme_distributed", DQN, id="acme_distributed", marks=needs_rl),
+    pytest.param("acme_colocated", DQN, id="acme_colocated", marks=needs_rl),
+    pytest.param(
+        "acme_offline",
+        {"max_learner_steps": 100, "dataset_episodes": 5, "eval_every_s": 1.0},
+        id="acme_offline",
+        marks=needs_rl,
+    ),
+    pytest.param("mava_dial", {"max_executor_steps": 2000}, id="mava_dial", marks=needs_rl),
+]
+
+
+@pytest.fixture
+def in_job(slurm_allocation: Allocation, monkeypatch: pytest.MonkeyPatch) -> Allocation:
+    """This process inside the allocation (``topo.launch`` runs here)."""
+    env = slurm_allocation.env()
+    for key in ("SLURM_CONF", "SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        monkeypatch.setenv(key, env[key])
+    return slurm_allocation
+
+
+@pytest.mark.parametrize(("name", "params"), SEEDS)
+def test_every_seed_program_runs_across_the_job_and_ends_by_itself(
+    in_job: Allocation, topo_launch: Callable[..., Any], name: str, params: dict, tmp_path: Path
+) -> None:
+    if name == "acme_offline":
+        params = {**params, "dataset_path": str(tmp_path / "data" / "episodes.npz")}
+    run = topo_launch(EXAMPLES / f"{name}.yaml", "slurm", params=params, ready_timeout=180)
+    assert run.wait(300) == 0, run.failure
+    status = json.loads((run.run_dir / "status.json").read_text())
+    nodes = {n["host"] for n in status["nodes"]}
+    assert nodes == {"n1", "n2"}, status["nodes"]  # the program spans the job's nodes
+
+
+def _replay(tmp_path: Path) -> Path:
+    path = tmp_path / "rv.yaml"
+    path.write_text(
+        textwrap.dedent(f"""
+        name: rv_slurm
+        nodes:
+          replay:
+            kind: reverb
+            tables: "{TARGETS}:make_tables"
+            resources: {{host_labels: [rack1]}}
+          feeder:
+            target: "{TARGETS}:Feeder"
+            args: {{replay: "@replay"}}
+            resources: {{host_labels: [rack2]}}
+          sampler:
+            target: "{TARGETS}:Sampler"
+            args: {{replay: "@replay"}}
+            resources: {{host_labels: [rack2]}}
+        """)
+    )
+    return path
+
+
+def _grows(read: Callable[[], int], within_s: float = 60.0) -> None:
+    first = read()
+    wait_until(lambda: read() > first, within_s, every=0.2, what="a count to grow")
+
+
+def _listening(pids: set[int]) -> set[int]:
+    """The TCP ports processes ``pids`` listen on."""
+    return {
+        c.laddr.port
+        for c in psutil.net_connections(kind="tcp")
+        if c.pid in pids and c.status == psutil.CONN_LISTEN
+    }
+
+
+@needs_rl
+def test_the_replay_on_slurm_gives_a_keyless_client_nothing(
+    in_job: Allocation, topo_launch: Callable[..., Any], tmp_path: Path
+) -> None:
+    run = topo_launch(_replay(tmp_path), "slurm", ready_timeout=180)
+    sampler, feeder = run.handle("sampler", timeout=60), run.handle("feeder", timeout=60)
+    _grows(sampler.count)
+    doors = run.handle("replay", timeout=60).doors()
+    assert doors["isolated"] is True
+    status = json.loads((run.run_dir / "status.json").read_text())
+    (replay,) = [n for n in status["nodes"] if n["id"] == "replay"]
+    assert replay["host"] == "n1"
+    proc = psutil.Process(int(replay["pid"]))
+    pids = {proc.pid, *(c.pid for c in proc.children(recursive=True))}
+    ports = _listening(pids)
+    assert doors["port"] in ports  # the gateway: the replay's door across nodes
+    size_before, largest_before = sampler.size(), sampler.largest()
+    targets = [f"{doors['host']}:{port}" for port in sorted(ports)]
+    attack = subprocess.run(
+        [sys.executable, str(ATTACK), "uniform", *targets],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    results = json.loads(attack.stdout.strip().splitlines()[-1])
+    assert set(results) == set(targets)
+    worked = {a: s for a, r in results.items() for s, v in r.items() if v == "ok"}
+    assert not worked, f"a client without the keys got through: {worked} ({results})"
+    _grows(sampler.count)  # the program goes on, nothing wiped or forged
+    _grows(feeder.count)
+    assert sampler.size() >= size_before > 0
+    assert largest_before <= sampler.largest() < 1e6
+    assert run.stop(timeout=60) == 0
