@@ -10,6 +10,7 @@ out=$(realpath -m "$1"); loops=${2:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 clone=$(mktemp -d /tmp/topo-busy-XXXXXX)
+chmod 755 "$clone"  # as a clone anywhere else: tests run a process as 'nobody' from it
 pids=()
 for _ in $(seq "$loops"); do yes > /dev/null & pids+=($!); done
 { echo "commit: $(git -C "$root" rev-parse --short HEAD)"; echo "busy loops: ${pids[*]}"; } > "$out/info.txt"

@@ -49,9 +49,9 @@ def no_thread_left() -> Iterator[None]:
         for t in threading.enumerate()
         if t not in before and t.is_alive() and type(t).__name__ != "GarbageCollectorThread"
     ]
-    wait_until(
+    wait_until(  # a helper abandoned in a replay call ends once its server is gone
         lambda: not any(t.is_alive() for t in left),
-        15,
+        60,
         what=f"the threads {[t.name for t in left]} to end (none may be left behind)",
     )
 

@@ -33,14 +33,17 @@ class Stubborn:
     by itself that long after the stop (a thread cannot be killed: on the threads backend
     it must not outlive its test)."""
 
-    def __init__(self, for_s: float | None = None) -> None:
+    def __init__(self, for_s: float | None = None, then_raise: bool = False) -> None:
         self.for_s = for_s
+        self.then_raise = then_raise
 
     def run(self) -> None:
         stop = topo.stop_event()
         while True:
             if self.for_s is not None and stop.wait(0.1):
                 time.sleep(self.for_s)  # past the grace, still not listening
+                if self.then_raise:
+                    raise RuntimeError("stubborn to the end")
                 return
             time.sleep(0.1)
 

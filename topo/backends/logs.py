@@ -215,6 +215,17 @@ class NodeRouter(io.TextIOBase):
 _routers: tuple[NodeRouter, NodeRouter] | None = None
 _router_users = 0
 _router_lock = threading.Lock()
+_unrouted: set[tuple[str, str]] = set()  # (program, node) whose output was routed here, then not
+
+
+def output_gone() -> bool:
+    """Whether the calling thread runs as a node whose output this process routed to its
+    log and no longer does: a thread abandoned past its stop's grace (threads backend)
+    that outlived its run. What it would print has nowhere to go: not the process's own
+    output, which is someone else's by now (a notebook's, the next test's)."""
+    node = current_node_info()
+    program = maybe_current_program()
+    return node is not None and program is not None and (program.program_id, node.id) in _unrouted
 
 
 def route_node_output(
@@ -252,6 +263,7 @@ def unroute_node_output(program_id: str, opened: dict[str, TextIO]) -> None:
         for node_id, f in opened.items():
             for r in _routers:
                 r.files.pop((program_id, node_id), None)
+            _unrouted.add((program_id, node_id))
             f.close()
         _router_users -= 1
         if _router_users <= 0:

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from topo.backends.logs import output_gone
 from topo.ir import FrozenMap, Group, GroupRef, Node, Opaque, Program, Ref
 from topo.kinds import all_kinds, client_for, get_kind
 from topo.runtime import (
@@ -129,7 +130,8 @@ def _clean_exit(exc: BaseException, context: ProgramContext) -> bool:
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return True
     if stopping and isinstance(exc, Exception | SystemExit):
-        print(f"raised while the program was stopping (a clean stop):\n{node_traceback(exc)}")
+        if not output_gone():  # a thread that outlived its run (threads) keeps it to itself
+            print(f"raised while the program was stopping (a clean stop):\n{node_traceback(exc)}")
         return True
     return False
 
