@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 
 from topo.backends.base import Guard, GuardedRun, Resumed
+from topo.backends.interrupts import Interrupts
 from topo.backends.slurm.partition import COMMAND_S, fields, time_s
-from topo.interrupts import Interrupts
 from topo.rundir.layout import STATUS_FILE
 from topo.rundir.snapshots import latest
 
