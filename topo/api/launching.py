@@ -116,6 +116,12 @@ def prepare(
     git = git_lookup(source if isinstance(source, str | Path) else None)  # while it compiles
     try:
         made = _made(source, params, chosen if check_imports else None, warm)
+        guard = chosen.guard()
+        resumed = None
+        if guard is not None and start_from is None and run_dir is not None:
+            resumed = guard.resumed(Path(run_dir))  # a requeued job: its newest snapshot
+            if resumed is not None and resumed.snapshot is not None:
+                start_from, same_program = resumed.snapshot, True
         snapshot = None if start_from is None else _fitting(made.program, start_from, same_program)
         options = RunOptions(
             grace_s=grace_s,
@@ -142,7 +148,7 @@ def prepare(
             git=git,
             topo_version=topo.__version__,
         )
-        return Launcher(RunRequest(made.program, chosen, options, record, snapshot))
+        return Launcher(RunRequest(made.program, chosen, options, record, snapshot, guard, resumed))
     except BaseException:  # a bad program: what the warm-up started ends here
         if warm:
             chosen.close()

@@ -213,6 +213,55 @@ class BackendOption:
         return "--" + self.name.replace("_", "-")
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """Where a run brought back by its backend starts (a job Slurm requeued): the run
+    directory's newest snapshot, its run id kept, and why it was stopped (``the time
+    limit``, ``preemption``)."""
+
+    snapshot: Path | None  # None: it had none; the nodes start fresh
+    run_id: str | None
+    after: str
+
+    @property
+    def message(self) -> str:
+        """``resumed from snapshot 3 after the time limit``."""
+        if self.snapshot is None:
+            return f"started again after {self.after}: no snapshot to resume from"
+        return f"resumed from snapshot {self.snapshot.name} after {self.after}"
+
+
+class GuardedRun(Protocol):
+    """What a guard may do to the run it guards (the ``Launcher``'s side)."""
+
+    @property
+    def phase(self) -> str: ...
+
+    def snapshot_now(self, reason: str) -> str:
+        """Take a snapshot; what happened in words."""
+
+    def request_stop(self, reason: str = ..., code: int = ..., grace_s: float | None = ...) -> None:
+        """Stop the program as ``topo stop`` does."""
+
+
+class Guard(ABC):
+    """What keeps a run going where its machines are lent for a time (a Slurm job: its
+    time limit, preemption): ``resumed`` before the start (a run brought back), ``start``
+    once the run runs, ``finish`` once it ended (e.g. asking for the job again)."""
+
+    @abstractmethod
+    def resumed(self, run_dir: Path) -> Resumed | None:
+        """The run in ``run_dir`` brought back (None: a first start)."""
+
+    @abstractmethod
+    def start(self, run: GuardedRun, run_dir: Path) -> None:
+        """Watch for the end coming (called from the thread that started the run)."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """The run ended (stopped, killed, failed): what the guard decided is done."""
+
+
 class Backend(ABC):
     """Starts executables of a program; the ``Launcher`` does the rest."""
 
@@ -295,6 +344,11 @@ class Backend(ABC):
         be started from now on (new ones, and ones restarted with a new definition);
         those running go on untouched. Called only when ``can_update``."""
         raise NotImplementedError(f"the {self.name} backend cannot change a running program")
+
+    def guard(self) -> Guard | None:
+        """What keeps the run going where its machines are lent for a time (a Slurm
+        job's time limit), started by the launcher; None (the default): nothing."""
+        return None
 
     def helper_pids(self) -> list[int]:
         """Processes the backend started besides executables (e.g. a fork server)."""

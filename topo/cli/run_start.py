@@ -138,7 +138,8 @@ def prepared(
     from topo.backends.titles import set_title
 
     set_title(f"topo: run {launcher.program.name} ({backend})")
-    warn_reused(run_options.run_dir)
+    if launcher.request.resumed is None:  # (a requeued job's run goes on in its directory)
+        warn_reused(run_options.run_dir)
     return launcher
 
 

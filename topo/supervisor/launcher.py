@@ -115,22 +115,31 @@ class Launcher:
                 self._events.close()
             raise
         self.state.all_pids.update(self.backend.helper_pids())
+        if self.request.resumed is not None:  # a requeued job: said once, as a snapshot is
+            self._emit("snapshot", message=self.request.resumed.message, ok=True)
         self.supervisor.start_all()
         exiting.track(self)
         self._thread.start()
         if self.snapshots is not None:
             self.snapshots.start_clock()
+        if self.request.guard is not None:  # (a signal handler: from the starting thread)
+            self.request.guard.start(self, self.state.run_dir)
 
     def _open_run(self) -> None:
         """The run directory, status record, metrics store, registry and log source, then
         the backend's ``open``."""
         request, opts, state = self.request, self.request.options, self.state
-        if opts.run_dir is not None and holds_run(opts.run_dir):
+        resumed = request.resumed
+        if opts.run_dir is not None and holds_run(opts.run_dir) and resumed is None:
             state.warnings.append(reused_warning(opts.run_dir))
         state.run_dir = run_dir = make_run_dir(
             self.program, opts.log_dir, opts.run_dir, opts.topology_yaml, request.record
         )
-        self.run_id = index.id_of(run_dir) or index.new_run_id()
+        # a run brought back (a requeued job) or submitted (listed before its job ran)
+        # keeps the id it is listed by
+        self.run_id = (
+            (resumed.run_id if resumed else None) or index.id_of(run_dir) or index.new_run_id()
+        )
         self._events = EventLog(run_dir)  # events.jsonl: the dashboard's timeline
         self._listeners.insert(0, self._events)
         net = self.backend.network()
@@ -230,6 +239,13 @@ class Launcher:
                 snap.try_take("at the stop")
         finally:
             self.supervisor.request_stop(reason, code)
+
+    def snapshot_now(self, reason: str) -> str:
+        """Take a snapshot now for a guard (``GuardedRun``): what happened, in words."""
+        try:
+            return f"snapshot {self.snapshot(reason).number} taken"
+        except Exception as exc:  # (the snapshotter said why to the run already)
+            return f"no snapshot: {exc}"
 
     def snapshot(self, reason: str = "asked") -> Snapshot:
         """Take a snapshot of the running program now (``SnapshotError`` if it cannot)."""
@@ -360,6 +376,13 @@ class Launcher:
         return ready.is_set()
 
     @property
+    def resumed(self) -> str | None:
+        """How its backend brought this run back (``resumed from snapshot 3 after the
+        time limit``), or None."""
+        resumed = self.request.resumed
+        return None if resumed is None else resumed.message
+
+    @property
     def done(self) -> bool:
         """True once the run ended."""
         return self._done.is_set()
@@ -450,6 +473,11 @@ class Launcher:
             state.warnings.append(f"executable {exe.id} did not report its exit")
         self._release()
         state.exit_code = self.supervisor.stop_code
+        if self.request.guard is not None:
+            try:  # (a requeued job: asked for again)
+                self.request.guard.finish()
+            except Exception as exc:
+                state.warnings.append(f"{exc}")
         try:
             write_status(state.run_dir, self.summary())
         finally:

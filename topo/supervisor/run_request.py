@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from topo.backends.base import Backend, RunOptions
+from topo.backends.base import Backend, Guard, Resumed, RunOptions
 from topo.ir import Program
 from topo.rundir.snapshots import Snapshot
 
@@ -33,6 +33,8 @@ class RunRequest:
     )  # grace, run directory, log caps, disable_run ...
     record: RunRecord | None = None  # how it was started: run.json (None: not recorded)
     start_from: Snapshot | None = None  # checked against ``program``: nodes start from it
+    guard: Guard | None = None  # the backend's (a Slurm job's time limit), started with the run
+    resumed: Resumed | None = None  # the guard brought this run back (a requeued job)
 
     @property
     def params_given(self) -> list[str]:

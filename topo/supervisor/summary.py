@@ -36,6 +36,9 @@ class Summarised(Protocol):
     @property
     def phase(self) -> str: ...
 
+    @property
+    def resumed(self) -> str | None: ...
+
 
 class Helpers:
     """The backend's helper processes here (a fork server) by pid and start time."""
@@ -66,6 +69,7 @@ def run_summary(launcher: Summarised, helpers: Helpers) -> dict[str, Any]:
     started = state.started_at
     return {
         "id": launcher.run_id,
+        "resumed": launcher.resumed,
         "program": launcher.program.name,
         "backend": launcher.backend.name,
         "state": launcher.phase,

@@ -77,8 +77,9 @@ def test_the_plan_is_the_script_and_it_runs_the_program_to_its_end(
     assert "#SBATCH --open-mode=append" in lines
     # 4 one-CPU processes on the 4-CPU nodes n1, n2: one node
     assert "#SBATCH --nodes=1" in lines and "#SBATCH --cpus-per-task=4" in lines
-    assert lines[-4:] == [
+    assert lines[-5:] == [
         f"cd {tmp_path} || exit 1",
+        "trap '' USR1",
         f"exec {sys.executable} -m topo run {EXAMPLE} -b slurm \\",
         "    -p num_producers=3 \\",
         "    -p work_items=32",

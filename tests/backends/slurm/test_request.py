@@ -234,7 +234,7 @@ def test_the_script_warns_the_batch_shell_requeues_and_execs_the_launcher(
     ]
     assert "--constraint=(skylake)&ib" in lines  # the option's and the group's features
     body = script.split("\n\n", 1)[1].splitlines()
-    assert body == ["cd /w || exit 1", "exec topo run 'a b.yaml'"]
+    assert body == ["cd /w || exit 1", "trap '' USR1", "exec topo run 'a b.yaml'"]
 
 
 def test_the_launcher_is_topo_run_with_the_warning_and_every_parameter(
@@ -269,6 +269,7 @@ def test_the_launcher_is_topo_run_with_the_warning_and_every_parameter(
     job = request(program)
     exec_line = render(program, job, ["python", *argv[1:]]).split("\n\n", 1)[1]
     assert exec_line.splitlines() == [
+        "trap '' USR1",
         f"exec python -m topo run {path} -b slurm --warning-s 60 \\",
         "    -p n=3 \\",
         "    -p tag=base",

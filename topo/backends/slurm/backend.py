@@ -23,7 +23,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from topo.backends.base import Backend, BackendOption, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.base import (
+    Backend,
+    BackendOption,
+    ExecutableRunner,
+    Guard,
+    JobContext,
+    Network,
+    Sink,
+)
 from topo.backends.remote.fleet import Fleet
 from topo.backends.slurm.agents import SrunAgents
 from topo.backends.slurm.allocation import Allocation, NoAllocation, current, route_to
@@ -88,6 +96,13 @@ class SlurmBackend(Backend):
         self.placement: Placement | None = None
         self.agents: SrunAgents | None = None
         self.fleet: Fleet | None = None
+
+    def guard(self) -> Guard | None:
+        """Where the launcher is its job's batch shell: the job's time limit is met with a
+        snapshot and a requeue, and the requeued job resumes (``guard.JobGuard``)."""
+        from topo.backends.slurm.guard import job_guard
+
+        return job_guard(self.warning_s)
 
     # -- before anything starts ---------------------------------------------------
     def _allocation(self) -> Allocation:

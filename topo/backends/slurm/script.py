@@ -112,5 +112,8 @@ def render(
     lines.append("")
     if workdir is not None:
         lines.append(f"cd {shlex.quote(workdir)} || exit 1")
+    # a warning due while Python starts would end it (USR1's default): topo reads the
+    # job's times once it listens, and acts on a warning it did not hear
+    lines.append(f"trap '' {WARNING_SIGNAL}")
     lines.append("exec " + _command(launcher))
     return "\n".join(lines) + "\n"

@@ -1,0 +1,58 @@
+"""A submitted run whose job is cancelled (``scancel``) ends there: the job is not
+requeued (no second life, no resumption) and nothing of it is left, by pid."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.backends.slurm.cluster import SlurmCluster
+from tests.backends.slurm.test_slurm_requeue_preempt import LIVES, state_of
+from tests.backends.slurm.test_slurm_requeue_time import login_env
+from topo.testing import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_cancelled_run_is_not_requeued_and_leaves_nothing(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    (tmp_path / "lives.yaml").write_text(LIVES)
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d"],
+        cwd=tmp_path,
+        env=login_env(slurm_cluster, tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    job, run_dir_text = done.stdout.split()
+    out = Path(run_dir_text) / f"slurm-{job}.out"
+    wait_until(
+        lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
+        240,
+        what="the program counting",
+    )
+    status = json.loads((Path(run_dir_text) / "status.json").read_text())
+    pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
+    assert slurm_cluster.run("scancel", job).returncode == 0
+    seen: set[str] = set()
+
+    def gone() -> bool:
+        now = state_of(slurm_cluster, job)
+        seen.add(now.get("JobState", ""))
+        assert now.get("Restarts", "0") == "0", f"job {job} was requeued: {now}"
+        return now.get("JobState") in (None, "CANCELLED")
+
+    wait_until(gone, 120, what=f"job {job} cancelled", every=0.2)
+    assert "PENDING" not in seen and "REQUEUED" not in seen, seen
+    wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")
+    text = out.read_text()
+    assert "resumed from snapshot" not in text and not re.search(r"lives [1-9]", text), text

@@ -1,0 +1,100 @@
+"""A submitted run that reaches its job's time limit goes on by itself: Slurm's warning
+(``--signal=B:USR1@W``) makes the launcher snapshot, stop and requeue the job, and the
+requeued job resumes from that snapshot in the same run directory, under the same run
+id, saying so. Checked by the node's state (its count goes on from the snapshot's),
+not by timing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.backends.slurm.cluster import SlurmCluster
+from topo.testing import wait_until
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[3]
+LIVES = """name: lives
+nodes:
+  lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 1}}
+"""
+# The controller looks at time limits and warnings every 30 s: with a one-minute job
+# and a 30 s warning, the warning comes 30-60 s after the start and the end 30 s later.
+WARNING_S = "30"
+LIMITED = ("--partition", "short", "--time", "1", "--warning-s", WARNING_S)
+JOB_S = 420.0  # two lives of a one-minute job, the requeue between, on a busy machine
+
+
+def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
+    """A login node's shell on the test cluster (no job of its own), its own topo home."""
+    return {
+        **slurm.env(),
+        "PYTHONPATH": str(ROOT),
+        "TOPO_HOME": str(home),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+
+
+def hurried(slurm: SlurmCluster, job: str) -> str:
+    """The job's state; a requeued job held for its begin time (Slurm holds one for
+    ``cred_expire``, 2 minutes by default) is made eligible now."""
+    shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
+    state = re.search(r"JobState=(\S+)", shown)
+    if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
+        slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+    return state.group(1) if state else ""
+
+
+def test_a_run_at_its_time_limit_is_requeued_and_resumes_from_its_snapshot(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    (tmp_path / "lives.yaml").write_text(LIVES)
+    env = login_env(slurm_cluster, tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d", *LIMITED],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    job, run_dir_text = done.stdout.split()
+    run_dir = Path(run_dir_text)
+    assert "trap '' USR1" in (run_dir / "job.sh").read_text()
+
+    wait_until(
+        lambda: hurried(slurm_cluster, job) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", ""),
+        JOB_S,
+        what=f"job {job} to end",
+        every=1.0,
+    )
+    out = (run_dir / f"slurm-{job}.out").read_text()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 0 and status["stop_reason"] == "every node finished", out
+    # the first life: the snapshot before the time limit, then the stop and the requeue
+    assert "◆ snapshot 1 (before the time limit)" in out, out
+    assert f"Slurm job {job} is requeued" in out
+    saved = [int(n) for n in re.findall(r"saved count (\d+) lives 0", out)]
+    assert saved, out
+    # the next life resumed from that snapshot, and said so: the count goes on from it
+    assert "◆ resumed from snapshot 1 after the time limit" in out, out
+    assert f"restored count {saved[0]} lives 1" in out, out
+    last = re.findall(r"done count (\d+) lives (\d+)", out)
+    assert last and int(last[-1][0]) > saved[0] and int(last[-1][1]) >= 1, out
+    # one run: the same id across the requeue, resumed as status.json says
+    assert status["resumed"].startswith("resumed from snapshot ")
+    assert status["resumed"].endswith("after the time limit")
+    listed = list((tmp_path / "home" / "runs").iterdir())
+    assert [p.name for p in listed] == [status["id"]]
+    assert "already holds a run" not in out  # (the requeued run's own directory)
+    # nothing left by pid: the last launcher and its nodes
+    pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
+    wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")

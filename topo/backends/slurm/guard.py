@@ -1,0 +1,167 @@
+"""A run that outlives its job's time limit: ``JobGuard``, the slurm backend's ``Guard``.
+
+The job asks Slurm for a warning before its end (``--signal=B:USR1@W``, ``--warning-s``)
+and is requeueable (``--requeue``). The warning reaches only the batch shell, so the
+guard exists only where the launcher *is* the batch shell (its script ``exec``'d it:
+``SLURM_TASK_PID`` is this process, no ``SLURM_STEP_ID``). On the warning -- or at the
+start, when the warning was due already (a warning that came while Python started was
+ignored: the script's ``trap '' USR1``) -- the guard waits for the program to run,
+takes a snapshot (``topo snapshot``'s), writes why the run stops into
+``RUN_DIR/requeued.json``, and stops the program; once it ended the job is requeued
+(``scontrol requeue``, when the process exits: Slurm then signals the batch shell).
+
+The requeued job runs the same script (``SLURM_RESTART_COUNT`` > 0): ``resumed`` finds
+the run directory's newest snapshot, the run's id and why it stopped, and the run
+starts from that snapshot as ``topo run --resume`` would.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from topo.backends.base import Guard, GuardedRun, Resumed
+from topo.backends.interrupts import Interrupts
+from topo.backends.slurm.partition import COMMAND_S, fields, time_s
+from topo.rundir.layout import STATUS_FILE
+from topo.rundir.snapshots import latest
+
+RECORD_FILE = "requeued.json"  # in the run directory: why the last job's run stopped
+TIME_LIMIT = "the time limit"
+REQUEUED = "preemption"  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
+RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program runs
+
+
+def in_batch_shell(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is its Slurm job's batch shell (the script ``exec``'d it)."""
+    env = os.environ if env is None else env
+    return bool(env.get("SLURM_JOB_ID")) and (
+        env.get("SLURM_TASK_PID") == str(os.getpid()) and "SLURM_STEP_ID" not in env
+    )
+
+
+def job_guard(warning_s: int, env: Mapping[str, str] | None = None) -> JobGuard | None:
+    """The guard of a launcher that is its job's batch shell; None elsewhere (an salloc
+    shell, a step, a script that did not ``exec`` topo: no warning reaches it)."""
+    env = os.environ if env is None else env
+    if not in_batch_shell(env):
+        return None
+    restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
+    return JobGuard(env["SLURM_JOB_ID"], restarts, warning_s)
+
+
+def warning_due(record: Mapping[str, str], warning_s: int, now: float) -> bool:
+    """Whether the job whose ``scontrol show job -o`` record this is should have been
+    warned by ``now`` (its start plus its time limit, less ``warning_s``)."""
+    try:
+        limit = time_s(record.get("TimeLimit", ""))
+        started = datetime.fromisoformat(record.get("StartTime", "")).timestamp()
+    except ValueError:
+        return False
+    return limit is not None and now >= started + limit - warning_s
+
+
+class JobGuard(Guard):
+    """The guard of one job's launcher (see the module's docstring)."""
+
+    def __init__(self, job: str, restarts: int, warning_s: int) -> None:
+        self.job = job
+        self.restarts = restarts
+        self.warning_s = warning_s
+        self.requeue = False  # decided: ask for the job again once the run ended
+        self._run: GuardedRun | None = None
+        self._run_dir: Path | None = None
+        self._once = threading.Lock()
+        self._signals: Interrupts | None = None
+
+    def resumed(self, run_dir: Path) -> Resumed | None:
+        if self.restarts <= 0 or not (run_dir / STATUS_FILE).is_file():
+            return None
+        try:
+            run_id = json.loads((run_dir / STATUS_FILE).read_text()).get("id")
+        except (OSError, ValueError):
+            run_id = None
+        try:
+            after = str(json.loads((run_dir / RECORD_FILE).read_text())["after"])
+        except (OSError, ValueError, KeyError, TypeError):
+            after = REQUEUED
+        (run_dir / RECORD_FILE).unlink(missing_ok=True)  # the next requeue writes its own
+        snapshot = latest(run_dir)
+        return Resumed(None if snapshot is None else snapshot.path, run_id, after)
+
+    def start(self, run: GuardedRun, run_dir: Path) -> None:
+        self._run, self._run_dir = run, run_dir
+        if threading.current_thread() is threading.main_thread():
+            self._signals = Interrupts(signal.SIGUSR1, then=self._warned).start()
+        threading.Thread(target=self._check_due, name="topo-slurm-guard", daemon=True).start()
+
+    def _check_due(self) -> None:
+        """The warning came before its handler was there (Python starting): act now."""
+        record = read_job(self.job)
+        if record is not None and warning_due(record, self.warning_s, time.time()):
+            self._warned(signal.SIGUSR1)
+
+    def _warned(self, signum: int) -> None:
+        if not self._once.acquire(blocking=False):
+            return  # (one warning is acted on)
+        threading.Thread(target=self._stop_for_time, name="topo-slurm-requeue", daemon=True).start()
+
+    def _stop_for_time(self) -> None:
+        """Snapshot, say why, stop; the job is requeued once the run ended."""
+        run, run_dir = self._run, self._run_dir
+        assert run is not None and run_dir is not None
+        while run.phase == "starting":
+            time.sleep(RUNNING_WAIT_S)
+        if run.phase != "running":  # it stops by itself: nothing to carry on
+            return
+        taken = run.snapshot_now(f"before {TIME_LIMIT}")
+        _write_json(run_dir / RECORD_FILE, {"after": TIME_LIMIT, "job": self.job})
+        self.requeue = True
+        run.request_stop(
+            f"the job's time limit is near ({taken}); Slurm job {self.job} is requeued"
+        )
+
+    def finish(self) -> None:
+        if self.requeue:
+            atexit.register(self._requeue_at_exit)
+
+    def _requeue_at_exit(self) -> None:
+        """``scontrol requeue`` as the process ends: Slurm then ends the batch shell."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (Slurm's, for the requeue)
+            if self._signals is not None:
+                self._signals.close()
+        done = _scontrol("requeue", self.job)
+        if done is not None and done.returncode != 0:
+            print(f"topo: scontrol requeue {self.job} failed: {done.stderr.strip()}", flush=True)
+
+
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(dict(data)))
+    os.replace(tmp, path)
+
+
+def _scontrol(*args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, timeout=COMMAND_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def read_job(job: str) -> dict[str, str] | None:
+    """The job's ``scontrol show job -o`` record (its first line); None if unread."""
+    done = _scontrol("show", "job", "-o", job)
+    if done is None or done.returncode != 0 or not done.stdout.strip():
+        return None
+    return fields(done.stdout.splitlines()[0])
