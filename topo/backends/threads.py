@@ -345,7 +345,10 @@ class ThreadsBackend(Backend):
             with self._guard_lock:
                 guard.stop_guard(self._guard)
         with self._contexts_lock:
-            book, self._book, self._contexts = self._book, None, {}
+            book, self._book, contexts, self._contexts = self._book, None, self._contexts, {}
+        for context in contexts.values():  # a thread abandoned past the grace may yet listen
+            with contextlib.suppress(Exception):
+                context.stop_event.set()
         if book is not None:
             book.close()
         if self._job is not None:
