@@ -252,12 +252,25 @@ class Applier:
         limit = max(program.group_of(n).ready_timeout_s for n in nodes) + READY_MARGIN_S
         end = time.monotonic() + limit
         states = self._sup.state.nodes
+        exes = self._sup.state.exes
+
+        def policy_restarts(node: str) -> int:
+            exe = exes.get(states[node].exe)
+            return 0 if exe is None else exe.failed_restarts
+
+        before = {n: policy_restarts(n) for n in nodes}
         while True:
             self._check()
             waiting = [n for n in nodes if states[n].state not in RUNNING]
             if not waiting:
                 return
-            failed = [n for n in waiting if states[n].state in ("failed", "restarting")]
+            # a node that failed since, though it may be starting again by now (a quick
+            # restart policy; a busy machine where this loop looks seldom)
+            failed = [
+                n
+                for n in waiting
+                if states[n].state in ("failed", "restarting") or policy_restarts(n) > before[n]
+            ]
             if failed:
                 raise RuntimeError(f"{_names(failed)} failed to start{self._why(failed[0])}")
             if time.monotonic() > end:
