@@ -52,12 +52,13 @@ def job_hint(info: RunInfo) -> str:
 def cancel_waiting(info: RunInfo) -> tuple[int, str]:
     """A run whose Slurm job waits in the queue: the job is cancelled. Its exit code (0;
     1 when Slurm refused) and what to say (Slurm's words when it refused)."""
-    from topo.runs.slurm_jobs import cancel
+    from topo.runs.slurm_jobs import cancel, record_end
 
     assert info.slurm is not None
     refused = cancel(info.slurm.id)
     if refused is not None:
         return 1, f"error: could not cancel Slurm job {info.slurm.id}: {refused}"
+    record_end(info.run_dir, "CANCELLED")
     return 0, (
         f"✓ run {info.id}: Slurm job {info.slurm.id} cancelled before it ran; "
         f"it was {info.slurm.text()}"

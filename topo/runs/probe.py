@@ -15,7 +15,7 @@ from typing import Any
 
 from topo.rundir.pids import process_start
 from topo.rundir.status import read_status
-from topo.runs.slurm_jobs import SlurmJob, job_now, job_of
+from topo.runs.slurm_jobs import GONE, SlurmJob, job_now, job_of
 
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
@@ -153,6 +153,9 @@ def probe(
         info.slurm = jobs[job_id]
     elif ask_slurm:
         info.slurm = job_now(job_id)
+    ended = record.get("ended")
+    if isinstance(ended, str) and (info.slurm is None or info.slurm.state == GONE):
+        info.slurm = SlurmJob(job_id, ended)  # as topo ended it (Slurm forgets)
     return _with_job(info, run_id)
 
 

@@ -59,6 +59,19 @@ def write_job(run_dir: Path, job_id: str, program: str) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def record_end(run_dir: Path, state: str) -> None:
+    """Keep how the run's job ended (``CANCELLED`` by ``topo stop`` before topo ran in
+    it): Slurm forgets an ended job after its ``MinJobAge`` (300 s by default), and the
+    run would read ``GONE`` from then on."""
+    record = job_of(run_dir)
+    if record is None:
+        return
+    path = run_dir / JOB_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({**record, "ended": state}) + "\n")
+
+
 def job_of(run_dir: Path) -> dict[str, Any] | None:
     """What ``write_job`` recorded for the run in ``run_dir`` (None: not a submitted run)."""
     try:

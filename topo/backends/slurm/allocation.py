@@ -113,7 +113,9 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
     nodes: list[SlurmNode] = []
     for shown in parts:  # one line per component of a heterogeneous job, in its order
         state = shown.get("JobState", "")
-        if state != "RUNNING":
+        # SIGNALING: running, being sent a signal (its time limit's warning, due already
+        # when a busy node started topo: the guard acts on it once the run runs)
+        if state not in ("RUNNING", "SIGNALING"):
             which = f"Slurm job {shown.get('JobId', job)}"
             if "HetJobOffset" in shown:
                 which += f" (component {shown['HetJobOffset']} of job {job})"
