@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,37 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return MachineScheduling(config, log)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have been waited for: a test's
+    own threads and the processes it started and reaped (a detached launcher, a Ray
+    cluster's daemons and whatever runs on the test hosts are not counted)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+CPU_MARK = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each phase's report carries the CPU seconds spent since the last one (on the
+    worker that ran it; the controller adds them up in the record)."""
+    report = yield
+    now = cpu_seconds()
+    report.user_properties.append(("cpu_s", now - item.stash.get(CPU_MARK, now)))
+    item.stash[CPU_MARK] = now
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The test's CPU count starts here."""
+    item.stash[CPU_MARK] = cpu_seconds()
+
+
 class DurationRecord:
     """Each test's time (setup, call and teardown together) as its reports come in, on
     the controller when the run has workers; the slowest and the total at the end."""
@@ -124,12 +156,15 @@ class DurationRecord:
         self.started = time.monotonic()
         self.seconds: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
+        self.cpu: dict[str, float] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self.failures.write_text("")
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        cpu = sum(v for k, v in report.user_properties if k == "cpu_s")
+        self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + cpu
         if report.when == "call" or report.outcome != "passed":
             self.outcomes[report.nodeid] = report.outcome
         if report.failed:  # written as it happens: a run cut short still says what broke
@@ -156,11 +191,23 @@ class DurationRecord:
             f"| the {len(slowest)} slowest | outcome | seconds |",
             "| --- | --- | ---: |",
             *(f"| {k} | {self.outcomes.get(k, '?')} | {v:.2f} |" for k, v in slowest),
+            "",
+            f"CPU seconds counted (each test's own and its reaped processes'; not a detached "
+            f"launcher's, a Ray cluster's or the test hosts'): {sum(self.cpu.values()):.0f} s.",
+            "",
+            f"| the {SLOWEST} most CPU | CPU seconds | seconds |",
+            "| --- | ---: | ---: |",
+            *(
+                f"| {k} | {v:.2f} | {self.seconds.get(k, 0.0):.2f} |"
+                for k, v in sorted(self.cpu.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
+            ),
         ]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("\n".join(lines) + "\n")
         every = {k: round(v, 3) for k, v in sorted(self.seconds.items())}
         self.path.with_suffix(".json").write_text(json.dumps(every, indent=0) + "\n")
+        cpu = {k: round(v, 3) for k, v in sorted(self.cpu.items())}
+        self.path.with_name("cpu.json").write_text(json.dumps(cpu, indent=0) + "\n")
         terminalreporter.write_line(f"test durations: {self.path} ({wall:.0f} s wall)")
 
 
