@@ -19,8 +19,8 @@ from typing import Any
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Network, Sink
 from topo.backends.proctree import how_it_ended, kill_tree
 from topo.backends.remote.fleet import Fleet
-from topo.backends.remote.records import Agent, Attempt
-from topo.backends.remote.transport import Transport, run_init
+from topo.backends.remote.records import Agent
+from topo.backends.remote.transport import AGENT_MODULE, StreamTransport, run_init
 
 PING_S = 0.5
 LEASE_S = 5.0
@@ -88,16 +88,14 @@ class PipeLink:
             self.proc.wait(5)
 
 
-class PipeAgents(Transport):
+class PipeAgents(StreamTransport):
     """How this backend reaches a host's agent: a local process and its pipes."""
-
-    quick_deaths = 3
 
     def open_agent(self, agent: Agent, job: JobContext) -> Any:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         with open(self.fleet.agent_log(agent.label), "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "topo.backends.remote.stream"],
+                [sys.executable, "-m", AGENT_MODULE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -111,28 +109,6 @@ class PipeAgents(Transport):
         init = {**run_init(job), "lease_s": LEASE_S}
         link.send(t="init", host=agent.host, address="127.0.0.1", run_dir=run_dir, **init)
         return link
-
-    def spawn(self, agent: Agent, attempts: list[Attempt]) -> None:
-        for exe, attempt, grant in attempts:
-            agent.link.send(t="spawn", exe=exe, attempt=attempt, grant=grant)
-
-    def kill(self, agent: Agent, exe: str, attempt: int) -> None:
-        agent.link.send(t="kill", exe=exe, attempt=attempt)
-
-    def stacks(self, agent: Agent, exe: str, attempt: int) -> bool:
-        agent.link.send(t="stacks", exe=exe, attempt=attempt)
-        return not agent.link.ended
-
-    def take_program(self, agents: list[Agent], job: JobContext) -> None:
-        init = run_init(job)
-        for agent in agents:
-            agent.link.send(t="program", program_json=init["program_json"], modules=init["modules"])
-
-    def shutdown(self, agents: list[Agent]) -> None:
-        for agent in agents:
-            agent.link.send(t="shutdown")
-        for agent in agents:
-            agent.link.close()
 
 
 class PipeBackend(Backend):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from topo.backends.base import JobContext
 from topo.backends.remote.records import Agent, Attempt
@@ -119,3 +119,54 @@ class Transport(ABC):
     def drop(self, host: str) -> None:
         """``host`` is lost for the run: release what reaches it (nothing by default)."""
         return None
+
+
+AGENT_MODULE = "topo.backends.remote.stream"  # the stream agent, run with ``python -m``
+
+
+class StreamLink(Protocol):
+    """One stream agent's pipe pair as the launcher holds it (an SSH channel, an srun)."""
+
+    ended: bool
+
+    def send(self, **msg: Any) -> None:
+        """One request, a JSON line on the agent's stdin."""
+
+    def close(self) -> None:
+        """EOF to the agent (it ends what it started), then wait for it to go."""
+
+
+class StreamTransport(Transport):
+    """A transport whose agents are the stream agent (``remote.stream``) behind a
+    ``StreamLink``: the requests are the same JSON lines whatever carries them, so the
+    ssh and slurm backends differ only in how an agent is started (``open_agent``)."""
+
+    quick_deaths = 3  # an agent that dies within quick_s of its start 3 times in a row:
+    quick_s = 5.0  # its host is lost
+
+    def spawn(self, agent: Agent, attempts: list[Attempt]) -> None:
+        for exe, attempt, grant in attempts:
+            agent.link.send(t="spawn", exe=exe, attempt=attempt, grant=grant)
+
+    def kill(self, agent: Agent, exe: str, attempt: int) -> None:
+        agent.link.send(t="kill", exe=exe, attempt=attempt)
+
+    def stacks(self, agent: Agent, exe: str, attempt: int) -> bool:
+        if agent.link.ended:
+            return False
+        agent.link.send(t="stacks", exe=exe, attempt=attempt)
+        return True
+
+    def take_program(self, agents: list[Agent], job: JobContext) -> None:
+        init = run_init(job)
+        for agent in agents:
+            if not agent.link.ended:
+                agent.link.send(
+                    t="program", program_json=init["program_json"], modules=init["modules"]
+                )
+
+    def shutdown(self, agents: list[Agent]) -> None:
+        for agent in agents:
+            agent.link.send(t="shutdown")
+        for agent in agents:
+            agent.link.close()

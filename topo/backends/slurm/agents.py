@@ -33,13 +33,10 @@ from typing import IO, Any
 
 from topo.backends.base import JobContext
 from topo.backends.proctree import how_it_ended
-from topo.backends.remote.records import Agent, Attempt
-from topo.backends.remote.transport import Transport, run_init
+from topo.backends.remote.records import Agent
+from topo.backends.remote.transport import AGENT_MODULE, StreamTransport, run_init
 from topo.backends.slurm.allocation import Allocation
 
-AGENT_MODULE = "topo.backends.remote.stream"
-AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
-AGENT_QUICK_DEATHS = 3  # this many quick deaths in a row: the node is lost
 PING_S = 1.0  # the launcher renews each agent's lease this often
 START_S = 90.0  # an agent has this long to say hello (a step on a busy node, an import)
 EXIT_S = 10.0  # after its output ends, srun has this long to exit (and say how)
@@ -208,11 +205,8 @@ class SrunLink:
         self.ended = True
 
 
-class SrunAgents(Transport):
+class SrunAgents(StreamTransport):
     """The agents of one slurm run, one srun step each (see the module's docstring)."""
-
-    quick_deaths = AGENT_QUICK_DEATHS
-    quick_s = AGENT_QUICK_S
 
     def __init__(
         self, allocation: Allocation, lease_s: float, env: Mapping[str, str] | None = None
@@ -261,32 +255,8 @@ class SrunAgents(Transport):
         link.send(t="init", host=node.name, address=node.address, run_dir=run_dir, **init)
         return link
 
-    def spawn(self, agent: Agent, attempts: list[Attempt]) -> None:
-        for exe, attempt, grant in attempts:
-            agent.link.send(t="spawn", exe=exe, attempt=attempt, grant=grant)
-
-    def kill(self, agent: Agent, exe: str, attempt: int) -> None:
-        agent.link.send(t="kill", exe=exe, attempt=attempt)
-
-    def stacks(self, agent: Agent, exe: str, attempt: int) -> bool:
-        if agent.link.ended:
-            return False
-        agent.link.send(t="stacks", exe=exe, attempt=attempt)
-        return True
-
-    def take_program(self, agents: list[Agent], job: JobContext) -> None:
-        init = run_init(job)
-        for agent in agents:
-            if not agent.link.ended:
-                agent.link.send(
-                    t="program", program_json=init["program_json"], modules=init["modules"]
-                )
-
     def shutdown(self, agents: list[Agent]) -> None:
-        for agent in agents:
-            agent.link.send(t="shutdown")
-        for agent in agents:
-            agent.link.close()
+        super().shutdown(agents)
         for link in self.links:  # agents that ended or were lost: their srun too
             if link.proc.poll() is None:
                 link.close()

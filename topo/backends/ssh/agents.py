@@ -15,22 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from topo.backends.base import JobContext
-from topo.backends.remote.records import Agent, Attempt
-from topo.backends.remote.transport import Transport, run_init
+from topo.backends.remote.records import Agent
+from topo.backends.remote.transport import AGENT_MODULE, StreamTransport, run_init
 from topo.backends.ssh.inventory import HostSpec
 from topo.backends.ssh.prepare import Prepared
 from topo.backends.ssh.rundirs import remote_run_dir
 
-AGENT_MODULE = "topo.backends.remote.stream"
-AGENT_QUICK_S = 5.0  # an agent that dies this soon after it started died "quickly"
-AGENT_QUICK_DEATHS = 3  # this many quick deaths in a row: the host is lost
 
-
-class SshAgents(Transport):
+class SshAgents(StreamTransport):
     """The agents of one ssh run, one SSH channel each (see the module's docstring)."""
-
-    quick_deaths = AGENT_QUICK_DEATHS
-    quick_s = AGENT_QUICK_S
 
     def __init__(
         self, sessions: Any, hosts: dict[str, HostSpec], prepared: Prepared, lease_s: float
@@ -61,33 +54,6 @@ class SshAgents(Transport):
         init = {**run_init(job), "lease_s": self.lease_s}
         channel.send(t="init", host=agent.host, address=spec.address, run_dir=run_dir, **init)
         return channel
-
-    def spawn(self, agent: Agent, attempts: list[Attempt]) -> None:
-        for exe, attempt, grant in attempts:
-            agent.link.send(t="spawn", exe=exe, attempt=attempt, grant=grant)
-
-    def kill(self, agent: Agent, exe: str, attempt: int) -> None:
-        agent.link.send(t="kill", exe=exe, attempt=attempt)
-
-    def stacks(self, agent: Agent, exe: str, attempt: int) -> bool:
-        if agent.link.ended:
-            return False
-        agent.link.send(t="stacks", exe=exe, attempt=attempt)
-        return True
-
-    def take_program(self, agents: list[Agent], job: JobContext) -> None:
-        init = run_init(job)
-        for agent in agents:
-            if not agent.link.ended:
-                agent.link.send(
-                    t="program", program_json=init["program_json"], modules=init["modules"]
-                )
-
-    def shutdown(self, agents: list[Agent]) -> None:
-        for agent in agents:
-            agent.link.send(t="shutdown")
-        for agent in agents:
-            agent.link.close()
 
     def drop(self, host: str) -> None:
         """Nothing more goes to ``host`` this run: its SSH connection is closed."""

@@ -23,7 +23,7 @@ An agent that dies (killed, crashed: sshd reports its exit status or signal) whi
 host's connection works takes its executables: they are reported lost (naming the
 host, the agent's pid and how it ended) so their restart policy applies, and a new
 agent starts on that host for their restarts. A host whose agents die within
-``AGENT_QUICK_S`` of starting ``AGENT_QUICK_DEATHS`` times in a row, whose agent goes
+``quick_s`` (5 s) of starting three times in a row (``StreamTransport``), whose agent goes
 quiet (cut off), whose channel breaks or where no new agent can start is lost: its
 executables count as exited (killed) so their restart policy applies, on a host that
 fits, and its connection is closed. The agents end everything they started when the
