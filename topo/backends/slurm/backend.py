@@ -20,19 +20,19 @@ operate the run.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
 from topo.backends.base import (
-    Backend,
     BackendOption,
-    ExecutableRunner,
     Guard,
     JobContext,
     Network,
     Sink,
 )
 from topo.backends.remote.fleet import Fleet
+from topo.backends.remote.hosted import HostedBackend
 from topo.backends.slurm.agents import SrunAgents
 from topo.backends.slurm.allocation import Allocation, NoAllocation, current, route_to
 from topo.backends.slurm.components import planned_nodes
@@ -44,7 +44,7 @@ from topo.ir import Program
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a node silent as long is lost
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(HostedBackend):
     """Executables as processes on the nodes of a Slurm job, forked by one agent per node."""
 
     name = "slurm"
@@ -143,6 +143,11 @@ class SlurmBackend(Backend):
         ]
 
     # -- running --------------------------------------------------------------------
+    host_word = "node of the job"
+
+    def host_names(self) -> Collection[str]:
+        return [] if self.allocation is None else self.allocation.names
+
     def open(self, job: JobContext, sink: Sink) -> None:
         if self.placement is None or self.allocation is None:  # check() refused or not called
             raise RuntimeError("the slurm backend was not checked (Launcher runs check first)")
@@ -154,37 +159,9 @@ class SlurmBackend(Backend):
             why = "; ".join(f"{n}: {w}" for n, w in self.fleet.lost.items())
             raise RuntimeError(f"no node of the job could start an agent ({why})")
 
-    def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        assert self.placement is not None and self.fleet is not None
-        assert self.allocation is not None
-        runner = self.fleet.runner(exe, attempt)
-        node = self.placement.relocate(exe, self.fleet.hosts_up(self.allocation.names))
-        if node is None:
-            self.fleet.refuse(runner, "cannot start: no live node of the job fits it")
-        else:
-            self.fleet.send([(runner, node)])
-        return runner
-
-    @property
-    def lost(self) -> dict[str, str]:
-        """Node -> why it was lost for the run."""
-        return {} if self.fleet is None else self.fleet.lost
-
-    @property
-    def agent_restarts(self) -> dict[str, int]:
-        """Node -> new agents started there after one ended."""
-        return {} if self.fleet is None else self.fleet.restarts
-
-    def agent_pids(self) -> dict[str, int]:
-        """Node -> pid (on that node) of its current agent, for nodes whose agent is up."""
-        return {} if self.fleet is None else self.fleet.agent_pids()
-
     def helper_pids(self) -> list[int]:
         """The agents' srun processes (on this machine)."""
         return [] if self.agents is None else self.agents.srun_pids()
-
-    def location(self, exe: str) -> str | None:
-        return None if self.placement is None else self.placement.where(exe)
 
     # -- topo apply -------------------------------------------------------------------
     can_update = True

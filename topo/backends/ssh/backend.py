@@ -33,12 +33,14 @@ host's is reported: ``left_behind``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from topo.backends.base import Backend, BackendOption, ExecutableRunner, JobContext, Network, Sink
+from topo.backends.base import BackendOption, JobContext, Network, Sink
 from topo.backends.remote.fleet import Fleet
+from topo.backends.remote.hosted import HostedBackend
 from topo.backends.ssh.agents import SshAgents
 from topo.backends.ssh.hostcheck import reachable_address
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
@@ -50,7 +52,7 @@ from topo.ir import Program
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a host silent as long is lost
 
 
-class SshBackend(Backend):
+class SshBackend(HostedBackend):
     """Executables as processes on SSH hosts, forked by one agent per host."""
 
     name = "ssh"
@@ -115,6 +117,9 @@ class SshBackend(Backend):
         return []
 
     # -- running --------------------------------------------------------------------
+    def host_names(self) -> Collection[str]:
+        return self.hosts
+
     def open(self, job: JobContext, sink: Sink) -> None:
         if self.sessions is None or self.placement is None:  # check() refused or not called
             raise RuntimeError("the ssh backend was not checked (Launcher runs check first)")
@@ -125,33 +130,6 @@ class SshBackend(Backend):
         if not self.fleet.hosts_up(self.hosts):
             why = "; ".join(f"{h}: {w}" for h, w in self.fleet.lost.items())
             raise RuntimeError(f"no host could start an agent ({why})")
-
-    def start(self, exe: str, attempt: int) -> ExecutableRunner:
-        assert self.placement is not None and self.fleet is not None
-        runner = self.fleet.runner(exe, attempt)
-        host = self.placement.relocate(exe, self.fleet.hosts_up(self.hosts))
-        if host is None:
-            self.fleet.refuse(runner, "cannot start: no live host fits it")
-        else:
-            self.fleet.send([(runner, host)])
-        return runner
-
-    @property
-    def lost(self) -> dict[str, str]:
-        """Host -> why it was lost for the run."""
-        return {} if self.fleet is None else self.fleet.lost
-
-    @property
-    def agent_restarts(self) -> dict[str, int]:
-        """Host -> new agents started there after one ended."""
-        return {} if self.fleet is None else self.fleet.restarts
-
-    def agent_pids(self) -> dict[str, int]:
-        """Host -> pid (on that host) of its current agent, for hosts whose agent is up."""
-        return {} if self.fleet is None else self.fleet.agent_pids()
-
-    def location(self, exe: str) -> str | None:
-        return None if self.placement is None else self.placement.where(exe)
 
     # -- topo apply -------------------------------------------------------------------
     can_update = True
