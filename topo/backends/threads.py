@@ -57,7 +57,7 @@ from topo.backends.base import (
 from topo.backends.child import registry_reporter
 from topo.backends.crash import CrashRecord
 from topo.backends.grants import exe_grant, launcher_grant
-from topo.backends.logs import route_node_output, unroute_node_output
+from topo.backends.logs import output_gone, route_node_output, unroute_node_output
 from topo.backends.worker import run_executable
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
@@ -279,6 +279,8 @@ class ThreadsBackend(Backend):
 
         def report(kind: str, node: str, text: str) -> None:
             runner.note_thread()  # called in the node's thread, which is still alive
+            if output_gone():  # a thread abandoned past its run's end: no launcher listens
+                return  # (asking its registry, which is gone, would hold the thread 30 s)
             to_launcher(kind, node, text)
 
         def main() -> None:
