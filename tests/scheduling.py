@@ -129,6 +129,18 @@ def cpu_seconds() -> float:
 CPU_MARK = pytest.StashKey[float]()
 
 
+def machine_cpu() -> tuple[float, float]:
+    """The machine's CPU time so far, (busy, all) in clock ticks of every CPU together
+    (/proc/stat; zeros where there is none): how busy the cores were across a run, the
+    test hosts', Ray's and Slurm's processes included."""
+    try:
+        fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Each phase's report carries the CPU seconds spent since the last one (on the
@@ -154,6 +166,7 @@ class DurationRecord:
         self.path = path
         self.failures = path.with_name("failures.txt")
         self.started = time.monotonic()
+        self.machine_at_start = machine_cpu()
         self.seconds: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
         self.cpu: dict[str, float] = {}
@@ -180,13 +193,17 @@ class DurationRecord:
         )
         slowest = sorted(self.seconds.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
         machine = [v for k, v in self.seconds.items() if on_the_machine(k)]
+        (busy0, all0), (busy1, all1) = self.machine_at_start, machine_cpu()
+        busy = f"{100 * (busy1 - busy0) / (all1 - all0):.0f} %" if all1 > all0 else "unknown"
         lines = [
             "# Test durations",
             "",
             f"{len(self.seconds)} tests in {wall:.0f} s wall ({wall / 60:.1f} min) on "
             f"{workers} worker(s); {sum(self.seconds.values()):.0f} s of test time in all; "
             f"load average {os.getloadavg()[0]:.2f} at the end. The {len(machine)} tests "
-            f"on the test hosts and Ray clusters, one after another: {sum(machine):.0f} s.",
+            f"on the test hosts and Ray clusters, one after another: {sum(machine):.0f} s. "
+            f"The machine's {os.cpu_count()} CPUs were busy {busy} of the run (all its "
+            "processes, the tests' and anyone else's).",
             "",
             f"| the {len(slowest)} slowest | outcome | seconds |",
             "| --- | --- | ---: |",
