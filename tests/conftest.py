@@ -152,19 +152,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     drop_haiku_flax_shim()
 
 
+SSH_HOSTS = 3  # the ssh tests' hosts: topo-h1..h3
+RAY_HOSTS = 3  # the Ray test cluster's: topo-h4..h6 (the two run side by side)
+
+
 @pytest.fixture(scope="session")
-def test_hosts() -> Iterator[HostSet]:
-    """Three real SSH hosts on this machine (``tests/backends/ssh/testhosts.py``), for the ssh and
-    ray tests: reused when up already, else brought up once and taken down at the end
-    (skips with the reason where they cannot be made)."""
+def all_test_hosts() -> Iterator[HostSet]:
+    """Six real SSH hosts on this machine (``tests/backends/ssh/testhosts.py``), shared by
+    the worker running the ssh tests and the one running the Ray cluster's: reused when
+    up already, else brought up once and taken down by the last to leave (skips with the
+    reason where they cannot be made)."""
     reason = testhosts.unavailable()
     if reason:
         pytest.skip(reason)
-    hosts, mine = testhosts.ensure(3)
-    if len(hosts.names) < 3:
-        pytest.skip(f"only {len(hosts.names)} test hosts are up; these tests need 3")
-    try:
+    with testhosts.shared(SSH_HOSTS + RAY_HOSTS) as hosts:
         yield hosts
-    finally:
-        if mine:
-            testhosts.down()
+
+
+@pytest.fixture(scope="session")
+def test_hosts(all_test_hosts: HostSet) -> HostSet:
+    """The ssh tests' three hosts (``topo-h1..h3``)."""
+    return all_test_hosts.part(0, SSH_HOSTS)
+
+
+@pytest.fixture(scope="session")
+def ray_test_hosts(all_test_hosts: HostSet) -> HostSet:
+    """The Ray test cluster's three hosts (``topo-h4..h6``): never the ssh tests'."""
+    return all_test_hosts.part(SSH_HOSTS, RAY_HOSTS)

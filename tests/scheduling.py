@@ -1,14 +1,13 @@
 """How the suite shares this machine when it runs on several workers (pytest-xdist), and
 the record each run leaves of its slowest tests.
 
-* The tests that use a machine-wide resource, the SSH test hosts (network namespaces
-  ``topo-h1..3``) or a Ray cluster (the test clusters, or the one ``ray`` starts on its
-  own), are one unit of work (``MachineScheduling``): one worker runs them one after
-  another, so two never hold the hosts or a Ray cluster at once, and it starts with them,
-  the longest chain of the run, while the other workers share the rest test by test.
-* The tests of the Slurm backend share one test cluster per worker run (a session
-  fixture: tests/backends/slurm/cluster.py) and its few CPUs: they are one unit too
-  (``SLURM_GROUP``), run in turn by one worker beside the machine's unit.
+* The tests that use a machine-wide resource are units of work (``MachineScheduling``),
+  each run by one worker, one test after another: the ssh tests (the SSH test hosts
+  ``topo-h1..3``), the Ray tests (a Ray cluster: the test clusters, on test hosts
+  ``topo-h4..6`` of their own, or the one ``ray`` starts on its own) and the Slurm tests
+  (one test cluster per worker run, a session fixture: tests/backends/slurm/cluster.py,
+  and its few CPUs). The three units start first, on three workers, side by side (the
+  longest chains of the run), while the workers share the rest test by test.
   xdist's own ``--dist loadgroup`` would do it with a mark, but with pytest 9.2 its
   groups are silently lost (pytest-dev/pytest-xdist#1386), so the unit is known by the
   test's id, and collection checks that every test using those fixtures is known so.
@@ -29,81 +28,77 @@ from typing import Any
 
 import pytest
 
-MACHINE_GROUP = "machine"  # the test hosts and Ray clusters: one at a time
-MACHINE_FIXTURES = {"test_hosts", "ssh_hosts", "ray_cluster", "ray_hosts"}
-MACHINE_DIRS = ("tests/backends/ssh/", "tests/backends/ray/")
-SLURM_GROUP = "slurm"  # the Slurm test cluster: its tests one at a time
-SLURM_FIXTURES = {"slurm_cluster", "slurm_allocation"}
-SLURM_DIR = "tests/backends/slurm/"
+# unit -> (its folder, the backend parameter that puts a test elsewhere in it, the
+# fixtures only its tests may use); the ssh and ray units are "the machine's"
+UNITS = {
+    "ray": ("tests/backends/ray/", "ray", {"ray_cluster", "ray_hosts", "ray_test_hosts"}),
+    "ssh": ("tests/backends/ssh/", "ssh", {"test_hosts", "ssh_hosts"}),
+    "slurm": ("tests/backends/slurm/", None, {"slurm_cluster", "slurm_allocation"}),
+}
+MACHINE_UNITS = ("ray", "ssh")
+SLURM_DIR = UNITS["slurm"][0]
 SLOWEST = 30
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def on_the_machine(nodeid: str) -> bool:
-    """Whether the test ``nodeid`` uses the test hosts or a Ray cluster, by its id alone
-    (what the scheduler has): a test under tests/backends/ssh or tests/backends/ray, or
-    one run with the ray or ssh backend (``[ray]``, ``[...-ray-...]``)."""
+def shared_unit(nodeid: str) -> str | None:
+    """The unit of a machine-wide resource the test ``nodeid`` belongs to, by its id alone
+    (what the scheduler has): a test under the unit's folder, or one run with its backend
+    (``[ray]``, ``[...-ssh-...]``); None: none."""
     path, _, rest = nodeid.partition("::")
-    if path.startswith(MACHINE_DIRS):
-        return True
-    params = rest[rest.find("[") + 1 : -1] if rest.endswith("]") else ""
-    return any(p in ("ray", "ssh") for p in params.split("-"))
+    params = (rest[rest.find("[") + 1 : -1] if rest.endswith("]") else "").split("-")
+    for unit, (folder, backend, _fixtures) in UNITS.items():
+        if path.startswith(folder) or (backend is not None and backend in params):
+            return unit
+    return None
+
+
+def on_the_machine(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` uses the SSH test hosts or a Ray cluster."""
+    return shared_unit(nodeid) in MACHINE_UNITS
 
 
 def on_slurm(nodeid: str) -> bool:
     """Whether the test ``nodeid`` is one of the Slurm test cluster's (by its folder)."""
-    return nodeid.startswith(SLURM_DIR)
+    return shared_unit(nodeid) == "slurm"
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work of the test ``nodeid``: the machine's, the Slurm cluster's, or
-    its own."""
-    if on_the_machine(nodeid):
-        return MACHINE_GROUP
-    return SLURM_GROUP if on_slurm(nodeid) else nodeid
-
-
-def uses_the_machine(item: pytest.Item) -> bool:
-    """Whether ``item`` asks for the test hosts or a Ray cluster."""
-    return bool(MACHINE_FIXTURES & set(getattr(item, "fixturenames", ())))
+    """The unit of work of the test ``nodeid``: a shared resource's, or its own."""
+    return shared_unit(nodeid) or nodeid
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The machine's tests first (one worker starts with them: the longest chain of the
-    run), then the Slurm cluster's (another starts with those), the others in their
-    order. A test that uses the machine or the Slurm cluster where its id does not say
-    so would run beside another one: it is refused, with what to do."""
-    unknown = [i.nodeid for i in items if uses_the_machine(i) and not on_the_machine(i.nodeid)]
-    if unknown:
-        raise pytest.UsageError(
-            "these tests use the SSH test hosts or a Ray cluster but are not under "
-            f"{' or '.join(MACHINE_DIRS)} (where one worker runs them one at a time): "
-            f"{', '.join(unknown)}; move them there (tests/scheduling.py)"
-        )
-    astray = [
-        i.nodeid
-        for i in items
-        if SLURM_FIXTURES & set(getattr(i, "fixturenames", ())) and not on_slurm(i.nodeid)
-    ]
-    if astray:
-        raise pytest.UsageError(
-            f"these tests use the Slurm test cluster but are not under {SLURM_DIR} (where one "
-            f"worker runs them one at a time): {', '.join(astray)}; move them there "
-            "(tests/scheduling.py)"
-        )
-    machine = [item for item in items if on_the_machine(item.nodeid)]
-    for item in machine:  # they start hosts and clusters: never in the quick loop
-        item.add_marker(pytest.mark.slow)
-    slurm = [item for item in items if on_slurm(item.nodeid)]  # the next longest chain
-    chosen = set(map(id, machine + slurm))
-    items[:] = machine + slurm + [item for item in items if id(item) not in chosen]
+    """The units' tests first, longest unit first (a worker starts with each: the longest
+    chains of the run), the others in their order. A test that uses a unit's resource
+    where its id does not say so would run beside another one: it is refused, with what
+    to do."""
+    for unit, (folder, backend, fixtures) in UNITS.items():
+        astray = [
+            i.nodeid
+            for i in items
+            if fixtures & set(getattr(i, "fixturenames", ())) and shared_unit(i.nodeid) != unit
+        ]
+        if astray:
+            where = folder + (f" (or run with the {backend} backend)" if backend else "")
+            raise pytest.UsageError(
+                f"these tests use the {unit} tests' shared resource but are not under {where}, "
+                f"where one worker runs them one at a time: {', '.join(astray)}; move them "
+                "there (tests/scheduling.py)"
+            )
+    first = [item for unit in UNITS for item in items if shared_unit(item.nodeid) == unit]
+    for item in first:
+        if on_the_machine(item.nodeid):  # they start hosts and clusters: not in the quick loop
+            item.add_marker(pytest.mark.slow)
+    chosen = set(map(id, first))
+    items[:] = first + [item for item in items if id(item) not in chosen]
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # a hook of xdist's, where installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``-n N`` (``--dist load``): the machine's tests as one unit, the Slurm
-    cluster's as another, every other test a unit of its own."""
+    """With ``-n N`` (``--dist load``): the ray, ssh and Slurm tests as a unit each, every
+    other test a unit of its own."""
     if config.getvalue("dist") != "load":
         return None  # --dist each, loadfile, ...: xdist's own
     from xdist.scheduler import LoadScopeScheduling
@@ -192,7 +187,11 @@ class DurationRecord:
             getattr(terminalreporter.config.option, "numprocesses", None) or 1
         )
         slowest = sorted(self.seconds.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
-        machine = [v for k, v in self.seconds.items() if on_the_machine(k)]
+        chains = {unit: 0.0 for unit in UNITS}
+        for k, v in self.seconds.items():
+            if shared_unit(k) is not None:
+                chains[str(shared_unit(k))] += v
+        chain_text = ", ".join(f"{unit} {v:.0f} s" for unit, v in chains.items())
         (busy0, all0), (busy1, all1) = self.machine_at_start, machine_cpu()
         busy = f"{100 * (busy1 - busy0) / (all1 - all0):.0f} %" if all1 > all0 else "unknown"
         lines = [
@@ -200,8 +199,8 @@ class DurationRecord:
             "",
             f"{len(self.seconds)} tests in {wall:.0f} s wall ({wall / 60:.1f} min) on "
             f"{workers} worker(s); {sum(self.seconds.values()):.0f} s of test time in all; "
-            f"load average {os.getloadavg()[0]:.2f} at the end. The {len(machine)} tests "
-            f"on the test hosts and Ray clusters, one after another: {sum(machine):.0f} s. "
+            f"load average {os.getloadavg()[0]:.2f} at the end. The units of tests run one "
+            f"after another, each on one worker: {chain_text}. "
             f"The machine's {os.cpu_count()} CPUs were busy {busy} of the run (all its "
             "processes, the tests' and anyone else's).",
             "",

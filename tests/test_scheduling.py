@@ -53,6 +53,8 @@ def test_a_run_records_its_slowest_tests_and_each_failure_as_it_happens(tmp_path
 def test_the_slurm_tests_are_one_unit_of_their_own() -> None:
     slurm = "tests/backends/slurm/test_slurm_cluster.py::test_x"
     assert unit_of(slurm) == unit_of("tests/backends/slurm/test_other.py::test_y") == "slurm"
-    assert unit_of("tests/backends/ssh/test_ssh_run.py::test_x") == "machine"
+    assert unit_of("tests/backends/ssh/test_ssh_run.py::test_x") == "ssh"
+    assert unit_of("tests/cli/test_run_checks.py::test_x[ray]") == "ray"
+    assert unit_of("tests/backends/ray/test_ray_backend.py::test_x") == "ray"
     assert unit_of("tests/cli/test_run_checks.py::test_x[procs]").startswith("tests/cli/")
     assert not on_the_machine(slurm)

@@ -185,8 +185,8 @@ def one_node(resources: dict[str, float], cpus: int = 2, gpus: int = 0) -> Clust
 
 def on_test_hosts(hosts: tuple[str, ...], sshd_pids: dict[str, int], bridge_ip: str) -> Cluster:
     """A head on ``bridge_ip`` (1 CPU, resource ``host_head``) and one worker per test
-    host (1 CPU, resource ``host_<name>``: ``host_h1`` for ``topo-h1``), inside the
-    namespaces of that host's sshd."""
+    host (1 CPU, resource ``host_h<i>`` for the i-th of ``hosts``, whichever test hosts
+    they are), inside the namespaces of that host's sshd."""
     temp = Path(tempfile.mkdtemp(prefix="topo-rayc-", dir="/tmp"))
     port = free_port(bridge_ip)
     cluster = Cluster(f"{bridge_ip}:{port}", temp)
@@ -194,8 +194,8 @@ def on_test_hosts(hosts: tuple[str, ...], sshd_pids: dict[str, int], bridge_ip: 
         head = ["--head", f"--port={port}", f"--node-ip-address={bridge_ip}"]
         head += ["--include-dashboard=false"]
         cluster.start("head", bridge_ip, head + _node_args(temp / "head", 1, {"host_head": 1}))
-        for name in hosts:
-            short = name.removeprefix("topo-")
+        for i, name in enumerate(hosts, 1):
+            short = f"h{i}"
             ip = _address_in(name)
             argv = [f"--address={cluster.address}", f"--node-ip-address={ip}"]
             argv += _node_args(temp / short, 1, {f"host_{short}": 1})

@@ -35,16 +35,17 @@ def ray_cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def ray_hosts(test_hosts: HostSet) -> Iterator[Cluster]:
+def ray_hosts(ray_test_hosts: HostSet) -> Iterator[Cluster]:
     """Four Ray nodes: the head (``host_head``) on the bridge, workers ``h1``..``h3``
-    (``host_h1``..) inside the test hosts; 1 CPU each."""
+    (``host_h1``..) inside the Ray tests' three test hosts (``topo-h4..h6``, beside the
+    ssh tests' own); 1 CPU each."""
     reason = ray_missing()
     if reason:
         pytest.skip(reason)
     pids = {}
-    for name in test_hosts.names[:3]:
-        [pids[name]] = test_hosts.sshd_pids(name)
-    cluster = on_test_hosts(test_hosts.names[:3], pids, f"{NET}.1")
+    for name in ray_test_hosts.names:
+        [pids[name]] = ray_test_hosts.sshd_pids(name)
+    cluster = on_test_hosts(ray_test_hosts.names, pids, f"{NET}.1")
     try:
         yield cluster
     finally:

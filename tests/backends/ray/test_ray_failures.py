@@ -56,12 +56,12 @@ def _parent(pid: int) -> int:
 
 
 def test_a_dead_ray_node_s_nodes_restart_on_live_nodes(
-    ray_hosts: Cluster, test_hosts: HostSet, tmp_path: Path
+    ray_hosts: Cluster, ray_test_hosts: HostSet, tmp_path: Path
 ) -> None:
     """A fifth Ray node (inside test host h3, beside h3's) takes some of ten nodes; its
     raylet is killed: once Ray declares the node dead, they are restarted elsewhere."""
-    [sshd] = test_hosts.sshd_pids(test_hosts.names[2])
-    add_worker(ray_hosts, "x", test_hosts.names[2], sshd, {"host_x": 1})
+    [sshd] = ray_test_hosts.sshd_pids(ray_test_hosts.names[2])
+    add_worker(ray_hosts, "x", ray_test_hosts.names[2], sshd, {"host_x": 1})
     x_pids = descendants(ray_hosts.procs["x"].pid)
     run_dir = tmp_path / "run"
     proc = start(topo_run(_spread(tmp_path, 10), run_dir, "-q", address=ray_hosts.address))

@@ -12,11 +12,14 @@ either are reused by the tests, and ``ip link set topo-vN down`` cuts host N off
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +115,11 @@ class HostSet:
         except (OSError, ValueError, IndexError):
             return []
 
+    def part(self, first: int, count: int) -> HostSet:
+        """``count`` of these hosts from the ``first`` (0-based): a set of their own."""
+        end = first + count
+        return HostSet(self.names[first:end], self.addresses[first:end], self.base)
+
     def set_link(self, name: str, up: bool) -> None:
         """Cut host ``name`` off the bridge, or put it back."""
         _run("ip", "link", "set", f"topo-v{name[6:]}", "up" if up else "down")
@@ -135,14 +143,54 @@ def existing() -> HostSet | None:
     return hosts
 
 
-def ensure(n: int) -> tuple[HostSet, bool]:
-    """The hosts that are up, else ``n`` new ones (a stale set is taken down first), and
-    whether this call brought them up (then the caller takes them down)."""
-    hosts = existing()
-    if hosts is not None:
-        return hosts, False
-    down()
-    return up(n), True
+USERS = Path(f"{BASE}-users")  # one file per test process using the hosts, by pid
+OURS = "brought-up"  # in USERS: the tests brought the hosts up (and take them down)
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    USERS.mkdir(parents=True, exist_ok=True)
+    with open(USERS / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _live_users() -> list[int]:
+    """The pids of the test processes using the hosts now (a dead one's file is dropped)."""
+    live = []
+    for entry in USERS.glob("[0-9]*"):
+        pid = int(entry.name)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            entry.unlink(missing_ok=True)
+            continue
+        live.append(pid)
+    return live
+
+
+@contextlib.contextmanager
+def shared(n: int) -> Iterator[HostSet]:
+    """At least ``n`` hosts for this test process while others (pytest-xdist's workers)
+    may use them too: the first brings them up (or reuses a set already up), the last
+    to leave takes down what the tests brought up."""
+    with _locked():
+        hosts = existing()
+        if hosts is None or len(hosts.names) < n:
+            if _live_users():
+                raise RuntimeError(f"the test hosts in use are fewer than {n}")
+            down()
+            hosts = up(n)
+            (USERS / OURS).touch()
+        (USERS / str(os.getpid())).touch()
+    try:
+        yield hosts
+    finally:
+        with _locked():
+            (USERS / str(os.getpid())).unlink(missing_ok=True)
+            if not _live_users() and (USERS / OURS).exists():
+                down()
+                (USERS / OURS).unlink()
 
 
 def _serving(hosts: HostSet, name: str) -> bool:
