@@ -13,12 +13,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from tests.backends.ssh import testhosts
-from tests.backends.ssh.testhosts import HostSet
-from topo.diagnostics import TopoError
-from topo.ir import Program
+# topo.testing is a plugin (below) whose asserts pytest rewrites: registered before the
+# imports under here load it.
+pytest.register_assert_rewrite("topo.testing")
+
+from typer.testing import CliRunner, Result  # noqa: E402
+
+from tests.backends.ssh import testhosts  # noqa: E402
+from tests.backends.ssh.testhosts import HostSet  # noqa: E402
+from topo.diagnostics import TopoError  # noqa: E402
+from topo.ir import Program  # noqa: E402
 
 # The topo_launch fixture (starts programs, checks by pid that nothing is left behind).
 pytest_plugins = ["topo.testing", "tests.scheduling"]
