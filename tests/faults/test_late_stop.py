@@ -26,12 +26,14 @@ def test_a_node_that_outlives_the_grace_has_its_stacks_in_its_log(
           echo: {target: "fault_nodes:Echo"}
           stubborn: {target: "fault_nodes:Stubborn", args: {for_s: 6, then_raise: true}}
     """)
+    before = set(threading.enumerate())  # another test's node thread may live on here
     run = topo_launch(path, backend, grace_s=1)
     assert run.wait_ready(60)
     pids = run.pids() if backend == "procs" else []
     assert run.stop(timeout=60) is not None
     assert not wait_gone(pids, 15)
-    for thread in [t for t in threading.enumerate() if t.name == "topo-node-stubborn"]:
+    mine = set(threading.enumerate()) - before
+    for thread in [t for t in mine if t.name == "topo-node-stubborn"]:
         thread.join(60)
         assert not thread.is_alive()
     assert "stubborn to the end" not in capsys.readouterr().out  # nor another test's
