@@ -2,8 +2,9 @@
 per fake node, all in one temporary folder (its own munge key and socket, free ports,
 state, spool, logs and pids), found by the Slurm commands through ``SLURM_CONF``.
 
-Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute) and
-``urgent`` (a higher ``PriorityTier`` that preempts ``main``'s jobs by requeueing
+Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute), ``graced``
+(as ``main``, with a preemption grace time: ``GRACE_S``) and ``urgent`` (a higher
+``PriorityTier`` that preempts the jobs of ``main`` and ``graced`` by requeueing
 them). Node ``nK`` has the feature ``rackK`` (what ``--constraint`` and
 ``resources.host_labels`` name: a heterogeneous job's components), and the backfill
 pass, which starts heterogeneous jobs, runs every 2 s. ``stop`` cancels every job, ends
@@ -36,6 +37,7 @@ CPUS = 4  # per fake node (more than the machine has: the tests' programs are sm
 MEMORY_MB = 4000
 UP_S = 60.0  # the daemons up and every node idle (seconds; about 1 on an idle machine)
 STOP_S = 30.0
+GRACE_S = 120  # partition graced's GraceTime: a preempted run snapshots and stops in it
 
 
 def unavailable() -> str | None:
@@ -245,6 +247,8 @@ def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
         f"PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP "
         "PriorityTier=1 PreemptMode=REQUEUE",
         f"PartitionName=short Nodes={names} MaxTime=1 State=UP PriorityTier=1",
+        f"PartitionName=graced Nodes={names} MaxTime=INFINITE State=UP PriorityTier=1 "
+        f"PreemptMode=REQUEUE GraceTime={GRACE_S}",
         f"PartitionName=urgent Nodes={names} MaxTime=INFINITE State=UP PriorityTier=10 "
         "PreemptMode=OFF",
     ]

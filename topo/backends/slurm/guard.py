@@ -1,4 +1,5 @@
-"""A run that outlives its job's time limit: ``JobGuard``, the slurm backend's ``Guard``.
+"""A run that outlives its job's time limit and its preemptions: ``JobGuard``, the
+slurm backend's ``Guard``.
 
 The job asks Slurm for a warning before its end (``--signal=B:USR1@W``, ``--warning-s``)
 and is requeueable (``--requeue``). The warning reaches only the batch shell, so the
@@ -9,6 +10,16 @@ ignored: the script's ``trap '' USR1``) -- the guard waits for the program to ru
 takes a snapshot (``topo snapshot``'s), writes why the run stops into
 ``RUN_DIR/requeued.json``, and stops the program; once it ended the job is requeued
 (``scontrol requeue``, when the process exits: Slurm then signals the batch shell).
+
+A preemption with the partition's ``GraceTime`` sends SIGTERM to the job's steps only
+(docs/slurm-notes.md): the agents live through it and report it (``steps_signalled``).
+The job's record tells a preemption (``PreemptTime`` set, still ``RUNNING``) from the
+rest (``scancel``, which the launcher hears itself): at a preemption the guard does
+as at the warning -- snapshot ``at preemption``, stop, requeue (a job that ends within
+its grace is not requeued by Slurm) --; any other SIGTERM of the steps stops the run
+as the launcher's own SIGTERM would (exit 143). A site that has Slurm send the job's
+own signal at a preemption (``PreemptParameters=send_user_signal``) warns the batch
+shell instead: the record says which it was.
 
 The requeued job runs the same script (``SLURM_RESTART_COUNT`` > 0): ``resumed`` finds
 the run directory's newest snapshot, the run's id and why it stopped, and the run
@@ -36,8 +47,10 @@ from topo.rundir.snapshots import latest
 
 RECORD_FILE = "requeued.json"  # in the run directory: why the last job's run stopped
 TIME_LIMIT = "the time limit"
-REQUEUED = "preemption"  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
+PREEMPTION = "preemption"
+REQUEUED = PREEMPTION  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
 RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program runs
+READ_TRIES = 3  # scontrol show job, at a SIGTERM of the steps: tries before "not preempted"
 
 
 def in_batch_shell(env: Mapping[str, str] | None = None) -> bool:
@@ -69,6 +82,15 @@ def warning_due(record: Mapping[str, str], warning_s: int, now: float) -> bool:
     return limit is not None and now >= started + limit - warning_s
 
 
+def preempted(record: Mapping[str, str] | None) -> bool:
+    """Whether the job whose ``scontrol show job -o`` record this is was preempted and
+    still runs (in its grace time): ``PreemptTime`` set and ``JobState=RUNNING``."""
+    if record is None:
+        return False
+    when = record.get("PreemptTime", "None")
+    return when not in ("", "None", "Unknown") and record.get("JobState") == "RUNNING"
+
+
 class JobGuard(Guard):
     """The guard of one job's launcher (see the module's docstring)."""
 
@@ -79,7 +101,8 @@ class JobGuard(Guard):
         self.requeue = False  # decided: ask for the job again once the run ended
         self._run: GuardedRun | None = None
         self._run_dir: Path | None = None
-        self._once = threading.Lock()
+        self._once = threading.Lock()  # one stop for a requeue (time limit or preemption)
+        self._noticed = threading.Lock()  # one look at the steps' SIGTERM (every agent says it)
         self._signals: Interrupts | None = None
 
     def resumed(self, run_dir: Path) -> Resumed | None:
@@ -112,9 +135,35 @@ class JobGuard(Guard):
     def _warned(self, signum: int) -> None:
         if not self._once.acquire(blocking=False):
             return  # (one warning is acted on)
-        threading.Thread(target=self._stop_for_time, name="topo-slurm-requeue", daemon=True).start()
+        threading.Thread(target=self._stop_warned, name="topo-slurm-requeue", daemon=True).start()
 
-    def _stop_for_time(self) -> None:
+    def _stop_warned(self) -> None:
+        """The job's warning: its time limit, or a preemption where the site sends it."""
+        self._stop_for(PREEMPTION if preempted(read_job(self.job)) else TIME_LIMIT)
+
+    def steps_signalled(self, name: str) -> None:
+        """An agent lived through ``name`` (SIGTERM) sent to the job's steps: a
+        preemption's notice, or the job's end (any thread; the first report counts)."""
+        if not self._noticed.acquire(blocking=False):
+            return
+        threading.Thread(
+            target=self._on_steps_signal, args=(name,), name="topo-slurm-notice", daemon=True
+        ).start()
+
+    def _on_steps_signal(self, name: str) -> None:
+        record = read_job(self.job)
+        for _ in range(READ_TRIES - 1):  # (a busy controller: scontrol timed out)
+            if record is not None:
+                break
+            time.sleep(RUNNING_WAIT_S)
+            record = read_job(self.job)
+        if preempted(record):
+            if self._once.acquire(blocking=False):  # (not stopping for the time limit already)
+                self._stop_for(PREEMPTION)
+        elif self._run is not None:  # e.g. scancel: the launcher's own SIGTERM stops it too
+            self._run.request_stop(f"Slurm sent {name} to the job's steps", code=143)
+
+    def _stop_for(self, after: str) -> None:
         """Snapshot, say why, stop; the job is requeued once the run ended."""
         run, run_dir = self._run, self._run_dir
         assert run is not None and run_dir is not None
@@ -122,12 +171,15 @@ class JobGuard(Guard):
             time.sleep(RUNNING_WAIT_S)
         if run.phase != "running":  # it stops by itself: nothing to carry on
             return
-        taken = run.snapshot_now(f"before {TIME_LIMIT}")
-        _write_json(run_dir / RECORD_FILE, {"after": TIME_LIMIT, "job": self.job})
+        if after == TIME_LIMIT:
+            taken = run.snapshot_now(f"before {TIME_LIMIT}")
+            why = f"the job's time limit is near ({taken})"
+        else:
+            taken = run.snapshot_now(f"at {PREEMPTION}")
+            why = f"the job is preempted ({taken})"
+        _write_json(run_dir / RECORD_FILE, {"after": after, "job": self.job})
         self.requeue = True
-        run.request_stop(
-            f"the job's time limit is near ({taken}); Slurm job {self.job} is requeued"
-        )
+        run.request_stop(f"{why}; Slurm job {self.job} is requeued")
 
     def finish(self) -> None:
         if self.requeue:

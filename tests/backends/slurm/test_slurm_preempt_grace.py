@@ -1,0 +1,86 @@
+"""A submitted run preempted in a partition with a grace time (``graced``: Slurm sends
+SIGTERM to the job's steps, and ends the job only when the grace is over) takes a
+snapshot *at* the preemption, stops and is requeued; the requeued job resumes from
+that snapshot -- the program has no snapshot clock: there is no other -- with the
+state the node had then, and says so. The agents lived through the SIGTERM and said
+it. Checked by the node's state, not by timing; nothing is left."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.backends.slurm.cluster import SlurmCluster
+from tests.backends.slurm.test_slurm_requeue_preempt import STEP_S, state_of
+from tests.backends.slurm.test_slurm_requeue_time import hurried, login_env
+from topo.testing import wait_until
+
+pytestmark = pytest.mark.slow
+LIVES = """name: lives
+nodes:
+  lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 1}}
+"""
+COUNTED = 5  # the node counted this far in its first life when the urgent job comes
+
+
+def test_a_preempted_run_snapshots_in_its_grace_and_resumes_from_that_snapshot(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    (tmp_path / "lives.yaml").write_text(LIVES)
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d"]
+        + ["--partition", "graced"],
+        cwd=tmp_path,
+        env=login_env(slurm_cluster, tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    job, run_dir_text = done.stdout.split()
+    run_dir = Path(run_dir_text)
+    out = run_dir / f"slurm-{job}.out"
+    wait_until(
+        lambda: out.is_file() and f"count {COUNTED} lives 0" in out.read_text(),
+        STEP_S,
+        what="the program counting",
+    )
+    node = state_of(slurm_cluster, job)["NodeList"]
+    urgent = slurm_cluster.run(
+        "sbatch", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent", "-o", "/dev/null",
+        "--wrap", "true",
+    )  # fmt: skip
+    assert urgent.returncode == 0, urgent.stderr
+    wait_until(
+        lambda: hurried(slurm_cluster, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
+        STEP_S * 2,
+        what=f"job {job} preempted, requeued and ended",
+        every=1.0,
+    )
+    text = out.read_text()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 0 and status["stop_reason"] == "every node finished", text
+    # the first life: a snapshot at the preemption (the only one), then the stop
+    assert "◆ snapshot 1 (at preemption)" in text, text
+    assert f"the job is preempted (snapshot 1 taken); Slurm job {job} is requeued" in text, text
+    saved = [int(n) for n in re.findall(r"saved count (\d+) lives 0", text)]
+    assert len(saved) == 1 and saved[0] >= COUNTED, text
+    # the requeued job resumed from it with the node's state then, and said so
+    assert "◆ resumed from snapshot 1 after preemption" in text, text
+    assert f"restored count {saved[0]} lives 1" in text, text
+    assert not re.search(r"count \d+ lives [2-9]", text), text  # (one preemption, one requeue)
+    last = re.findall(r"done count (\d+) lives 1", text)
+    assert last and int(last[-1]) > saved[0], text
+    assert status["resumed"] == "resumed from snapshot 1 after preemption"
+    assert [p.name for p in (tmp_path / "home" / "runs").iterdir()] == [status["id"]]
+    # the agents lived through the preemption's SIGTERM and told the launcher
+    agent_logs = "".join(p.read_text() for p in (run_dir / "agents").glob("*.log"))
+    assert "its agent got SIGTERM and goes on" in agent_logs, agent_logs
+    pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
+    wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")
