@@ -3,20 +3,26 @@ SIGTERM to the job's steps, and ends the job only when the grace is over) takes 
 snapshot *at* the preemption, stops and is requeued; the requeued job resumes from
 that snapshot -- the program has no snapshot clock: there is no other -- with the
 state the node had then, and says so. The agents lived through the SIGTERM and said
-it. Checked by the node's state, not by timing; nothing is left."""
+it. The same where the site has Slurm send the job's own signal at a preemption
+(``SlurmctldParameters=preempt_send_user_signal``: the batch shell's USR1, on a
+cluster of its own). Checked by the node's state, not by timing; nothing is left."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.backends.slurm import cluster
 from tests.backends.slurm.cluster import SlurmCluster
+from tests.backends.slurm.conftest import leftovers
 from tests.backends.slurm.test_slurm_requeue_preempt import STEP_S, state_of
 from tests.backends.slurm.test_slurm_requeue_time import hurried, login_env
 from topo.testing import wait_until
@@ -26,18 +32,43 @@ LIVES = """name: lives
 nodes:
   lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 1}}
 """
+GRACED = ("--partition", "graced")  # (GraceTime: cluster.GRACE_S)
 COUNTED = 5  # the node counted this far in its first life when the urgent job comes
 
 
 def test_a_preempted_run_snapshots_in_its_grace_and_resumes_from_that_snapshot(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
+    preempted_in_its_grace(slurm_cluster, tmp_path, steps_signalled=True)
+
+
+def test_where_the_site_sends_the_jobs_signal_at_preemption_the_same(tmp_path: Path) -> None:
+    why = cluster.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    root = Path(tempfile.mkdtemp(prefix="topo-slurm-usr1-"))  # (short: munge's socket path)
+    try:
+        own = cluster.start(root, ("n1",), extra=("SlurmctldParameters=preempt_send_user_signal",))
+    except RuntimeError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(f"the Slurm test cluster did not start: {exc}")
+    try:
+        preempted_in_its_grace(own, tmp_path, steps_signalled=False)
+        assert not leftovers(own), leftovers(own)
+    finally:
+        left = own.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert not left, f"the Slurm test cluster left processes: {left}"
+
+
+def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled: bool) -> None:
+    """A run of ``graced`` preempted once: a snapshot at the preemption, the requeued job
+    resumed from it (``steps_signalled``: the agents heard the preemption's SIGTERM)."""
     (tmp_path / "lives.yaml").write_text(LIVES)
     done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d"]
-        + ["--partition", "graced"],
+        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d", *GRACED],
         cwd=tmp_path,
-        env=login_env(slurm_cluster, tmp_path / "home"),
+        env=login_env(slurm, tmp_path / "home"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -51,14 +82,14 @@ def test_a_preempted_run_snapshots_in_its_grace_and_resumes_from_that_snapshot(
         STEP_S,
         what="the program counting",
     )
-    node = state_of(slurm_cluster, job)["NodeList"]
-    urgent = slurm_cluster.run(
+    node = state_of(slurm, job)["NodeList"]
+    urgent = slurm.run(
         "sbatch", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent", "-o", "/dev/null",
         "--wrap", "true",
     )  # fmt: skip
     assert urgent.returncode == 0, urgent.stderr
     wait_until(
-        lambda: hurried(slurm_cluster, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
+        lambda: hurried(slurm, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
         STEP_S * 2,
         what=f"job {job} preempted, requeued and ended",
         every=1.0,
@@ -79,8 +110,9 @@ def test_a_preempted_run_snapshots_in_its_grace_and_resumes_from_that_snapshot(
     assert last and int(last[-1]) > saved[0], text
     assert status["resumed"] == "resumed from snapshot 1 after preemption"
     assert [p.name for p in (tmp_path / "home" / "runs").iterdir()] == [status["id"]]
-    # the agents lived through the preemption's SIGTERM and told the launcher
+    # the agents lived through the preemption's SIGTERM and told the launcher (or the
+    # batch shell heard the job's signal, and the agents nothing)
     agent_logs = "".join(p.read_text() for p in (run_dir / "agents").glob("*.log"))
-    assert "its agent got SIGTERM and goes on" in agent_logs, agent_logs
+    assert ("its agent got SIGTERM and goes on" in agent_logs) == steps_signalled, agent_logs
     pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
     wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")
