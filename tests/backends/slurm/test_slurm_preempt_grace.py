@@ -23,8 +23,14 @@ import pytest
 from tests.backends.slurm import cluster
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.conftest import leftovers
-from tests.backends.slurm.test_slurm_requeue_preempt import STEP_S, state_of
+from tests.backends.slurm.test_slurm_requeue_preempt import (
+    STEP_S,
+    node_taken,
+    state_of,
+    take_node,
+)
 from tests.backends.slurm.test_slurm_requeue_time import hurried, login_env
+from topo.backends.slurm.guard import preempted
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -82,12 +88,8 @@ def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled:
         STEP_S,
         what="the program counting",
     )
-    node = state_of(slurm, job)["NodeList"]
-    urgent = slurm.run(
-        "sbatch", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent", "-o", "/dev/null",
-        "--wrap", "true",
-    )  # fmt: skip
-    assert urgent.returncode == 0, urgent.stderr
+    urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
+    node_taken(slurm, urgent)  # (the run snapshots, stops and is requeued meanwhile)
     wait_until(
         lambda: hurried(slurm, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
         STEP_S * 2,
@@ -116,3 +118,14 @@ def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled:
     assert ("its agent got SIGTERM and goes on" in agent_logs) == steps_signalled, agent_logs
     pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
     wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")
+
+
+def test_the_jobs_record_tells_a_preemption_from_a_cancel() -> None:
+    """As measured (docs/slurm-notes.md): in its grace a preempted job still runs with a
+    ``PreemptTime``; a cancelled one is completing without one."""
+    grace = {"JobState": "RUNNING", "PreemptTime": "2026-12-06T21:04:13"}
+    assert preempted(grace)
+    assert not preempted({**grace, "JobState": "COMPLETING"})  # (past its grace: Slurm's)
+    assert not preempted({"JobState": "COMPLETING", "PreemptTime": "None"})  # scancel
+    assert not preempted({"JobState": "RUNNING", "PreemptTime": "None"})  # scancel -s TERM
+    assert not preempted(None)  # (no record read)

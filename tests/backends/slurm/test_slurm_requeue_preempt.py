@@ -53,16 +53,30 @@ def preempt(slurm: SlurmCluster, job: str, run_dir: Path, restarts: int) -> None
         )
 
     wait_until(ready, STEP_S, what=f"life {restarts} of job {job} with a snapshot", every=0.5)
-    node = state_of(slurm, job)["NodeList"]
-    done = slurm.run(
-        "sbatch", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent", "-o", "/dev/null",
-        "--wrap", "true",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
     wait_until(
         lambda: state_of(slurm, job).get("Restarts") == str(restarts + 1),
         STEP_S,
         what=f"job {job} requeued",
+    )
+    node_taken(slurm, urgent)
+
+
+def take_node(slurm: SlurmCluster, node: str) -> str:
+    """Submit a short job of the ``urgent`` partition that needs all of ``node``; its id."""
+    done = slurm.run(
+        "sbatch", "--parsable", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent",
+        "-o", "/dev/null", "--wrap", "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def node_taken(slurm: SlurmCluster, urgent: str) -> None:
+    """Wait for the urgent job to have had its node: the preempted job may start again
+    (``hurried``) only then, or it would be preempted again as it starts."""
+    wait_until(
+        lambda: slurm.job_state(urgent) != "PENDING", STEP_S, what=f"urgent job {urgent} to run"
     )
 
 

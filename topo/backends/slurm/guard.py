@@ -18,8 +18,8 @@ rest (``scancel``, which the launcher hears itself): at a preemption the guard d
 as at the warning -- snapshot ``at preemption``, stop, requeue (a job that ends within
 its grace is not requeued by Slurm) --; any other SIGTERM of the steps stops the run
 as the launcher's own SIGTERM would (exit 143). A site that has Slurm send the job's
-own signal at a preemption (``PreemptParameters=send_user_signal``) warns the batch
-shell instead: the record says which it was.
+own signal at a preemption (``SlurmctldParameters=preempt_send_user_signal``) warns
+the batch shell instead: the record says which it was.
 
 The requeued job runs the same script (``SLURM_RESTART_COUNT`` > 0): ``resumed`` finds
 the run directory's newest snapshot, the run's id and why it stopped, and the run
@@ -50,6 +50,7 @@ TIME_LIMIT = "the time limit"
 PREEMPTION = "preemption"
 REQUEUED = PREEMPTION  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
 RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program runs
+START_WAIT_S = 120.0  # a SIGTERM of the steps while the run starts: acted on once it runs
 READ_TRIES = 3  # scontrol show job, at a SIGTERM of the steps: tries before "not preempted"
 
 
@@ -104,6 +105,7 @@ class JobGuard(Guard):
         self._once = threading.Lock()  # one stop for a requeue (time limit or preemption)
         self._noticed = threading.Lock()  # one look at the steps' SIGTERM (every agent says it)
         self._signals: Interrupts | None = None
+        self._started = threading.Event()  # ``start``: the run to guard is known
 
     def resumed(self, run_dir: Path) -> Resumed | None:
         if self.restarts <= 0 or not (run_dir / STATUS_FILE).is_file():
@@ -122,6 +124,7 @@ class JobGuard(Guard):
 
     def start(self, run: GuardedRun, run_dir: Path) -> None:
         self._run, self._run_dir = run, run_dir
+        self._started.set()
         if threading.current_thread() is threading.main_thread():
             self._signals = Interrupts(signal.SIGUSR1, then=self._warned).start()
         threading.Thread(target=self._check_due, name="topo-slurm-guard", daemon=True).start()
@@ -151,6 +154,8 @@ class JobGuard(Guard):
         ).start()
 
     def _on_steps_signal(self, name: str) -> None:
+        if not self._started.wait(START_WAIT_S):  # (the agents start before the run does)
+            return
         record = read_job(self.job)
         for _ in range(READ_TRIES - 1):  # (a busy controller: scontrol timed out)
             if record is not None:
