@@ -18,15 +18,15 @@ from topo.runtime.sigterm import HOLD_ENV
 from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
-HOLDER = """
+HOLDER = r"""
 import os, sys, time
 from topo.runtime.sigterm import hold_sigterm
 held = hold_sigterm()
-pid = os.fork()
-if pid == 0:
+if os.fork() == 0:  # (it says so once it runs: a signal before Python's after-fork is lost)
+    os.write(1, f"forked {os.getpid()}\n".encode())  # (one write: the lines do not mix)
     while True:
         time.sleep(1)
-print(held, pid, flush=True)
+os.write(1, f"held {held}\n".encode())
 for line in sys.stdin:
     print("alive", flush=True)
 """
@@ -56,8 +56,8 @@ def _holder(hold: bool) -> tuple[subprocess.Popen[str], bool, int]:
         env=_env(hold),
     )
     assert proc.stdout is not None
-    held, forked = proc.stdout.readline().split()
-    return proc, held == "True", int(forked)
+    said = dict(proc.stdout.readline().split() for _ in range(2))  # (in either order)
+    return proc, said["held"] == "True", int(said["forked"])
 
 
 def test_a_holding_process_lives_through_sigterm_and_its_fork_does_not() -> None:
