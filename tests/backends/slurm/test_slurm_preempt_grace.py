@@ -25,11 +25,12 @@ from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.conftest import leftovers
 from tests.backends.slurm.test_slurm_requeue_preempt import (
     STEP_S,
+    ended,
     node_taken,
     state_of,
     take_node,
 )
-from tests.backends.slurm.test_slurm_requeue_time import hurried, login_env
+from tests.backends.slurm.test_slurm_requeue_time import login_env
 from topo.backends.slurm.guard import preempted
 from topo.testing import wait_until
 
@@ -91,7 +92,7 @@ def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled:
     urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
     node_taken(slurm, urgent)  # (the run snapshots, stops and is requeued meanwhile)
     wait_until(
-        lambda: hurried(slurm, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
+        lambda: ended(slurm, job, out),
         STEP_S * 2,
         what=f"job {job} preempted, requeued and ended",
         every=1.0,

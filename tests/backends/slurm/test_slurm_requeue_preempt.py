@@ -62,6 +62,15 @@ def preempt(slurm: SlurmCluster, job: str, run_dir: Path, restarts: int) -> None
     node_taken(slurm, urgent)
 
 
+def ended(slurm: SlurmCluster, job: str, out: Path) -> bool:
+    """Whether the job ended with its program (its last words in ``out``); a requeued
+    job is hurried meanwhile. (A state alone is not enough: an ``scontrol`` that fails
+    on a busy controller reads as a forgotten job.)"""
+    state = hurried(slurm, job)
+    said = out.read_text() if out.is_file() else ""
+    return state in ("COMPLETED", "FAILED", "CANCELLED", "") and "✓ stopped: every node" in said
+
+
 def take_node(slurm: SlurmCluster, node: str) -> str:
     """Submit a short job of the ``urgent`` partition that needs all of ``node``; its id."""
     done = slurm.run(
@@ -98,7 +107,7 @@ def test_a_preempted_run_resumes_from_its_snapshot_twice_and_ends(
     for restarts in (0, 1):
         preempt(slurm_cluster, job, run_dir, restarts)
     wait_until(
-        lambda: hurried(slurm_cluster, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
+        lambda: ended(slurm_cluster, job, run_dir / f"slurm-{job}.out"),
         STEP_S,
         what=f"job {job} to end",
         every=1.0,
