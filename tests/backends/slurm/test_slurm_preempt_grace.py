@@ -126,6 +126,7 @@ def test_the_jobs_record_tells_a_preemption_from_a_cancel() -> None:
     ``PreemptTime``; a cancelled one is completing without one."""
     grace = {"JobState": "RUNNING", "PreemptTime": "2026-12-06T21:04:13"}
     assert preempted(grace)
+    assert preempted({**grace, "JobState": "SIGNALING"})  # (its warning being sent)
     assert not preempted({**grace, "JobState": "COMPLETING"})  # (past its grace: Slurm's)
     assert not preempted({"JobState": "COMPLETING", "PreemptTime": "None"})  # scancel
     assert not preempted({"JobState": "RUNNING", "PreemptTime": "None"})  # scancel -s TERM

@@ -51,7 +51,7 @@ PREEMPTION = "preemption"
 REQUEUED = PREEMPTION  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
 RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program runs
 START_WAIT_S = 120.0  # a SIGTERM of the steps while the run starts: acted on once it runs
-READ_TRIES = 3  # scontrol show job, at a SIGTERM of the steps: tries before "not preempted"
+READ_TRIES = 3  # scontrol show job at a signal: tries before "not preempted"
 
 
 def in_batch_shell(env: Mapping[str, str] | None = None) -> bool:
@@ -85,11 +85,14 @@ def warning_due(record: Mapping[str, str], warning_s: int, now: float) -> bool:
 
 def preempted(record: Mapping[str, str] | None) -> bool:
     """Whether the job whose ``scontrol show job -o`` record this is was preempted and
-    still runs (in its grace time): ``PreemptTime`` set and ``JobState=RUNNING``."""
+    still runs (in its grace time): ``PreemptTime`` set and ``JobState=RUNNING`` (or
+    ``SIGNALING``: running, its warning being sent -- at a preemption, where the site
+    sends it then)."""
     if record is None:
         return False
     when = record.get("PreemptTime", "None")
-    return when not in ("", "None", "Unknown") and record.get("JobState") == "RUNNING"
+    running = record.get("JobState") in ("RUNNING", "SIGNALING")
+    return when not in ("", "None", "Unknown") and running
 
 
 class JobGuard(Guard):
@@ -142,7 +145,17 @@ class JobGuard(Guard):
 
     def _stop_warned(self) -> None:
         """The job's warning: its time limit, or a preemption where the site sends it."""
-        self._stop_for(PREEMPTION if preempted(read_job(self.job)) else TIME_LIMIT)
+        self._stop_for(PREEMPTION if preempted(self._record()) else TIME_LIMIT)
+
+    def _record(self) -> dict[str, str] | None:
+        """The job's record; tried again when scontrol fails (a busy controller)."""
+        record = read_job(self.job)
+        for _ in range(READ_TRIES - 1):
+            if record is not None:
+                break
+            time.sleep(RUNNING_WAIT_S)
+            record = read_job(self.job)
+        return record
 
     def steps_signalled(self, name: str) -> None:
         """An agent lived through ``name`` (SIGTERM) sent to the job's steps: a
@@ -156,13 +169,7 @@ class JobGuard(Guard):
     def _on_steps_signal(self, name: str) -> None:
         if not self._started.wait(START_WAIT_S):  # (the agents start before the run does)
             return
-        record = read_job(self.job)
-        for _ in range(READ_TRIES - 1):  # (a busy controller: scontrol timed out)
-            if record is not None:
-                break
-            time.sleep(RUNNING_WAIT_S)
-            record = read_job(self.job)
-        if preempted(record):
+        if preempted(self._record()):
             if self._once.acquire(blocking=False):  # (not stopping for the time limit already)
                 self._stop_for(PREEMPTION)
         elif self._run is not None:  # e.g. scancel: the launcher's own SIGTERM stops it too
