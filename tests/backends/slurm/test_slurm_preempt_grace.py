@@ -91,12 +91,14 @@ def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled:
     )
     urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
     node_taken(slurm, urgent)  # (the run snapshots, stops and is requeued meanwhile)
-    wait_until(
-        lambda: ended(slurm, job, out),
-        STEP_S * 2,
-        what=f"job {job} preempted, requeued and ended",
-        every=1.0,
-    )
+    try:
+        wait_until(lambda: ended(slurm, job, out), STEP_S, what="the requeued job's end", every=1.0)
+    except AssertionError as exc:  # (what Slurm says of it, for the reader)
+        shown = slurm.run("scontrol", "show", "job", job)
+        shown_text = shown.stdout + shown.stderr
+        log = (slurm.root / "slurmctld.log").read_text(errors="replace").splitlines()
+        said = "\n".join(line for line in log if f"JobId={job} " in line or "urgent" in line)
+        raise AssertionError(f"{exc}\n{shown_text}\n{said}\n{out.read_text()[-3000:]}") from None
     text = out.read_text()
     status = json.loads((run_dir / "status.json").read_text())
     assert status["exit_code"] == 0 and status["stop_reason"] == "every node finished", text

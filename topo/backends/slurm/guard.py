@@ -19,7 +19,8 @@ as at the warning -- snapshot ``at preemption``, stop, requeue (a job that ends 
 its grace is not requeued by Slurm) --; any other SIGTERM of the steps stops the run
 as the launcher's own SIGTERM would (exit 143). A site that has Slurm send the job's
 own signal at a preemption (``SlurmctldParameters=preempt_send_user_signal``) warns
-the batch shell instead: the record says which it was.
+the batch shell instead: a warning well before the time limit's is looked up in the
+record (one at its time is the time limit's, and its snapshot does not wait).
 
 The requeued job runs the same script (``SLURM_RESTART_COUNT`` > 0): ``resumed`` finds
 the run directory's newest snapshot, the run's id and why it stopped, and the run
@@ -51,6 +52,7 @@ PREEMPTION = "preemption"
 REQUEUED = PREEMPTION  # a requeue topo did not ask for: Slurm's (PreemptMode=REQUEUE)
 RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program runs
 START_WAIT_S = 120.0  # a SIGTERM of the steps while the run starts: acted on once it runs
+EARLY_S = 60.0  # a warning this close to its time is the time limit's (Slurm: 30 s early)
 READ_TRIES = 3  # scontrol show job at a signal: tries before "not preempted"
 
 
@@ -72,15 +74,21 @@ def job_guard(warning_s: int, env: Mapping[str, str] | None = None) -> JobGuard 
     return JobGuard(env["SLURM_JOB_ID"], restarts, warning_s)
 
 
-def warning_due(record: Mapping[str, str], warning_s: int, now: float) -> bool:
-    """Whether the job whose ``scontrol show job -o`` record this is should have been
-    warned by ``now`` (its start plus its time limit, less ``warning_s``)."""
+def warning_at(record: Mapping[str, str], warning_s: int) -> float | None:
+    """When the job whose ``scontrol show job -o`` record this is is to be warned (its
+    start plus its time limit, less ``warning_s``); None if the record does not say."""
     try:
         limit = time_s(record.get("TimeLimit", ""))
         started = datetime.fromisoformat(record.get("StartTime", "")).timestamp()
     except ValueError:
-        return False
-    return limit is not None and now >= started + limit - warning_s
+        return None
+    return None if limit is None else started + limit - warning_s
+
+
+def warning_due(record: Mapping[str, str], warning_s: int, now: float) -> bool:
+    """Whether the job whose record this is should have been warned by ``now``."""
+    at = warning_at(record, warning_s)
+    return at is not None and now >= at
 
 
 def preempted(record: Mapping[str, str] | None) -> bool:
@@ -109,6 +117,7 @@ class JobGuard(Guard):
         self._noticed = threading.Lock()  # one look at the steps' SIGTERM (every agent says it)
         self._signals: Interrupts | None = None
         self._started = threading.Event()  # ``start``: the run to guard is known
+        self._warning_at: float | None = None  # when the time limit's warning is due
 
     def resumed(self, run_dir: Path) -> Resumed | None:
         if self.restarts <= 0 or not (run_dir / STATUS_FILE).is_file():
@@ -135,6 +144,8 @@ class JobGuard(Guard):
     def _check_due(self) -> None:
         """The warning came before its handler was there (Python starting): act now."""
         record = read_job(self.job)
+        if record is not None:
+            self._warning_at = warning_at(record, self.warning_s)
         if record is not None and warning_due(record, self.warning_s, time.time()):
             self._warned(signal.SIGUSR1)
 
@@ -144,8 +155,14 @@ class JobGuard(Guard):
         threading.Thread(target=self._stop_warned, name="topo-slurm-requeue", daemon=True).start()
 
     def _stop_warned(self) -> None:
-        """The job's warning: its time limit, or a preemption where the site sends it."""
-        self._stop_for(PREEMPTION if preempted(self._record()) else TIME_LIMIT)
+        """The job's warning: its time limit, or a preemption where the site sends it
+        then -- read in the job's record only when the warning came well before its time
+        (at its time, the snapshot goes first: scontrol may take seconds)."""
+        at = self._warning_at
+        if at is not None and time.time() >= at - EARLY_S:
+            self._stop_for(TIME_LIMIT)
+        else:
+            self._stop_for(PREEMPTION if preempted(self._record()) else TIME_LIMIT)
 
     def _record(self) -> dict[str, str] | None:
         """The job's record; tried again when scontrol fails (a busy controller)."""
