@@ -50,6 +50,7 @@ from topo.runtime import (
     set_process_program,
 )
 from topo.runtime.registry_client import RegistryClient
+from topo.runtime.sigterm import hold_sigterm
 from topo.targets import load_target
 
 ORPHANED_EXIT = 70  # the parent (launcher, or the process that made us) is gone
@@ -248,7 +249,8 @@ def run_child(
         if own_process:
             os.setpgid(0, 0)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if not hold_sigterm():  # (a Slurm step's SIGTERM is a notice: the launcher's)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
         redirect_output(spec.output, spec.registry.program_id)
         # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
         # thread's stack into the node's log.

@@ -212,6 +212,16 @@ def _import_modules(modules: Iterable[str]) -> list[str]:
     return errors
 
 
+def _hold_sigterm() -> None:
+    """In a Slurm step the launcher acts on: SIGTERM is a notice (``topo.runtime.sigterm``;
+    imported after ``warm_up``, which imports the runtime and says why if it cannot)."""
+    try:
+        from topo.runtime.sigterm import hold_sigterm
+    except ImportError:
+        return
+    hold_sigterm()
+
+
 def serve(status_fd: int) -> None:
     """The fork server's main loop (runs in the server process's main thread)."""
     global _status
@@ -226,6 +236,7 @@ def serve(status_fd: int) -> None:
     keep_niceness()  # a new session: the launcher's niceness, for the whole program
     _status = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=status_fd)
     errors = warm_up()  # meanwhile the launcher compiles the program
+    _hold_sigterm()
     init = read_msg(0)
     while isinstance(init, tuple) and init[0] == "check":  # before the run: imports + args
         _answer_check(init[1], init[2])

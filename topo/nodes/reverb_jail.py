@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topo.runtime.auth import Mechanism
+from topo.runtime.sigterm import hold_sigterm
 
 DRAIN_S = 2.0  # at most this long releasing held-back writers at the stop, quiet wait included
 QUIET_MIN_S = 0.5  # at least this long waiting for the doors to go quiet after the release
@@ -261,7 +262,8 @@ def _free_port() -> int:
 def _serve(spec: JailSpec, control: socket.socket) -> int:  # pragma: no cover - child
     """The child: isolate, serve, answer the parent until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it (after draining)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if not hold_sigterm():  # (a Slurm step's SIGTERM is a notice: the launcher's)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parent = os.getppid()
     from topo.runtime.isolation import isolate
 

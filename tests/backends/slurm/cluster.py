@@ -2,8 +2,9 @@
 per fake node, all in one temporary folder (its own munge key and socket, free ports,
 state, spool, logs and pids), found by the Slurm commands through ``SLURM_CONF``.
 
-Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute) and
-``urgent`` (a higher ``PriorityTier`` that preempts ``main``'s jobs by requeueing
+Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute), ``graced``
+(as ``main``, with a preemption grace time: ``GRACE_S``) and ``urgent`` (a higher
+``PriorityTier`` that preempts the jobs of ``main`` and ``graced`` by requeueing
 them). Node ``nK`` has the feature ``rackK`` (what ``--constraint`` and
 ``resources.host_labels`` name: a heterogeneous job's components), and the backfill
 pass, which starts heterogeneous jobs, runs every 2 s. ``stop`` cancels every job, ends
@@ -36,6 +37,7 @@ CPUS = 4  # per fake node (more than the machine has: the tests' programs are sm
 MEMORY_MB = 4000
 UP_S = 60.0  # the daemons up and every node idle (seconds; about 1 on an idle machine)
 STOP_S = 30.0
+GRACE_S = 120  # partition graced's GraceTime: a preempted run snapshots and stops in it
 
 
 def unavailable() -> str | None:
@@ -196,8 +198,11 @@ def _kill(pids: Iterable[int]) -> None:
     psutil.wait_procs(procs, timeout=STOP_S)
 
 
-def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
-    """The slurm.conf of a cluster in ``root`` with these (node, slurmd port)."""
+def config(
+    root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int, extra: Iterable[str] = ()
+) -> str:
+    """The slurm.conf of a cluster in ``root`` with these (node, slurmd port), and
+    ``extra`` lines (a test's own setting, e.g. ``SlurmctldParameters=...``)."""
     nodes = list(nodes)
     names = ",".join(n for n, _ in nodes)
     lines = [
@@ -235,6 +240,7 @@ def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
         "InactiveLimit=0",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
+        *extra,
     ]
     for i, (name, port) in enumerate(nodes, 1):
         lines.append(
@@ -245,28 +251,33 @@ def config(root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int) -> str:
         f"PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP "
         "PriorityTier=1 PreemptMode=REQUEUE",
         f"PartitionName=short Nodes={names} MaxTime=1 State=UP PriorityTier=1",
+        f"PartitionName=graced Nodes={names} MaxTime=INFINITE State=UP PriorityTier=1 "
+        f"PreemptMode=REQUEUE GraceTime={GRACE_S}",
         f"PartitionName=urgent Nodes={names} MaxTime=INFINITE State=UP PriorityTier=10 "
         "PreemptMode=OFF",
     ]
     return "\n".join(lines) + "\n"
 
 
-def start(root: Path, nodes: tuple[str, ...] = ("n1", "n2")) -> SlurmCluster:
-    """A cluster of ``nodes`` in the (empty) folder ``root``, up with every node idle;
-    stopped (nothing left) and ``RuntimeError`` with the daemons' logs if it cannot."""
+def start(
+    root: Path, nodes: tuple[str, ...] = ("n1", "n2"), extra: tuple[str, ...] = ()
+) -> SlurmCluster:
+    """A cluster of ``nodes`` in the (empty) folder ``root`` (``extra``: more lines of
+    its slurm.conf), up with every node idle; stopped (nothing left) and
+    ``RuntimeError`` with the daemons' logs if it cannot."""
     root.mkdir(parents=True, exist_ok=True)
     for sub in ("state", "spool", *(f"spool/{n}" for n in nodes)):
         (root / sub).mkdir(exist_ok=True)
     cluster = SlurmCluster(root, nodes)
     try:
-        _start(cluster)
+        _start(cluster, extra)
     except BaseException:
         cluster.stop()
         raise
     return cluster
 
 
-def _start(cluster: SlurmCluster) -> None:
+def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
     root = cluster.root
     key = root / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -286,7 +297,8 @@ def _start(cluster: SlurmCluster) -> None:
     cluster.daemons["munged"] = subprocess.Popen(munged, stdout=log, stderr=log)
     _wait(cluster, lambda: socket_path.exists(), "munged's socket")
     ports = free_ports(1 + len(cluster.nodes))
-    cluster.conf.write_text(config(root, zip(cluster.nodes, ports[1:], strict=True), ports[0]))
+    nodes = zip(cluster.nodes, ports[1:], strict=True)
+    cluster.conf.write_text(config(root, nodes, ports[0], extra))
     env = cluster.env()
     cluster.daemons["slurmctld"] = subprocess.Popen(
         [_which("slurmctld") or "slurmctld", "-D", "-i", "-f", str(cluster.conf)],

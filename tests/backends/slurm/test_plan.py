@@ -121,7 +121,8 @@ def test_what_the_partition_cannot_hold_is_refused_with_its_limit_and_the_group(
     unknown = topo_plan(EXAMPLE, slurm_cluster.env(), "--partition", "mian")
     assert unknown.returncode == 1
     assert unknown.stderr.splitlines() == [
-        "error: --partition mian: Slurm has no such partition (partitions: main*, short, urgent)",
+        "error: --partition mian: Slurm has no such partition "
+        "(partitions: main*, short, graced, urgent)",
         "  hint: did you mean 'main'?",
     ]
     big = tmp_path / "big.yaml"

@@ -22,17 +22,19 @@ def partition(slurm: SlurmCluster, name: str) -> dict[str, str]:
     return dict(w.split("=", 1) for w in done.stdout.split() if "=" in w)
 
 
-def test_the_cluster_has_two_idle_nodes_and_three_partitions(slurm_cluster: SlurmCluster) -> None:
+def test_the_cluster_has_two_idle_nodes_and_four_partitions(slurm_cluster: SlurmCluster) -> None:
     shown = slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N %P %t")
     rows = sorted(tuple(line.split()) for line in shown.stdout.splitlines())
     assert rows == sorted(
-        (n, p, "idle") for n in ("n1", "n2") for p in ("main*", "short", "urgent")
+        (n, p, "idle") for n in ("n1", "n2") for p in ("main*", "short", "graced", "urgent")
     ), shown.stdout
-    main, short, urgent = (partition(slurm_cluster, p) for p in ("main", "short", "urgent"))
+    names = ("main", "short", "graced", "urgent")
+    main, short, graced, urgent = (partition(slurm_cluster, p) for p in names)
     assert main["Default"] == "YES" and main["MaxTime"] == "UNLIMITED"
     assert short["MaxTime"] == "00:01:00"
-    assert int(urgent["PriorityTier"]) > int(main["PriorityTier"])
-    assert main["PreemptMode"] == "REQUEUE"
+    assert int(urgent["PriorityTier"]) > int(main["PriorityTier"]) == int(graced["PriorityTier"])
+    assert main["PreemptMode"] == "REQUEUE" == graced["PreemptMode"]
+    assert main["GraceTime"] == "0" and int(graced["GraceTime"]) > 0
 
 
 def test_a_step_runs_on_the_node_it_names(slurm_allocation: Allocation) -> None:

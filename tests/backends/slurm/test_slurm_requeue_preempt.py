@@ -53,16 +53,39 @@ def preempt(slurm: SlurmCluster, job: str, run_dir: Path, restarts: int) -> None
         )
 
     wait_until(ready, STEP_S, what=f"life {restarts} of job {job} with a snapshot", every=0.5)
-    node = state_of(slurm, job)["NodeList"]
-    done = slurm.run(
-        "sbatch", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent", "-o", "/dev/null",
-        "--wrap", "true",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
     wait_until(
         lambda: state_of(slurm, job).get("Restarts") == str(restarts + 1),
         STEP_S,
         what=f"job {job} requeued",
+    )
+    node_taken(slurm, urgent)
+
+
+def ended(slurm: SlurmCluster, job: str, out: Path) -> bool:
+    """Whether the job ended with its program (its last words in ``out``); a requeued
+    job is hurried meanwhile. (A state alone is not enough: an ``scontrol`` that fails
+    on a busy controller reads as a forgotten job.)"""
+    state = hurried(slurm, job)
+    said = out.read_text() if out.is_file() else ""
+    return state in ("COMPLETED", "FAILED", "CANCELLED", "") and "✓ stopped: every node" in said
+
+
+def take_node(slurm: SlurmCluster, node: str) -> str:
+    """Submit a short job of the ``urgent`` partition that needs all of ``node``; its id."""
+    done = slurm.run(
+        "sbatch", "--parsable", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent",
+        "-o", "/dev/null", "--wrap", "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def node_taken(slurm: SlurmCluster, urgent: str) -> None:
+    """Wait for the urgent job to have had its node: the preempted job may start again
+    (``hurried``) only then, or it would be preempted again as it starts."""
+    wait_until(
+        lambda: slurm.job_state(urgent) != "PENDING", STEP_S, what=f"urgent job {urgent} to run"
     )
 
 
@@ -84,7 +107,7 @@ def test_a_preempted_run_resumes_from_its_snapshot_twice_and_ends(
     for restarts in (0, 1):
         preempt(slurm_cluster, job, run_dir, restarts)
     wait_until(
-        lambda: hurried(slurm_cluster, job) in ("COMPLETED", "FAILED", "CANCELLED", ""),
+        lambda: ended(slurm_cluster, job, run_dir / f"slurm-{job}.out"),
         STEP_S,
         what=f"job {job} to end",
         every=1.0,

@@ -44,12 +44,27 @@ def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
 
 def hurried(slurm: SlurmCluster, job: str) -> str:
     """The job's state; a requeued job held for its begin time (Slurm holds one for
-    ``cred_expire``, 2 minutes by default) is made eligible now."""
+    ``cred_expire``, 2 minutes by default) is made eligible now -- once its last life's
+    batch step is gone: Slurm took that step's late end for the new life's, and the
+    job ended there (seen when the launcher's own ``scontrol requeue`` was followed at
+    once by a start)."""
     shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
     state = re.search(r"JobState=(\S+)", shown)
     if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
-        slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        if not steps_left(slurm, job):
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
     return state.group(1) if state else ""
+
+
+def steps_left(slurm: SlurmCluster, job: str) -> bool:
+    """Whether a step daemon of ``job`` (its batch step's, ``[5.batch]``) still runs."""
+    for proc in slurm.stepds():
+        try:
+            if f"[{job}." in " ".join(proc.cmdline()):
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 def test_a_run_at_its_time_limit_is_requeued_and_resumes_from_its_snapshot(

@@ -9,7 +9,7 @@ A fleet keeps one agent per host at a time (started through the backend's
 * what agents report becomes the ``Sink``'s: an attempt started (its pid there), ended
   (its exit code); the output of their logs goes into the run directory
   (``output.RunOutput``), the fork server's own and the fleet's notes to the host's
-  agent log;
+  agent log; a signal an agent lives through (a Slurm step's SIGTERM) to ``on_signal``;
 * an agent that ends while its host is fine takes its attempts: they are reported
   lost, naming the host, the agent's pid and how it ended, so that their restart policy
   applies, and the host's next agent starts when something is sent there (at once for
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class Fleet(Reports):
         self.restarts: dict[str, int] = {}  # host -> agents started after one ended
         self.greeted: set[str] = set()  # hosts where an agent said hello
         self.closing = False
+        self.on_signal: Callable[[str, str], None] | None = None  # (host, signal) a backend hears
         self._agents: dict[str, Agent] = {}  # host -> its current agent
         self._gen: dict[str, int] = {}  # host -> its latest agent's generation
         self._quick: dict[str, int] = {}  # host -> quick deaths of its agents in a row
@@ -275,6 +276,10 @@ class Fleet(Reports):
                 self.note(agent.host, f"the fork server could not import {error}")
         elif t == "bye":
             agent.bye = str(msg.get("reason", ""))
+        elif t == "signal":  # (a Slurm step's SIGTERM: the backend's to act on)
+            self.note(agent.host, f"its agent got {msg.get('name')} and goes on")
+            if self.on_signal is not None:
+                self.on_signal(agent.host, str(msg.get("name", "")))
 
     def logs(self, agent: Agent, chunks: Mapping[str, str]) -> None:
         """New lines of ``agent``'s logs, by label: a node's or an executable's into the

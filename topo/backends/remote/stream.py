@@ -12,7 +12,8 @@ with its launcher, one object per line, both ways:
 * agent → launcher: ``hello`` (at once, and with the fork server's pid once it started),
   ``server`` (the fork server is up, import errors), ``program`` (the fork server took a
   new program), ``started``, ``exited``, ``out`` (new complete lines of a log file, or of
-  the fork server's own output), ``hb`` (alive), ``bye``.
+  the fork server's own output), ``hb`` (alive), ``signal`` (a SIGTERM it lives through:
+  in a Slurm step whose launcher acts on it, ``topo.runtime.sigterm``), ``bye``.
 
 A remote process survives a dropped connection unless it is made not to, so the agent
 ends everything it started -- fork server, executables, their process groups -- when
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from topo.backends.interrupts import Interrupts
 from topo.backends.remote.host import HostCore
 from topo.backends.titles import set_title
 from topo.rundir.layout import LOGS_DIR
@@ -164,6 +166,20 @@ class StreamAgent:
             os._exit(0)
 
 
+def report_sigterm(out: Out) -> Interrupts | None:
+    """In a Slurm step whose launcher acts on it (``topo.runtime.sigterm``): SIGTERM does
+    not end the agent, it is reported to the launcher (``signal``), which decides."""
+    if "SLURM_STEP_ID" not in os.environ:  # (the runtime's import: only where it may apply)
+        return None
+    from topo.runtime.sigterm import holds_sigterm
+
+    if not holds_sigterm():
+        return None
+    return Interrupts(
+        signal.SIGTERM, then=lambda signum: out.send(t="signal", name="SIGTERM")
+    ).start()
+
+
 def main() -> None:
     """Read ``init``, start the fork server, then serve requests until EOF or the lease ends."""
     try:
@@ -175,6 +191,7 @@ def main() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # EOF on stdin is what ends us
     out = Out(sys.stdout.buffer)
     out.send(t="hello", pid=os.getpid())  # up: the launcher's lease starts now
+    report_sigterm(out)
     stdin = sys.stdin.buffer
     while True:  # pings may come before the init
         first = stdin.readline()

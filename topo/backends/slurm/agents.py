@@ -14,6 +14,11 @@ job run the same environment.
 How an agent ended is srun's exit status (the task's code, 128 + a signal's number);
 when srun could not start the step, the agent "ended" with srun's error. An agent that
 goes quiet for the lease has lost its node for the run.
+
+Where the launcher is its job's batch shell (it has a ``guard.JobGuard``), the agents
+are started with ``topo.runtime.sigterm.HOLD_ENV``: at a preemption with a grace time
+Slurm sends SIGTERM to the steps only, and the agents and all topo forks there live
+through it; the agent reports it (``signal``) and the guard decides.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from topo.backends.proctree import how_it_ended
 from topo.backends.remote.records import Agent
 from topo.backends.remote.transport import AGENT_MODULE, StreamTransport, run_init
 from topo.backends.slurm.allocation import Allocation
+from topo.runtime.sigterm import HOLD_ENV
 
 PING_S = 1.0  # the launcher renews each agent's lease this often
 START_S = 90.0  # an agent has this long to say hello (a step on a busy node, an import)
@@ -62,10 +68,14 @@ def srun_command(job: str, node: str, het_group: int | None = None) -> list[str]
     ]
 
 
-def agent_env(base: Mapping[str, str]) -> dict[str, str]:
-    """The environment of an agent's srun: the caller's, with the launcher's import path."""
+def agent_env(base: Mapping[str, str], hold_sigterm: bool = False) -> dict[str, str]:
+    """The environment of an agent's srun: the caller's, with the launcher's import path
+    (and ``hold_sigterm``: the step's SIGTERM is a notice, ``topo.runtime.sigterm``)."""
     env = dict(base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+    env.pop(HOLD_ENV, None)
+    if hold_sigterm:
+        env[HOLD_ENV] = "1"
     return env
 
 
@@ -209,11 +219,15 @@ class SrunAgents(StreamTransport):
     """The agents of one slurm run, one srun step each (see the module's docstring)."""
 
     def __init__(
-        self, allocation: Allocation, lease_s: float, env: Mapping[str, str] | None = None
+        self,
+        allocation: Allocation,
+        lease_s: float,
+        env: Mapping[str, str] | None = None,
+        hold_sigterm: bool = False,
     ) -> None:
         self.allocation = allocation
         self.lease_s = lease_s
-        self.env = agent_env(os.environ if env is None else env)
+        self.env = agent_env(os.environ if env is None else env, hold_sigterm)
         self.links: list[SrunLink] = []
 
     def where(self, host: str) -> str:

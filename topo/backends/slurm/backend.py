@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topo.backends.base import (
     BackendOption,
@@ -40,6 +40,9 @@ from topo.backends.slurm.options import DEFAULT_WARNING_S
 from topo.backends.slurm.placement import Placement, as_inventory, place_in
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program
+
+if TYPE_CHECKING:
+    from topo.backends.slurm.guard import JobGuard
 
 LEASE_S = 5.0  # an agent that hears nothing for this long ends; a node silent as long is lost
 
@@ -96,13 +99,16 @@ class SlurmBackend(HostedBackend):
         self.placement: Placement | None = None
         self.agents: SrunAgents | None = None
         self.fleet: Fleet | None = None
+        self.job_guard: JobGuard | None = None  # (``guard``: the launcher is the batch shell)
 
     def guard(self) -> Guard | None:
-        """Where the launcher is its job's batch shell: the job's time limit is met with a
-        snapshot and a requeue, and the requeued job resumes (``guard.JobGuard``)."""
+        """Where the launcher is its job's batch shell: the job's time limit and a
+        preemption are met with a snapshot and a requeue, and the requeued job resumes
+        (``guard.JobGuard``; its agents then report the SIGTERM of a preemption)."""
         from topo.backends.slurm.guard import job_guard
 
-        return job_guard(self.warning_s)
+        self.job_guard = job_guard(self.warning_s)
+        return self.job_guard
 
     # -- before anything starts ---------------------------------------------------
     def _allocation(self) -> Allocation:
@@ -151,8 +157,11 @@ class SlurmBackend(HostedBackend):
     def open(self, job: JobContext, sink: Sink) -> None:
         if self.placement is None or self.allocation is None:  # check() refused or not called
             raise RuntimeError("the slurm backend was not checked (Launcher runs check first)")
-        self.agents = SrunAgents(self.allocation, self.lease_s)
+        guard = self.job_guard
+        self.agents = SrunAgents(self.allocation, self.lease_s, hold_sigterm=guard is not None)
         self.fleet = Fleet(job, sink, self.agents)
+        if guard is not None:
+            self.fleet.on_signal = lambda host, name: guard.steps_signalled(name)
         nodes = self.allocation.names
         self.fleet.open(nodes)
         if not self.fleet.hosts_up(nodes):
