@@ -228,7 +228,10 @@ def test_labels_that_are_no_group_names_run(lp_launch: Launch) -> None:
     launched = lp_launch(program)
     assert {g.label for g in launched.program.groups} == {"actors/cpu 0", "my learner"}
     launched.wait(labels_to_wait_on=["actors/cpu 0"], timeout=60)
-    assert learner is not None and learner.dereference().runs() == 1
+    assert learner is not None
+    # the learner serves calls from before its run() is entered (as on Launchpad)
+    runner = learner.dereference()
+    wait_until(lambda: runner.runs() == 1, 60, what="the learner's run() to be entered")
 
 
 def test_lp_stop_from_the_launching_thread_stops_a_one_node_program(lp_launch: Launch) -> None:

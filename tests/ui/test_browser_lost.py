@@ -55,6 +55,10 @@ def test_the_page_of_a_run_that_gets_lost_says_so(browser: Any, tmp_path: Path) 
         assert f"run lost: its launcher (pid {launcher}) ended without ending the run" in facts
         assert "nodes running" not in facts and f"topo stop {run_id} cleans up" in facts
         assert "st-lost" in (page.get_attribute("#run-state", "class") or "")
+        # a node seen still running as its launcher died reads "orphaned" until the
+        # page's next look at it (each second)
+        all_lost = "Object.values(Topo.nodes).every((n) => n.state === 'lost')"
+        page.wait_for_function(all_lost, timeout=LOAD_S * 1000)
         states = page.evaluate("Object.values(Topo.nodes).map((n) => n.state)")
         assert states == ["lost", "lost"]
         page.click("nav button[data-tab='nodes']")
