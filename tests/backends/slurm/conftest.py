@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.backends.slurm import cluster
@@ -42,6 +43,15 @@ def slurm_session() -> Iterator[SlurmCluster]:
     assert not left, f"the Slurm test cluster left processes: {left}"
 
 
+def _live_command(proc: psutil.Process) -> str | int | None:
+    """A process's command line (its pid when it has none); None once it ended, a zombie
+    not yet reaped by its slurmd included."""
+    try:
+        return " ".join(proc.cmdline()) or proc.pid
+    except psutil.Error:  # ended meanwhile (NoSuchProcess, ZombieProcess)
+        return None
+
+
 def leftovers(slurm: SlurmCluster, timeout: float = CLEAN_S) -> dict[str, object]:
     """What is left on the cluster after ``timeout``: jobs, steps' daemons (and what they
     run); empty when nothing."""
@@ -51,9 +61,9 @@ def leftovers(slurm: SlurmCluster, timeout: float = CLEAN_S) -> dict[str, object
         jobs = slurm.jobs()
         if jobs:
             out["jobs"] = jobs
-        stepds = slurm.stepds()
+        stepds = [d for d in map(_live_command, slurm.stepds()) if d is not None]
         if stepds:
-            out["slurmstepd"] = [" ".join(p.cmdline()) or p.pid for p in stepds]
+            out["slurmstepd"] = stepds
         return out
 
     try:
