@@ -109,6 +109,11 @@ def one_run(backend: str, mb: float, workdir: Path) -> dict[str, Any]:
             base = rss
         peak = max(peak, rss)
         time.sleep(0.05)
+    try:
+        cpu = launcher.cpu_times()
+        cpu_s = round(cpu.user + cpu.system, 2)
+    except psutil.NoSuchProcess:
+        cpu_s = None
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     while proc.poll() is None:
@@ -127,6 +132,7 @@ def one_run(backend: str, mb: float, workdir: Path) -> dict[str, Any]:
         "lines_shown": state["lines"],
         "print_s": state.get("print_s"),
         "ctrl_c_s": round(stopped, 2),
+        "launcher_cpu_s": cpu_s,
         "exit_code": proc.returncode,
     }
 
@@ -144,6 +150,9 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=100.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--backends", default="procs,threads")
+    parser.add_argument(
+        "--before", type=Path, help="a flood.json of the code before a change: shown beside"
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {
         "python": platform.python_version(),
@@ -161,6 +170,15 @@ def main() -> None:
             print(backend, i + 1, row, flush=True)
             rows.append(row)
         results["backends"][backend] = rows
+    if args.before is not None:  # columns "<backend> before" beside each backend's
+        before = json.loads(args.before.read_text())["backends"]
+        merged = {}
+        for backend, rows in results["backends"].items():
+            if backend in before:
+                merged[f"{backend} before"] = before[backend]
+            merged[backend] = rows
+        results["backends"] = merged
+        results["before"] = str(args.before)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "flood.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / "flood.md").write_text(report(results))
@@ -175,6 +193,7 @@ MEASURES = (
     ("lines shown", "lines_shown"),
     ("node's time to print it all (s)", "print_s"),
     ("Ctrl-C → launcher exited (s)", "ctrl_c_s"),
+    ("launcher's CPU until the last line (s; on threads the node's too)", "launcher_cpu_s"),
 )
 
 
@@ -197,6 +216,15 @@ def report(results: dict[str, Any]) -> str:
         "Before the relay was bounded (issue 24, a node printing 100 MB on the "
         "previous code): the launcher fell 100–135 s behind, grew to 230–312 MiB and "
         "Ctrl-C took 99 s (92 s after a second Ctrl-C).",
+        "",
+        *(
+            [
+                'Columns "before": the previous code, measured in the same session '
+                f"({results['before']})."
+            ]
+            if results.get("before")
+            else []
+        ),
         "",
         "| measure | " + " | ".join(backends) + " |",
         "| --- |" + " ---: |" * len(backends),
