@@ -1,6 +1,6 @@
 """The DQN examples as running programs: acme_distributed learns CartPole on procs and
-on threads, acme_colocated on procs, and they stop by themselves; the replay's tables factory gets
-the group's args."""
+on threads, acme_colocated on procs, and they stop by themselves; the replay's tables
+factory gets the group's args."""
 
 from __future__ import annotations
 
