@@ -254,6 +254,7 @@ def live(
 
 
 SMALL = {  # as tests/agents/test_dqn_programs.py keeps DQN short, but stopped by the test
+    "num_actors": 2,  # (actor/1 is killed)
     "max_actor_steps": 2_000_000,
     "samples_per_insert": 16.0,
     "min_replay_size": 500,
