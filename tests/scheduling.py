@@ -7,7 +7,8 @@ the record each run leaves of its slowest tests.
   ``topo-h4..6`` of their own, or the one ``ray`` starts on its own) and the Slurm tests
   (one test cluster per worker run, a session fixture: tests/backends/slurm/cluster.py,
   and its few CPUs). The three units start first, on three workers, side by side (the
-  longest chains of the run), while the workers share the rest test by test.
+  longest chains of the run), while the workers share the rest test by test, the slow
+  ones first (the quick ones fill the workers up at the end).
   xdist's own ``--dist loadgroup`` would do it with a mark, but with pytest 9.2 its
   groups are silently lost (pytest-dev/pytest-xdist#1386), so the unit is known by the
   test's id, and collection checks that every test using those fixtures is known so.
@@ -71,9 +72,9 @@ def unit_of(nodeid: str) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The units' tests first, longest unit first (a worker starts with each: the longest
-    chains of the run), the others in their order. A test that uses a unit's resource
-    where its id does not say so would run beside another one: it is refused, with what
-    to do."""
+    chains of the run), then the slow tests, then the others, each in their order. A test
+    that uses a unit's resource where its id does not say so would run beside another
+    one: it is refused, with what to do."""
     for unit, (folder, backend, fixtures) in UNITS.items():
         astray = [
             i.nodeid
@@ -92,7 +93,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if on_the_machine(item.nodeid):  # they start hosts and clusters: not in the quick loop
             item.add_marker(pytest.mark.slow)
     chosen = set(map(id, first))
-    items[:] = first + [item for item in items if id(item) not in chosen]
+    rest = [item for item in items if id(item) not in chosen]
+    # then the slow tests, then the quick ones: the quick ones fill the workers up at the
+    # end, instead of one long test running on alone (longest first)
+    slow = [item for item in rest if item.get_closest_marker("slow") is not None]
+    slow_ids = set(map(id, slow))
+    items[:] = first + slow + [item for item in rest if id(item) not in slow_ids]
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # a hook of xdist's, where installed
@@ -165,12 +171,16 @@ class DurationRecord:
         self.seconds: dict[str, float] = {}
         self.outcomes: dict[str, str] = {}
         self.cpu: dict[str, float] = {}
+        self.worker_done: dict[str, float] = {}  # worker -> its last report, s into the run
         path.parent.mkdir(parents=True, exist_ok=True)
         self.failures.write_text("")
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        gateway = getattr(getattr(report, "node", None), "gateway", None)  # (xdist's worker)
+        worker = str(getattr(gateway, "id", "main"))
+        self.worker_done[worker] = time.monotonic() - self.started
         cpu = sum(v for k, v in report.user_properties if k == "cpu_s")
         self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + cpu
         if report.when == "call" or report.outcome != "passed":
@@ -202,7 +212,9 @@ class DurationRecord:
             f"load average {os.getloadavg()[0]:.2f} at the end. The units of tests run one "
             f"after another, each on one worker: {chain_text}. "
             f"The machine's {os.cpu_count()} CPUs were busy {busy} of the run (all its "
-            "processes, the tests' and anyone else's).",
+            "processes, the tests' and anyone else's). Each worker's last test ended at "
+            + ", ".join(f"{w} {t:.0f} s" for w, t in sorted(self.worker_done.items()))
+            + " (a worker done long before the others: the run ends on a tail).",
             "",
             f"| the {len(slowest)} slowest | outcome | seconds |",
             "| --- | --- | ---: |",

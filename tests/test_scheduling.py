@@ -58,3 +58,24 @@ def test_the_slurm_tests_are_one_unit_of_their_own() -> None:
     assert unit_of("tests/backends/ray/test_ray_backend.py::test_x") == "ray"
     assert unit_of("tests/cli/test_run_checks.py::test_x[procs]").startswith("tests/cli/")
     assert not on_the_machine(slurm)
+
+
+def test_the_slow_tests_are_handed_out_before_the_quick_ones(tmp_path: Path) -> None:
+    (tmp_path / "test_mixed.py").write_text(
+        "import pytest\n"
+        "def test_quick_a():\n    pass\n"
+        "@pytest.mark.slow\ndef test_slow_b():\n    pass\n"
+        "def test_quick_c():\n    pass\n"
+        "@pytest.mark.slow\ndef test_slow_d():\n    pass\n"
+    )
+    plugins = ["-p", "tests.scheduling", "-p", "no:cacheprovider", "-c", os.devnull]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugins, "--collect-only", "-q", "test_mixed.py"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ids = [line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line]
+    assert ids == ["test_slow_b", "test_slow_d", "test_quick_a", "test_quick_c"], done.stdout
