@@ -234,7 +234,7 @@ def test_distributed_dqn_runs_across_ray_nodes(ray_hosts: Cluster, tmp_path: Pat
     argv = topo_run(
         "examples/topologies/acme_distributed.yaml", tmp_path / "run", address=ray_hosts.address
     )
-    for param in ["num_actors=2", "max_actor_steps=4000", "min_replay_size=300", "eval_every_s=5"]:
+    for param in ["num_actors=2", "max_actor_steps=1500", "min_replay_size=200", "eval_every_s=5"]:
         argv += ["-p", param]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

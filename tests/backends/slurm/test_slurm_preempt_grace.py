@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,14 +21,14 @@ import pytest
 from tests.backends.slurm import cluster
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.conftest import leftovers
-from tests.backends.slurm.test_slurm_requeue_preempt import (
+from tests.backends.slurm.requeue_support import (
     STEP_S,
     ended,
     node_taken,
     state_of,
+    submit_detached,
     take_node,
 )
-from tests.backends.slurm.test_slurm_requeue_time import login_env
 from topo.backends.slurm.guard import preempted
 from topo.testing import wait_until
 
@@ -72,17 +70,7 @@ def preempted_in_its_grace(slurm: SlurmCluster, tmp_path: Path, steps_signalled:
     """A run of ``graced`` preempted once: a snapshot at the preemption, the requeued job
     resumed from it (``steps_signalled``: the agents heard the preemption's SIGTERM)."""
     (tmp_path / "lives.yaml").write_text(LIVES)
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d", *GRACED],
-        cwd=tmp_path,
-        env=login_env(slurm, tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    job, run_dir_text = done.stdout.split()
-    run_dir = Path(run_dir_text)
+    job, run_dir = submit_detached(slurm, tmp_path, "lives.yaml", *GRACED)
     out = run_dir / f"slurm-{job}.out"
     wait_until(
         lambda: out.is_file() and f"count {COUNTED} lives 0" in out.read_text(),

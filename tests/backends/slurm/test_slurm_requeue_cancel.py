@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
-from tests.backends.slurm.test_slurm_requeue_preempt import LIVES, state_of
-from tests.backends.slurm.test_slurm_requeue_time import login_env
+from tests.backends.slurm.requeue_support import state_of, submit_detached
+from tests.backends.slurm.test_slurm_requeue_preempt import LIVES
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -24,23 +22,14 @@ def test_a_cancelled_run_is_not_requeued_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "lives.yaml").write_text(LIVES)
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d"],
-        cwd=tmp_path,
-        env=login_env(slurm_cluster, tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    job, run_dir_text = done.stdout.split()
-    out = Path(run_dir_text) / f"slurm-{job}.out"
+    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
+    out = run_dir / f"slurm-{job}.out"
     wait_until(
         lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
         240,
         what="the program counting",
     )
-    status = json.loads((Path(run_dir_text) / "status.json").read_text())
+    status = json.loads((run_dir / "status.json").read_text())
     pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
     assert slurm_cluster.run("scancel", job).returncode == 0
     seen: set[str] = set()

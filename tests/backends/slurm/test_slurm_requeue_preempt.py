@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
-from tests.backends.slurm.test_slurm_requeue_time import hurried, login_env
+from tests.backends.slurm.requeue_support import (
+    STEP_S,
+    ended,
+    hurried,
+    node_taken,
+    state_of,
+    submit_detached,
+    take_node,
+)
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -25,12 +31,6 @@ snapshots: {every_s: 1, keep: 2}
 nodes:
   lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 2}}
 """
-STEP_S = 240.0  # a life up, preempted, requeued: on a busy machine
-
-
-def state_of(slurm: SlurmCluster, job: str) -> dict[str, str]:
-    shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
-    return dict(re.findall(r"(JobState|Restarts|NodeList)=(\S+)", shown))
 
 
 def snapshots(run_dir: Path) -> list[int]:
@@ -62,48 +62,11 @@ def preempt(slurm: SlurmCluster, job: str, run_dir: Path, restarts: int) -> None
     node_taken(slurm, urgent)
 
 
-def ended(slurm: SlurmCluster, job: str, out: Path) -> bool:
-    """Whether the job ended with its program (its last words in ``out``); a requeued
-    job is hurried meanwhile. (A state alone is not enough: an ``scontrol`` that fails
-    on a busy controller reads as a forgotten job.)"""
-    state = hurried(slurm, job)
-    said = out.read_text() if out.is_file() else ""
-    return state in ("COMPLETED", "FAILED", "CANCELLED", "") and "✓ stopped: every node" in said
-
-
-def take_node(slurm: SlurmCluster, node: str) -> str:
-    """Submit a short job of the ``urgent`` partition that needs all of ``node``; its id."""
-    done = slurm.run(
-        "sbatch", "--parsable", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent",
-        "-o", "/dev/null", "--wrap", "true",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().split(";")[0]
-
-
-def node_taken(slurm: SlurmCluster, urgent: str) -> None:
-    """Wait for the urgent job to have had its node: the preempted job may start again
-    (``hurried``) only then, or it would be preempted again as it starts."""
-    wait_until(
-        lambda: slurm.job_state(urgent) != "PENDING", STEP_S, what=f"urgent job {urgent} to run"
-    )
-
-
 def test_a_preempted_run_resumes_from_its_snapshot_twice_and_ends(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "lives.yaml").write_text(LIVES)
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d"],
-        cwd=tmp_path,
-        env=login_env(slurm_cluster, tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    job, run_dir_text = done.stdout.split()
-    run_dir = Path(run_dir_text)
+    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
     for restarts in (0, 1):
         preempt(slurm_cluster, job, run_dir, restarts)
     wait_until(

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
+from tests.backends.slurm.requeue_support import hurried, submit_detached
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -31,58 +30,11 @@ LIMITED = ("--partition", "short", "--time", "1", "--warning-s", WARNING_S)
 JOB_S = 420.0  # two lives of a one-minute job, the requeue between, on a busy machine
 
 
-def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
-    """A login node's shell on the test cluster (no job of its own), its own topo home."""
-    return {
-        **slurm.env(),
-        "PYTHONPATH": str(ROOT),
-        "TOPO_HOME": str(home),
-        "NO_COLOR": "1",
-        "COLUMNS": "200",
-    }
-
-
-def hurried(slurm: SlurmCluster, job: str) -> str:
-    """The job's state; a requeued job held for its begin time (Slurm holds one for
-    ``cred_expire``, 2 minutes by default) is made eligible now -- once its last life's
-    batch step is gone: Slurm took that step's late end for the new life's, and the
-    job ended there (seen when the launcher's own ``scontrol requeue`` was followed at
-    once by a start)."""
-    shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
-    state = re.search(r"JobState=(\S+)", shown)
-    if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
-        if not steps_left(slurm, job):
-            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
-    return state.group(1) if state else ""
-
-
-def steps_left(slurm: SlurmCluster, job: str) -> bool:
-    """Whether a step daemon of ``job`` (its batch step's, ``[5.batch]``) still runs."""
-    for proc in slurm.stepds():
-        try:
-            if f"[{job}." in " ".join(proc.cmdline()):
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
 def test_a_run_at_its_time_limit_is_requeued_and_resumes_from_its_snapshot(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "lives.yaml").write_text(LIVES)
-    env = login_env(slurm_cluster, tmp_path / "home")
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", "lives.yaml", "-b", "slurm", "-d", *LIMITED],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    job, run_dir_text = done.stdout.split()
-    run_dir = Path(run_dir_text)
+    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml", *LIMITED)
     assert "trap '' USR1" in (run_dir / "job.sh").read_text()
 
     wait_until(

@@ -389,7 +389,7 @@ def test_distributed_dqn_runs_across_hosts(ssh_hosts: HostSet, tmp_path: Path) -
     limiter stops the program."""
     hosts = ssh_hosts.inventory(tmp_path / "hosts.yaml")
     argv = topo_run_ssh("examples/topologies/acme_distributed.yaml", hosts, tmp_path / "runs")
-    for param in ["num_actors=2", "max_actor_steps=4000", "min_replay_size=300", "eval_every_s=5"]:
+    for param in ["num_actors=2", "max_actor_steps=1500", "min_replay_size=200", "eval_every_s=5"]:
         argv += ["-p", param]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,0 +1,103 @@
+"""What the tests of a submitted run's requeue share: a login node's environment, a run
+submitted detached, the job's state as Slurm shows it, a requeued job hurried, a node
+taken by an urgent job, the job's end."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from tests.backends.slurm.cluster import SlurmCluster
+from topo.testing import wait_until
+
+ROOT = Path(__file__).resolve().parents[3]
+STEP_S = 240.0  # a life up, preempted, requeued: on a busy machine
+
+
+def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
+    """A login node's shell on the test cluster (no job of its own), its own topo home."""
+    return {
+        **slurm.env(),
+        "PYTHONPATH": str(ROOT),
+        "TOPO_HOME": str(home),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+
+
+def submit_detached(slurm: SlurmCluster, cwd: Path, *args: str) -> tuple[str, Path]:
+    """``topo run ARGS -b slurm -d`` from a login node, in ``cwd`` (its topo home there):
+    the job id and the run directory it printed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "run", *args, "-b", "slurm", "-d"],
+        cwd=cwd,
+        env=login_env(slurm, cwd / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    job, run_dir = done.stdout.split()
+    return job, Path(run_dir)
+
+
+def state_of(slurm: SlurmCluster, job: str) -> dict[str, str]:
+    """The job's state, restarts and node list as ``scontrol show job`` says them."""
+    shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
+    return dict(re.findall(r"(JobState|Restarts|NodeList)=(\S+)", shown))
+
+
+def steps_left(slurm: SlurmCluster, job: str) -> bool:
+    """Whether a step daemon of ``job`` (its batch step's, ``[5.batch]``) still runs."""
+    for proc in slurm.stepds():
+        try:
+            if f"[{job}." in " ".join(proc.cmdline()):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def hurried(slurm: SlurmCluster, job: str) -> str:
+    """The job's state; a requeued job held for its begin time (Slurm holds one for
+    ``cred_expire``, 2 minutes by default) is made eligible now -- once its last life's
+    batch step is gone: Slurm took that step's late end for the new life's, and the
+    job ended there (seen when the launcher's own ``scontrol requeue`` was followed at
+    once by a start)."""
+    shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
+    state = re.search(r"JobState=(\S+)", shown)
+    if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
+        if not steps_left(slurm, job):
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+    return state.group(1) if state else ""
+
+
+def ended(slurm: SlurmCluster, job: str, out: Path) -> bool:
+    """Whether the job ended with its program (its last words in ``out``); a requeued
+    job is hurried meanwhile. (A state alone is not enough: an ``scontrol`` that fails
+    on a busy controller reads as a forgotten job.)"""
+    state = hurried(slurm, job)
+    said = out.read_text() if out.is_file() else ""
+    return state in ("COMPLETED", "FAILED", "CANCELLED", "") and "✓ stopped: every node" in said
+
+
+def take_node(slurm: SlurmCluster, node: str) -> str:
+    """Submit a short job of the ``urgent`` partition that needs all of ``node``; its id."""
+    done = slurm.run(
+        "sbatch", "--parsable", "-p", "urgent", "-w", node, "--exclusive", "-J", "urgent",
+        "-o", "/dev/null", "--wrap", "true",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def node_taken(slurm: SlurmCluster, urgent: str) -> None:
+    """Wait for the urgent job to have had its node: the preempted job may start again
+    (``hurried``) only then, or it would be preempted again as it starts."""
+    wait_until(
+        lambda: slurm.job_state(urgent) != "PENDING", STEP_S, what=f"urgent job {urgent} to run"
+    )
