@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,13 +115,20 @@ def prepare(
     warm = not isinstance(source, Program) and chosen.warm_up()
     git = git_lookup(source if isinstance(source, str | Path) else None)  # while it compiles
     try:
-        made = _made(source, params, chosen if check_imports else None, warm)
         guard = chosen.guard()
         resumed = None
-        if guard is not None and start_from is None and run_dir is not None:
-            resumed = guard.resumed(Path(run_dir))  # a requeued job: its newest snapshot
+        if guard is not None and run_dir is not None:
+            # a requeued job: its run's newest snapshot (over the one it started from,
+            # --resume/--fork, which its script still names)
+            resumed = guard.resumed(Path(run_dir))
             if resumed is not None and resumed.snapshot is not None:
                 start_from, same_program = resumed.snapshot, True
+        ran = None if resumed is None else _as_it_ran(Path(run_dir or "."), source)
+        if ran is not None:  # (run_dir is not None: resumed says so)
+            source, params = ran.topology, ran.params_given
+        made = _made(source, params, chosen if check_imports else None, warm)
+        if ran is not None:
+            made = replace(made, file=ran.file)
         snapshot = None if start_from is None else _fitting(made.program, start_from, same_program)
         options = RunOptions(
             grace_s=grace_s,
@@ -191,12 +198,40 @@ def _made(
     return _Made(program, source, loaded.spec.param_values, loaded.yaml_text)
 
 
+@dataclass(frozen=True)
+class _Ran:
+    """The program a run ran when its job stopped, as its run directory keeps it."""
+
+    topology: Path  # RUN_DIR/topology.yaml: the text of the file it ran
+    file: str  # that file, where it was
+    params_given: list[str]  # -p NAME=VALUE as given (or as topo apply changed them)
+
+
+def _as_it_ran(run_dir: Path, source: ProgramSource) -> _Ran | None:
+    """A requeued job's run goes on with the program it ran when it stopped: ``topo
+    apply`` may have changed it since the job was submitted (``run.json``'s file and
+    parameters, ``topology.yaml``'s text), while the job's script still names what was
+    submitted. None: the run directory does not say (a program made in Python), or the
+    run's source is not a file."""
+    from topo.rundir.layout import TOPOLOGY_FILE
+    from topo.rundir.record import RecordError, read_record
+
+    if not isinstance(source, str | Path):
+        return None
+    try:
+        record = read_record(run_dir)
+    except RecordError:
+        return None
+    topology = run_dir / TOPOLOGY_FILE
+    if record.file is None or not topology.is_file():
+        return None
+    return _Ran(topology, record.file, list(record.params_given))
+
+
 def _fitting(program: Program, start_from: str | Path | Snapshot, same_program: bool) -> Snapshot:
     """The snapshot ``start_from`` names, read once and checked against ``program``
     (``SnapshotError`` otherwise), with its path resolved: ``runs/latest`` moves to the
     new run once its directory is made, and the nodes read their states from it later."""
-    from dataclasses import replace
-
     from topo.snapshots.fit import check_fit
 
     snapshot = check_fit(program, start_from, same_program=same_program)

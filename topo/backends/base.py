@@ -243,6 +243,9 @@ class GuardedRun(Protocol):
     def request_stop(self, reason: str = ..., code: int = ..., grace_s: float | None = ...) -> None:
         """Stop the program as ``topo stop`` does."""
 
+    def stop_on_sigterm(self, reason: str = ...) -> None:
+        """Stop the program as a SIGTERM asks (within ``Guard.sigterm_grace``)."""
+
 
 class Guard(ABC):
     """What keeps a run going where its machines are lent for a time (a Slurm job: its
@@ -260,6 +263,11 @@ class Guard(ABC):
     @abstractmethod
     def finish(self) -> None:
         """The run ended (stopped, killed, failed): what the guard decided is done."""
+
+    def sigterm_grace(self) -> float | None:
+        """How long a stop on SIGTERM may take before the scheduler kills the whole run
+        (Slurm: ``KillWait`` after ``scancel``); None: as long as the run's grace."""
+        return None
 
 
 class Backend(ABC):

@@ -126,7 +126,8 @@ def _run(
 
     job = submission(ctx, backend)  # slurm outside an allocation: the run is a job
     if job is not None:
-        return submitted(job, backend, origin, settings, detach, ui=looks.dashboard is not None)
+        ui_asked = looks.dashboard is not None
+        return submitted(ctx, job, backend, origin, start, settings, detach, ui=ui_asked)
     if ui is not None:
         from topo.cli.ui import precheck_for_run
 

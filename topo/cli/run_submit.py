@@ -18,7 +18,9 @@ from rich.text import Text
 
 from topo.cli.common import USAGE_EXIT, error, fail, load_program, stderr
 from topo.cli.run_options import Origin, Settings
+from topo.cli.run_start import StartingPoint
 from topo.diagnostics import TopoError
+from topo.ir import Program
 
 POLL_S = 0.5  # how often the job's state and output are looked at while following it
 PENDING_NOTE_S = 60.0  # a job pending this long is said to wait, then at twice as long ...
@@ -40,26 +42,31 @@ def submission(ctx: typer.Context, backend: str) -> Any | None:
 
 
 def submitted(
-    sub: Any, backend: str, origin: Origin, settings: Settings, detach: bool, ui: bool = False
+    ctx: typer.Context,
+    sub: Any,
+    backend: str,
+    origin: Origin,
+    start: StartingPoint,
+    settings: Settings,
+    detach: bool,
+    ui: bool = False,
 ) -> int:
-    """Submit the run; its exit code (with ``-d``: 0 once submitted; else the job's)."""
+    """Submit the run; its exit code (with ``-d``: 0 once submitted; else the job's).
+    ``--from``/``--resume``/``--fork RUN``: the job's launcher is given them (and the
+    snapshot chosen here, ``--snapshot N``); the program is sized and its snapshot checked
+    here first."""
     if ui:
         raise error(
             f"--ui shows a run in this terminal; a run topo run -b {backend} submits lives in "
             "its job: topo ui RUN_DIR once it runs",
             USAGE_EXIT,
         )
-    if origin.file is None or origin.from_run or origin.resume or origin.fork:
-        raise error(
-            f"topo run -b {backend} outside an allocation submits FILE; --from, --resume "
-            "and --fork run inside one (an sbatch script or salloc shell)",
-            USAGE_EXIT,
-        )
     from topo.rundir.layout import fresh_run_dir
 
-    program = load_program(origin.file, list(origin.params), check_imports=True)
+    program, settings, origin_args = _origin(ctx, origin, start, settings)
     run_dir = settings.run_dir or fresh_run_dir(settings.log_dir, program.name)
     run_args = [] if settings.grace_s is None else ["--grace", str(settings.grace_s)]
+    run_args += origin_args
     run_dir = run_dir.resolve()
     made = _first_missing(run_dir)  # what a failed submission removes (None: nothing)
     run_id = _listed(run_dir)  # before the job can start: its launcher keeps the id
@@ -92,6 +99,39 @@ def submitted(
         markup=False,
     )
     return follow(sub, job, output, run_dir)
+
+
+def _origin(
+    ctx: typer.Context, origin: Origin, start: StartingPoint, settings: Settings
+) -> tuple[Program, Settings, list[str]]:
+    """The program to size the job for, the run options, and what the job's launcher is
+    told of where the program comes from (``--from RUN``, ``--resume RUN --snapshot N``,
+    ``--fork RUN --snapshot N``): the program RUN ran with the parameters given now, and
+    the snapshot checked against it, as ``topo run`` does before a start (exit 1)."""
+    from topo.cli.rerun import rerun_of
+    from topo.loader.params import merge_overrides
+    from topo.rundir.snapshots import SnapshotError
+    from topo.snapshots.fit import check_fit
+
+    file, params = origin.file, list(origin.params)
+    rerun = rerun_of(file, start.rerun)  # --from / --resume RUN: its file and options
+    if rerun is not None:
+        file, settings = rerun.file, rerun.settings(ctx, settings)
+        params = merge_overrides(rerun.record.params_given, params)
+    assert file is not None  # (starting_point: FILE, --from or --resume)
+    program = load_program(file, params, check_imports=True)
+    args: list[str] = []
+    if origin.from_run is not None and start.rerun is not None:
+        args = ["--from", str(start.rerun.resolve())]
+    elif start.snapshot is not None:
+        try:
+            check_fit(program, start.snapshot, same_program=origin.resume is not None)
+        except SnapshotError as exc:
+            raise error(str(exc)) from None
+        run_dir = start.snapshot.path.resolve().parent.parent  # RUN/snapshots/N
+        flag = "--resume" if origin.resume is not None else "--fork"
+        args = [flag, str(run_dir), "--snapshot", str(start.snapshot.number)]
+    return program, settings, args
 
 
 def _first_missing(path: Path) -> Path | None:

@@ -94,8 +94,10 @@ def _stop_on_signals(launcher: Launcher) -> Interrupts:
             launcher.supervisor.kill()
             return
         stopping = True
-        name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-        launcher.request_stop(name, code=130 if signum == signal.SIGINT else 143)
+        if signum == signal.SIGINT:
+            launcher.request_stop("Ctrl-C", code=130)
+        else:
+            launcher.stop_on_sigterm("SIGTERM")
 
     signals = Interrupts(signal.SIGINT, signal.SIGTERM, then=on_signal).start()
     launcher.add_listener(on_event)

@@ -211,6 +211,14 @@ class Launcher:
             if part is not None:
                 part.close()
 
+    def stop_on_sigterm(self, reason: str = "SIGTERM") -> None:
+        """Stop as a SIGTERM asks (exit 143), within what the scheduler leaves before it
+        kills the whole run (``Guard.sigterm_grace``: Slurm's KillWait after scancel)."""
+        guard = self.request.guard
+        cap = None if guard is None else guard.sigterm_grace()
+        grace = None if cap is None else min(cap, self.state.grace_s)
+        self.request_stop(reason, code=143, grace_s=grace)
+
     def request_stop(
         self, reason: str = "stop requested", code: int = 0, grace_s: float | None = None
     ) -> None:

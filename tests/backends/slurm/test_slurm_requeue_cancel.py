@@ -1,5 +1,7 @@
 """A submitted run whose job is cancelled (``scancel``) ends there: the job is not
-requeued (no second life, no resumption) and nothing of it is left, by pid."""
+requeued (no second life, no resumption), nothing of it is left, by pid, and the run's
+end is recorded -- its stop ends before Slurm's KillWait (5 s on the test cluster) is
+over, though its grace is 30 s and a node ignores the stop."""
 
 from __future__ import annotations
 
@@ -12,16 +14,22 @@ import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.requeue_support import state_of, submit_detached
-from tests.backends.slurm.test_slurm_requeue_preempt import LIVES
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
+# a node that ignores the stop, and a grace far past KillWait
+STUBBORN = """name: lives
+stop: {grace_s: 30}
+nodes:
+  lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 2}}
+  stubborn: {target: "topo.testing.nodes:Stubborn"}
+"""
 
 
 def test_a_cancelled_run_is_not_requeued_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    (tmp_path / "lives.yaml").write_text(LIVES)
+    (tmp_path / "lives.yaml").write_text(STUBBORN)
     job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
     out = run_dir / f"slurm-{job}.out"
     wait_until(
@@ -44,4 +52,6 @@ def test_a_cancelled_run_is_not_requeued_and_leaves_nothing(
     assert "PENDING" not in seen and "REQUEUED" not in seen, seen
     wait_until(lambda: not any(psutil.pid_exists(p) for p in pids), 60, what="no process left")
     text = out.read_text()
+    ended = json.loads((run_dir / "status.json").read_text())
+    assert ended["state"] == "ended" and ended["exit_code"] == 143, (ended, text)
     assert "resumed from snapshot" not in text and not re.search(r"lives [1-9]", text), text

@@ -159,7 +159,7 @@ def test_a_job_sbatch_refuses_is_said_in_its_words_and_leaves_nothing(
     assert slurm_cluster.jobs() == []
 
 
-def test_from_a_login_node_a_rerun_or_the_dashboard_is_refused(
+def test_from_a_login_node_the_dashboard_and_a_rerun_of_no_run_are_refused(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -172,9 +172,9 @@ def test_from_a_login_node_a_rerun_or_the_dashboard_is_refused(
             timeout=60,
         )
 
-    rerun = run("--from", str(tmp_path))
-    assert rerun.returncode == 2, rerun.stdout
-    assert "outside an allocation submits FILE" in rerun.stderr, rerun.stderr
+    rerun = run("--from", str(tmp_path))  # (a rerun is submitted: test_submit_rerun.py)
+    assert rerun.returncode == 1, rerun.stdout
+    assert f"cannot rerun {tmp_path}: {tmp_path} has no run.json" in rerun.stderr, rerun.stderr
     ui = run(str(EXAMPLE), "--ui")
     assert ui.returncode == 2, ui.stdout
     assert "a run topo run -b slurm submits lives in its job" in ui.stderr, ui.stderr

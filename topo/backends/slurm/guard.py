@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -54,6 +55,8 @@ RUNNING_WAIT_S = 0.2  # how often the guard looks whether a starting program run
 START_WAIT_S = 120.0  # a SIGTERM of the steps while the run starts: acted on once it runs
 EARLY_S = 60.0  # a warning this close to its time is the time limit's (Slurm: 30 s early)
 READ_TRIES = 3  # scontrol show job at a signal: tries before "not preempted"
+REQUEUE_AFTER_S = 15  # a requeued job starts again this long after at the soonest
+KILL_MARGIN_S = 10.0  # a stop on SIGTERM ends before Slurm's KillWait: by half, at most this
 
 
 def in_batch_shell(env: Mapping[str, str] | None = None) -> bool:
@@ -118,6 +121,7 @@ class JobGuard(Guard):
         self._signals: Interrupts | None = None
         self._started = threading.Event()  # ``start``: the run to guard is known
         self._warning_at: float | None = None  # when the time limit's warning is due
+        self._kill_wait: float | None = None  # Slurm's KillWait (read at the start)
 
     def resumed(self, run_dir: Path) -> Resumed | None:
         if self.restarts <= 0 or not (run_dir / STATUS_FILE).is_file():
@@ -141,8 +145,17 @@ class JobGuard(Guard):
             self._signals = Interrupts(signal.SIGUSR1, then=self._warned).start()
         threading.Thread(target=self._check_due, name="topo-slurm-guard", daemon=True).start()
 
+    def sigterm_grace(self) -> float | None:
+        """A SIGTERM of the job (``scancel``) is followed by SIGKILL ``KillWait`` seconds
+        later: the stop ends before, so that the run's end is recorded."""
+        if self._kill_wait is None:
+            return None
+        return max(1.0, self._kill_wait - min(KILL_MARGIN_S, self._kill_wait / 2))
+
     def _check_due(self) -> None:
-        """The warning came before its handler was there (Python starting): act now."""
+        """The warning came before its handler was there (Python starting): act now.
+        Slurm's KillWait is read meanwhile."""
+        self._kill_wait = kill_wait()
         record = read_job(self.job)
         if record is not None:
             self._warning_at = warning_at(record, self.warning_s)
@@ -190,7 +203,7 @@ class JobGuard(Guard):
             if self._once.acquire(blocking=False):  # (not stopping for the time limit already)
                 self._stop_for(PREEMPTION)
         elif self._run is not None:  # e.g. scancel: the launcher's own SIGTERM stops it too
-            self._run.request_stop(f"Slurm sent {name} to the job's steps", code=143)
+            self._run.stop_on_sigterm(f"Slurm sent {name} to the job's steps")
 
     def _stop_for(self, after: str) -> None:
         """Snapshot, say why, stop; the job is requeued once the run ended."""
@@ -215,12 +228,20 @@ class JobGuard(Guard):
             atexit.register(self._requeue_at_exit)
 
     def _requeue_at_exit(self) -> None:
-        """``scontrol requeue`` as the process ends: Slurm then ends the batch shell."""
+        """Ask Slurm for the job again as the process ends (``scontrol requeuehold``, its
+        start put off ``REQUEUE_AFTER_S``, ``release``): Slurm then ends the batch shell."""
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (Slurm's, for the requeue)
             if self._signals is not None:
                 self._signals.close()
-        done = _scontrol("requeue", self.job)
+        # Held while its start is put off: a job started again at once (Slurm may, where
+        # nothing holds it) can be ended by this life's batch step ending late.
+        done = _scontrol("requeuehold", self.job)
+        if done is None or done.returncode != 0:
+            done = _scontrol("requeue", self.job)
+        else:
+            _scontrol("update", f"JobId={self.job}", f"StartTime=now+{REQUEUE_AFTER_S}")
+            done = _scontrol("release", self.job)
         if done is not None and done.returncode != 0:
             print(f"topo: scontrol requeue {self.job} failed: {done.stderr.strip()}", flush=True)
 
@@ -246,3 +267,13 @@ def read_job(job: str) -> dict[str, str] | None:
     if done is None or done.returncode != 0 or not done.stdout.strip():
         return None
     return fields(done.stdout.splitlines()[0])
+
+
+def kill_wait() -> float | None:
+    """Slurm's ``KillWait`` (``scontrol show config``: ``KillWait = 30 sec``); None if
+    unread."""
+    done = _scontrol("show", "config")
+    if done is None or done.returncode != 0:
+        return None
+    found = re.search(r"^KillWait\s*=\s*(\d+)", done.stdout, re.M)
+    return None if found is None else float(found.group(1))

@@ -52,13 +52,20 @@ class Submission:
         return plan_request(program, cluster.partition(self.options.partition), self.options)
 
     def launcher(
-        self, file: Path, params: Sequence[str], run_dir: Path, run_args: Sequence[str] = ()
+        self,
+        file: Path | None,
+        params: Sequence[str],
+        run_dir: Path,
+        run_args: Sequence[str] = (),
     ) -> list[str]:
-        """``python -m topo run FILE -b slurm --run-dir RUN_DIR --no-live [RUN_ARGS]
+        """``python -m topo run [FILE] -b slurm --run-dir RUN_DIR --no-live [RUN_ARGS]
         [--warning-s S] -p ...``: the launcher inside the job, with the run options
-        (``run_args``: ``--grace 10``) and parameters given here (the job's own options
-        are its ``#SBATCH`` lines)."""
-        argv = [sys.executable, "-m", "topo", "run", str(file.resolve()), "-b", "slurm"]
+        (``run_args``: ``--grace 10``, ``--resume RUN --snapshot 3``; no FILE with
+        ``--from`` or ``--resume``) and parameters given here (the job's own options are
+        its ``#SBATCH`` lines)."""
+        argv = [sys.executable, "-m", "topo", "run"]
+        argv += [] if file is None else [str(file.resolve())]
+        argv += ["-b", "slurm"]
         argv += ["--run-dir", str(run_dir), "--no-live", *run_args, *self.options.inside_flags()]
         for param in params:
             argv += ["-p", param]
@@ -67,7 +74,7 @@ class Submission:
     def submit(
         self,
         program: Program,
-        file: Path,
+        file: Path | None,
         params: Sequence[str],
         run_dir: Path,
         run_args: Sequence[str] = (),
