@@ -49,8 +49,10 @@ def test_a_restarted_node_takes_its_state_back(topo_launch: Callable, topology: 
     saved = states(snap)["stepper/0"]["steps"]
     first_pid = crasher.status()["pid"]
     crasher.fail()
+    # (a call that reached the crashed process gets no answer: each try waits 2 s at most)
+    quick = crasher.with_timeout(2.0)
     status = wait_until(
-        lambda: (s := _status(crasher)) and s["pid"] != first_pid and s,
+        lambda: (s := _status(quick)) and s["pid"] != first_pid and s,
         timeout=60,
     )
     assert status["restored_from"] == saved
