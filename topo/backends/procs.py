@@ -201,11 +201,14 @@ class ProcsBackend(Backend):
         try:
             while True:
                 try:
-                    msg = json.loads(sock.recv(1 << 20))
+                    data = sock.recv(1 << 20)
                 except TimeoutError:
+                    data = b""
+                if not data:  # (as in _read)
                     if server.popen.poll() is not None:
                         return None  # it died: open() starts another one
                     continue
+                msg = json.loads(data)
                 if msg.get("t") == "checked":
                     break
         finally:
@@ -350,12 +353,14 @@ class ProcsBackend(Backend):
             try:
                 data = sock.recv(1 << 20)
             except TimeoutError:
+                data = b""
+            except OSError:
+                return
+            if not data:  # nothing (some kernels read the server's end closing so)
                 if server.popen.poll() is not None:
                     self._lost(server)
                     return
                 continue
-            except OSError:
-                return
             msg = json.loads(data)
             t = msg.get("t")
             if t == "started":
