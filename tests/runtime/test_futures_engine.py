@@ -125,7 +125,9 @@ def test_deadlines_come_due_in_their_order_among_thousands_in_flight(
         10,
         what="the deadline sweep",
     )
-    assert len(eng._deadlines) <= 1024 and not eng._inflight
+    # (the engine is this process's: other tests' programs may have calls in flight)
+    mine = [k for k, v in eng._inflight.items() if v[0].program_id == program.program_id]
+    assert len(eng._deadlines) <= 1024 and not mine
 
 
 @pytest.mark.slow
