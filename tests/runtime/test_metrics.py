@@ -133,6 +133,79 @@ def test_the_registry_caps_rows_per_call_and_passes_the_count_on() -> None:
         reg.close()
 
 
+class _Held(_Collect):
+    """A launcher's metrics handler that takes its first call and holds it until let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self, rows: list[Any], over: int) -> None:
+        self.entered.set()
+        self.go.wait(30)
+        super().__call__(rows, over)
+
+
+def _write(program: Any, node: str, count: int) -> None:
+    with node_scope(program, NodeInfo(node, node, None)):
+        log = topo.metrics.logger("train")
+        for i in range(count):
+            log.write({"step": i})
+
+
+def test_a_slow_launcher_holds_up_only_its_own_programs_rows() -> None:
+    """A node ending flushes its own program's rows at once, while the sender is held by
+    another program's launcher (gone or slow): the threads backend runs programs one
+    after another in one process, and a node of the next one must not wait out the old
+    one's call timeout (seen: a run's nodes ended a minute late, a node killed at a
+    1 s grace)."""
+    held, collect = _Held(), _Collect()
+    slow = RegistryServer(new_program_id(), new_secret(), on_metrics=held)
+    live = RegistryServer(new_program_id(), new_secret(), on_metrics=collect)
+    old, new = connect_program(slow.info), connect_program(live.info)
+    sender = threading.Thread(target=node_metrics.flush, daemon=True)  # every program's
+    try:
+        _write(old, "old", 3)
+        sender.start()
+        assert held.entered.wait(30)  # the sender is inside the old program's call
+        _write(new, "learner", 5)
+        node_metrics.flush(new.address_book)  # what the worker does as a node ends
+        assert [r["step"] for r in collect.rows] == list(range(5))
+        assert sender.is_alive() and not held.rows  # the old call is still held
+    finally:
+        held.go.set()
+        sender.join(30)
+        for program in (old, new):
+            program.address_book.close()
+        slow.close()
+        live.close()
+    assert [r["step"] for r in held.rows] == list(range(3))  # it had its rows, in the end
+
+
+def test_rows_of_a_program_this_process_left_are_dropped() -> None:
+    """Rows queued (or written later, by a thread left behind) for a program this process
+    has left have no launcher to go to: they are dropped, not sent to time out."""
+    collect = _Collect()
+    reg = RegistryServer(new_program_id(), new_secret(), on_metrics=collect)
+    program = connect_program(reg.info)
+    try:
+        _write(program, "actor/0", 4)
+        program.address_book.close()  # the process leaves the program
+        _write(program, "actor/0", 2)
+        node_metrics.flush()
+        assert collect.rows == []
+        other = connect_program(reg.info)  # the program itself is still served
+        try:
+            _write(other, "actor/1", 1)
+            node_metrics.flush(other.address_book)
+            assert [r["node"] for r in collect.rows] == ["actor/1"]
+        finally:
+            other.address_book.close()
+    finally:
+        reg.close()
+
+
 # --- the launcher's store ---------------------------------------------------------------
 
 NODES = {"actor/0": None, "learner": None}

@@ -203,18 +203,18 @@ def run_one_node(
         except BaseException as exc:
             if _clean_exit(exc, context):
                 callstats.finish(node.id)
-                node_metrics.flush()
+                node_metrics.flush(context.address_book)
                 report("finished", node.id, "")
                 return
             text = node_traceback(exc)
             if len(text) > MAX_TRACEBACK:
                 text = "... (truncated)\n" + text[-MAX_TRACEBACK:]
             callstats.finish(node.id)
-            node_metrics.flush()  # the process may end right after the report
+            node_metrics.flush(context.address_book)  # the process may end right after the report
             report("failed", node.id, text)
             return
         callstats.finish(node.id)
-        node_metrics.flush()
+        node_metrics.flush(context.address_book)
         report("finished", node.id, "")
         if group.stops_program and not context.stop_event.is_set():
             context.address_book.request_stop(f"{node.id} finished (stops_program)", node.id)

@@ -24,7 +24,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from topo.runtime import callstats, wire
+from topo.runtime import callstats, metrics, wire
 from topo.runtime.auth import secure_client, zmq_context
 from topo.runtime.context import ProgramContext, current_node_info
 from topo.runtime.errors import (
@@ -224,6 +224,7 @@ def joined(program_id: str) -> None:
     """A registry client of ``program_id`` opened in this process."""
     _members[program_id] = _members.get(program_id, 0) + 1
     _ended.discard(program_id)
+    metrics.program_joined(program_id)
 
 
 def left(program_id: str) -> None:
@@ -236,6 +237,7 @@ def left(program_id: str) -> None:
     _members.pop(program_id, None)
     _ended.add(program_id)
     callstats.program_left(program_id)
+    metrics.program_left(program_id)
     for cache in (endpoints, limits, server_keys):
         for key in [k for k in list(cache) if k[0] == program_id]:
             cache.pop(key, None)

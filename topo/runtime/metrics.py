@@ -73,21 +73,31 @@ def batches(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 class _Shipper:
-    """The process's one background sender of metric rows to the launcher."""
+    """The process's one background sender of metric rows to the launchers.
+
+    Rows wait per address book (one per program the process takes part in) and each book
+    is sent under a lock of its own: a program whose launcher is gone or slow holds up
+    only its own rows, never a node of another program flushing its last ones as it
+    ends (the threads backend runs many programs, one after another, in one process).
+    The rows of a program the process has left are dropped, queued or not."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()  # one sender at a time: rows arrive in order
-        self._pending: list[tuple[Any, dict[str, Any]]] = []  # (address book, row)
+        self._pending: dict[int, tuple[Any, list[dict[str, Any]]]] = {}  # id(book) ->
+        self._send_locks: dict[int, threading.Lock] = {}  # one sender per book: in order
+        self._left: dict[str, None] = {}  # programs left (oldest first, bounded)
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned = False
 
     def put(self, book: Any, row: dict[str, Any]) -> None:
         with self._lock:
-            self._pending.append((book, row))
-            if len(self._pending) > MAX_PENDING:
-                del self._pending[: len(self._pending) - MAX_PENDING]
+            if _program_of(book) in self._left:
+                return
+            queued = self._pending.setdefault(id(book), (book, []))[1]
+            queued.append(row)
+            if len(queued) > MAX_PENDING:
+                del queued[: len(queued) - MAX_PENDING]
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="topo-metrics", daemon=True)
                 self._thread.start()
@@ -96,11 +106,24 @@ class _Shipper:
         """Drop the queued rows labelled ``label`` bound for the address books ``books``
         (by ``id``): their program is gone."""
         with self._lock:
-            self._pending = [
-                (book, row)
-                for book, row in self._pending
-                if id(book) not in books or row.get("label") != label
-            ]
+            for key in books & self._pending.keys():
+                book, rows = self._pending[key]
+                self._pending[key] = (book, [r for r in rows if r.get("label") != label])
+
+    def left(self, program_id: str) -> None:
+        """This process left ``program_id``: its rows, now and later, have no launcher."""
+        with self._lock:
+            self._left[program_id] = None
+            if len(self._left) > 1000:
+                del self._left[next(iter(self._left))]
+            for key in [k for k, (b, _) in self._pending.items() if _program_of(b) == program_id]:
+                del self._pending[key]
+                self._send_locks.pop(key, None)
+
+    def joined(self, program_id: str) -> None:
+        """This process takes part in ``program_id`` (again): its rows go out."""
+        with self._lock:
+            self._left.pop(program_id, None)
 
     def _loop(self) -> None:
         while True:
@@ -108,23 +131,34 @@ class _Shipper:
             self._wake.clear()
             self.flush()
 
-    def flush(self) -> None:
-        """Send what is buffered now (rows of every program this process takes part in);
-        returns once they (and a send already under way) reached the launcher or failed."""
-        with self._send_lock:
-            with self._lock:
-                rows, self._pending = self._pending, []
-            by_program: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
-            for book, row in rows:
-                by_program.setdefault(id(book), (book, []))[1].append(row)
-            for book, batch in by_program.values():
-                try:
-                    for part in batches(batch):
-                        book.metrics(part)
-                except Exception as exc:  # the launcher is gone or busy: best effort
-                    if not self._warned:
-                        self._warned = True
-                        log.warning("topo: metrics not delivered (%r); later failures quiet", exc)
+    def flush(self, book: Any = None) -> None:
+        """Send what is buffered now for ``book`` (None: for every program this process
+        takes part in); returns once those rows (and a send of the same book already
+        under way) reached the launcher or failed."""
+        with self._lock:
+            keys = list(self._pending) if book is None else [id(book)]
+            locks = [(k, self._send_locks.setdefault(k, threading.Lock())) for k in keys]
+        for key, send_lock in locks:
+            with send_lock:
+                with self._lock:
+                    target, rows = self._pending.pop(key, (None, []))
+                if target is not None and rows:
+                    self._send(target, rows)
+
+    def _send(self, book: Any, rows: list[dict[str, Any]]) -> None:
+        try:
+            for part in batches(rows):
+                book.metrics(part)
+        except Exception as exc:  # the launcher is gone or busy: best effort
+            if not self._warned:
+                self._warned = True
+                log.warning("topo: metrics not delivered (%r); later failures quiet", exc)
+
+
+def _program_of(book: Any) -> str | None:
+    """The program an address book belongs to (a registry client's; None: not known)."""
+    info = getattr(book, "info", None)
+    return getattr(info, "program_id", None)
 
 
 _shipper = _Shipper()
@@ -142,10 +176,21 @@ def discard(books: set[int], label: str) -> None:
     _shipper.discard(books, label)
 
 
-def flush() -> None:
-    """Send every buffered row of this process now (the worker calls it when a node ends,
-    since a node's process leaves with ``os._exit``, which skips ``atexit``)."""
-    _shipper.flush()
+def program_left(program_id: str) -> None:
+    """This process left ``program_id`` (``topo.runtime.client``): its rows are dropped."""
+    _shipper.left(program_id)
+
+
+def program_joined(program_id: str) -> None:
+    """This process takes part in ``program_id`` (``topo.runtime.client``), maybe again."""
+    _shipper.joined(program_id)
+
+
+def flush(book: Any = None) -> None:
+    """Send the buffered rows bound for ``book`` now (None: every row of this process);
+    the worker calls it when a node ends, since a node's process leaves with
+    ``os._exit``, which skips ``atexit``."""
+    _shipper.flush(book)
 
 
 class MetricsLogger:
@@ -183,8 +228,10 @@ class MetricsLogger:
         _shipper.put(book, row)
 
     def close(self) -> None:
-        """Send what is buffered now (nodes need not call this: it also runs at exit)."""
-        _shipper.flush()
+        """Send what is buffered now for this node's program (nodes need not call this:
+        it also runs as the node ends)."""
+        program = maybe_current_program()
+        _shipper.flush(None if program is None else program.address_book)
 
 
 def logger(label: str = "", every_s: float = 0.0) -> MetricsLogger:
