@@ -16,6 +16,7 @@ from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP_S = 240.0  # a life up, preempted, requeued: on a busy machine
+LIVES_NODE = "tests.backends.slurm.requeue_nodes:Lives"  # counts, and says its lives
 
 
 def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
@@ -29,20 +30,38 @@ def login_env(slurm: SlurmCluster, home: Path) -> dict[str, str]:
     }
 
 
-def submit_detached(slurm: SlurmCluster, cwd: Path, *args: str) -> tuple[str, Path]:
-    """``topo run ARGS -b slurm -d`` from a login node, in ``cwd`` (its topo home there):
-    the job id and the run directory it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", *args, "-b", "slurm", "-d"],
+def login_topo(slurm: SlurmCluster, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``topo ARGS`` from a login node's shell in ``cwd`` (its topo home there)."""
+    return subprocess.run(
+        [sys.executable, "-m", "topo", *args],
         cwd=cwd,
         env=login_env(slurm, cwd / "home"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=STEP_S,
     )
+
+
+def submit_detached(slurm: SlurmCluster, cwd: Path, *args: str) -> tuple[str, Path]:
+    """``topo run ARGS -b slurm -d`` from a login node, in ``cwd`` (its topo home there):
+    the job id and the run directory it printed."""
+    done = login_topo(slurm, cwd, "run", *args, "-b", "slurm", "-d")
     assert done.returncode == 0, done.stderr
     job, run_dir = done.stdout.split()
     return job, Path(run_dir)
+
+
+def submit_counting(slurm: SlurmCluster, cwd: Path, *args: str) -> tuple[str, Path, Path]:
+    """``submit_detached``, then wait for the ``Lives`` node to count in its first life:
+    the job id, the run directory and the job's output file."""
+    job, run_dir = submit_detached(slurm, cwd, *args)
+    out = run_dir / f"slurm-{job}.out"
+    wait_until(
+        lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
+        STEP_S,
+        what="the program counting",
+    )
+    return job, run_dir, out
 
 
 def state_of(slurm: SlurmCluster, job: str) -> dict[str, str]:

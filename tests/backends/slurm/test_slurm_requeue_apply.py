@@ -6,33 +6,31 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.requeue_support import (
+    LIVES_NODE,
     STEP_S,
     ended,
-    login_env,
+    login_topo,
     node_taken,
     state_of,
-    submit_detached,
+    submit_counting,
     take_node,
 )
 from tests.backends.slurm.test_slurm_requeue_preempt import snapshots
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
-NODE = "tests.backends.slurm.requeue_nodes:Lives"
 LIVES = f"""name: lives
 snapshots: {{every_s: 1, keep: 2}}
 nodes:
-  lives: {{target: "{NODE}", args: {{need: 1}}}}
+  lives: {{target: "{LIVES_NODE}", args: {{need: 1}}}}
 """
-GROWN = LIVES + f'  more: {{target: "{NODE}", args: {{need: 1}}}}\n'
+GROWN = LIVES + f'  more: {{target: "{LIVES_NODE}", args: {{need: 1}}}}\n'
 
 
 def test_an_applied_run_that_is_preempted_resumes_the_applied_program(
@@ -40,21 +38,8 @@ def test_an_applied_run_that_is_preempted_resumes_the_applied_program(
 ) -> None:
     (tmp_path / "lives.yaml").write_text(LIVES)
     (tmp_path / "grown.yaml").write_text(GROWN)
-    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
-    out = run_dir / f"slurm-{job}.out"
-    wait_until(
-        lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
-        STEP_S,
-        what="the program counting",
-    )
-    applied = subprocess.run(
-        [sys.executable, "-m", "topo", "apply", str(run_dir), "grown.yaml", "--yes"],
-        cwd=tmp_path,
-        env=login_env(slurm_cluster, tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=STEP_S,
-    )
+    job, run_dir, out = submit_counting(slurm_cluster, tmp_path, "lives.yaml")
+    applied = login_topo(slurm_cluster, tmp_path, "apply", str(run_dir), "grown.yaml", "--yes")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     more_log = run_dir / "logs" / "more.log"
     wait_until(lambda: "count 2 lives 0" in more_log.read_text(), STEP_S, what="more counting")

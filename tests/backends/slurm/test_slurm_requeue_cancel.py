@@ -13,16 +13,16 @@ import psutil
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
-from tests.backends.slurm.requeue_support import state_of, submit_detached
+from tests.backends.slurm.requeue_support import LIVES_NODE, state_of, submit_counting
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
 # a node that ignores the stop, and a grace far past KillWait
-STUBBORN = """name: lives
-stop: {grace_s: 30}
+STUBBORN = f"""name: lives
+stop: {{grace_s: 30}}
 nodes:
-  lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 2}}
-  stubborn: {target: "topo.testing.nodes:Stubborn"}
+  lives: {{target: "{LIVES_NODE}", args: {{need: 2}}}}
+  stubborn: {{target: "topo.testing.nodes:Stubborn"}}
 """
 
 
@@ -30,13 +30,7 @@ def test_a_cancelled_run_is_not_requeued_and_leaves_nothing(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "lives.yaml").write_text(STUBBORN)
-    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
-    out = run_dir / f"slurm-{job}.out"
-    wait_until(
-        lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
-        240,
-        what="the program counting",
-    )
+    job, run_dir, out = submit_counting(slurm_cluster, tmp_path, "lives.yaml")
     status = json.loads((run_dir / "status.json").read_text())
     pids = [status["launcher"]["pid"], *(n["pid"] for n in status["nodes"] if n["pid"])]
     assert slurm_cluster.run("scancel", job).returncode == 0

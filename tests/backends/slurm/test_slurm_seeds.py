@@ -1,6 +1,7 @@
 """The seed programs on the slurm backend, inside an allocation of both nodes of the test
 cluster, each with a tiny budget: every one runs across the job's nodes and ends by
-itself, exit 0. And the Reverb replay sits behind its door there: a client on the
+itself, exit 0, and distributed DQN learns there (its best evaluation past the learning
+tests' bound). And the Reverb replay sits behind its door there: a client on the
 replay's node without the program's keys reads, inserts and wipes nothing, while the
 program's own feeder and sampler go on."""
 
@@ -18,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.agents.learning import SMALL, assert_learned
 from tests.backends.slurm.conftest import Allocation
 from topo.testing import wait_until
 
@@ -31,7 +33,10 @@ needs_rl = pytest.mark.skipif(not RL, reason="needs the rl and reverb extras")
 DQN = {"num_actors": 2, "max_actor_steps": 1500, "min_replay_size": 200, "eval_every_s": 5.0}
 SEEDS = [
     pytest.param("consumer_producers", {}, id="consumer_producers"),
-    pytest.param("acme_distributed", DQN, id="acme_distributed", marks=needs_rl),
+    # learns: the learning tests' budget (tests/agents/learning.py), checked below
+    pytest.param(
+        "acme_distributed", {**SMALL, "num_actors": 2}, id="acme_distributed", marks=needs_rl
+    ),
     pytest.param("acme_colocated", DQN, id="acme_colocated", marks=needs_rl),
     pytest.param(
         "acme_offline",
@@ -63,6 +68,9 @@ def test_every_seed_program_runs_across_the_job_and_ends_by_itself(
     status = json.loads((run.run_dir / "status.json").read_text())
     nodes = {n["host"] for n in status["nodes"]}
     assert nodes == {"n1", "n2"}, status["nodes"]  # the program spans the job's nodes
+    if name == "acme_distributed":
+        returns = assert_learned(run.log("evaluator/0"))
+        print(f"{name} on slurm: evaluations {returns}")
 
 
 def _replay(tmp_path: Path) -> Path:

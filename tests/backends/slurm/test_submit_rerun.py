@@ -7,52 +7,32 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.backends.slurm.cluster import SlurmCluster
 from tests.backends.slurm.requeue_support import (
+    LIVES_NODE,
     STEP_S,
     ended,
-    login_env,
-    submit_detached,
+    submit_counting,
 )
+from tests.backends.slurm.requeue_support import login_topo as topo
 from topo.testing import wait_until
 
 pytestmark = pytest.mark.slow
-NODE = "tests.backends.slurm.requeue_nodes:Lives"
 LIVES = f"""name: lives
 nodes:
-  lives: {{target: "{NODE}", args: {{need: 1}}}}
+  lives: {{target: "{LIVES_NODE}", args: {{need: 1}}}}
 """
-
-
-def topo(slurm: SlurmCluster, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``topo ARGS`` from the login node's shell in ``cwd`` (its topo home there)."""
-    return subprocess.run(
-        [sys.executable, "-m", "topo", *args],
-        cwd=cwd,
-        env=login_env(slurm, cwd / "home"),
-        capture_output=True,
-        text=True,
-        timeout=STEP_S,
-    )
 
 
 def test_a_resumed_run_is_submitted_and_goes_on_from_its_snapshot(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     (tmp_path / "lives.yaml").write_text(LIVES)
-    job, run_dir = submit_detached(slurm_cluster, tmp_path, "lives.yaml")
-    out = run_dir / f"slurm-{job}.out"
-    wait_until(
-        lambda: out.is_file() and "count 3 lives 0" in out.read_text(),
-        STEP_S,
-        what="the program counting",
-    )
+    job, run_dir, out = submit_counting(slurm_cluster, tmp_path, "lives.yaml")
     taken = topo(slurm_cluster, tmp_path, "snapshot", str(run_dir))
     assert taken.returncode == 0, taken.stderr
     stopped = topo(slurm_cluster, tmp_path, "stop", str(run_dir))
