@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +17,7 @@ from topo.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP_S = 240.0  # a life up, preempted, requeued: on a busy machine
+HURRY_S = 2  # a requeued job held for its begin time starts this soon (``hurried``)
 LIVES_NODE = "tests.backends.slurm.requeue_nodes:Lives"  # counts, and says its lives
 
 
@@ -71,13 +73,13 @@ def state_of(slurm: SlurmCluster, job: str) -> dict[str, str]:
 
 
 def steps_left(slurm: SlurmCluster, job: str) -> bool:
-    """Whether a step daemon of ``job`` (its batch step's, ``[5.batch]``) still runs."""
-    for proc in slurm.stepds():
-        try:
-            if f"[{job}." in " ".join(proc.cmdline()):
-                return True
-        except psutil.Error:
-            continue
+    """Whether a step daemon of ``job`` (its batch step's, ``[5.batch]``) is still there.
+    Looked for by name, not by the cluster's spool (``SlurmCluster.stepds``): a step
+    daemon that closed its sockets there may still be telling slurmctld that its step
+    ended -- a requeued job started before slurmctld heard it is ended by it."""
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "slurmstepd" and f"[{job}." in " ".join(proc.info["cmdline"] or ()):
+            return True
     return False
 
 
@@ -90,9 +92,20 @@ def hurried(slurm: SlurmCluster, job: str) -> str:
     shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
     state = re.search(r"JobState=(\S+)", shown)
     if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
-        if not steps_left(slurm, job):
-            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        begins = re.search(r"StartTime=(\S+)", shown)
+        later = begins is None or _epoch(begins.group(1)) > time.time() + HURRY_S + 1
+        if later and not steps_left(slurm, job):
+            # (HURRY_S on: slurmctld may still be hearing of the old step's end)
+            slurm.run("scontrol", "update", f"JobId={job}", f"StartTime=now+{HURRY_S}")
     return state.group(1) if state else ""
+
+
+def _epoch(when: str) -> float:
+    """Slurm's local ``2026-12-07T03:36:35`` as seconds since the epoch (inf: unknown)."""
+    try:
+        return time.mktime(time.strptime(when, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return float("inf")
 
 
 def ended(slurm: SlurmCluster, job: str, out: Path) -> bool:
