@@ -92,7 +92,8 @@ def hurried(slurm: SlurmCluster, job: str) -> str:
     shown = slurm.run("scontrol", "show", "job", "-o", job).stdout
     state = re.search(r"JobState=(\S+)", shown)
     if state and state.group(1) == "PENDING" and "Reason=BeginTime" in shown:
-        begins = re.search(r"StartTime=(\S+)", shown)
+        # (EligibleTime: when it may start; StartTime is the scheduler's guess)
+        begins = re.search(r"EligibleTime=(\S+)", shown)
         later = begins is None or _epoch(begins.group(1)) > time.time() + HURRY_S + 1
         if later and not steps_left(slurm, job):
             # (HURRY_S on: slurmctld may still be hearing of the old step's end)
