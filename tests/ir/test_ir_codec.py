@@ -108,6 +108,7 @@ def test_json_keeps_the_v1_layout(compile_text: Any) -> None:
     }
     assert set(group["resources"]) == {
         *("env", "workdir", "cpus", "gpus", "host_labels", "spread", "memory"),
+        *("accelerators", "cpu_only"),
     }
     file, line, col = group["origin"]
     assert file.endswith("topology.yaml") and (line, col) > (0, 0)

@@ -136,14 +136,21 @@ def redirect_output(output: ChildOutput, program_id: str) -> None:
 
 
 def apply_resources(program: Program, node_ids: tuple[str, ...], *, devices: bool = True) -> None:
-    """The groups' ``resources``: env vars, GPU visibility, CPU affinity (``devices``
-    False: left as the host scheduler set them), working dir."""
+    """The groups' ``resources``: which accelerators the process may open
+    (``topo.backends.devices``), env vars (the group's own win), CPU affinity, working
+    dir. ``devices`` False: the host scheduler gave the process its CPUs and devices
+    (Ray): they are left as it set them, the platform still said."""
+    from topo.backends import devices as platform
+
     groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
-    for group in groups.values():
-        res = group.resources
-        os.environ.update({k: str(v) for k, v in res.env.items()})
-        if devices and res.gpus is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in res.gpus)
+    resources = [g.resources for g in groups.values()]
+    env = platform.platform_env(resources)
+    if not devices and platform.asked(resources) is not None:
+        env = {k: v for k, v in env.items() if k in ("JAX_PLATFORMS", "PJRT_DEVICE")}
+    for res in resources:
+        env.update({k: str(v) for k, v in res.env.items()})
+    platform.apply(env)
+    for res in resources:
         if devices and res.cpus:
             os.sched_setaffinity(0, set(res.cpus))
         if res.workdir:

@@ -143,6 +143,9 @@ def warm_up() -> list[str]:
     Import problems, for the launcher."""
     errors = []
     try:
+        from topo.backends.devices import hold_cpu_only
+
+        hold_cpu_only()  # nothing this server imports opens an accelerator
         import topo.backends.child  # noqa: F401
         from topo.kinds import all_kinds
 

@@ -71,6 +71,7 @@ _PROCESS_WIDE = {
     "workdir": "change the launcher's working directory",
     "cpus": "pin the launcher to those CPUs",
     "gpus": "set CUDA_VISIBLE_DEVICES for the launcher",
+    "accelerators": "give the launcher's process the accelerators",
 }
 CHILD_GRACE_S = 1.0  # SIGTERM -> SIGKILL for the processes nodes left behind at close
 
@@ -169,6 +170,7 @@ def process_wide_resources(program: Program, backend: str) -> list[Diagnostic]:
             "workdir": res.workdir is not None,
             "cpus": bool(res.cpus),
             "gpus": res.gpus is not None,
+            "accelerators": res.accelerators is not None,
         }
         used = [f for f in _PROCESS_WIDE if set_[f]]
         if used:

@@ -19,6 +19,7 @@ from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_STALL_AFTER_S,
+    Accelerators,
     Edge,
     FrozenMap,
     Group,
@@ -33,7 +34,7 @@ from topo.ir import (
 )
 from topo.ir.seeds import derive_seeds, key_data
 from topo.kinds import UnknownKindError, get_kind
-from topo.loader.models import GroupSpec, RpcSpec, SnapshotsSpec
+from topo.loader.models import AcceleratorsSpec, GroupSpec, RpcSpec, SnapshotsSpec
 from topo.loader.read import LoadedSpec
 from topo.syntax.source import SourceMap
 from topo.vocab import parse_size
@@ -60,6 +61,14 @@ def _snapshots(spec: SnapshotsSpec | None) -> SnapshotSettings:
     return SnapshotSettings(spec.every_s, spec.keep, spec.at_stop, spec.pause_timeout_s)
 
 
+def _accelerators(spec: AcceleratorsSpec | None) -> Accelerators | None:
+    if spec is None:
+        return None
+    ids = None if spec.ids is None else tuple(spec.ids)
+    count = len(ids) if ids is not None else (spec.count or 1)
+    return Accelerators(spec.kind, count, ids, spec.shared)
+
+
 def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
     restart = RestartPolicy()
     if g.restart is not None:
@@ -80,6 +89,8 @@ def _group(name: str, g: GroupSpec, loaded: LoadedSpec) -> Group:
             host_labels=tuple(r.host_labels),
             spread=r.spread,
             memory=None if r.memory is None else parse_size(r.memory),
+            accelerators=_accelerators(r.accelerators),
+            cpu_only=r.cpu_only,
         )
     kind = get_kind(g.kind)
     target = kind.builtin_target or getattr(g, "target", None) or ""

@@ -26,6 +26,7 @@ DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds
 DEFAULT_STALL_AFTER_S = 300.0  # a node whose progress has not moved this long is flagged
 
 RestartMode = Literal["never", "on-failure", "always"]
+AcceleratorKind = Literal["gpu", "tpu"]
 ColocationMode = Literal["single", "replicas", "set"]
 
 
@@ -40,9 +41,20 @@ class RestartPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Accelerators:
+    """The accelerators each process of a group gets: their kind, how many (or which ones,
+    by index on its host), and whether the group's processes share them."""
+
+    kind: AcceleratorKind
+    count: int = 1
+    ids: tuple[int, ...] | None = None  # these devices of the host (count: their number)
+    shared: bool = False  # the group's processes share the same devices
+
+
+@dataclass(frozen=True, slots=True)
 class Resources:
     """Process environment for a group: env vars, working dir, CPU/GPU visibility, host labels,
-    memory limit."""
+    memory limit, accelerators (a process that asks for none sees none: ``cpu_only``)."""
 
     env: FrozenMap = field(default_factory=FrozenMap)
     workdir: str | None = None
@@ -51,6 +63,18 @@ class Resources:
     host_labels: tuple[str, ...] = ()
     spread: bool = False  # each process of the group on a different host
     memory: int | None = None  # bytes each process of the group may use (procs, ssh)
+    accelerators: Accelerators | None = None
+    # None: CPU only unless the group asks for accelerators (or GPUs by id); False: the
+    # process sees the machine's devices as they are (the default turned off)
+    cpu_only: bool | None = None
+
+    @property
+    def sees_devices(self) -> bool:
+        """Whether the process may open an accelerator: it asked for some, named GPUs, or
+        turned the CPU-only default off."""
+        if self.cpu_only is not None:
+            return not self.cpu_only
+        return self.accelerators is not None or bool(self.gpus)
 
 
 @dataclass(frozen=True, slots=True)

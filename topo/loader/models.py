@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from topo.kinds import catalog
 from topo.kinds.builtin import CheckpointSpec
@@ -67,6 +74,44 @@ class RestartSpec(_Model):
     )
 
 
+class AcceleratorsSpec(_Model):
+    """The accelerators each process of the group gets (a process that asks for none is
+    CPU-only: it cannot open one)."""
+
+    kind: Literal["gpu", "tpu"] = Field(description="The kind of accelerator: gpu or tpu.")
+    count: int | None = Field(
+        None, ge=1, description="How many each process gets (default 1; with ids, their number)."
+    )
+    ids: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="Exactly these devices of the host, by index (e.g. [0] for the first).",
+    )
+    shared: bool = Field(
+        False,
+        description="The group's processes share the same devices (a TPU chip opens in one "
+        "process only: not for TPUs); by default each process gets its own.",
+    )
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if any(i < 0 for i in value):
+                raise ValueError("device indexes start at 0")
+            if len(set(value)) != len(value):
+                raise ValueError("a device is named twice")
+        return value
+
+    @model_validator(mode="after")
+    def _fits(self) -> AcceleratorsSpec:
+        if self.ids is not None and self.count is not None and self.count != len(self.ids):
+            raise ValueError(f"count {self.count} and ids {self.ids} disagree: give one of them")
+        if self.shared and self.kind == "tpu":
+            raise ValueError("a TPU chip is opened by one process only: it cannot be shared")
+        return self
+
+
 class ResourcesSpec(_Model):
     """Process environment for every node of the group."""
 
@@ -90,6 +135,17 @@ class ResourcesSpec(_Model):
         description="Run each process of this group on a different host (ssh, ray): replicas "
         "survive the loss of one host; an error when there are fewer hosts than processes.",
     )
+    accelerators: AcceleratorsSpec | None = Field(
+        None,
+        description="Accelerators for each process of this group (kind, count or ids, "
+        "shared); a process that asks for none is CPU-only (see cpu_only).",
+    )
+    cpu_only: bool | None = Field(
+        None,
+        description="false: the processes of this group see the machine's accelerators as "
+        "they are (the CPU-only default turned off). By default a process that asks for no "
+        "accelerator cannot open one: JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES empty.",
+    )
     memory: str | int | None = Field(
         None,
         description="Memory limit of each process of this group, e.g. 4GiB or 512MB (bytes "
@@ -104,6 +160,16 @@ class ResourcesSpec(_Model):
         if value is not None:
             parse_size(value)
         return value
+
+    @model_validator(mode="after")
+    def _devices(self) -> ResourcesSpec:
+        if self.cpu_only and (self.accelerators is not None or self.gpus):
+            raise ValueError("a group that asks for accelerators (or GPUs) is not cpu_only")
+        if self.accelerators is not None and self.gpus is not None:
+            raise ValueError(
+                "give resources.accelerators ({kind: gpu, ids: [...]}) or resources.gpus, not both"
+            )
+        return self
 
 
 class RpcSpec(_Model):
