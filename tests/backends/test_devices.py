@@ -88,6 +88,7 @@ def test_each_process_gets_its_platform_though_the_fork_server_imported_jax(
     topo_launch: Callable, topology: Callable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # the machine's own setting
+    monkeypatch.setenv("TOPO_ACCELERATORS", "gpu:1")  # (this machine has none: declared)
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
     path = topology(
         textwrap.dedent("""

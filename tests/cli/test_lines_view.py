@@ -39,6 +39,9 @@ class _Launcher:
     def location(self, exe_id: str) -> str | None:
         return self.backend.location(exe_id)
 
+    def device(self, exe_id: str) -> str | None:
+        return None
+
 
 def _console(out: io.StringIO, terminal: bool) -> Console:
     if terminal:

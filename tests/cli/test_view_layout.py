@@ -73,6 +73,7 @@ class Source:
     limiter: LimiterProgress | None = None
     generation: int = 0
     hosts: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, str] = field(default_factory=dict)
 
     @property
     def program_name(self) -> str:
@@ -80,6 +81,9 @@ class Source:
 
     def location(self, exe_id: str) -> str | None:
         return self.hosts.get(exe_id)
+
+    def device(self, exe_id: str) -> str | None:
+        return self.devices.get(exe_id)
 
 
 def _source(write_topo: Callable[..., Path], compile_path: Callable[..., Program]) -> Source:
@@ -156,3 +160,14 @@ def test_starting_phase_names_the_awaited_peer(
     assert starting_phase(None, peers["actor/3"], {"replay"}) == "waiting for its process"
     assert starting_phase(42, peers["actor/3"], {"replay"}) == "waiting for replay"
     assert starting_phase(42, peers["actor/3"], {"learner"}) == "building"
+
+
+def test_a_node_s_row_says_its_host_and_accelerators(
+    write_topo: Callable[..., Path], compile_path: Callable[..., Program]
+) -> None:
+    source = _source(write_topo, compile_path)
+    source.hosts = {"learner": "h2", "actor/0": "h1"}
+    source.devices = {"learner": "gpu 0,1"}
+    rows = {r.node: r for r in table_rows(source, 100, {})}
+    assert rows["learner"].pid == "1@h2 gpu 0,1"
+    assert rows["actor/0"].pid == "1@h1" and rows["replay"].pid == "1"

@@ -63,6 +63,9 @@ class _Launcher:
     def location(self, exe_id: str) -> str | None:
         return self.backend.location(exe_id)
 
+    def device(self, exe_id: str) -> str | None:
+        return None
+
 
 def test_lines_view_prints_a_nodes_figures_at_most_every_ten_seconds(
     monkeypatch: pytest.MonkeyPatch,

@@ -366,6 +366,11 @@ class Backend(ABC):
         """The host ``exe`` runs (or will run) on, for backends spanning hosts; else None."""
         return None
 
+    def device_of(self, exe: str) -> str | None:
+        """The accelerators ``exe`` was given (``gpu 0``), for the views; None: none."""
+        found = getattr(self, "accelerators", {}).get(exe)
+        return None if found is None else str(found)
+
     @abstractmethod
     def close(self) -> None:
         """Release everything ``open`` made; every executable has exited or been killed."""

@@ -93,6 +93,8 @@ class ChildSpec:
     # for an actor's GPUs): resources.cpus/gpus were counts, not core or device ids.
     devices_assigned: bool = False
     grant: Grant | None = None
+    # the accelerators placement gave it (their indexes on this host; None: none placed)
+    accelerator_ids: tuple[int, ...] | None = None
 
 
 def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: int) -> Report:
@@ -135,16 +137,23 @@ def redirect_output(output: ChildOutput, program_id: str) -> None:
         route_node_output(program_id, dict(output.node_files), output.limit)
 
 
-def apply_resources(program: Program, node_ids: tuple[str, ...], *, devices: bool = True) -> None:
+def apply_resources(
+    program: Program,
+    node_ids: tuple[str, ...],
+    *,
+    devices: bool = True,
+    assigned: tuple[int, ...] | None = None,
+) -> None:
     """The groups' ``resources``: which accelerators the process may open
     (``topo.backends.devices``), env vars (the group's own win), CPU affinity, working
     dir. ``devices`` False: the host scheduler gave the process its CPUs and devices
-    (Ray): they are left as it set them, the platform still said."""
+    (Ray): they are left as it set them, the platform still said. ``assigned``: the
+    accelerators placement gave the process (``topo.backends.device_plan``)."""
     from topo.backends import devices as platform
 
     groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
     resources = [g.resources for g in groups.values()]
-    env = platform.platform_env(resources)
+    env = platform.platform_env(resources, assigned)
     if not devices and platform.asked(resources) is not None:
         env = {k: v for k, v in env.items() if k in ("JAX_PLATFORMS", "PJRT_DEVICE")}
     for res in resources:
@@ -262,7 +271,9 @@ def run_child(
         # `kill -USR1 <pid>` (and the launcher, for a node stuck starting) dumps every
         # thread's stack into the node's log.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        apply_resources(spec.program, nodes, devices=not spec.devices_assigned)
+        apply_resources(
+            spec.program, nodes, devices=not spec.devices_assigned, assigned=spec.accelerator_ids
+        )
         run_setup_hooks()
         watch_parent(parent_alive)
         context = connect_program(spec.registry, spec.grant)

@@ -25,11 +25,16 @@ class StatusSource:
         self.limiter: LimiterProgress | None = None
         self.generation = 0
         self._hosts: dict[str, str | None] = {}
+        self._devices: dict[str, str | None] = {}
         self._apply(info.status)
 
     def location(self, exe_id: str) -> str | None:
         """The host an executable runs on (None on this machine)."""
         return self._hosts.get(exe_id)
+
+    def device(self, exe_id: str) -> str | None:
+        """The accelerators an executable was given (None: none)."""
+        return self._devices.get(exe_id)
 
     def refresh(self) -> RunInfo:
         """Read the record again; the run as it is now."""
@@ -43,6 +48,7 @@ class StatusSource:
 
     def _apply(self, status: dict[str, Any]) -> None:
         hosts: dict[str, str | None] = {}
+        devices: dict[str, str | None] = {}
         self.generation = int(status.get("generation") or 0)  # changes topo apply made
         self.program_name = str(status.get("program") or self.program_name)
         rows = status.get("nodes") or []
@@ -62,7 +68,8 @@ class StatusSource:
             node.phase = row.get("phase") or ""
             self.nodes[node.id] = node
             hosts[node.exe] = row.get("host")
-        self._hosts = hosts
+            devices[node.exe] = row.get("device")
+        self._hosts, self._devices = hosts, devices
         self.backend_name = str(status.get("backend") or "?")
         self.grace_s = float(status.get("grace_s") or 0.0)
         self.stopping_since = status.get("stopping_since")

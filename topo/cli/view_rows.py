@@ -98,7 +98,10 @@ def node_row(st: NodeStatus, source: RunSource, now: float, figures: list[Figure
     """The row of one node (``figures``: its key metric figures)."""
     text, style = state_cell(st, source, now)
     host = source.location(st.exe)
+    device = source.device(st.exe)
     pid = str(st.pid or "")
+    pid = f"{pid}@{host}" if host else pid
+    pid = f"{pid} {device}" if device else pid
     running = st.state == "running" and st.started is not None
     return Row(
         key=st.id,
@@ -106,7 +109,7 @@ def node_row(st: NodeStatus, source: RunSource, now: float, figures: list[Figure
         executable=st.exe,
         state=text,
         state_style=style,
-        pid=f"{pid}@{host}" if host else pid,
+        pid=pid,
         restarts=str(st.restarts or ""),
         uptime=clock(now - st.started) if running and st.started is not None else "",
         figures=tuple(figures),

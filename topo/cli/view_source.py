@@ -48,5 +48,8 @@ class RunSource(Protocol):
     def limiter(self) -> LimiterProgress | None:
         """How far a steps limiter got (None: no limiter, or none reported yet)."""
 
+    def device(self, exe_id: str) -> str | None:
+        """The accelerators an executable was given (``gpu 0``; None: none)."""
+
     def location(self, exe_id: str) -> str | None:
         """The host of an executable for a backend that spans hosts, else None."""

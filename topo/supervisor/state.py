@@ -74,6 +74,7 @@ class RunState:
     grace_s: float = 5.0  # seconds nodes get to stop before they are killed
     run_dir: Path = field(default_factory=Path)  # set when the launcher made it
     hosts: Callable[[str], str | None] = _nowhere  # executable id -> its host (the backend's)
+    devices: Callable[[str], str | None] = _nowhere  # executable id -> its accelerators
     failure: Failure | None = None
     stop_reason: str = ""
     exit_code: int | None = None
@@ -109,11 +110,16 @@ class RunState:
             backend_name="" if backend is None else backend.name,
             grace_s=program.stop.grace_s if grace_s is None else grace_s,
             hosts=_nowhere if backend is None else backend.location,
+            devices=_nowhere if backend is None else backend.device_of,
         )
 
     def location(self, exe_id: str) -> str | None:
         """The host an executable runs on, for a backend that spans hosts (else None)."""
         return self.hosts(exe_id)
+
+    def device(self, exe_id: str) -> str | None:
+        """The accelerators an executable was given (``gpu 0``; None: none)."""
+        return self.devices(exe_id)
 
     @property
     def limiter(self) -> LimiterProgress | None:

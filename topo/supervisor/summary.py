@@ -101,6 +101,7 @@ def run_summary(launcher: Summarised, helpers: Helpers) -> dict[str, Any]:
                 "pid": n.pid,
                 "pid_start": n.pid_start,
                 "host": launcher.backend.location(n.exe),
+                "device": launcher.backend.device_of(n.exe),
                 "restarts": n.restarts,
                 "since": n.started,
                 "metrics": n.metrics,

@@ -23,6 +23,10 @@ class Where:
             "cwd": os.getcwd(),
         }
 
+    def devices(self) -> dict[str, str | None]:
+        """What its process was told of the accelerators it may open."""
+        return {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "JAX_PLATFORMS")}
+
     def echo(self, value: object) -> object:
         return value
 

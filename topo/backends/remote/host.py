@@ -107,6 +107,7 @@ class HostCore:
             "launcher_pid": os.getpid(),  # the fork server and children watch this agent
             "disable_run": init.get("disable_run", False),
             "modules": init.get("modules", []),
+            "accelerator_ids": init.get("accelerator_ids", {}),
             **extra,
         }
         try:  # waits while the server imports: it reads the run once warmed up

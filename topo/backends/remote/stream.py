@@ -145,7 +145,10 @@ class StreamAgent:
         if t == "spawn":
             self.core.spawn(msg["exe"], int(msg["attempt"]), str(msg.get("grant", "")))
         elif t == "program":  # (before the spawns of its new executables: one stream)
-            self.core.take_program(msg["program_json"], [str(m) for m in msg.get("modules", [])])
+            devices = {"accelerator_ids": msg.get("accelerator_ids", {})}
+            self.core.take_program(
+                msg["program_json"], [str(m) for m in msg.get("modules", [])], devices
+            )
         elif t == "kill":
             self.core.kill(msg["exe"], int(msg["attempt"]))
         elif t == "stacks":

@@ -22,9 +22,12 @@ from topo.backends.base import JobContext
 from topo.backends.remote.records import Agent, Attempt
 
 
-def run_init(job: JobContext) -> dict[str, Any]:
+def run_init(
+    job: JobContext, accelerator_ids: Mapping[str, list[int]] | None = None
+) -> dict[str, Any]:
     """What every agent of the run is started with, whatever the backend (which may add
-    its own keys): the program as JSON, the registry's public info, the target modules."""
+    its own keys): the program as JSON, the registry's public info, the target modules,
+    and the accelerators placement gave its executables (``device_plan.init_ids``)."""
     from topo.backends.worker import target_modules
     from topo.ir import dumps
 
@@ -33,6 +36,7 @@ def run_init(job: JobContext) -> dict[str, Any]:
         "registry": vars(job.registry).copy(),
         "disable_run": job.options.disable_run,
         "modules": target_modules(job.program),
+        "accelerator_ids": dict(accelerator_ids or {}),
     }
 
 
@@ -79,6 +83,9 @@ class Transport(ABC):
     quick_deaths: int | None = None  # this many quick deaths of a host's agents in a row:
     quick_s: float = 5.0  # (each within quick_s of its start) the host is lost; None: never
     unready_fails: bool = False  # an agent that ends before its fork server was ready fails the run
+    # executable -> the indexes of the accelerators placement gave it on its host (the
+    # backend sets it before the agents start, and again before a change is taken)
+    accelerator_ids: Mapping[str, list[int]] = {}
 
     def where(self, host: str) -> str:
         """``host`` in a sentence: "host h1", "Ray node 10.0.0.3"."""
@@ -158,11 +165,14 @@ class StreamTransport(Transport):
         return True
 
     def take_program(self, agents: list[Agent], job: JobContext) -> None:
-        init = run_init(job)
+        init = run_init(job, self.accelerator_ids)
         for agent in agents:
             if not agent.link.ended:
                 agent.link.send(
-                    t="program", program_json=init["program_json"], modules=init["modules"]
+                    t="program",
+                    program_json=init["program_json"],
+                    modules=init["modules"],
+                    accelerator_ids=init["accelerator_ids"],
                 )
 
     def shutdown(self, agents: list[Agent]) -> None:

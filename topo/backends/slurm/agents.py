@@ -264,7 +264,7 @@ class SrunAgents(StreamTransport):
             self.lease_s,
         )
         self.links.append(link)
-        init = {**run_init(job), "lease_s": self.lease_s}
+        init = {**run_init(job, self.accelerator_ids), "lease_s": self.lease_s}
         run_dir = str(self.node_dir(job, node.name))
         link.send(t="init", host=node.name, address=node.address, run_dir=run_dir, **init)
         return link

@@ -51,7 +51,7 @@ class SshAgents(StreamTransport):
         except Exception as exc:  # the connection broke
             raise RuntimeError(describe_error(exc)) from None
         run_dir = remote_run_dir(spec, job.run_dir.name)
-        init = {**run_init(job), "lease_s": self.lease_s}
+        init = {**run_init(job, self.accelerator_ids), "lease_s": self.lease_s}
         channel.send(t="init", host=agent.host, address=spec.address, run_dir=run_dir, **init)
         return channel
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import BackendOption, JobContext, Network, Sink
+from topo.backends.device_plan import Assigned, assign, format_assignment, init_ids
 from topo.backends.remote.fleet import Fleet
 from topo.backends.remote.hosted import HostedBackend
 from topo.backends.ssh.agents import SshAgents
@@ -79,7 +80,9 @@ class SshBackend(HostedBackend):
         if hosts is None:
             raise TopoError.one("the ssh backend places executables on hosts: give hosts")
         inventory = hosts if isinstance(hosts, Inventory) else load_inventory(hosts)
-        return format_placement(place(program, inventory), program, inventory)
+        placement = place(program, inventory)
+        devices = format_assignment(program, host_devices(program, placement, inventory))
+        return format_placement(placement, program, inventory) + (f"\n{devices}" if devices else "")
 
     def __init__(
         self, hosts: str | Path | Inventory, ship: bool = False, lease_s: float = LEASE_S
@@ -89,6 +92,8 @@ class SshBackend(HostedBackend):
         self.lease_s = lease_s
         self.hosts: dict[str, HostSpec] = {h.name: h for h in self.inventory.hosts}
         self.placement: Placement | None = None
+        self.accelerators: dict[str, Assigned] = {}  # executable -> its devices on its host
+        self._agents: SshAgents | None = None
         self.sessions: Any = None  # topo.backends.ssh.session.Sessions, imported when used
         self.prepared: Prepared | None = None  # the hosts' check: the nodes' path
         self.fleet: Fleet | None = None  # the agents, once open
@@ -103,6 +108,7 @@ class SshBackend(HostedBackend):
     def check(self, program: Program) -> list[Diagnostic]:
         try:
             self.placement = place(program, self.inventory)
+            self.accelerators = host_devices(program, self.placement, self.inventory)
         except TopoError as error:
             return list(error.diagnostics)
         unbound = unreachable_bind(self.network().bind_host, self.inventory)
@@ -125,6 +131,8 @@ class SshBackend(HostedBackend):
             raise RuntimeError("the ssh backend was not checked (Launcher runs check first)")
         assert self.prepared is not None
         agents = SshAgents(self.sessions, self.hosts, self.prepared, self.lease_s)
+        agents.accelerator_ids = init_ids(self.accelerators)
+        self._agents = agents
         self.fleet = Fleet(job, sink, agents)
         self.fleet.open(self.hosts)
         if not self.fleet.hosts_up(self.hosts):
@@ -144,9 +152,23 @@ class SshBackend(HostedBackend):
         if placement is None or fleet is None or self.prepared is None:
             return [Diagnostic("the ssh backend runs no program to change")]
         up = fleet.hosts_up(self.hosts)
-        return check_change(
+        found = check_change(
             program, fleet.job.program, placement, up, self.inventory, self.prepared
         )
+        if found:
+            return found
+        from topo.backends.ssh.update import placement_after
+
+        after = placement_after(program, placement, self.inventory, up, fleet.job.program)
+        try:
+            host_devices(program, after, self.inventory, self._kept(program))
+        except TopoError as error:
+            return list(error.diagnostics)
+        return []
+
+    def _kept(self, program: Program) -> dict[str, Assigned]:
+        """The devices of the executables a change keeps running."""
+        return {e: a for e, a in self.accelerators.items() if e in program.executable_index}
 
     def update(self, program: Program) -> None:
         """The new executables get their hosts, and every agent the new program (so that
@@ -160,9 +182,14 @@ class SshBackend(HostedBackend):
             self.placement = placement_after(
                 program, self.placement, self.inventory, up, job.program
             )
+            self.accelerators = host_devices(
+                program, self.placement, self.inventory, self._kept(program)
+            )
         except TopoError as error:  # a host was lost since the check
             why = "; ".join(d.message for d in error.diagnostics)
             raise RuntimeError(f"the change no longer fits the hosts up: {why}") from None
+        if self._agents is not None:
+            self._agents.accelerator_ids = init_ids(self.accelerators)
         self.fleet.update(replace(job, program=program))
 
     def close(self) -> None:
@@ -187,3 +214,14 @@ class SshBackend(HostedBackend):
     def left_behind(self) -> list[str]:
         """The hosts that keep this run's directory (lost, or it could not be removed)."""
         return [self._left[h] for h in sorted(self._left)]
+
+
+def host_devices(
+    program: Program,
+    placement: Placement,
+    inventory: Inventory,
+    kept: dict[str, Assigned] | None = None,
+) -> dict[str, Assigned]:
+    """The accelerators each executable gets on the host placement gave it."""
+    host_of = {e.id: placement.host_of(e.id) for e in program.executables}
+    return assign(program, host_of, {h.name: h.accelerators for h in inventory.hosts}, kept)

@@ -6,7 +6,7 @@ you mean" for unknown keys)::
     defaults: {user: root, known_hosts: /tmp/topo/known_hosts, key: keys/id_ed25519}
     launcher_address: 10.213.0.1
     hosts:
-      h1: {address: 10.213.0.11, labels: [gpu], capacity: 4}
+      h1: {address: 10.213.0.11, labels: [gpu], capacity: 4, accelerators: {gpu: 2}}
       h2: {address: 10.213.0.12}
 
 ``defaults`` applies to every host and a host overrides any of its fields (``env`` is
@@ -21,7 +21,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -72,6 +72,11 @@ class HostEntry(HostDefaults):
     capacity: int | None = Field(
         None, ge=1, description="Most executables placed on this host (default: no limit)."
     )
+    accelerators: dict[Literal["gpu", "tpu"], Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="The host's accelerators by kind, e.g. {gpu: 4}: devices 0-3 of each "
+        "kind, given to the groups that ask (resources.accelerators).",
+    )
 
 
 class InventoryFile(_Model):
@@ -101,6 +106,7 @@ class HostSpec:
     capacity: int | None = None
     env: dict[str, str] = field(default_factory=dict, hash=False)
     origin: SourcePos | None = field(default=None, compare=False)  # the host's key in the file
+    accelerators: dict[str, int] = field(default_factory=dict, hash=False)  # kind -> count
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,7 @@ class _Resolver:
             capacity=entry.capacity,
             env=env,
             origin=where,
+            accelerators={k: n for k, n in entry.accelerators.items() if n},
         )
 
 

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from topo.backends.device_plan import group_asking
+from topo.backends.devices import asked
 from topo.backends.ssh.inventory import HostSpec, Inventory
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program
@@ -304,6 +306,9 @@ def place(
                 for group in unit.spread:
                     spread_on.setdefault(group, set()).add(chosen[exe])
     hosts = [h for h in inventory.hosts if up is None or h.name in up]
+    devices = _Devices(program, inventory)
+    for exe, where in chosen.items():
+        devices.take(where, [exe])
     errors = []
     for i in ranked:
         unit = units[i]
@@ -317,6 +322,9 @@ def place(
             if not live or not _fits(host, unit.labels, loads[host.name], len(todo)):
                 errors.append(_pinned(unit, program, host, loads[host.name], len(todo), live))
                 continue
+            if not devices.room(host.name, todo):
+                errors.append(devices.short(unit, todo, [host]))
+                continue
             best = host
         else:
             taken = set().union(*(spread_on.get(g, set()) for g in unit.spread))
@@ -328,7 +336,12 @@ def place(
             if not fitting:
                 errors.append(_unplaceable(unit, program, inventory, loads, len(todo), up))
                 continue
-            best = min(fitting, key=lambda h: loads[h.name])
+            with_devices = [h for h in fitting if devices.room(h.name, todo)]
+            if not with_devices:
+                errors.append(devices.short(unit, todo, fitting))
+                continue
+            best = min(with_devices, key=lambda h: loads[h.name])
+        devices.take(best.name, todo)
         loads[best.name] += len(todo)
         for group in unit.spread:
             spread_on.setdefault(group, set()).add(best.name)
@@ -343,6 +356,69 @@ def place(
     gone = {e: h for e, h in (leaving or {}).items() if e not in assigned}
     assigned.update(gone)
     return Placement(inventory.hosts, assigned, labels, host_sets, spread, gone)
+
+
+class _Devices:
+    """The accelerators left on each host as units are placed (how many of each kind:
+    which ones is ``device_plan.assign``'s, once every unit has its host). The replicas
+    of a group whose processes share devices take them once per host."""
+
+    def __init__(self, program: Program, inventory: Inventory) -> None:
+        self.program = program
+        self.free = {h.name: dict(h.accelerators) for h in inventory.hosts}
+        self.shared: dict[str, set[str]] = {h.name: set() for h in inventory.hosts}
+
+    def _need(self, host: str, exes: Sequence[str]) -> dict[str, int]:
+        need: dict[str, int] = {}
+        shared = set(self.shared.get(host, ()))
+        for exe in exes:
+            group = group_asking(self.program, exe)
+            if group is None:
+                continue
+            want = asked([group.resources])
+            assert want is not None
+            if want.shared:
+                if group.name in shared:
+                    continue
+                shared.add(group.name)
+            need[want.kind] = need.get(want.kind, 0) + want.count
+        return need
+
+    def room(self, host: str, exes: Sequence[str]) -> bool:
+        free = self.free.get(host, {})
+        return all(free.get(k, 0) >= n for k, n in self._need(host, exes).items())
+
+    def take(self, host: str, exes: Sequence[str]) -> None:
+        for kind, n in self._need(host, exes).items():
+            free = self.free.setdefault(host, {})
+            free[kind] = free.get(kind, 0) - n
+        for exe in exes:
+            group = group_asking(self.program, exe)
+            want = None if group is None else asked([group.resources])
+            if group is not None and want is not None and want.shared:
+                self.shared.setdefault(host, set()).add(group.name)
+
+    def short(self, unit: _Unit, exes: Sequence[str], hosts: Sequence[HostSpec]) -> Diagnostic:
+        """Why none of ``hosts`` (the ones its labels and room allow) has the devices."""
+        asking = [g for g in (group_asking(self.program, e) for e in exes) if g is not None]
+        origin = asking[0].origin if asking else None
+        need = ", ".join(f"{n} {k}(s)" for k, n in self._need("", exes).items())
+        left = "; ".join(
+            f"{h.name} ({_left(h.accelerators, self.free.get(h.name, {}))})" for h in hosts
+        )
+        return Diagnostic(
+            f"{_who(unit)} needs {need} on one host, and no host it may use has them free "
+            f"(hosts: {left})",
+            origin,
+            "declare more in the inventory's accelerators, lower the group's count or "
+            "resources.accelerators, or let its processes share them (shared: true)",
+        )
+
+
+def _left(offered: dict[str, int], free: dict[str, int]) -> str:
+    if not offered:
+        return "no accelerators"
+    return ", ".join(f"{k} {max(free.get(k, 0), 0)} of {n} free" for k, n in offered.items())
 
 
 def format_placement(placement: Placement, program: Program, inventory: Inventory) -> str:

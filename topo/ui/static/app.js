@@ -131,7 +131,7 @@
     $("node-table").querySelector("tbody").innerHTML = rows.map((n) => {
       const st = T.graph.shown(n);
       const up = n.since && ["running", "starting"].includes(n.state) ? T.duration(now - n.since) : "";
-      return `<tr data-node="${esc(n.id)}"><td>${esc(n.id)}</td><td class="st-${st}">${esc(st)}</td><td>${esc(n.host || "")}</td>`
+      return `<tr data-node="${esc(n.id)}"><td>${esc(n.id)}</td><td class="st-${st}">${esc(st)}</td><td>${esc(n.host || "")}${n.device ? ` · ${esc(n.device)}` : ""}</td>`
         + `<td class=num>${n.pid || ""}</td><td class=num>${n.restarts || 0}</td><td>${up}</td>`
         + `<td>${esc(metricsText(n.metrics))}</td><td class=line>${esc(n.last_line || "")}</td></tr>`;
     }).join("");

@@ -80,6 +80,7 @@
       fact("group", esc(n.group || "")),
       fact("executable", esc(n.executable || "")),
       fact("host", esc(n.host || "this machine")),
+      ...(n.device ? [fact("device", esc(n.device))] : []),
       fact("pid", n.pid ? String(n.pid) : "–"),
       fact("restarts", String(n.restarts || 0)),
       fact("uptime", up),
