@@ -25,6 +25,7 @@ from topo.backends.device_plan import (
     local_accelerators,
     parse_accelerators,
 )
+from topo.backends.devices import CPU_ONLY_ENV, platform_env
 from topo.backends.ssh.backend import SshBackend
 from topo.backends.ssh.backend import host_devices as ssh_devices
 from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
@@ -102,6 +103,28 @@ def test_what_the_machine_cannot_serve_is_refused_at_the_group(
     assert said in diagnostic.message, diagnostic.message
     assert diagnostic.pos is not None and diagnostic.pos.line == 4  # the group's line
     assert diagnostic.hint
+
+
+def test_auto_takes_a_free_device_of_the_host_or_runs_on_the_cpu(
+    compile_text: CompileText,
+) -> None:
+    text = """
+        name: d
+        nodes:
+          learner: {target: "m:L", count: 2, resources: {accelerators: {kind: auto}}}
+          actor: {target: "m:A", resources: {accelerators: {kind: none}}}
+        """
+    program = compile_text(text)
+    assert program.group_index["actor"].resources.accelerators is None  # none: as if unsaid
+    assert _local(program, {"tpu": 1}) == {"learner/0": Assigned("tpu", (0,))}  # 1: CPU
+    assert _local(program, {"gpu": 2, "tpu": 1}) == {
+        "learner/0": Assigned("gpu", (0,)),
+        "learner/1": Assigned("gpu", (1,)),
+    }
+    assert _local(program, {}) == {}  # no accelerator here: both on the CPU, no error
+    learner = program.group_index["learner"].resources
+    assert platform_env([learner]) == CPU_ONLY_ENV  # given none: CPU only
+    assert platform_env([learner], Assigned("tpu", (0,)))["JAX_PLATFORMS"] == "tpu,cpu"
 
 
 def test_two_executables_never_get_one_device(compile_text: CompileText) -> None:
@@ -307,3 +330,47 @@ def test_an_inventory_declares_each_host_s_accelerators(tmp_path: Path) -> None:
         load_inventory(path)
     text = str(info.value)
     assert "hosts.yaml:3:" in text and "fpga" in text, text
+
+
+# --- what Ray and Slurm are asked for ---------------------------------------------------
+
+
+def test_ray_and_slurm_are_asked_for_the_accelerators(compile_text: CompileText) -> None:
+    from topo.backends.ray.placement import demand as ray_demand
+    from topo.backends.ray.placement import own_actor
+    from topo.backends.slurm.demand import demand as slurm_demand
+
+    program = compile_text(
+        """
+        name: d
+        nodes:
+          learner: {target: "m:L", resources: {accelerators: {kind: gpu, count: 2}}}
+          tpu: {target: "m:T", resources: {accelerators: {kind: tpu}}}
+          actor: {target: "m:A", count: 4, resources: {accelerators: {kind: gpu, shared: true}}}
+          cpu: {target: "m:C"}
+        """
+    )
+    assert ray_demand(program, "learner")["GPU"] == 2.0
+    assert ray_demand(program, "tpu")["TPU"] == 1.0 and "GPU" not in ray_demand(program, "tpu")
+    assert ray_demand(program, "actor/0")["GPU"] == 0.25  # 4 replicas share one GPU
+    assert own_actor(program, "tpu") and not own_actor(program, "cpu")
+    assert slurm_demand(program, "learner").gpus == 2
+    assert slurm_demand(program, "cpu").gpus == 0
+
+
+def test_slurm_refuses_tpus_before_asking_slurm_anything(tmp_path: Path) -> None:
+    path = tmp_path / "tpu.yaml"
+    path.write_text(
+        'name: d\nnodes:\n  a: {target: "m:A"}\n'
+        '  learner: {target: "m:L", resources: {accelerators: {kind: tpu}}}\n'
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "topo", "plan", str(path), "-b", "slurm"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "tpu.yaml:4:3: error: group 'learner' asks for TPUs" in done.stderr, done.stderr

@@ -64,7 +64,8 @@ def test_the_file_asks_for_accelerators_and_turns_the_default_off(tmp_path: Path
 @pytest.mark.parametrize(
     ("resources", "said"),
     [
-        ("{accelerators: {kind: fpga}}", "'gpu' or 'tpu'"),
+        ("{accelerators: {kind: fpga}}", "one of 'gpu', 'tpu', 'auto' or 'none', got 'fpga'"),
+        ("{accelerators: {kind: auto, ids: [0]}}", "kind auto names no kind of device"),
         ("{accelerators: {kind: gpu, ids: [-1]}}", "device indexes start at 0"),
         ("{accelerators: {kind: gpu, ids: [0, 0]}}", "a device is named twice"),
         ("{accelerators: {kind: gpu, count: 3, ids: [0]}}", "count 3 and ids [0] disagree"),

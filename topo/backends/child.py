@@ -93,8 +93,8 @@ class ChildSpec:
     # for an actor's GPUs): resources.cpus/gpus were counts, not core or device ids.
     devices_assigned: bool = False
     grant: Grant | None = None
-    # the accelerators placement gave it (their indexes on this host; None: none placed)
-    accelerator_ids: tuple[int, ...] | None = None
+    # the accelerators placement gave it on this host (``gpu:0,1``; None: none placed)
+    accelerators: str | None = None
 
 
 def registry_reporter(context: ProgramContext, exe_id: str, attempt: int, pid: int) -> Report:
@@ -142,7 +142,7 @@ def apply_resources(
     node_ids: tuple[str, ...],
     *,
     devices: bool = True,
-    assigned: tuple[int, ...] | None = None,
+    assigned: str | None = None,
 ) -> None:
     """The groups' ``resources``: which accelerators the process may open
     (``topo.backends.devices``), env vars (the group's own win), CPU affinity, working
@@ -150,10 +150,11 @@ def apply_resources(
     (Ray): they are left as it set them, the platform still said. ``assigned``: the
     accelerators placement gave the process (``topo.backends.device_plan``)."""
     from topo.backends import devices as platform
+    from topo.backends.device_plan import parse_assigned
 
     groups = {program.group_of(n).name: program.group_of(n) for n in node_ids}
     resources = [g.resources for g in groups.values()]
-    env = platform.platform_env(resources, assigned)
+    env = platform.platform_env(resources, parse_assigned(assigned))
     if not devices and platform.asked(resources) is not None:
         env = {k: v for k, v in env.items() if k in ("JAX_PLATFORMS", "PJRT_DEVICE")}
     for res in resources:
@@ -272,7 +273,7 @@ def run_child(
         # thread's stack into the node's log.
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         apply_resources(
-            spec.program, nodes, devices=not spec.devices_assigned, assigned=spec.accelerator_ids
+            spec.program, nodes, devices=not spec.devices_assigned, assigned=spec.accelerators
         )
         run_setup_hooks()
         watch_parent(parent_alive)

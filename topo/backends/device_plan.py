@@ -15,27 +15,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from topo.backends.devices import asked
+from topo.backends.devices import Assigned, asked
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Accelerators, Group, Program
 
 ENV = "TOPO_ACCELERATORS"  # declares this machine's accelerators: "gpu:2", "tpu:1", "none"
 KINDS = ("gpu", "tpu")
 LOCAL = "this machine"  # the one host of procs (and its name in messages)
-
-
-@dataclass(frozen=True)
-class Assigned:
-    """The devices an executable gets: their kind and indexes on its host."""
-
-    kind: str
-    ids: tuple[int, ...]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {','.join(map(str, self.ids))}"
 
 
 def parse_accelerators(text: str, where: str = ENV) -> dict[str, int]:
@@ -124,11 +112,13 @@ def assign(
         if share is not None:
             out[exe] = share
             continue
-        problem, got = _serve(want, host, offered.get(host, {}), taken.get((host, want.kind), {}))
+        held = {kind: taken.get((host, kind), {}) for kind in KINDS}
+        problem, got = _serve(want, host, offered.get(host, {}), held)
         if problem is not None:
             errors.setdefault(group.name, _diagnostic(group, want, host, problem))
             continue
-        assert got is not None
+        if got is None:  # auto, and none free: on the CPU
+            continue
         out[exe] = got
         _take(taken, host, got, group.name if want.shared else exe, shares)
     if errors:
@@ -157,9 +147,20 @@ def _take(
 
 
 def _serve(
-    want: Accelerators, host: str, offered: Mapping[str, int], taken: Mapping[int, str]
+    want: Accelerators,
+    host: str,
+    offered: Mapping[str, int],
+    held: Mapping[str, Mapping[int, str]],
 ) -> tuple[str | None, Assigned | None]:
-    """(why it cannot be served, None) or (None, the devices it gets)."""
+    """(why it cannot be served, None) or (None, the devices it gets: None for ``auto``
+    where the host has none free -- it runs on the CPU)."""
+    if want.kind == "auto":
+        for kind in KINDS:
+            free = [i for i in range(offered.get(kind, 0)) if i not in held[kind]]
+            if len(free) >= want.count:
+                return None, Assigned(kind, tuple(free[: want.count]))
+        return None, None
+    taken = held[want.kind]
     have = offered.get(want.kind, 0)
     if have == 0:
         kinds = ", ".join(f"{k} ×{n}" for k, n in offered.items() if n) or "none"
@@ -231,6 +232,14 @@ def on_this_machine(
     return assign(program, host_of, {LOCAL: local_accelerators()}, kept)
 
 
-def init_ids(assigned: Mapping[str, Assigned]) -> dict[str, list[int]]:
-    """What an agent or fork server is told: executable -> its devices' indexes."""
-    return {exe: list(got.ids) for exe, got in assigned.items()}
+def init_ids(assigned: Mapping[str, Assigned]) -> dict[str, str]:
+    """What an agent or fork server is told: executable -> its devices (``gpu:0,1``)."""
+    return {exe: f"{got.kind}:{','.join(map(str, got.ids))}" for exe, got in assigned.items()}
+
+
+def parse_assigned(text: str | None) -> Assigned | None:
+    """``init_ids``'s ``gpu:0,1`` as an ``Assigned`` (None: none)."""
+    if not text:
+        return None
+    kind, _, ids = text.partition(":")
+    return Assigned(kind, tuple(int(i) for i in ids.split(",") if i))

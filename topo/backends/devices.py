@@ -23,8 +23,21 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from topo.ir import Accelerators, Resources
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """The devices an executable gets: their kind and indexes on its host."""
+
+    kind: str
+    ids: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {','.join(map(str, self.ids))}"
+
 
 CPU_ONLY_ENV: Mapping[str, str] = {
     "JAX_PLATFORMS": "cpu",
@@ -67,21 +80,25 @@ def asked(resources: Iterable[Resources]) -> Accelerators | None:
 
 
 def platform_env(
-    resources: Iterable[Resources], assigned: tuple[int, ...] | None = None
+    resources: Iterable[Resources], assigned: Assigned | tuple[int, ...] | None = None
 ) -> dict[str, str | None]:
     """The environment that says which accelerators the process may open (None: a
     variable unset; the machine's settings for a group that turned the default off).
-    ``assigned``: the devices placement gave it (else the ids the group named, else none
-    named: every device of its kind on the host)."""
+    ``assigned``: the devices placement gave it (bare indexes: of the kind asked; else
+    the ids the group named, else none named: every device of its kind on the host). A
+    group that asks for ``auto`` and was given none runs on the CPU."""
     resources = list(resources)
     want = asked(resources)
-    if want is None:
-        if any(res.sees_devices for res in resources):
+    if isinstance(assigned, tuple):
+        assigned = None if want is None else Assigned(want.kind, assigned)
+    kind = assigned.kind if assigned is not None else None if want is None else want.kind
+    if want is None or kind in (None, "auto"):
+        if want is None and any(res.sees_devices for res in resources):
             return machine_env()  # cpu_only: false
         return dict(CPU_ONLY_ENV)
-    env: dict[str, str | None] = {**machine_env(), "JAX_PLATFORMS": JAX_PLATFORM[want.kind]}
-    ids = assigned if assigned is not None else want.ids
-    if want.kind == "gpu":
+    env: dict[str, str | None] = {**machine_env(), "JAX_PLATFORMS": JAX_PLATFORM[kind]}
+    ids = assigned.ids if assigned is not None else want.ids
+    if kind == "gpu":
         if ids is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, ids))
     else:

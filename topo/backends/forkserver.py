@@ -130,13 +130,9 @@ def child_main(
         init["disable_run"],
         grant=rights,
         devices_assigned=bool(init.get("devices_assigned", False)),  # on Ray: counts
-        accelerator_ids=_ids(init.get("accelerator_ids", {}).get(exe_id)),
+        accelerators=init.get("accelerator_ids", {}).get(exe_id),
     )
     child.child_main(spec, lambda: pid_alive(launcher_pid) and os.getppid() == server_pid)
-
-
-def _ids(ids: Any) -> tuple[int, ...] | None:
-    return None if ids is None else tuple(int(i) for i in ids)
 
 
 # -- the server ---------------------------------------------------------------------

@@ -170,7 +170,8 @@ def process_wide_resources(program: Program, backend: str) -> list[Diagnostic]:
             "workdir": res.workdir is not None,
             "cpus": bool(res.cpus),
             "gpus": res.gpus is not None,
-            "accelerators": res.accelerators is not None,
+            # (auto is a wish: here the nodes run as the launcher's process does)
+            "accelerators": res.accelerators is not None and res.accelerators.kind != "auto",
         }
         used = [f for f in _PROCESS_WIDE if set_[f]]
         if used:

@@ -62,7 +62,7 @@ def _snapshots(spec: SnapshotsSpec | None) -> SnapshotSettings:
 
 
 def _accelerators(spec: AcceleratorsSpec | None) -> Accelerators | None:
-    if spec is None:
+    if spec is None or spec.kind == "none":
         return None
     ids = None if spec.ids is None else tuple(spec.ids)
     count = len(ids) if ids is not None else (spec.count or 1)

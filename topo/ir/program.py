@@ -26,7 +26,7 @@ DEFAULT_READY_TIMEOUT_S = 120.0  # a node still starting after this many seconds
 DEFAULT_STALL_AFTER_S = 300.0  # a node whose progress has not moved this long is flagged
 
 RestartMode = Literal["never", "on-failure", "always"]
-AcceleratorKind = Literal["gpu", "tpu"]
+AcceleratorKind = Literal["gpu", "tpu", "auto"]  # auto: one the host has, else the CPU
 ColocationMode = Literal["single", "replicas", "set"]
 
 

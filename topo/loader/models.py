@@ -78,7 +78,12 @@ class AcceleratorsSpec(_Model):
     """The accelerators each process of the group gets (a process that asks for none is
     CPU-only: it cannot open one)."""
 
-    kind: Literal["gpu", "tpu"] = Field(description="The kind of accelerator: gpu or tpu.")
+    kind: Literal["gpu", "tpu", "auto", "none"] = Field(
+        description="The kind of accelerator: gpu or tpu; auto: one the host has (a GPU, "
+        "else a TPU chip) if one is free, else the CPU; none: no accelerator (as without "
+        "accelerators: for a parameter that turns it off).",
+        json_schema_extra={"x-topo-expression": True},  # (topo.loader.schema)
+    )
     count: int | None = Field(
         None, ge=1, description="How many each process gets (default 1; with ids, their number)."
     )
@@ -109,6 +114,10 @@ class AcceleratorsSpec(_Model):
             raise ValueError(f"count {self.count} and ids {self.ids} disagree: give one of them")
         if self.shared and self.kind == "tpu":
             raise ValueError("a TPU chip is opened by one process only: it cannot be shared")
+        if self.kind in ("auto", "none") and (self.ids is not None or self.shared):
+            raise ValueError(
+                f"kind {self.kind} names no kind of device: ids and shared need gpu or tpu"
+            )
         return self
 
 

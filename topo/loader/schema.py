@@ -1,7 +1,7 @@
 """The JSON Schema of topology files, generated from the pydantic models.
 
-Fields that take numbers, booleans, lists or mappings also accept a ``${...}``
-expression string, so the schema says so; editors then accept
+Fields that take numbers, booleans, lists or mappings (or set words, where marked) also
+accept a ``${...}`` expression string, so the schema says so; editors then accept
 ``count: ${num_actors}`` while still completing keys and checking kinds.
 """
 
@@ -20,6 +20,7 @@ _EXPRESSION_DEF = {
     "description": "A ${...} expression over params, evaluated when the file is loaded.",
 }
 _SKIP = {"args", "overrides", "params"}  # free-form values: nothing to widen
+EXPRESSION_MARK = "x-topo-expression"  # a field of set words a ${...} may give (dropped)
 
 
 def _widen(schema: Any) -> Any:
@@ -37,7 +38,8 @@ def _widen_props(props: dict[str, Any]) -> dict[str, Any]:
         if name not in _SKIP and _takes_non_string(prop):
             description = prop.get("description")
             default = prop.get("default")
-            inner = {k: v for k, v in prop.items() if k not in ("description", "default", "title")}
+            dropped = ("description", "default", "title", EXPRESSION_MARK)
+            inner = {k: v for k, v in prop.items() if k not in dropped}
             prop = {"anyOf": [inner, _EXPR]}
             if description:
                 prop["description"] = description
@@ -48,7 +50,10 @@ def _widen_props(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def _takes_non_string(prop: dict[str, Any]) -> bool:
-    if prop.get("type") in ("integer", "number", "boolean", "array"):
+    """Whether the field takes what an expression string is not: a number, a boolean, a
+    list, or one of set words where a parameter may choose the word (``EXPRESSION_MARK``:
+    an accelerator's ``kind: "${learner_accelerator}"``)."""
+    if prop.get("type") in ("integer", "number", "boolean", "array") or prop.get(EXPRESSION_MARK):
         return True
     return any(_takes_non_string(p) for p in prop.get("anyOf", []) if isinstance(p, dict))
 

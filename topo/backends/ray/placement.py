@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from topo.backends.devices import asked
 from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
@@ -25,7 +26,7 @@ DEFAULT_CPUS = 0.001  # a topo executable mostly waits on RPC; Ray's unit is one
 LABEL_AMOUNT = 0.001  # of a label's custom resource, so any number of executables share it
 
 Bundle = dict[str, float]
-_BUILTIN = ("CPU", "GPU", "memory", "object_store_memory")
+_BUILTIN = ("CPU", "GPU", "TPU", "memory", "object_store_memory")
 _BUILTIN_PREFIXES = ("node:", "accelerator_type:")
 
 
@@ -52,25 +53,36 @@ class Unit:
 
 
 def demand(program: Program, exe_id: str) -> Bundle:
-    """The Ray resources one executable asks for (the most any of its groups asks)."""
-    cpus, gpus = 0.0, 0.0
+    """The Ray resources one executable asks for (the most any of its groups asks).
+    Accelerators are Ray's ``GPU`` and ``TPU``; the replicas of a group that shares its
+    devices ask for a fraction each (Ray packs them onto the same ones)."""
+    cpus = 0.0
+    devices: dict[str, float] = {}
     labels: set[str] = set()
     for node in program.executable_index[exe_id].nodes:
-        res = program.group_of(node).resources
+        group = program.group_of(node)
+        res = group.resources
         cpus = max(cpus, float(len(res.cpus)) if res.cpus else DEFAULT_CPUS)
-        gpus = max(gpus, float(len(res.gpus)) if res.gpus else 0.0)
+        want = asked([res])
+        if want is not None and want.kind in RAY_KIND:  # (auto: Ray is asked for none)
+            amount = want.count / max(group.count, 1) if want.shared else float(want.count)
+            key = RAY_KIND[want.kind]
+            devices[key] = max(devices.get(key, 0.0), amount)
         labels.update(res.host_labels)
-    bundle: Bundle = {"CPU": cpus}
-    if gpus:
-        bundle["GPU"] = gpus
+    bundle: Bundle = {"CPU": cpus, **devices}
     bundle.update(dict.fromkeys(sorted(labels), LABEL_AMOUNT))
     return bundle
 
 
+RAY_KIND = {"gpu": "GPU", "tpu": "TPU"}  # an accelerator kind: Ray's resource
+
+
 def own_actor(program: Program, exe_id: str) -> bool:
-    """Whether ``exe_id`` runs in a Ray actor of its own: it asks for GPUs, and Ray
-    assigns devices (``CUDA_VISIBLE_DEVICES``) only to its own workers."""
-    return demand(program, exe_id).get("GPU", 0.0) > 0
+    """Whether ``exe_id`` runs in a Ray actor of its own: it asks for accelerators, and
+    Ray assigns devices (``CUDA_VISIBLE_DEVICES``, the TPU chips) only to its own
+    workers."""
+    need = demand(program, exe_id)
+    return any(need.get(k, 0.0) > 0 for k in RAY_KIND.values())
 
 
 def threads(program: Program) -> dict[str, int]:
@@ -173,7 +185,7 @@ def describe(need: Mapping[str, float]) -> str:
 
 
 def _unit(key: str) -> str:
-    return key if key in ("CPU", "GPU") else f"of label {key!r}"
+    return key if key in ("CPU", "GPU", "TPU") else f"of label {key!r}"
 
 
 def _offered(nodes: Sequence[Mapping[str, float]]) -> str:

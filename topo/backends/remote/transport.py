@@ -22,9 +22,7 @@ from topo.backends.base import JobContext
 from topo.backends.remote.records import Agent, Attempt
 
 
-def run_init(
-    job: JobContext, accelerator_ids: Mapping[str, list[int]] | None = None
-) -> dict[str, Any]:
+def run_init(job: JobContext, accelerator_ids: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What every agent of the run is started with, whatever the backend (which may add
     its own keys): the program as JSON, the registry's public info, the target modules,
     and the accelerators placement gave its executables (``device_plan.init_ids``)."""
@@ -85,7 +83,7 @@ class Transport(ABC):
     unready_fails: bool = False  # an agent that ends before its fork server was ready fails the run
     # executable -> the indexes of the accelerators placement gave it on its host (the
     # backend sets it before the agents start, and again before a change is taken)
-    accelerator_ids: Mapping[str, list[int]] = {}
+    accelerator_ids: Mapping[str, str] = {}
 
     def where(self, host: str) -> str:
         """``host`` in a sentence: "host h1", "Ray node 10.0.0.3"."""

@@ -36,6 +36,7 @@ from topo.backends.remote.hosted import HostedBackend
 from topo.backends.slurm.agents import SrunAgents
 from topo.backends.slurm.allocation import Allocation, NoAllocation, current, route_to
 from topo.backends.slurm.components import planned_nodes
+from topo.backends.slurm.demand import tpu_refusals
 from topo.backends.slurm.options import DEFAULT_WARNING_S
 from topo.backends.slurm.placement import Placement, as_inventory, place_in
 from topo.diagnostics import Diagnostic, TopoError
@@ -129,6 +130,9 @@ class SlurmBackend(HostedBackend):
         return Network(bind_host=bind, mechanism="curve", control_host=bind)
 
     def check(self, program: Program) -> list[Diagnostic]:
+        refused = tpu_refusals(program)
+        if refused:
+            return refused
         try:
             allocation = self._allocation()
         except NoAllocation as error:

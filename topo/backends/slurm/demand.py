@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from topo.backends.devices import asked
 from topo.backends.slurm.partition import Node, Partition
+from topo.diagnostics import Diagnostic
 from topo.ir import Program
 
 DEFAULT_CPUS = 1  # an executable that gives no resources.cpus asks for one core
@@ -39,13 +41,15 @@ class Demand:
 
 
 def demand(program: Program, exe_id: str) -> Demand:
-    """What executable ``exe_id`` asks for: the most any group of its nodes asks."""
+    """What executable ``exe_id`` asks for: the most any group of its nodes asks (GPUs:
+    its ``resources.accelerators`` of kind gpu, or the ``resources.gpus`` it names)."""
     cpus, gpus, memory = 0, 0, 0
     labels: set[str] = set()
     for node in program.executable_index[exe_id].nodes:
         res = program.group_of(node).resources
         cpus = max(cpus, len(res.cpus) if res.cpus else DEFAULT_CPUS)
-        gpus = max(gpus, len(res.gpus) if res.gpus else 0)
+        want = asked([res])
+        gpus = max(gpus, want.count if want is not None and want.kind == "gpu" else 0)
         memory = max(memory, math.ceil(res.memory / MIB) if res.memory else 0)
         labels.update(res.host_labels)
     return Demand(cpus, gpus, memory, frozenset(labels))
@@ -124,3 +128,22 @@ def holds(room: Demand, want: Demand) -> bool:
 
 def fits(part: Partition, want: Demand) -> bool:
     return any(holds(room(n, part), want) for n in part.nodes)
+
+
+def tpu_refusals(program: Program) -> list[Diagnostic]:
+    """One error per group that asks for TPUs: the job asks Slurm for GPUs only
+    (``--gres=gpu:N``); Slurm has no generic resource for TPUs that sites share."""
+    out = []
+    for group in program.groups:
+        want = asked([group.resources])
+        if group.enabled and want is not None and want.kind == "tpu":
+            out.append(
+                Diagnostic(
+                    f"group '{group.name}' asks for TPUs, and a Slurm job asks for GPUs only "
+                    "(--gres=gpu:N)",
+                    group.origin,
+                    "run it where the TPUs are (procs on a TPU host, ssh with the host's "
+                    "accelerators in the inventory, ray with TPU resources)",
+                )
+            )
+    return out

@@ -14,10 +14,12 @@ import os
 import sys
 from typing import Any
 
+from topo.backends.slurm.demand import tpu_refusals
 from topo.backends.slurm.options import SlurmOptions
 from topo.backends.slurm.partition import Cluster, read_cluster
 from topo.backends.slurm.request import Request, plan_request
 from topo.backends.slurm.script import render
+from topo.diagnostics import TopoError
 from topo.ir import Program
 
 
@@ -25,6 +27,9 @@ def request_for(program: Program, options: SlurmOptions, cluster: Cluster | None
     """The job for ``program`` under ``options`` on ``cluster`` (default: read with
     scontrol); a ``TopoError`` for what the partition cannot hold, or no Slurm."""
     options = options.checked()
+    refused = tpu_refusals(program)
+    if refused:
+        raise TopoError(refused)
     cluster = cluster if cluster is not None else read_cluster()
     return plan_request(program, cluster.partition(options.partition), options)
 

@@ -377,6 +377,8 @@ class _Devices:
                 continue
             want = asked([group.resources])
             assert want is not None
+            if want.kind == "auto":  # takes one where placement put it, if one is free
+                continue
             if want.shared:
                 if group.name in shared:
                     continue
