@@ -47,6 +47,7 @@ from topo.runtime import (
     ProgramContext,
     RegistryInfo,
     connect_program,
+    device_memory,
     set_process_program,
 )
 from topo.runtime.registry_client import RegistryClient
@@ -279,6 +280,9 @@ def run_child(
         watch_parent(parent_alive)
         context = connect_program(spec.registry, spec.grant)
         set_process_program(context)
+        if spec.accelerators or _asks_for_devices(spec.program, nodes):
+            book = context.address_book
+            device_memory.watch(book, nodes[0], getattr(book, "stop_event", threading.Event()))
         limit = memory_limit(spec.program, nodes)
         if limit is not None and own_process:  # a Ray worker is not ours to kill
             ctx = context
@@ -304,3 +308,10 @@ def child_main(spec: ChildSpec, parent_alive: Callable[[], bool]) -> NoReturn:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _asks_for_devices(program: Program, node_ids: tuple[str, ...]) -> bool:
+    """Whether the process runs a node of a group that asks for accelerators."""
+    from topo.backends.devices import asked
+
+    return asked(program.group_of(n).resources for n in node_ids) is not None
