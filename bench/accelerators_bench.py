@@ -38,6 +38,8 @@ RUN_S = 420
 
 def topology(kind: str, actors: int, seconds: float, variant: str) -> str:
     learner = f"{{accelerators: {{kind: {kind}}}}}" if variant != "cpu_learner" else "{}"
+    if variant == "auto":  # the kind found on the machine (/dev), as the examples ask
+        learner = "{accelerators: {kind: auto}}"
     actor = "{cpu_only: false}" if variant == "default_off" else "{}"
     # the actors first: they start before the learner (with the default off, one of
     # them may then open the chip first)
@@ -81,11 +83,28 @@ def one_run(kind: str, actors: int, seconds: float, variant: str, work: Path) ->
         for line in log.read_text(errors="replace").splitlines():
             if re.search(r"(?i)tpu|libtpu|platform|backend", line) and len(said) < 12:
                 said.append(f"{log.stem}: {line.strip()[:300]}")
+    devices, memory = {}, []  # what status.json says each node holds; its memory rows
     for run_dir in (work / "runs").glob("accel-*"):
+        status = run_dir / "status.json"
+        if status.is_file():
+            nodes = json.loads(status.read_text()).get("nodes", [])
+            devices = {n["id"]: n.get("device") for n in nodes}
+        for rows in run_dir.glob("metrics/*.jsonl"):
+            for line in rows.read_text(errors="replace").splitlines():
+                if "device_memory_mib" in line:
+                    memory.append(json.loads(line))
         shutil.rmtree(run_dir, ignore_errors=True)  # (the next run's logs apart)
+    planned = ""
+    if variant == "auto":  # what topo plan says the learner gets here
+        shown = subprocess.run(
+            [sys.executable, "-m", "topo", "plan", str(path), "-b", "procs"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        planned = shown.stdout[shown.stdout.find("accelerators") :].strip() or shown.stderr[-500:]
     print(f"{variant}: exit {code} in {took:.1f}s", flush=True)
     return {"variant": variant, "exit_code": code, "wall_s": round(took, 1), "result": result,
-            "errors": errors, "logs": said, "tail": out[-3000:]}  # fmt: skip
+            "errors": errors, "logs": said, "tail": out[-3000:], "devices": devices,
+            "device_memory": memory[-3:], "plan": planned}  # fmt: skip
 
 
 def report(runs: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str, Any]) -> str:
@@ -93,6 +112,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str
         "default": "learner on the accelerator, actors CPU-only (topo's default)",
         "default_off": "the default turned off for the actors (cpu_only: false)",
         "cpu_learner": "learner on the CPU (asks for no accelerator)",
+        "auto": "learner asks for `auto` (as the examples' learners): the chip topo found",
     }
     lines = [
         "# Accelerators: the learner on the chip, the actors on the CPU",
@@ -122,6 +142,16 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str
             f"Learner steps/s, accelerator / CPU: {rate['default'] / rate['cpu_learner']:.1f}×.",
         ]
     for run in runs:
+        if run["variant"] == "auto" and run.get("devices") is not None:
+            held = {n: d for n, d in sorted(run["devices"].items()) if d}
+            lines += ["", "`auto`: `topo plan -b procs` on the machine (devices found in /dev):",
+                      "", "```", run.get("plan") or "(nothing)", "```", "",
+                      f"status.json, the nodes that hold a device: {held or 'none'}; the "
+                      "learner's device memory rows (`device_memory_mib`, peak): "
+                      + (", ".join(f"{r.get('device_memory_mib')} MiB (peak "
+                                   f"{r.get('device_memory_peak_mib')})"
+                                   for r in run.get("device_memory") or []) or "none")]  # fmt: skip
+    for run in runs:
         if run["exit_code"] != 0:
             lines += ["", f"`{run['variant']}` ended with exit {run['exit_code']}; its first "
                       "error lines, and what its nodes' logs say of the chip:", "", "```",
@@ -135,7 +165,7 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--variants", default="default,default_off,cpu_learner")
+    parser.add_argument("--variants", default="default,default_off,cpu_learner,auto")
     parser.add_argument(
         "--render", type=Path, help="write the report again from this accelerators.json"
     )
