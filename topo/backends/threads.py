@@ -202,6 +202,7 @@ class ThreadsBackend(Backend):
         {
             "kill": "its executables are threads of the launcher's process: none ends alone",
             "memory": "its nodes share the launcher's process, so no group's memory is its own",
+            "devices": "its nodes share the launcher's process: it sees what the launcher sees",
         }
     )
 

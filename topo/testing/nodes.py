@@ -18,6 +18,8 @@ from typing import Any
 from topo.runtime.lifecycle import current_node, stop, stop_event, wait_for_stop
 from topo.runtime.pause import pausepoint
 
+DEVICE_KEYS = ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "PJRT_DEVICE")
+
 
 class Echo:
     """Serves until the program stops: ``ping``, and who and where it is."""
@@ -30,6 +32,10 @@ class Echo:
 
     def where(self) -> dict[str, Any]:
         return {"node": current_node().id, "pid": os.getpid(), "host": socket.gethostname()}
+
+    def devices(self) -> dict[str, str | None]:
+        """What its process was told of the accelerators it may open."""
+        return {k: os.environ.get(k) for k in DEVICE_KEYS}
 
 
 class Producer(Echo):

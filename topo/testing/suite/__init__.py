@@ -30,6 +30,7 @@ import pytest
 
 from topo.testing.suite.apply import Apply
 from topo.testing.suite.detached import Detached
+from topo.testing.suite.devices import Devices
 from topo.testing.suite.failures import Failures
 from topo.testing.suite.harness import BackendUnderTest, Harness
 from topo.testing.suite.launchpad import Launchpad
@@ -43,7 +44,7 @@ __all__ = ["BackendSuite", "BackendUnderTest", "Harness"]
 
 
 class BackendSuite(
-    Lifecycle, Failures, Stopping, Logs, Rights, Snapshots, Apply, Detached, Launchpad
+    Lifecycle, Failures, Stopping, Logs, Rights, Snapshots, Apply, Detached, Launchpad, Devices
 ):
     """Every conformance test; a subclass gives the ``under_test`` fixture."""
 

@@ -33,6 +33,7 @@ CAPABILITIES = {
     "kill": "end one executable's process alone",
     "memory": "hold a group to its resources.memory",
     "update": "change a running program (topo apply)",
+    "devices": "hold a process off the accelerators (CPU-only by default)",
 }
 RIGHTS_NODES = "topo.testing.rights_nodes"
 
