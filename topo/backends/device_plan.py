@@ -98,10 +98,15 @@ def assign(
         if exe in kept and exe in host_of:
             out[exe] = kept[exe]
             group = group_asking(program, exe)
-            _take(taken, host_of[exe], out[exe], group.name if group else exe, shares)
+            assert group is not None
+            holder = group.name if _wants(program, exe).shared else exe
+            _take(taken, host_of[exe], out[exe], holder, shares)
     errors: dict[str, Diagnostic] = {}
-    named_first = sorted(asking, key=lambda e: _wants(program, e).ids is None)
-    for exe in named_first:
+    # named devices first, then counts of a kind, then auto (it takes what is left)
+    order = sorted(
+        asking, key=lambda e: (_wants(program, e).ids is None, _wants(program, e).kind == "auto")
+    )
+    for exe in order:
         if exe in out or exe not in host_of:
             continue
         group = group_asking(program, exe)
