@@ -165,18 +165,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 SSH_HOSTS = 3  # the ssh tests' hosts: topo-h1..h3
 RAY_HOSTS = 3  # the Ray test cluster's: topo-h4..h6 (the two run side by side)
+SLURM_HOSTS = 2  # the Slurm test cluster's nodes: topo-h7, h8 (beside the other two)
 
 
 @pytest.fixture(scope="session")
 def all_test_hosts() -> Iterator[HostSet]:
-    """Six real SSH hosts on this machine (``tests/backends/ssh/testhosts.py``), shared by
-    the worker running the ssh tests and the one running the Ray cluster's: reused when
-    up already, else brought up once and taken down by the last to leave (skips with the
-    reason where they cannot be made)."""
+    """Eight real SSH hosts on this machine (``tests/backends/ssh/testhosts.py``), shared
+    by the workers running the ssh tests, the Ray cluster's and the Slurm cluster's:
+    reused when up already, else brought up once and taken down by the last to leave
+    (skips with the reason where they cannot be made)."""
     reason = testhosts.unavailable()
     if reason:
         pytest.skip(reason)
-    with testhosts.shared(SSH_HOSTS + RAY_HOSTS) as hosts:
+    with testhosts.shared(SSH_HOSTS + RAY_HOSTS + SLURM_HOSTS) as hosts:
         yield hosts
 
 
@@ -190,3 +191,9 @@ def test_hosts(all_test_hosts: HostSet) -> HostSet:
 def ray_test_hosts(all_test_hosts: HostSet) -> HostSet:
     """The Ray test cluster's three hosts (``topo-h4..h6``): never the ssh tests'."""
     return all_test_hosts.part(SSH_HOSTS, RAY_HOSTS)
+
+
+@pytest.fixture(scope="session")
+def slurm_test_hosts(all_test_hosts: HostSet) -> HostSet:
+    """The Slurm test cluster's two hosts (``topo-h7``, ``h8``): one slurmd in each."""
+    return all_test_hosts.part(SSH_HOSTS + RAY_HOSTS, SLURM_HOSTS)

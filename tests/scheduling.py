@@ -34,7 +34,11 @@ import pytest
 UNITS = {
     "ray": ("tests/backends/ray/", "ray", {"ray_cluster", "ray_hosts", "ray_test_hosts"}),
     "ssh": ("tests/backends/ssh/", "ssh", {"test_hosts", "ssh_hosts"}),
-    "slurm": ("tests/backends/slurm/", None, {"slurm_cluster", "slurm_allocation"}),
+    "slurm": (
+        "tests/backends/slurm/",
+        None,
+        {"slurm_cluster", "slurm_allocation", "slurm_session", "slurm_test_hosts"},
+    ),
 }
 MACHINE_UNITS = ("ray", "ssh")
 SLURM_DIR = UNITS["slurm"][0]

@@ -1,6 +1,8 @@
 """A real Slurm cluster on this machine for the tests: munged, slurmctld and one slurmd
-per fake node, all in one temporary folder (its own munge key and socket, free ports,
-state, spool, logs and pids), found by the Slurm commands through ``SLURM_CONF``.
+per node -- each in a test host of its own (a network namespace with its own address
+and sshd, ``tests/backends/ssh/testhosts.py``), or all on this machine -- in one
+temporary folder (its own munge key and socket, free ports, state, spool, logs and
+pids), found by the Slurm commands through ``SLURM_CONF``.
 
 Partitions: ``main`` (the default), ``short`` (``MaxTime=1``: one minute), ``graced``
 (as ``main``, with a preemption grace time: ``GRACE_S``) and ``urgent`` (a higher
@@ -38,6 +40,7 @@ MEMORY_MB = 4000
 UP_S = 60.0  # the daemons up and every node idle (seconds; about 1 on an idle machine)
 STOP_S = 30.0
 GRACE_S = 120  # partition graced's GraceTime: a preempted run snapshots and stops in it
+SLURMD_PORT = 6818  # Slurm's own, for a slurmd alone in its test host
 
 
 def unavailable() -> str | None:
@@ -75,6 +78,8 @@ class SlurmCluster:
     root: Path
     nodes: tuple[str, ...]
     daemons: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    hosts: tuple[NodeHost, ...] = ()  # where each node's slurmd runs (``start``)
+    ctld_address: str = "127.0.0.1"
 
     @property
     def conf(self) -> Path:
@@ -198,16 +203,34 @@ def _kill(pids: Iterable[int]) -> None:
     psutil.wait_procs(procs, timeout=STOP_S)
 
 
+@dataclass(frozen=True)
+class NodeHost:
+    """Where a node's slurmd runs: a test host (its namespaces, entered through its sshd's
+    pid, and its address), or this machine (``sshd_pid`` None, 127.0.0.1)."""
+
+    name: str  # the host's name (``topo-h7``)
+    address: str
+    sshd_pid: int | None = None
+
+
+LOCAL = NodeHost("localhost", "127.0.0.1")
+
+
 def config(
-    root: Path, nodes: Iterable[tuple[str, int]], ctld_port: int, extra: Iterable[str] = ()
+    root: Path,
+    nodes: Iterable[tuple[str, int, NodeHost]],
+    ctld_port: int,
+    extra: Iterable[str] = (),
+    ctld_address: str = "127.0.0.1",
 ) -> str:
-    """The slurm.conf of a cluster in ``root`` with these (node, slurmd port), and
-    ``extra`` lines (a test's own setting, e.g. ``SlurmctldParameters=...``)."""
+    """The slurm.conf of a cluster in ``root`` with these (node, slurmd port, host), the
+    controller on ``ctld_address``, and ``extra`` lines (a test's own setting, e.g.
+    ``SlurmctldParameters=...``)."""
     nodes = list(nodes)
-    names = ",".join(n for n, _ in nodes)
+    names = ",".join(n for n, _, _ in nodes)
     lines = [
         "ClusterName=topotest",
-        f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
+        f"SlurmctldHost={socket.gethostname()}({ctld_address})",
         f"SlurmctldPort={ctld_port}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
@@ -242,9 +265,9 @@ def config(
         "SlurmdTimeout=60",
         *extra,
     ]
-    for i, (name, port) in enumerate(nodes, 1):
+    for i, (name, port, host) in enumerate(nodes, 1):
         lines.append(
-            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
+            f"NodeName={name} NodeHostname={host.name} NodeAddr={host.address} Port={port} "
             f"CPUs={CPUS} RealMemory={MEMORY_MB} Features=rack{i} State=UNKNOWN"
         )
     lines += [
@@ -260,15 +283,25 @@ def config(
 
 
 def start(
-    root: Path, nodes: tuple[str, ...] = ("n1", "n2"), extra: tuple[str, ...] = ()
+    root: Path,
+    nodes: tuple[str, ...] = ("n1", "n2"),
+    extra: tuple[str, ...] = (),
+    hosts: tuple[NodeHost, ...] = (),
+    ctld_address: str = "127.0.0.1",
 ) -> SlurmCluster:
     """A cluster of ``nodes`` in the (empty) folder ``root`` (``extra``: more lines of
     its slurm.conf), up with every node idle; stopped (nothing left) and
-    ``RuntimeError`` with the daemons' logs if it cannot."""
+    ``RuntimeError`` with the daemons' logs if it cannot. ``hosts``: the i-th node's
+    slurmd runs in the i-th test host (its network, mount and UTS namespaces), the
+    controller listening on ``ctld_address`` (the test hosts' bridge); without them
+    every slurmd runs on this machine."""
+    if hosts and len(hosts) != len(nodes):
+        raise ValueError(f"{len(nodes)} nodes need as many test hosts, not {len(hosts)}")
     root.mkdir(parents=True, exist_ok=True)
     for sub in ("state", "spool", *(f"spool/{n}" for n in nodes)):
         (root / sub).mkdir(exist_ok=True)
-    cluster = SlurmCluster(root, nodes)
+    cluster = SlurmCluster(root, nodes, hosts=hosts or tuple(LOCAL for _ in nodes))
+    cluster.ctld_address = ctld_address
     try:
         _start(cluster, extra)
     except BaseException:
@@ -297,8 +330,11 @@ def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
     cluster.daemons["munged"] = subprocess.Popen(munged, stdout=log, stderr=log)
     _wait(cluster, lambda: socket_path.exists(), "munged's socket")
     ports = free_ports(1 + len(cluster.nodes))
-    nodes = zip(cluster.nodes, ports[1:], strict=True)
-    cluster.conf.write_text(config(root, nodes, ports[0], extra))
+    # (in a test host of its own, each slurmd has that host's ports: Slurm's own)
+    pairs = zip(cluster.hosts, ports[1:], strict=True)
+    slurmd_ports = [SLURMD_PORT if h.sshd_pid else p for h, p in pairs]
+    nodes = zip(cluster.nodes, slurmd_ports, cluster.hosts, strict=True)
+    cluster.conf.write_text(config(root, nodes, ports[0], extra, cluster.ctld_address))
     env = cluster.env()
     cluster.daemons["slurmctld"] = subprocess.Popen(
         [_which("slurmctld") or "slurmctld", "-D", "-i", "-f", str(cluster.conf)],
@@ -307,15 +343,23 @@ def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
         env=env,
     )
     _wait(cluster, lambda: cluster.run("scontrol", "ping").stdout.count("UP") > 0, "slurmctld")
-    for node in cluster.nodes:
+    for node, host in zip(cluster.nodes, cluster.hosts, strict=True):
+        enter = [] if host.sshd_pid is None else _enter(host.sshd_pid)
         cluster.daemons[f"slurmd-{node}"] = subprocess.Popen(
-            [_which("slurmd") or "slurmd", "-D", "-N", node, "-f", str(cluster.conf)],
+            [*enter, _which("slurmd") or "slurmd", "-D", "-N", node, "-f", str(cluster.conf)],
             stdout=log,
             stderr=log,
             env=env,
         )
     log.close()
     _wait(cluster, lambda: _idle(cluster), "every node idle")
+
+
+def _enter(sshd_pid: int) -> list[str]:
+    """The command prefix that runs a command inside the test host of that sshd: its
+    network, mount and UTS namespaces (its address, its private ``/tmp/topo/remote``,
+    its hostname); the rest of the filesystem is this machine's."""
+    return ["nsenter", "-t", str(sshd_pid), "-n", "-m", "-u"]
 
 
 def _idle(cluster: SlurmCluster) -> bool:

@@ -18,20 +18,32 @@ import pytest
 
 from tests.backends.slurm import cluster
 from tests.backends.slurm.cluster import SlurmCluster
+from tests.backends.ssh import testhosts
+from tests.backends.ssh.testhosts import NET, HostSet
 from topo.testing import wait_until
 
 CLEAN_S = 60.0  # a test's jobs and steps gone (seconds; scancel takes about 1)
 
 
 @pytest.fixture(scope="session")
-def slurm_session() -> Iterator[SlurmCluster]:
-    """The session's test cluster (nodes n1, n2), stopped with nothing left at the end."""
+def slurm_session(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
+    """The session's test cluster (nodes n1, n2: one slurmd in each of the test hosts
+    ``topo-h7`` and ``h8``, the controller on their bridge; on this machine where no
+    test host can be made), stopped with nothing left at the end."""
     why = cluster.unavailable()
     if why is not None:
         pytest.skip(why)
+    hosts: tuple[cluster.NodeHost, ...] = ()
+    if testhosts.unavailable() is None:
+        held: HostSet = request.getfixturevalue("slurm_test_hosts")
+        hosts = tuple(
+            cluster.NodeHost(name, address, held.sshd_pids(name)[0])
+            for name, address in zip(held.names, held.addresses, strict=True)
+        )
     root = Path(tempfile.mkdtemp(prefix="topo-slurm-"))
     try:
-        running = cluster.start(root)
+        ctld = f"{NET}.1" if hosts else "127.0.0.1"  # (the test hosts' bridge)
+        running = cluster.start(root, hosts=hosts, ctld_address=ctld)
     except RuntimeError as exc:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"the Slurm test cluster did not start: {exc}")
