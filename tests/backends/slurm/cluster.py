@@ -120,11 +120,18 @@ class SlurmCluster:
         return done.stdout.split() if done.returncode == 0 else []
 
     def stepds(self) -> list[psutil.Process]:
-        """This cluster's step daemons (``slurmstepd``): those with a socket in its spool."""
+        """This cluster's step daemons (``slurmstepd``): those in the network namespace
+        of one of its test hosts, or (slurmds on this machine) those with a socket in its
+        spool."""
         spool = str(self.spool) + os.sep
+        nets = {_netns(h.sshd_pid) for h in self.hosts if h.sshd_pid is not None} - {None}
         found = []
         for proc in psutil.process_iter(["name"]):
             if proc.info["name"] != "slurmstepd":
+                continue
+            if nets:
+                if _netns(proc.pid) in nets:
+                    found.append(proc)
                 continue
             try:
                 links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in _fds(proc.pid)]
@@ -355,11 +362,19 @@ def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
     _wait(cluster, lambda: _idle(cluster), "every node idle")
 
 
+def _netns(pid: int) -> str | None:
+    """The network namespace of process ``pid`` (``net:[4026532...]``; None: gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
 def _enter(sshd_pid: int) -> list[str]:
     """The command prefix that runs a command inside the test host of that sshd: its
-    network, mount and UTS namespaces (its address, its private ``/tmp/topo/remote``,
-    its hostname); the rest of the filesystem is this machine's."""
-    return ["nsenter", "-t", str(sshd_pid), "-n", "-m", "-u"]
+    network and UTS namespaces (its address, its hostname). Not its mount namespace:
+    slurmd needs the machine's ``/sys/fs/cgroup``, which is not mounted there."""
+    return ["nsenter", "-t", str(sshd_pid), "-n", "-u"]
 
 
 def _idle(cluster: SlurmCluster) -> bool:

@@ -7,8 +7,10 @@ program's own feeder and sampler go on."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -102,12 +104,27 @@ def _grows(read: Callable[[], int], within_s: float = 60.0) -> None:
 
 
 def _listening(pids: set[int]) -> set[int]:
-    """The TCP ports processes ``pids`` listen on."""
-    return {
-        c.laddr.port
-        for c in psutil.net_connections(kind="tcp")
-        if c.pid in pids and c.status == psutil.CONN_LISTEN
-    }
+    """The TCP ports processes ``pids`` listen on, read in their own network namespaces
+    (``/proc/PID/net/tcp``: the Slurm nodes are test hosts of their own, whose sockets
+    this process's ``/proc/net`` does not list; and the replay's jail, in a namespace of
+    its own, holds the gateway's socket of the node's)."""
+    inodes: set[str] = set()
+    rows: list[list[str]] = []
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            for table in ("tcp", "tcp6"):
+                lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+                rows += [line.split() for line in lines]
+        except OSError:  # (gone)
+            continue
+        for fd in fds:
+            with contextlib.suppress(OSError):  # (closed meanwhile)
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[len("socket:[") : -1])
+    # sl local rem st tx:rx tr:when retrnsmt uid timeout inode; st 0A: LISTEN
+    return {int(w[1].rsplit(":", 1)[1], 16) for w in rows if w[3] == "0A" and w[9] in inodes}
 
 
 @needs_rl
