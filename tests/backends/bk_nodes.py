@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -164,3 +165,15 @@ class Runner:
 
     def did_run(self) -> bool:
         return self.ran
+
+
+class Holder:
+    """``hold()`` keeps its handler thread until the process ends (with ``rpc.threads:
+    1``, the node's only one); ``pid()`` says which process serves."""
+
+    def hold(self) -> None:
+        print("holding", flush=True)  # a test waits for this line
+        threading.Event().wait()
+
+    def pid(self) -> int:
+        return os.getpid()

@@ -231,8 +231,14 @@ class _Engine:
             frame = calls[0] if len(calls) == 1 else wire.batch_frame(calls)
             try:
                 send_nowait(sock, [frame])
-            except zmq.Again:  # the peer is not connected: the I/O thread tries again
+            except zmq.Again:
+                # The peer is not connected (its process ended: it may have restarted
+                # elsewhere): the I/O thread tries again, and looks the peer up again once
+                # this lasts (``_flush``), as for calls not sent yet.
+                if peer.blocked_since is None:
+                    peer.blocked_since = time.monotonic()
                 return
+        peer.blocked_since = None
         peer.outq = []
         peer.outq_bytes = 0
 
@@ -246,6 +252,8 @@ class _Engine:
                 peer.next_lookup = time.monotonic() + _LOOKUP_RETRY_S
         if peer.sock is None:
             return
+        if peer.outq:  # held back, then found not connected: they go first
+            self._send_outq(peer)
         self._send_pending(peer, now, done)
 
     def _send_pending(self, peer: Peer, now: float, done: Done) -> None:
@@ -395,7 +403,7 @@ class _Engine:
                 self._wake_pending = False
                 now = time.monotonic()
                 for peer in self._peers.values():
-                    if peer.pending:
+                    if peer.pending or (peer.outq and peer.blocked_since is not None):
                         self._flush(peer, now, done)
                     elif peer.sock is not None:
                         if peer.monitor is not None and not peer.blocked_since:
