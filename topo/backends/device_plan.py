@@ -248,3 +248,36 @@ def parse_assigned(text: str | None) -> Assigned | None:
         return None
     kind, _, ids = text.partition(":")
     return Assigned(kind, tuple(int(i) for i in ids.split(",") if i))
+
+
+class MachineDevices:
+    """This machine's accelerators given out to a program's executables, kept across
+    changes to it (the procs backend's: ``check``, ``check_update``, ``take_update``)."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[str, Assigned] = {}
+        self._next: dict[str, Assigned] | None = None  # a change's, checked
+
+    def check(self, program: Program) -> list[Diagnostic]:
+        """Give out the devices ``program`` asks for; what cannot be served."""
+        try:
+            self.assigned = on_this_machine(program)
+        except TopoError as error:
+            return list(error.diagnostics)
+        return []
+
+    def check_update(self, program: Program) -> list[Diagnostic]:
+        """The same for a changed program, the running executables keeping theirs
+        (held for ``take_update``, which follows a change that passed)."""
+        kept = {e: a for e, a in self.assigned.items() if e in program.executable_index}
+        try:
+            self._next = on_this_machine(program, kept)
+        except TopoError as error:
+            return list(error.diagnostics)
+        return []
+
+    def take_update(self) -> dict[str, str]:
+        """The checked change's devices are the program's now; ``init_ids`` of them."""
+        if self._next is not None:
+            self.assigned, self._next = self._next, None
+        return init_ids(self.assigned)

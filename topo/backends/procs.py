@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from topo.backends.base import Backend, ExecutableRunner, JobContext, Sink
-from topo.backends.device_plan import format_assignment, init_ids, on_this_machine
+from topo.backends.device_plan import MachineDevices, format_assignment, init_ids, on_this_machine
 from topo.backends.forkserver import write_msg
 from topo.backends.grant_pipe import write_spawn
 from topo.backends.grants import exe_grant
 from topo.backends.logs import file_size, wait_written, write_marker
 from topo.backends.proctree import how_it_ended, kill_tree
-from topo.diagnostics import Diagnostic, TopoError
+from topo.diagnostics import Diagnostic
 from topo.ir import Program, dumps
 from topo.rundir.layout import FORKSERVER_LOG, exe_output_path, log_name
 from topo.targets import TargetInfo
@@ -176,8 +176,7 @@ class ProcsBackend(Backend):
         self._log: Path | None = None
         self._check_lock = threading.Lock()
         self._checked: queue.Queue[Any] | None = None  # where the reader hands a check's answer
-        self.accelerators: dict[str, Any] = {}  # executable -> its devices (device_plan)
-        self._next_accelerators: dict[str, Any] | None = None  # a change's, checked
+        self.devices = MachineDevices()  # which executable gets which accelerator
 
     @property
     def server_pid(self) -> int | None:
@@ -277,7 +276,7 @@ class ProcsBackend(Backend):
             # Import roots found since the server started (e.g. beside the topology file).
             "sys_path": [os.getcwd(), *sys.path],
             "pythonpath": env["PYTHONPATH"],
-            "accelerator_ids": init_ids(self.accelerators),
+            "accelerator_ids": init_ids(self.devices.assigned),
         }
         self._opened = True
         self._begin(self._server)
@@ -301,12 +300,10 @@ class ProcsBackend(Backend):
 
         assert self._job is not None and self._init is not None
         with self._lock:
-            if self._next_accelerators is not None:
-                self.accelerators, self._next_accelerators = self._next_accelerators, None
             self._job = replace(self._job, program=program)
             self._init["program_json"] = dumps(program)
             self._init["modules"] = target_modules(program)
-            self._init["accelerator_ids"] = init_ids(self.accelerators)
+            self._init["accelerator_ids"] = self.devices.take_update()
             server = self._server
             if server is not None and not server.dead:  # (a new server gets the new _init)
                 devices = {"accelerator_ids": self._init["accelerator_ids"]}
@@ -319,22 +316,15 @@ class ProcsBackend(Backend):
         return format_assignment(program, on_this_machine(program)) or None
 
     def check(self, program: Program) -> list[Diagnostic]:
-        """The accelerators asked for, given out among this machine's (device_plan)."""
-        try:
-            self.accelerators = dict(on_this_machine(program))
-        except TopoError as error:
-            return list(error.diagnostics)
-        return []
+        return self.devices.check(program)  # (the accelerators asked for: device_plan)
 
     def check_update(self, program: Program) -> list[Diagnostic]:
-        """The same for a changed program: the running executables keep their devices
-        (kept for ``update``, which follows a change that passed)."""
-        kept = {e: a for e, a in self.accelerators.items() if e in program.executable_index}
-        try:
-            self._next_accelerators = dict(on_this_machine(program, kept))
-        except TopoError as error:
-            return list(error.diagnostics)
-        return []
+        return self.devices.check_update(program)
+
+    @property
+    def accelerators(self) -> dict[str, Any]:
+        """Executable -> the devices it was given (for the views)."""
+        return dict(self.devices.assigned)
 
     def helper_pids(self) -> list[int]:
         return [] if self._server is None else [self._server.pid]
