@@ -11,12 +11,19 @@ grace time lets the run snapshot *at* the preemption), twice:
   snapshots, stops and asks for its job again, and the requeued job resumes from that
   snapshot by itself -- until 475.
 
+* **paired**: the uninterrupted run, preempted: ``topo run --resume RUN --snapshot K``
+  submitted from its newest snapshot K before 40 % (what a preemption there does: a
+  snapshot, then the job again from it), preempted once more at 70 %, until 475. The
+  two share their history up to K, so only what the interruptions cost differs; two
+  separate runs of one seed diverge from their first steps (DQN's steps to 475 spread
+  2-3x between runs), which the unpaired ratio keeps.
+
 Compared: the actor steps executed to reach 475. A preempted run executed the steps of
 its last life up to 475 (its counter goes on from each snapshot) plus, for each
 preemption, what its actors ran after the snapshot and before they stopped (the counter
 the evaluator last saw in that life, less the snapshot's), against the uninterrupted
-run's; goal: at most 1.2x, as medians over seeds (one seed's two runs diverge from their
-first steps: DQN's steps to 475 spread 2-3x between runs).
+run's; goal: at most 1.2x, as medians over seeds. Every run snapshots on the same clock
+(``--every-s``; kept, for the paired run): only the preemptions differ.
 
 Needs root and Debian's slurm-wlm and munge (the tests' cluster,
 ``tests/backends/slurm/cluster.py``: two nodes on this machine). Run from the
@@ -56,22 +63,25 @@ from tests.backends.slurm.requeue_support import (  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
 RESUMED = re.compile(r"resumed from snapshot (\d+) after preemption")
+FIRST_ATTEMPT = "── topo: attempt 1 started"
 Curve = list[dict[str, float]]
 
 
 def curve_of(run_dir: Path) -> Curve:
-    """The evaluator's evaluations so far, each with its life (a life's clock starts at
-    0: a drop of the evaluator's elapsed seconds is a requeued job's new life)."""
+    """The evaluator's evaluations so far, each with its life (each job's launcher starts
+    the node's attempts again at 1: its log says ``── topo: attempt 1 started``)."""
     path = run_dir / "logs" / "evaluator_0.log"
     text = path.read_text(errors="replace") if path.is_file() else ""
     curve: Curve = []
-    life, last = 0, -1.0
-    for m in EVAL.findall(text):
-        elapsed = float(m[0])
-        if elapsed < last:
+    life = -1
+    for line in text.splitlines():
+        if FIRST_ATTEMPT in line:
             life += 1
-        last = elapsed
-        curve.append({"life": life, "actor_steps": int(m[1]), "mean_return": float(m[4])})
+        m = EVAL.search(line)
+        if m:
+            curve.append(
+                {"life": max(life, 0), "actor_steps": int(m[2]), "mean_return": float(m[5])}
+            )
     return curve
 
 
@@ -89,10 +99,9 @@ def follow(
     return curve
 
 
-def submit(slurm: SlurmCluster, work: Path, params: list[str]) -> tuple[str, Path]:
-    done = login_topo(
-        slurm, work, "run", str(TOPOLOGY), "-b", "slurm", "-d", "--partition", "graced", *params
-    )
+def submit(slurm: SlurmCluster, work: Path, *args: str) -> tuple[str, Path]:
+    """``topo run ARGS -b slurm -d --partition graced`` from the login node."""
+    done = login_topo(slurm, work, "run", *args, "-b", "slurm", "-d", "--partition", "graced")
     if done.returncode != 0:
         raise RuntimeError(f"topo run failed:\n{done.stdout}{done.stderr}")
     job, run_dir = done.stdout.split()
@@ -112,67 +121,128 @@ def snapshot_steps(run_dir: Path, number: int) -> int:
     return int(manifest["counts"]["counter"]["actor_steps"])
 
 
-def one_seed(slurm: SlurmCluster, seed: int, at: list[float], cap_s: float) -> dict[str, Any]:
+def preempted_run(
+    slurm: SlurmCluster,
+    work: Path,
+    args: list[str],
+    goal: int,
+    at: list[float],
+    cap_s: float,
+    earlier: tuple[Path, int] | None = None,
+) -> dict[str, Any]:
+    """Submit ``topo run ARGS``, preempt it at each of ``at`` times ``goal`` actor steps,
+    follow it to 475: the steps it executed to get there (None: it did not), its
+    preemptions, lives and evaluations. ``earlier``: (a run directory, its lives) -- a
+    run resumed there goes on in it, after those lives."""
+    t0 = time.monotonic()
+    job, run_dir = submit(slurm, work, *args)
+    out = run_dir / f"slurm-{job}.out"
+    preemptions: list[dict[str, Any]] = []
+    for i, fraction in enumerate(at):
+        steps = int(goal * fraction)
+
+        def past(c: Curve, s: int = steps) -> bool:
+            return bool(c) and c[-1]["actor_steps"] >= s
+
+        follow(slurm, job, run_dir, past, cap_s)
+        urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
+        node_taken(slurm, urgent)
+
+        def resumed(_: Curve, n: int = i + 1) -> bool:
+            return len(RESUMED.findall(out.read_text(errors="replace"))) >= n
+
+        follow(slurm, job, run_dir, resumed, cap_s)
+        number = int(RESUMED.findall(out.read_text(errors="replace"))[i])
+        preemptions.append({"at_steps": steps, "snapshot": number,
+                            "snapshot_steps": snapshot_steps(run_dir, number)})  # fmt: skip
+    curve = follow(slurm, job, run_dir, lambda c: reached(c) is not None, cap_s)
+    wall = time.monotonic() - t0
+    stop(slurm, work, job, run_dir)
+    lives = sorted({e["life"] for e in curve})
+    first = earlier[1] if earlier is not None and earlier[0] == run_dir else 0
+    executed, before = score(curve, preemptions, first)
+    return {"steps": executed, "preemptions": preemptions, "lives": len(lives) - first,
+            "wall_s": round(wall, 1), "curve": curve, "before_goal": before}  # fmt: skip
+
+
+def score(curve: Curve, preemptions: list[dict[str, Any]], first: int) -> tuple[int | None, int]:
+    """(the actor steps executed to 475, how many of the preemptions came before it):
+    the counter at the first evaluation at 475, plus what the actors ran after the
+    snapshot of each preemption before that evaluation's life (life ``first + k`` ends
+    with preemption k). A run may reach 475 before a preemption point: the preemptions
+    after it then cost nothing."""
+    for k, p in enumerate(preemptions):
+        seen = [e["actor_steps"] for e in curve if e["life"] == first + k]
+        p["last_seen_steps"] = max(seen, default=p["snapshot_steps"])
+        p["lost_steps"] = max(0, p["last_seen_steps"] - p["snapshot_steps"])
+    last = reached(curve)
+    if last is None:
+        return None, 0
+    before = [p for k, p in enumerate(preemptions) if first + k < last["life"]]
+    return int(last["actor_steps"] + sum(p["lost_steps"] for p in before)), len(before)
+
+
+def one_seed(
+    slurm: SlurmCluster, seed: int, at: list[float], every_s: float, cap_s: float
+) -> dict[str, Any]:
     params = [
         "-p", f"seed={seed}", "-p", "max_actor_steps=null", "-p", "eval_episodes=20",
-        "-p", "eval_every_s=5.0", "-p", "num_actors=2",
+        "-p", "eval_every_s=5.0", "-p", "num_actors=2", "-p", f"checkpoint_every_s={every_s}",
     ]  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix=f"slurm-preempt-{seed}-"))
+    topology = work / "acme_keep_all.yaml"  # the example, keeping every snapshot
+    topology.write_text(f"extends: {TOPOLOGY}\nsnapshots: {{keep: 1000}}\n")
     try:
         t0 = time.monotonic()
-        job, run_dir = submit(slurm, work, params)
-        base = follow(slurm, job, run_dir, lambda c: reached(c) is not None, cap_s)
+        job, base_dir = submit(slurm, work, str(topology), *params)
+        base = follow(slurm, job, base_dir, lambda c: reached(c) is not None, cap_s)
         base_s = time.monotonic() - t0
-        stop(slurm, work, job, run_dir)
+        stop(slurm, work, job, base_dir)
         goal = reached(base)
         if goal is None:
             return {"seed": seed, "error": "the uninterrupted run did not reach 475"}
-        t0 = time.monotonic()
-        job, run_dir = submit(slurm, work, params)
-        out = run_dir / f"slurm-{job}.out"
-        preemptions: list[dict[str, Any]] = []
-        for i, fraction in enumerate(at):
-            steps = int(goal["actor_steps"] * fraction)
-
-            def past(c: Curve, s: int = steps) -> bool:
-                return bool(c) and c[-1]["actor_steps"] >= s
-
-            follow(slurm, job, run_dir, past, cap_s)
-            urgent = take_node(slurm, state_of(slurm, job)["NodeList"])
-            node_taken(slurm, urgent)
-
-            def resumed(_: Curve, n: int = i + 1) -> bool:
-                return len(RESUMED.findall(out.read_text(errors="replace"))) >= n
-
-            follow(slurm, job, run_dir, resumed, cap_s)
-            number = int(RESUMED.findall(out.read_text(errors="replace"))[i])
-            preemptions.append({"at_steps": steps, "snapshot": number,
-                                "snapshot_steps": snapshot_steps(run_dir, number)})  # fmt: skip
-        curve = follow(slurm, job, run_dir, lambda c: reached(c) is not None, cap_s)
-        preempted_s = time.monotonic() - t0
-        stop(slurm, work, job, run_dir)
-        last = reached(curve)
-        for p, life in zip(preemptions, range(len(preemptions)), strict=True):
-            seen = [e["actor_steps"] for e in curve if e["life"] == life]
-            p["last_seen_steps"] = max(seen, default=p["snapshot_steps"])
-            p["lost_steps"] = max(0, p["last_seen_steps"] - p["snapshot_steps"])
-        executed = None
-        if last is not None and last["life"] == len(preemptions):
-            executed = last["actor_steps"] + sum(p["lost_steps"] for p in preemptions)
-        return {
+        g = int(goal["actor_steps"])
+        unpaired = preempted_run(slurm, work, [str(topology), *params], g, at, cap_s)
+        out: dict[str, Any] = {
             "seed": seed,
-            "base_steps_to_goal": goal["actor_steps"],
-            "preempted_steps_to_goal": executed,
-            "ratio": None if executed is None else round(executed / goal["actor_steps"], 3),
-            "preemptions": preemptions,
-            "lives": 1 + max((e["life"] for e in curve), default=0),
+            "base_steps_to_goal": g,
+            "preempted_steps_to_goal": unpaired["steps"],
+            "ratio": None if unpaired["steps"] is None else round(unpaired["steps"] / g, 3),
+            "preemptions": unpaired["preemptions"],
+            "before_goal": unpaired["before_goal"],
+            "lives": unpaired["lives"],
             "base_s": round(base_s, 1),
-            "preempted_s": round(preempted_s, 1),
+            "preempted_s": unpaired["wall_s"],
             "base": base,
-            "preempted": curve,
+            "preempted": unpaired["curve"],
         }
+        # paired: the uninterrupted run from its newest snapshot before the first
+        # preemption point, preempted at the others
+        kept = [(n, snapshot_steps(base_dir, n)) for n in snapshot_numbers(base_dir)]
+        before = [(n, st) for n, st in kept if st <= g * at[0]]
+        if before:
+            number, from_steps = before[-1]
+            args = ["--resume", str(base_dir), "--snapshot", str(number)]
+            base_lives = len({e["life"] for e in base})
+            paired = preempted_run(slurm, work, args, g, at[1:], cap_s, (base_dir, base_lives))
+            out.update(
+                paired_snapshot_steps=from_steps,
+                paired_steps_to_goal=paired["steps"],
+                paired_ratio=None if paired["steps"] is None else round(paired["steps"] / g, 3),
+                paired_preemptions=paired["preemptions"],
+                paired_before_goal=paired["before_goal"],
+                paired_s=paired["wall_s"],
+                paired_curve=paired["curve"],
+            )
+        return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def snapshot_numbers(run_dir: Path) -> list[int]:
+    """The numbers of the run's complete snapshots, oldest first."""
+    found = (run_dir / "snapshots").glob("*/manifest.json")
+    return sorted(int(p.parent.name) for p in found if p.parent.name.isdigit())
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,25 +260,29 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "median_lost_steps": statistics.median(
             p["lost_steps"] for r in ok for p in r["preemptions"]
         ),
+        "paired_ratios": [r["paired_ratio"] for r in results if r.get("paired_ratio")],
     }
 
 
 def markdown(report: dict[str, Any]) -> str:
     rows = [
         "| seed | uninterrupted: steps to 475 | preempted at (snapshot's steps, lost) | "
-        "preempted: steps to 475 | ratio | lives | wall time (uninterrupted / preempted) |",
-        "|---|---|---|---|---|---|---|",
+        "preemptions before 475 | preempted: steps to 475 | ratio | lives | wall time "
+        "(uninterrupted / preempted) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         if "error" in r:
-            rows.append(f"| {r['seed']} | {r['error']} ||||||")
+            rows.append(f"| {r['seed']} | {r['error']} |||||||")
             continue
         at = "; ".join(
             f"{p['at_steps']} ({p['snapshot_steps']}, {p['lost_steps']})" for p in r["preemptions"]
         )
         rows.append(
-            f"| {r['seed']} | {r['base_steps_to_goal']} | {at} | {r['preempted_steps_to_goal']} | "
-            f"{r['ratio']} | {r['lives']} | {r['base_s']} s / {r['preempted_s']} s |"
+            f"| {r['seed']} | {r['base_steps_to_goal']} | {at} | "
+            f"{r.get('before_goal', '?')} of {len(r['preemptions'])} | "
+            f"{r['preempted_steps_to_goal']} | {r['ratio']} | {r['lives']} | "
+            f"{r['base_s']} s / {r['preempted_s']} s |"
         )
     s = report["summary"]
     if s:
@@ -221,6 +295,31 @@ def markdown(report: dict[str, Any]) -> str:
         )
     else:
         text = "No seed reached 475 preempted."
+    paired = [r for r in report["results"] if r.get("paired_ratio") is not None]
+    if paired:
+        ratios = [r["paired_ratio"] for r in paired]
+        text += (
+            f"\n\n**Paired** (the uninterrupted run resumed from its newest snapshot before "
+            f"{report['at'][0]:.0%} -- a preemption there -- and preempted again at the "
+            f"others: the two share their history up to that snapshot): median ratio "
+            f"**{statistics.median(ratios):.2f}×** over {len(ratios)} seeds "
+            f"({', '.join(f'{x:.2f}' for x in ratios)})."
+        )
+        rows += [
+            "",
+            "| seed | uninterrupted: steps to 475 | resumed from its snapshot at | "
+            "preempted at (snapshot's steps, lost) | paired: steps to 475 | ratio | wall |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in paired:
+            at = "; ".join(
+                f"{p['at_steps']} ({p['snapshot_steps']}, {p['lost_steps']})"
+                for p in r["paired_preemptions"]
+            )
+            rows.append(
+                f"| {r['seed']} | {r['base_steps_to_goal']} | {r['paired_snapshot_steps']} | "
+                f"{at} | {r['paired_steps_to_goal']} | {r['paired_ratio']} | {r['paired_s']} s |"
+            )
     return (
         "# DQN on Slurm, preempted twice (bench/slurm_preempt_bench.py)\n\n"
         f"{report['command']}\n\n"
@@ -237,9 +336,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--at", type=float, nargs="+", default=[0.4, 0.7])
+    parser.add_argument("--every-s", type=float, default=5.0, help="snapshot clock (s)")
     parser.add_argument("--cap-s", type=float, default=900.0)
     parser.add_argument("--out", default="slurm-preempt")
+    parser.add_argument("--rescore", action="store_true", help="score <out>.json again")
     args = parser.parse_args()
+    if args.rescore:
+        report = json.loads((RESULTS / f"{args.out}.json").read_text())
+        for r in report["results"]:
+            if "preempted" in r:
+                r["preempted_steps_to_goal"], r["before_goal"] = score(
+                    r["preempted"], r["preemptions"], 0
+                )
+                steps = r["preempted_steps_to_goal"]
+                r["ratio"] = None if steps is None else round(steps / r["base_steps_to_goal"], 3)
+        report["summary"] = summary(report["results"])
+        (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
+        (RESULTS / f"{args.out}.md").write_text(markdown(report))
+        print(markdown(report))
+        return
     why = cluster.unavailable()
     if why is not None:
         raise SystemExit(f"no Slurm test cluster here: {why}")
@@ -249,7 +364,7 @@ def main() -> None:
     try:
         results = []
         for seed in args.seeds:
-            results.append(one_seed(slurm, seed, args.at, args.cap_s))
+            results.append(one_seed(slurm, seed, args.at, args.every_s, args.cap_s))
             print(
                 json.dumps(
                     {k: v for k, v in results[-1].items() if k not in ("base", "preempted")}
