@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import threading
@@ -30,14 +29,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.dqn_curve import GOAL, evaluations  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
 COLOCATED = ROOT / "examples" / "topologies" / "acme_colocated.yaml"
-EVAL = re.compile(
-    r"evaluator:\s+([0-9.]+)s actor_steps=(\d+) learner_steps=(\d+) "
-    r"mean return over (\d+) episodes: ([0-9.]+)"
-)
-GOAL = 475.0
 
 
 def learning_run(
@@ -66,13 +63,8 @@ def learning_run(
                 break
             time.sleep(1.0)
             curve = [
-                {
-                    "wall_s": round(ready_s + float(m[0]), 1),
-                    "actor_steps": int(m[1]),
-                    "learner_steps": int(m[2]),
-                    "mean_return": float(m[4]),
-                }
-                for m in EVAL.findall(run.log("evaluator/0"))
+                {**e, "wall_s": round(ready_s + e["wall_s"], 1)}
+                for e in evaluations(run.log("evaluator/0"))
             ]
             reached = next((p for p in curve if p["mean_return"] >= GOAL), None)
     finally:

@@ -32,7 +32,6 @@ import argparse
 import itertools
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -43,13 +42,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.dqn_curve import GOAL, curve_of, reached, snapshot_steps  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
-EVAL = re.compile(
-    r"evaluator:\s+([0-9.]+)s actor_steps=(\d+) learner_steps=(\d+) "
-    r"mean return over (\d+) episodes: ([0-9.]+)"
-)
-GOAL = 475.0
 
 
 def topo(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -72,16 +70,6 @@ def start(cwd: Path, *args: str) -> Path:
     return Path(done.stdout.split()[1])
 
 
-def curve_of(run_dir: Path) -> list[dict[str, float]]:
-    """The evaluator's evaluations so far: actor steps (the counter's) and mean return."""
-    path = run_dir / "logs" / "evaluator_0.log"
-    text = path.read_text(errors="replace") if path.is_file() else ""
-    return [
-        {"actor_steps": int(m[1]), "learner_steps": int(m[2]), "mean_return": float(m[4])}
-        for m in EVAL.findall(text)
-    ]
-
-
 def wait_until(run_dir: Path, done: Any, cap_s: float) -> list[dict[str, float]]:
     """Follow the evaluator until ``done(curve)`` or ``cap_s`` seconds."""
     end = time.monotonic() + cap_s
@@ -94,10 +82,6 @@ def wait_until(run_dir: Path, done: Any, cap_s: float) -> list[dict[str, float]]
 
 def launcher_pid(run_dir: Path) -> int:
     return int(json.loads((run_dir / "status.json").read_text())["launcher"]["pid"])
-
-
-def reached(curve: list[dict[str, float]]) -> dict[str, float] | None:
-    return next((p for p in curve if p["mean_return"] >= GOAL), None)
 
 
 def one_seed(
@@ -165,23 +149,13 @@ def one_seed(
     }
 
 
-def snapshot_steps(run_dir: Path) -> list[tuple[int, int]]:
-    """(snapshot number, the counter's actor steps in it), oldest first."""
-    found = []
-    for path in (run_dir / "snapshots").iterdir():
-        if path.name.isdigit() and (path / "manifest.json").is_file():
-            manifest = json.loads((path / "manifest.json").read_text())
-            found.append((int(path.name), int(manifest["counts"]["counter"]["actor_steps"])))
-    return sorted(found)
-
-
 def branch_from(work: Path, base_dir: Path, crash_steps: float, cap_s: float) -> dict[str, Any]:
     """The paired measurement: the uninterrupted run, and a crash of that same run at
     ``crash_steps``. The crash is taken as the worst case, just before the snapshot after
     the newest one: everything since that one is lost. ``topo run --resume`` from the
     newest snapshot before the crash then runs until 475; the two share their history up to
     that snapshot, so only what comes after it (the resume) can differ."""
-    snaps = snapshot_steps(base_dir)
+    snaps = list(snapshot_steps(base_dir).items())
     before = [s for s in snaps if s[1] <= crash_steps]
     if not before or before[-1] == snaps[-1]:
         return {"paired_error": "no snapshot before and after the crash point"}

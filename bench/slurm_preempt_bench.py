@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.resume_bench import EVAL, reached  # noqa: E402
+from bench.dqn_curve import Curve, curve_of, reached, snapshot_steps  # noqa: E402
 from tests.backends.slurm import cluster  # noqa: E402
 from tests.backends.slurm.cluster import SlurmCluster  # noqa: E402
 from tests.backends.slurm.requeue_support import (  # noqa: E402
@@ -63,26 +63,6 @@ from tests.backends.slurm.requeue_support import (  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
 RESUMED = re.compile(r"resumed from snapshot (\d+) after preemption")
-FIRST_ATTEMPT = "── topo: attempt 1 started"
-Curve = list[dict[str, float]]
-
-
-def curve_of(run_dir: Path) -> Curve:
-    """The evaluator's evaluations so far, each with its life (each job's launcher starts
-    the node's attempts again at 1: its log says ``── topo: attempt 1 started``)."""
-    path = run_dir / "logs" / "evaluator_0.log"
-    text = path.read_text(errors="replace") if path.is_file() else ""
-    curve: Curve = []
-    life = -1
-    for line in text.splitlines():
-        if FIRST_ATTEMPT in line:
-            life += 1
-        m = EVAL.search(line)
-        if m:
-            curve.append(
-                {"life": max(life, 0), "actor_steps": int(m[2]), "mean_return": float(m[5])}
-            )
-    return curve
 
 
 def follow(
@@ -114,11 +94,6 @@ def stop(slurm: SlurmCluster, work: Path, job: str, run_dir: Path) -> None:
     end = time.monotonic() + 300
     while time.monotonic() < end and slurm.job_state(job) not in ("COMPLETED", "CANCELLED", ""):
         time.sleep(1.0)
-
-
-def snapshot_steps(run_dir: Path, number: int) -> int:
-    manifest = json.loads((run_dir / "snapshots" / str(number) / "manifest.json").read_text())
-    return int(manifest["counts"]["counter"]["actor_steps"])
 
 
 def preempted_run(
@@ -154,7 +129,7 @@ def preempted_run(
         follow(slurm, job, run_dir, resumed, cap_s)
         number = int(RESUMED.findall(out.read_text(errors="replace"))[i])
         preemptions.append({"at_steps": steps, "snapshot": number,
-                            "snapshot_steps": snapshot_steps(run_dir, number)})  # fmt: skip
+                            "snapshot_steps": snapshot_steps(run_dir)[number]})  # fmt: skip
     curve = follow(slurm, job, run_dir, lambda c: reached(c) is not None, cap_s)
     wall = time.monotonic() - t0
     stop(slurm, work, job, run_dir)
@@ -218,7 +193,7 @@ def one_seed(
         }
         # paired: the uninterrupted run from its newest snapshot before the first
         # preemption point, preempted at the others
-        kept = [(n, snapshot_steps(base_dir, n)) for n in snapshot_numbers(base_dir)]
+        kept = list(snapshot_steps(base_dir).items())
         before = [(n, st) for n, st in kept if st <= g * at[0]]
         if before:
             number, from_steps = before[-1]
@@ -237,12 +212,6 @@ def one_seed(
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def snapshot_numbers(run_dir: Path) -> list[int]:
-    """The numbers of the run's complete snapshots, oldest first."""
-    found = (run_dir / "snapshots").glob("*/manifest.json")
-    return sorted(int(p.parent.name) for p in found if p.parent.name.isdigit())
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:

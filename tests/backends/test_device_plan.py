@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.ssh.inventories import made_up
 from tests.conftest import CompileText
 from topo.backends.device_plan import (
     LOCAL,
@@ -28,7 +29,7 @@ from topo.backends.device_plan import (
 from topo.backends.devices import CPU_ONLY_ENV, platform_env
 from topo.backends.ssh.backend import SshBackend
 from topo.backends.ssh.backend import host_devices as ssh_devices
-from topo.backends.ssh.inventory import HostSpec, Inventory, load_inventory
+from topo.backends.ssh.inventory import Inventory, load_inventory
 from topo.backends.ssh.placement import place
 from topo.diagnostics import TopoError
 
@@ -251,22 +252,7 @@ def test_an_oversubscribed_plan_is_refused_before_anything_starts(tmp_path: Path
 
 def _hosts(**accelerators: dict[str, int]) -> Inventory:
     """Hosts named by the keywords, each with those accelerators."""
-    return Inventory(
-        tuple(
-            HostSpec(
-                name=name,
-                address=f"10.0.0.{i + 1}",
-                port=22,
-                user="root",
-                key=None,
-                known_hosts=Path("/dev/null"),
-                python="/usr/bin/python3",
-                workdir="/tmp/w",
-                accelerators=offered,
-            )
-            for i, (name, offered) in enumerate(accelerators.items())
-        )
-    )
+    return made_up({name: {"accelerators": offered} for name, offered in accelerators.items()})
 
 
 def test_ssh_places_the_learners_where_the_devices_are(compile_text: CompileText) -> None:

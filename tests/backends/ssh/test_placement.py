@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from topo.backends.ssh.inventory import HostSpec, Inventory
+from tests.backends.ssh.inventories import made_up
+from topo.backends.ssh.inventory import Inventory
 from topo.backends.ssh.placement import Placement, format_placement, place
 from topo.diagnostics import TopoError
 from topo.ir import Program
@@ -18,23 +18,7 @@ from topo.ir import Program
 
 def inventory(*hosts: tuple[str, tuple[str, ...], int | None]) -> Inventory:
     """Hosts given as (name, labels, capacity), addressed 10.0.0.1, 10.0.0.2..."""
-    return Inventory(
-        tuple(
-            HostSpec(
-                name=name,
-                address=f"10.0.0.{i + 1}",
-                port=22,
-                user="root",
-                key=None,
-                known_hosts=Path("/dev/null"),
-                python="/usr/bin/python3",
-                workdir="/tmp/w",
-                labels=labels,
-                capacity=capacity,
-            )
-            for i, (name, labels, capacity) in enumerate(hosts)
-        )
-    )
+    return made_up({name: {"labels": labels, "capacity": cap} for name, labels, cap in hosts})
 
 
 THREE = inventory(("h1", (), None), ("h2", (), None), ("h3", (), None))
