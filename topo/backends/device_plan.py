@@ -250,6 +250,24 @@ def parse_assigned(text: str | None) -> Assigned | None:
     return Assigned(kind, tuple(int(i) for i in ids.split(",") if i))
 
 
+def in_step(ids: Mapping[str, str], visible: str | None) -> dict[str, str]:
+    """``init_ids``' GPUs given out as positions 0..n-1 among those a Slurm step sees,
+    as the ids it sees them by: the positions' entries of its ``visible``
+    (``CUDA_VISIBLE_DEVICES``: "1,2" in a job that holds a node's GPUs 1 and 2 and does
+    not confine devices, "0,1" where it does). Unchanged where it sees none named."""
+    seen = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    if not seen:
+        return dict(ids)
+    out = {}
+    for exe, text in ids.items():
+        got = parse_assigned(text)
+        if got is None or got.kind != "gpu" or any(i >= len(seen) for i in got.ids):
+            out[exe] = text
+        else:
+            out[exe] = f"gpu:{','.join(seen[i] for i in got.ids)}"
+    return out
+
+
 class MachineDevices:
     """This machine's accelerators given out to a program's executables, kept across
     changes to it (the procs backend's: ``check``, ``check_update``, ``take_update``)."""

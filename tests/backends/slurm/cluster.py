@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -229,10 +230,11 @@ def config(
     ctld_port: int,
     extra: Iterable[str] = (),
     ctld_address: str = "127.0.0.1",
+    gpus: int = 0,
 ) -> str:
     """The slurm.conf of a cluster in ``root`` with these (node, slurmd port, host), the
     controller on ``ctld_address``, and ``extra`` lines (a test's own setting, e.g.
-    ``SlurmctldParameters=...``)."""
+    ``SlurmctldParameters=...``); ``gpus``: that many GPUs on each node (``gres``)."""
     nodes = list(nodes)
     names = ",".join(n for n, _, _ in nodes)
     lines = [
@@ -270,12 +272,14 @@ def config(
         "InactiveLimit=0",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
+        *(["GresTypes=gpu"] if gpus else []),
         *extra,
     ]
+    gres = f" Gres=gpu:{gpus}" if gpus else ""
     for i, (name, port, host) in enumerate(nodes, 1):
         lines.append(
             f"NodeName={name} NodeHostname={host.name} NodeAddr={host.address} Port={port} "
-            f"CPUs={CPUS} RealMemory={MEMORY_MB} Features=rack{i} State=UNKNOWN"
+            f"CPUs={CPUS} RealMemory={MEMORY_MB} Features=rack{i}{gres} State=UNKNOWN"
         )
     lines += [
         f"PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP "
@@ -295,13 +299,15 @@ def start(
     extra: tuple[str, ...] = (),
     hosts: tuple[NodeHost, ...] = (),
     ctld_address: str = "127.0.0.1",
+    gpus: int = 0,
 ) -> SlurmCluster:
     """A cluster of ``nodes`` in the (empty) folder ``root`` (``extra``: more lines of
     its slurm.conf), up with every node idle; stopped (nothing left) and
     ``RuntimeError`` with the daemons' logs if it cannot. ``hosts``: the i-th node's
     slurmd runs in the i-th test host (its network, mount and UTS namespaces), the
     controller listening on ``ctld_address`` (the test hosts' bridge); without them
-    every slurmd runs on this machine."""
+    every slurmd runs on this machine. ``gpus``: each node has that many GPUs for Slurm
+    to give out (``gpus``' devices: stand-ins for ``/dev/nvidiaN``)."""
     if hosts and len(hosts) != len(nodes):
         raise ValueError(f"{len(nodes)} nodes need as many test hosts, not {len(hosts)}")
     root.mkdir(parents=True, exist_ok=True)
@@ -310,14 +316,27 @@ def start(
     cluster = SlurmCluster(root, nodes, hosts=hosts or tuple(LOCAL for _ in nodes))
     cluster.ctld_address = ctld_address
     try:
-        _start(cluster, extra)
+        if gpus:
+            gpu_devices(root, gpus)
+        _start(cluster, extra, gpus)
     except BaseException:
         cluster.stop()
         raise
     return cluster
 
 
-def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
+def gpu_devices(root: Path, count: int) -> None:
+    """``root``/dev/nvidia0..: what Slurm takes for a node's GPUs (character devices:
+    slurmd refuses other files; each is /dev/null's, which nothing here opens as a GPU),
+    and the gres.conf beside slurm.conf that names them."""
+    dev = root / "dev"
+    dev.mkdir(exist_ok=True)
+    for i in range(count):
+        os.mknod(dev / f"nvidia{i}", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    (root / "gres.conf").write_text(f"Name=gpu File={dev}/nvidia[0-{count - 1}]\n")
+
+
+def _start(cluster: SlurmCluster, extra: tuple[str, ...], gpus: int = 0) -> None:
     root = cluster.root
     key = root / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -341,7 +360,7 @@ def _start(cluster: SlurmCluster, extra: tuple[str, ...]) -> None:
     pairs = zip(cluster.hosts, ports[1:], strict=True)
     slurmd_ports = [SLURMD_PORT if h.sshd_pid else p for h, p in pairs]
     nodes = zip(cluster.nodes, slurmd_ports, cluster.hosts, strict=True)
-    cluster.conf.write_text(config(root, nodes, ports[0], extra, cluster.ctld_address))
+    cluster.conf.write_text(config(root, nodes, ports[0], extra, cluster.ctld_address, gpus))
     env = cluster.env()
     cluster.daemons["slurmctld"] = subprocess.Popen(
         [_which("slurmctld") or "slurmctld", "-D", "-i", "-f", str(cluster.conf)],

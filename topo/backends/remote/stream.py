@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from topo.backends.device_plan import in_step
 from topo.backends.interrupts import Interrupts
 from topo.backends.remote.host import HostCore
 from topo.backends.titles import set_title
@@ -105,6 +106,8 @@ class StreamAgent:
         (run_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.lease_s = float(init.get("lease_s", DEFAULT_LEASE_S))
         self.last_ping = time.monotonic()
+        self.step_devices = bool(init.get("step_devices"))  # a Slurm step's GPUs: in_step
+        init = {**init, "accelerator_ids": self.devices(init.get("accelerator_ids", {}))}
         self._ending = threading.Lock()
         self.core = HostCore(
             init,
@@ -115,6 +118,13 @@ class StreamAgent:
             chunk=CHUNK,
         )
         self.logs = LogStream(self.core.read_logs, out)
+
+    def devices(self, ids: dict[str, str]) -> dict[str, str]:
+        """The accelerators given out, as this host's processes know them (in a Slurm
+        step: by the GPUs the step sees)."""
+        if not self.step_devices:
+            return ids
+        return in_step(ids, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     def _say(self, **msg: Any) -> None:
         """A report of the fork server to the launcher; an executable's last lines go
@@ -145,7 +155,7 @@ class StreamAgent:
         if t == "spawn":
             self.core.spawn(msg["exe"], int(msg["attempt"]), str(msg.get("grant", "")))
         elif t == "program":  # (before the spawns of its new executables: one stream)
-            devices = {"accelerator_ids": msg.get("accelerator_ids", {})}
+            devices = {"accelerator_ids": self.devices(msg.get("accelerator_ids", {}))}
             self.core.take_program(
                 msg["program_json"], [str(m) for m in msg.get("modules", [])], devices
             )

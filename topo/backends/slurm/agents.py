@@ -265,6 +265,7 @@ class SrunAgents(StreamTransport):
         )
         self.links.append(link)
         init = {**run_init(job, self.accelerator_ids), "lease_s": self.lease_s}
+        init["step_devices"] = True  # GPUs given as positions in what the step sees
         run_dir = str(self.node_dir(job, node.name))
         link.send(t="init", host=node.name, address=node.address, run_dir=run_dir, **init)
         return link

@@ -5,18 +5,21 @@ job -o`` prints one line per component (``HetJobOffset``), and every node knows 
 component (a step there needs ``srun --het-group=N``; ``SLURM_JOB_NODELIST`` lists only
 component 0's nodes).
 
-Standard library only: the Slurm commands are run as processes (``SLURM_CONF`` and the
+The Slurm commands are run as processes (``SLURM_CONF`` and the
 rest of the environment as the caller's).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from topo.backends.slurm.partition import gpus_in
 
 COMMAND_S = 60.0  # a Slurm command answers within this (a busy controller takes seconds)
 
@@ -35,6 +38,7 @@ class SlurmNode:
     features: tuple[str, ...] = ()
     component: int = 0  # its component of a heterogeneous job (0 in any other)
     cpus: int | None = None  # the CPUs the job holds on it (None: not known)
+    gpus: tuple[int, ...] = ()  # the node's GPUs the job holds (their indexes there)
 
 
 @dataclass(frozen=True)
@@ -106,12 +110,15 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
             "not set: launch it in an sbatch script or an salloc shell, or submit it as a "
             "job with topo run FILE -b slurm"
         )
-    text = slurm("scontrol", "show", "job", "-o", job, env=env)
-    parts = [fields(line) for line in text.splitlines() if line.strip()]
+    # -d: each node's GRES (the GPUs the job holds there) besides the job's fields
+    text = slurm("scontrol", "-d", "show", "job", "-o", job, env=env)
+    lines = [line for line in text.splitlines() if line.strip()]
+    parts = [fields(line) for line in lines]
     if not parts:
         raise NoAllocation(f"scontrol show job {job} described no job")
     nodes: list[SlurmNode] = []
-    for shown in parts:  # one line per component of a heterogeneous job, in its order
+    # one line per component of a heterogeneous job, in its order
+    for line, shown in zip(lines, parts, strict=True):
         state = shown.get("JobState", "")
         # SIGNALING: running, being sent a signal (its time limit's warning, due already
         # when a busy node started topo: the guard acts on it once the run runs)
@@ -126,7 +133,8 @@ def current(env: Mapping[str, str] | None = None) -> Allocation:
             raise NoAllocation(f"Slurm job {job} has no nodes (NodeList={listed or '?'})")
         component = int(shown.get("HetJobOffset", "0") or 0)
         cpus = _per_node(shown.get("NumCPUs"), len(names))
-        nodes += [_node(name, env, component, cpus) for name in names]
+        gpus = _gpus_by_node(line, env)
+        nodes += [_node(name, env, component, cpus, gpus.get(name, ())) for name in names]
     here = env.get("SLURMD_NODENAME")
     partition = parts[0].get("Partition")
     on = here if any(n.name == here for n in nodes) else None
@@ -142,14 +150,50 @@ def _per_node(total: str | None, nodes: int) -> int | None:
         return None
 
 
+def _gpus_by_node(line: str, env: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
+    """The GPUs the job holds on each of its nodes: ``scontrol -d show job``'s
+    ``Nodes=n[1-2] CPU_IDs=0-1 Mem=0 GRES=gpu:2(IDX:0-1)``, one such group per set of
+    nodes held alike."""
+    held: dict[str, tuple[int, ...]] = {}
+    for listed, gres in re.findall(r"\bNodes=(\S+) .*?\bGRES=(\S*)", line):
+        ids = gpu_indexes(gres)
+        if ids:
+            for name in slurm("scontrol", "show", "hostnames", listed, env=env).split():
+                held[name] = ids
+    return held
+
+
+def gpu_indexes(gres: str) -> tuple[int, ...]:
+    """The GPUs of a node's GRES in a job: ``gpu:2(IDX:1-2)``, ``gpu:a100:2(IDX:0,3)``
+    (several kinds comma-separated); 0..n-1 where Slurm gives no indexes."""
+    ids: list[int] = []
+    for entry in re.split(r",(?![^(]*\))", gres):
+        if not entry.startswith("gpu:"):
+            continue
+        found = re.search(r"\(IDX:([0-9,-]+)\)", entry)
+        if found is None:
+            ids += range(len(ids), len(ids) + gpus_in(entry))
+            continue
+        for part in found.group(1).split(","):
+            first, _, last = part.partition("-")
+            ids += range(int(first), int(last or first) + 1)
+    return tuple(ids)
+
+
 def _node(
-    name: str, env: Mapping[str, str], component: int = 0, cpus: int | None = None
+    name: str,
+    env: Mapping[str, str],
+    component: int = 0,
+    cpus: int | None = None,
+    gpus: tuple[int, ...] = (),
 ) -> SlurmNode:
-    """One node (of ``component``, ``cpus`` of it held) as ``scontrol show node`` describes it."""
+    """One node (of ``component``, ``cpus`` and ``gpus`` of it held) as ``scontrol show
+    node`` describes it."""
     shown = fields(slurm("scontrol", "show", "node", "-o", name, env=env))
     features = shown.get("ActiveFeatures") or shown.get("Features") or ""
     labels = tuple(f for f in features.split(",") if f and f != "(null)")
-    return SlurmNode(name, resolve(shown.get("NodeAddr") or name), labels, component, cpus)
+    address = resolve(shown.get("NodeAddr") or name)
+    return SlurmNode(name, address, labels, component, cpus, gpus)
 
 
 def resolve(address: str) -> str:

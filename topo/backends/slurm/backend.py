@@ -31,6 +31,8 @@ from topo.backends.base import (
     Network,
     Sink,
 )
+from topo.backends.device_plan import init_ids
+from topo.backends.devices import Assigned
 from topo.backends.remote.fleet import Fleet
 from topo.backends.remote.hosted import HostedBackend
 from topo.backends.slurm.agents import SrunAgents
@@ -38,7 +40,13 @@ from topo.backends.slurm.allocation import Allocation, NoAllocation, current, ro
 from topo.backends.slurm.components import planned_nodes
 from topo.backends.slurm.demand import tpu_refusals
 from topo.backends.slurm.options import DEFAULT_WARNING_S
-from topo.backends.slurm.placement import Placement, as_inventory, place_in
+from topo.backends.slurm.placement import (
+    Placement,
+    as_held,
+    as_inventory,
+    job_devices,
+    place_in,
+)
 from topo.diagnostics import Diagnostic, TopoError
 from topo.ir import Program
 
@@ -98,6 +106,7 @@ class SlurmBackend(HostedBackend):
         self.lease_s = lease_s
         self.allocation: Allocation | None = None
         self.placement: Placement | None = None
+        self.accelerators: dict[str, Assigned] = {}  # executable -> its GPUs on its node
         self.agents: SrunAgents | None = None
         self.fleet: Fleet | None = None
         self.job_guard: JobGuard | None = None  # (``guard``: the launcher is the batch shell)
@@ -139,6 +148,7 @@ class SlurmBackend(HostedBackend):
             return [Diagnostic(str(error))]
         try:
             self.placement = place_in(program, allocation, planned_nodes(program, allocation))
+            self.accelerators = job_devices(program, self.placement, allocation)
         except TopoError as error:
             return list(error.diagnostics)
         given = [f"--{k.replace('_', '-')}" for k, v in self.request.items() if v]
@@ -163,6 +173,7 @@ class SlurmBackend(HostedBackend):
             raise RuntimeError("the slurm backend was not checked (Launcher runs check first)")
         guard = self.job_guard
         self.agents = SrunAgents(self.allocation, self.lease_s, hold_sigterm=guard is not None)
+        self.agents.accelerator_ids = init_ids(self.accelerators)
         self.fleet = Fleet(job, sink, self.agents)
         if guard is not None:
             self.fleet.on_signal = lambda host, name: guard.steps_signalled(name)
@@ -176,6 +187,13 @@ class SlurmBackend(HostedBackend):
         """The agents' srun processes (on this machine)."""
         return [] if self.agents is None else self.agents.srun_pids()
 
+    def device_of(self, exe: str) -> str | None:
+        """The GPUs ``exe`` was given, by the indexes its node knows them by (``gpu 1``)."""
+        got = self.accelerators.get(exe)
+        if got is None or self.placement is None or self.allocation is None:
+            return None
+        return str(as_held(got, self.placement.host_of(exe), self.allocation))
+
     # -- topo apply -------------------------------------------------------------------
     can_update = True
 
@@ -187,10 +205,16 @@ class SlurmBackend(HostedBackend):
 
         try:
             after = self._after(program)
+            assert self.allocation is not None
+            job_devices(program, after, self.allocation, self._kept(program))
         except TopoError as error:
             return list(error.diagnostics)
-        assert self.placement is not None and self.allocation is not None
+        assert self.placement is not None
         return cpu_problems(program, after, self.allocation, self._changed(program, after))
+
+    def _kept(self, program: Program) -> dict[str, Assigned]:
+        """The GPUs of the executables a change keeps running."""
+        return {e: a for e, a in self.accelerators.items() if e in program.executable_index}
 
     def _changed(self, program: Program, after: Placement) -> set[str]:
         """The executables a change starts anew on a node (new, moved, or naming other CPUs)."""
@@ -223,9 +247,14 @@ class SlurmBackend(HostedBackend):
         assert self.fleet is not None
         try:
             self.placement = self._after(program)
+            assert self.allocation is not None
+            kept = self._kept(program)
+            self.accelerators = job_devices(program, self.placement, self.allocation, kept)
         except TopoError as error:  # a node was lost since the check
             why = "; ".join(d.message for d in error.diagnostics)
             raise RuntimeError(f"the change no longer fits the nodes up: {why}") from None
+        if self.agents is not None:
+            self.agents.accelerator_ids = init_ids(self.accelerators)
         self.fleet.update(replace(self.fleet.job, program=program))
 
     def close(self) -> None:
