@@ -1,9 +1,13 @@
-"""What shows that a DQN example learned, read from its evaluator's log: the budget the
-learning tests give it, its evaluations, and the bound the best of them must reach."""
+"""What shows that an example learned, read from its logs and metrics: for DQN the budget
+the learning tests give it, its evaluations, and the bound the best of them must reach;
+for offline DQN and DIAL the budgets and bounds of theirs. Shared by the learning tests
+of every backend."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 RANDOM_RETURN = 22.0  # a uniformly random policy's mean CartPole-v1 return
 BEST_AT_LEAST = 100.0  # the best evaluation within SMALL's budget (see assert_learned)
@@ -36,3 +40,36 @@ def assert_learned(log: str) -> list[float]:
     returns = evaluations(log)
     assert max(returns) >= BEST_AT_LEAST, (returns, log[-2000:])
     return returns
+
+
+OFFLINE = {  # acme_offline: filtered BC learns the good policy of the recorded data
+    "max_learner_steps": 1000,
+    "dataset_episodes": 20,
+    "eval_every_s": 1.0,
+}
+OFFLINE_FINAL = re.compile(r"final evaluation at learner_steps \d+: mean return ([\d.]+)")
+
+
+def assert_offline_learned(evaluator_log: str) -> float:
+    """The offline learner's one final evaluation; AssertionError unless it plays the
+    good policy of the data (its return 500) nearly: over 400, five random policies'."""
+    final = OFFLINE_FINAL.findall(evaluator_log)
+    assert len(final) == 1, evaluator_log[-2000:]
+    assert float(final[0]) > 400.0 > 5 * RANDOM_RETURN, evaluator_log[-2000:]
+    return float(final[0])
+
+
+DIAL = {"max_executor_steps": 20_000}  # mava_dial: ~150 trainer updates
+DIAL_REWARD = re.compile(r"final normalised reward: (-?[\d.]+)")
+
+
+def assert_dial_learned(evaluator_log: str, metrics: Path) -> float:
+    """DIAL's final greedy reward; AssertionError unless it beats telling at random (an
+    untrained network tells on day 1 or never: ~150 updates already do better) and the
+    trainer took batches all along (at least 50 steps: the executors wait on it)."""
+    found = DIAL_REWARD.findall(evaluator_log)
+    assert found, evaluator_log[-2000:]
+    assert float(found[-1]) > 0.0, found
+    rows = [json.loads(line) for line in (metrics / "trainer.jsonl").read_text().splitlines()]
+    assert max(int(r["trainer_steps"]) for r in rows) >= 50, rows[-3:]
+    return float(found[-1])

@@ -1,9 +1,10 @@
 """The seed programs on the slurm backend, inside an allocation of both nodes of the test
-cluster, each with a tiny budget: every one runs across the job's nodes and ends by
-itself, exit 0, and distributed DQN learns there (its best evaluation past the learning
-tests' bound). And the Reverb replay sits behind its door there: a client on the
-replay's node without the program's keys reads, inserts and wipes nothing, while the
-program's own feeder and sampler go on."""
+cluster: every one runs across the job's nodes and ends by itself, exit 0, and the RL
+ones learn there within the learning tests' budgets and bounds (tests/agents/learning.py:
+DQN distributed and colocated, offline DQN, DIAL), as on procs and threads. And the
+Reverb replay sits behind its door there: a client on the replay's node without the
+program's keys reads, inserts and wipes nothing, while the program's own feeder and
+sampler go on."""
 
 from __future__ import annotations
 
@@ -21,7 +22,14 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.agents.learning import SMALL, assert_learned
+from tests.agents.learning import (
+    DIAL,
+    OFFLINE,
+    SMALL,
+    assert_dial_learned,
+    assert_learned,
+    assert_offline_learned,
+)
 from tests.backends.slurm.conftest import Allocation
 from topo.testing import wait_until
 
@@ -32,21 +40,14 @@ ATTACK = ROOT / "tests" / "nodes" / "reverb_attack.py"
 TARGETS = "tests.backends.ssh.reverb_targets"
 RL = all(importlib.util.find_spec(m) for m in ("reverb", "haiku", "jax"))
 needs_rl = pytest.mark.skipif(not RL, reason="needs the rl and reverb extras")
-DQN = {"num_actors": 2, "max_actor_steps": 1500, "min_replay_size": 200, "eval_every_s": 5.0}
-SEEDS = [
+SEEDS = [  # the RL programs with the learning tests' budgets (tests/agents/learning.py)
     pytest.param("consumer_producers", {}, id="consumer_producers"),
-    # learns: the learning tests' budget (tests/agents/learning.py), checked below
     pytest.param(
         "acme_distributed", {**SMALL, "num_actors": 2}, id="acme_distributed", marks=needs_rl
     ),
-    pytest.param("acme_colocated", DQN, id="acme_colocated", marks=needs_rl),
-    pytest.param(
-        "acme_offline",
-        {"max_learner_steps": 100, "dataset_episodes": 5, "eval_every_s": 1.0},
-        id="acme_offline",
-        marks=needs_rl,
-    ),
-    pytest.param("mava_dial", {"max_executor_steps": 2000}, id="mava_dial", marks=needs_rl),
+    pytest.param("acme_colocated", SMALL, id="acme_colocated", marks=needs_rl),
+    pytest.param("acme_offline", OFFLINE, id="acme_offline", marks=needs_rl),
+    pytest.param("mava_dial", {**DIAL, "num_caches": 1}, id="mava_dial", marks=needs_rl),
 ]
 
 
@@ -70,9 +71,13 @@ def test_every_seed_program_runs_across_the_job_and_ends_by_itself(
     status = json.loads((run.run_dir / "status.json").read_text())
     nodes = {n["host"] for n in status["nodes"]}
     assert nodes == {"n1", "n2"}, status["nodes"]  # the program spans the job's nodes
-    if name == "acme_distributed":
-        returns = assert_learned(run.log("evaluator/0"))
-        print(f"{name} on slurm: evaluations {returns}")
+    if name in ("acme_distributed", "acme_colocated"):
+        print(f"{name} on slurm: evaluations {assert_learned(run.log('evaluator/0'))}")
+    elif name == "acme_offline":
+        print(f"{name} on slurm: final return {assert_offline_learned(run.log('evaluator/0'))}")
+    elif name == "mava_dial":
+        reward = assert_dial_learned(run.log("evaluator"), run.run_dir / "metrics")
+        print(f"{name} on slurm: final normalised reward {reward}")
 
 
 def _replay(tmp_path: Path) -> Path:

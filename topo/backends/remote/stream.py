@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 from topo.backends.device_plan import in_step
 from topo.backends.interrupts import Interrupts
 from topo.backends.remote.host import HostCore
+from topo.backends.remote.silence import Silence
 from topo.backends.titles import set_title
 from topo.rundir.layout import LOGS_DIR
 
@@ -105,7 +106,7 @@ class StreamAgent:
         run_dir = Path(init["run_dir"])
         (run_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.lease_s = float(init.get("lease_s", DEFAULT_LEASE_S))
-        self.last_ping = time.monotonic()
+        self.silence = Silence(self.lease_s, TAIL_INTERVAL_S)  # the launcher's pings
         self.step_devices = bool(init.get("step_devices"))  # a Slurm step's GPUs: in_step
         init = {**init, "accelerator_ids": self.devices(init.get("accelerator_ids", {}))}
         self._ending = threading.Lock()
@@ -143,7 +144,7 @@ class StreamAgent:
             if now >= next_beat:
                 self.out.send(t="hb")
                 next_beat = now + HEARTBEAT_S
-            if now - self.last_ping > self.lease_s:
+            if self.silence.check() is not None:
                 self.end(f"no word from the launcher for {self.lease_s:g}s")
             if self.out.broken:
                 self.end("the launcher's channel is closed")
@@ -151,7 +152,7 @@ class StreamAgent:
     def handle(self, msg: dict[str, Any]) -> bool:
         """One request from the launcher; False at ``shutdown``."""
         t = msg.get("t")
-        self.last_ping = time.monotonic()
+        self.silence.heard()
         if t == "spawn":
             self.core.spawn(msg["exe"], int(msg["attempt"]), str(msg.get("grant", "")))
         elif t == "program":  # (before the spawns of its new executables: one stream)

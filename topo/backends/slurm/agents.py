@@ -39,6 +39,7 @@ from typing import IO, Any
 from topo.backends.base import JobContext
 from topo.backends.proctree import how_it_ended
 from topo.backends.remote.records import Agent
+from topo.backends.remote.silence import Silence
 from topo.backends.remote.transport import AGENT_MODULE, StreamTransport, run_init
 from topo.backends.slurm.allocation import Allocation
 from topo.runtime.sigterm import HOLD_ENV
@@ -106,9 +107,7 @@ class SrunLink:
         self.ended = False
         self._on_message, self._on_lost, self._on_died = on_message, on_lost, on_died
         self._log = log
-        self._lease_s = lease_s
-        self._heard = False
-        self._last_heard = time.monotonic()
+        self._silence = Silence(lease_s, PING_S)
         self._said: deque[str] = deque(maxlen=3)  # srun's last error lines
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -137,8 +136,7 @@ class SrunLink:
         out = self.proc.stdout
         assert out is not None
         for line in out:
-            self._last_heard = time.monotonic()
-            self._heard = True
+            self._silence.heard()
             try:
                 msg = json.loads(line)
             except ValueError:
@@ -151,7 +149,7 @@ class SrunLink:
             code = None
         self._done.wait(EXIT_S)  # srun's last words are in the log
         how = how_srun_ended(code)
-        if not self._heard and self._said:
+        if not self._silence.heard_once and self._said:
             how += f" before the agent started ({' / '.join(self._said)})"
         self._end(how, died=True)
 
@@ -174,10 +172,10 @@ class SrunLink:
         while not self.ended:
             self.send(t="ping")
             time.sleep(PING_S)
-            silent = time.monotonic() - self._last_heard
-            if self._heard and silent > self._lease_s:
-                self._end(f"no heartbeat from its agent for {self._lease_s:g}s")
-            elif not self._heard and silent > START_S:
+            silence = self._silence
+            if silence.heard_once and silence.check() is not None:
+                self._end(f"no heartbeat from its agent for {silence.lease_s:g}s")
+            elif not silence.heard_once and time.monotonic() - silence.last_heard > START_S:
                 self._end(f"its agent did not start within {START_S:g}s")
 
     def _end(self, reason: str, died: bool = False) -> None:

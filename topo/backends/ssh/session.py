@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
+from topo.backends.remote.silence import Silence
 from topo.backends.ssh.inventory import HostSpec
 
 # asyncssh logs every channel opened and closed at INFO; a program whose logging shows
@@ -229,9 +230,7 @@ class Channel:
         self._on_end = on_end
         self._on_died = on_died
         self._stderr_file = stderr_file
-        self._lease_s = lease_s
-        self._last_heard = time.monotonic()
-        self._heard = False  # the lease applies once the agent has said something
+        self._silence = Silence(lease_s, PING_S)  # (applies once the agent said something)
         self._process: asyncssh.SSHClientProcess[bytes] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.ended = False
@@ -267,8 +266,7 @@ class Channel:
                 line = await self._process.stdout.readline()
                 if not line:
                     break
-                self._last_heard = time.monotonic()
-                self._heard = True
+                self._silence.heard()
                 try:
                     msg = json.loads(line)
                 except ValueError:
@@ -319,10 +317,10 @@ class Channel:
         while not self.ended:
             self._write(b'{"t": "ping"}\n')
             await asyncio.sleep(PING_S)
-            silent = time.monotonic() - self._last_heard
-            if self._heard and silent > self._lease_s:
-                self._end(f"no heartbeat from the host for {self._lease_s:g}s")
-            elif not self._heard and silent > START_S:
+            silence = self._silence
+            if silence.heard_once and silence.check() is not None:
+                self._end(f"no heartbeat from the host for {silence.lease_s:g}s")
+            elif not silence.heard_once and time.monotonic() - silence.last_heard > START_S:
                 self._end(f"its agent did not start within {START_S:g}s")
 
     def _end(self, reason: str, died: bool = False) -> None:
