@@ -179,6 +179,30 @@ def test_a_failure_restarts_then_gives_up_and_the_grace_period_kills_the_rest(
     assert "attempt 2 ended" in log and "exit code 3" in log
 
 
+def test_an_attempt_lost_with_its_host_before_it_ran_restarts_without_counting(
+    two: Program, tmp_path: Path
+) -> None:
+    """A host lost under an attempt that never ran (it waited for the host's agent: a
+    node dying, its death not yet declared) is not a failure of the node's own: it
+    starts elsewhere and its restart budget is kept (max_restarts: 1 here)."""
+    rig = Rig(two, tmp_path, grace_s=0.05)
+    rig.sup.exited("worker", 0, rig.pid("worker"), KILLED, "was lost: its agent died")
+    rig.steps_until(lambda: ("worker", 1) in rig.backend.starts)
+    assert rig.state.exes["worker"].failed_restarts == 1
+    lost = "was lost with Ray node 10.0.0.3: Ray declared it dead"
+    rig.sup.exited("worker", 1, 0, KILLED, lost, started=False)
+    rig.steps_until(lambda: ("worker", 2) in rig.backend.starts)
+    assert rig.state.failure is None and rig.state.exes["worker"].failed_restarts == 1
+    assert rig.state.nodes["worker"].restarts == 2
+    said = [e[2] for e in rig.events if e[0] == "restarting"][-1]
+    assert said.startswith(lost) and "no restart counted" in said, said
+
+    rig.sup.exited("worker", 2, rig.pid("worker"), 3)  # a failure of its own: over budget
+    rig.run_out()
+    assert rig.state.failure is not None
+    assert "failed 2 times, giving up (max_restarts: 1)" in rig.state.failure.message
+
+
 def test_every_node_finished_is_a_clean_stop(two: Program, tmp_path: Path) -> None:
     rig = Rig(two, tmp_path)
     for exe in ("worker", "other"):

@@ -164,9 +164,13 @@ class Sink(ABC):
         """The pid of an attempt is known (if ``start`` could not return it)."""
 
     @abstractmethod
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+    def exited(
+        self, exe: str, attempt: int, pid: int, code: int, reason: str = "", started: bool = True
+    ) -> None:
         """An executable ended: ``code`` is its exit status, ``-N`` when killed by signal N;
-        ``reason`` says what happened when the backend knows better (e.g. its host was lost)."""
+        ``reason`` says what happened when the backend knows better (e.g. its host was lost).
+        ``started`` False: the attempt never ran (its host was lost before it could start
+        there), so it is started elsewhere without counting as a failure."""
 
     @abstractmethod
     def backend_failed(self, message: str) -> None:

@@ -306,7 +306,15 @@ class Supervisor(Reports):
             elif exe.failure is None:
                 exe.failure = (node, text)
 
-    def _on_exited(self, exe_id: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+    def _on_exited(
+        self,
+        exe_id: str,
+        attempt: int,
+        pid: int,
+        code: int,
+        reason: str = "",
+        started: bool = True,
+    ) -> None:
         exe = self.state.exes.get(exe_id)
         if exe is None or attempt != exe.attempt or exe.runner is None:
             return
@@ -322,6 +330,11 @@ class Supervisor(Reports):
             by, exe.asked = exe.asked, ""
             exe.asked_restarts += 1
             self._restarting(exe, 0.0, f"restarted as asked by {by}", pid, asked=by)
+            return
+        if not started and exe.failure is None and not self._stop.begun:
+            exe.unstarted_restarts += 1  # it never ran (its host was lost first): no failure
+            said = f"{_clause(reason)}; it had not started: started elsewhere, no restart counted"
+            self._restarting(exe, 0.0, said, pid)
             return
         if self._stop.begun:
             exe.state = "killed" if code < 0 and self._stop.killed else "stopped"

@@ -45,8 +45,10 @@ class Reports(Sink):
     ) -> None:
         self._inbox.put(("node", kind, node, exe, attempt, pid, traceback))
 
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
-        self._inbox.put(("exited", exe, attempt, pid, code, reason))
+    def exited(
+        self, exe: str, attempt: int, pid: int, code: int, reason: str = "", started: bool = True
+    ) -> None:
+        self._inbox.put(("exited", exe, attempt, pid, code, reason, started))
 
     def started(self, exe: str, attempt: int, pid: int) -> None:
         self._inbox.put(("started", exe, attempt, pid))

@@ -36,11 +36,12 @@ class ExeStatus:
     retire_deadline: float | None = None  # monotonic: killed if still running then
     asked: str = ""  # who asked to restart the current attempt (``topo restart``), if anyone
     asked_restarts: int = 0  # restarts asked for: they do not count against the policy
+    unstarted_restarts: int = 0  # attempts lost with their host before they ran: nor these
 
     @property
     def failed_restarts(self) -> int:
         """The restarts its restart policy made (the budget of ``max_restarts``)."""
-        return self.restarts - self.asked_restarts
+        return self.restarts - self.asked_restarts - self.unstarted_restarts
 
 
 @dataclass(frozen=True)

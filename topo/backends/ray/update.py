@@ -97,13 +97,15 @@ class Tracked(Sink):
     def started(self, exe: str, attempt: int, pid: int) -> None:
         self._sink.started(exe, attempt, pid)
 
-    def exited(self, exe: str, attempt: int, pid: int, code: int, reason: str = "") -> None:
+    def exited(
+        self, exe: str, attempt: int, pid: int, code: int, reason: str = "", started: bool = True
+    ) -> None:
         with self._lock:
             self._running.discard((exe, attempt))
         try:
             self._on_end(exe)
         finally:
-            self._sink.exited(exe, attempt, pid, code, reason)
+            self._sink.exited(exe, attempt, pid, code, reason, started)
 
     def backend_failed(self, message: str) -> None:
         self._sink.backend_failed(message)

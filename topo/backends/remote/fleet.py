@@ -353,9 +353,10 @@ class Fleet(Reports):
             self.lose_host(agent.host, why)
 
     def lose_host(self, host: str, why: str) -> None:
-        """``host`` is lost for the rest of the run (any thread; once): its attempts (sent,
-        or waiting for an agent there) count as killed, so that their restart policy
-        applies elsewhere, and nothing more goes there."""
+        """``host`` is lost for the rest of the run (any thread; once): its attempts sent
+        there count as killed, so that their restart policy applies elsewhere; those still
+        waiting for an agent there never ran, and start elsewhere without counting as
+        failures. Nothing more goes there."""
         with self._lock:
             if host in self.lost or self.closing:
                 return
@@ -363,7 +364,7 @@ class Fleet(Reports):
             agent = self._agents.pop(host, None)
             if agent is not None:
                 agent.dead = True
-            self._waiting.pop(host, None)
+            unsent = set(map(id, self._waiting.pop(host, [])))
             gone = [r for r in self._runners.values() if r.host == host]
             for r in gone:
                 self._runners.pop((r.exe, r.attempt), None)
@@ -371,7 +372,7 @@ class Fleet(Reports):
         where = self.transport.where(host)
         for r in gone:
             reason = "" if r.killed else f"was lost with {where}: {why}"
-            self.sink.exited(r.exe, r.attempt, r.pid, -9, reason)
+            self.sink.exited(r.exe, r.attempt, r.pid, -9, reason, started=id(r) not in unsent)
 
     # -- the run ----------------------------------------------------------------------
     def update(self, job: JobContext) -> None:

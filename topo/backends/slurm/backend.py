@@ -190,9 +190,10 @@ class SlurmBackend(HostedBackend):
     def device_of(self, exe: str) -> str | None:
         """The GPUs ``exe`` was given, by the indexes its node knows them by (``gpu 1``)."""
         got = self.accelerators.get(exe)
-        if got is None or self.placement is None or self.allocation is None:
+        node = None if self.placement is None else self.placement.where(exe)
+        if got is None or node is None or self.allocation is None:
             return None
-        return str(as_held(got, self.placement.host_of(exe), self.allocation))
+        return str(as_held(got, node, self.allocation))
 
     # -- topo apply -------------------------------------------------------------------
     can_update = True
