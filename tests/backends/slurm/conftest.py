@@ -6,12 +6,14 @@ Slurm and munge not installed). One xdist worker runs these tests in turn
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -40,10 +42,19 @@ def slurm_session(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
             cluster.NodeHost(name, address, held.sshd_pids(name)[0])
             for name, address in zip(held.names, held.addresses, strict=True)
         )
+    ctld = f"{NET}.1" if hosts else "127.0.0.1"  # (the test hosts' bridge)
+    with own_cluster(hosts=hosts, ctld_address=ctld) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def own_cluster(**options: Any) -> Iterator[SlurmCluster]:
+    """A test cluster (``cluster.start``'s ``options``) in a folder of its own, stopped
+    with nothing left and its folder removed at the end; the test fails if it cannot
+    start."""
     root = Path(tempfile.mkdtemp(prefix="topo-slurm-"))
     try:
-        ctld = f"{NET}.1" if hosts else "127.0.0.1"  # (the test hosts' bridge)
-        running = cluster.start(root, hosts=hosts, ctld_address=ctld)
+        running = cluster.start(root, **options)
     except RuntimeError as exc:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"the Slurm test cluster did not start: {exc}")

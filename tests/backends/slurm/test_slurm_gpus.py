@@ -7,10 +7,6 @@ machine."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,11 +15,11 @@ import pytest
 
 from tests.backends.slurm import cluster
 from tests.backends.slurm.cluster import SlurmCluster
-from tests.backends.slurm.conftest import Allocation, allocate, leftovers
+from tests.backends.slurm.conftest import Allocation, allocate, leftovers, own_cluster
+from tests.backends.slurm.test_slurm_run import topo_run
 from topo.backends.device_plan import in_step
 from topo.backends.slurm.allocation import gpu_indexes
 
-ROOT = Path(__file__).resolve().parents[3]
 LEARNERS = """
 name: gpus
 nodes:
@@ -58,18 +54,8 @@ def gpu_cluster() -> Iterator[SlurmCluster]:
     why = cluster.unavailable()
     if why is not None:
         pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="topo-slurm-"))
-    try:
-        running = cluster.start(root, nodes=("g1",), gpus=3)
-    except RuntimeError as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.fail(f"the Slurm test cluster with GPUs did not start: {exc}")
-    try:
+    with own_cluster(nodes=("g1",), gpus=3) as running:
         yield running
-    finally:
-        left = running.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    assert not left, f"the Slurm test cluster left processes: {left}"
 
 
 @pytest.fixture
@@ -116,15 +102,7 @@ def test_more_learners_than_the_job_has_gpus_is_refused_before_anything_starts(
 ) -> None:
     path = tmp_path / "gpus.yaml"
     path.write_text(textwrap.dedent(LEARNERS.format(count=3)))
-    env = {**two_gpus.env(), "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "topo", "run", str(path), "-b", "slurm", "--no-live"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = topo_run(path, two_gpus.env())
     assert done.returncode == 1, done.stdout + done.stderr
     said = done.stdout + done.stderr
     assert "gpus.yaml:4:" in said and "group 'learner'" in said, said
