@@ -309,6 +309,9 @@ def main() -> None:
     parser.add_argument("--cap-s", type=float, default=900.0)
     parser.add_argument("--out", default="slurm-preempt")
     parser.add_argument("--rescore", action="store_true", help="score <out>.json again")
+    parser.add_argument(
+        "--add", action="store_true", help="add these seeds' results to <out>.json's"
+    )
     args = parser.parse_args()
     if args.rescore:
         report = json.loads((RESULTS / f"{args.out}.json").read_text())
@@ -345,10 +348,15 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         if left:
             print(f"the test cluster left processes: {left}", file=sys.stderr)
+    command = " ".join([".venv/bin/python", "bench/slurm_preempt_bench.py", *sys.argv[1:]])
+    if args.add:  # the earlier seeds' results, and the commands that made them
+        earlier = json.loads((RESULTS / f"{args.out}.json").read_text())
+        ran = {r["seed"] for r in results}
+        results = [r for r in earlier["results"] if r["seed"] not in ran] + results
+        results.sort(key=lambda r: r["seed"])
+        command = f"{earlier['command'].strip('`')}`, then `{command}"
     report = {
-        "command": "`"
-        + " ".join([".venv/bin/python", "bench/slurm_preempt_bench.py", *sys.argv[1:]])
-        + "`",
+        "command": f"`{command}`",
         "at": args.at,
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "load": os.getloadavg(),

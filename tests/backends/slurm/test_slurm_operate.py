@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -92,6 +93,35 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def seen_in_dashboard(slurm: SlurmCluster, cwd: Path, run_dir: Path) -> None:
+    """``topo ui RUN`` from the login node serves the run in the job: running, each node
+    on its Slurm node; Ctrl-C ends the dashboard, not the run."""
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "topo", "ui", str(run_dir)],
+        cwd=cwd,
+        env=shell(slurm, cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert ui.stdout is not None
+        url = ui.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url, url
+        with urllib.request.urlopen(url.replace("/?", "/api/run?"), timeout=30) as reply:
+            shown = json.load(reply)
+        assert shown["state"] == "running", shown
+        hosts = {n["id"]: n.get("host") for n in shown["nodes"]}
+        assert {"counter", "stepper", "ticker", "other"} <= set(hosts), hosts
+        assert set(hosts.values()) <= set(slurm.nodes), hosts
+        ui.send_signal(signal.SIGINT)
+        assert ui.wait(30) == 0
+    finally:
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait()
+
+
 def test_a_detached_run_is_operated_from_the_login_node(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -118,6 +148,7 @@ def test_a_detached_run_is_operated_from_the_login_node(
     applied = topo(slurm_cluster, tmp_path, "apply", str(run_dir), str(more))
     assert applied.returncode == 0, applied.stderr
     wait_until(lambda: "u tick 2" in topo(slurm_cluster, tmp_path, "logs").stdout, JOB_S)
+    seen_in_dashboard(slurm_cluster, tmp_path, run_dir)
     follow, attach = (
         subprocess.Popen(
             [sys.executable, "-m", "topo", *args, str(run_dir)],
