@@ -23,11 +23,16 @@ def partition(slurm: SlurmCluster, name: str) -> dict[str, str]:
 
 
 def test_the_cluster_has_two_idle_nodes_and_four_partitions(slurm_cluster: SlurmCluster) -> None:
-    shown = slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N %P %t")
-    rows = sorted(tuple(line.split()) for line in shown.stdout.splitlines())
-    assert rows == sorted(
-        (n, p, "idle") for n in ("n1", "n2") for p in ("main*", "short", "graced", "urgent")
-    ), shown.stdout
+    parts = ("main*", "short", "graced", "urgent")
+    want = sorted((n, p, "idle") for n in ("n1", "n2") for p in parts)
+
+    def rows() -> list[tuple[str, ...]]:
+        shown = slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N %P %t")
+        return sorted(tuple(line.split()) for line in shown.stdout.splitlines())
+
+    # (after an earlier test's job, the backfill scheduler may still show its nodes
+    # "plnd", planned, for a moment: no job is left, see the slurm_cluster fixture)
+    wait_until(lambda: rows() == want, 30, what="both nodes idle in the four partitions")
     names = ("main", "short", "graced", "urgent")
     main, short, graced, urgent = (partition(slurm_cluster, p) for p in names)
     assert main["Default"] == "YES" and main["MaxTime"] == "UNLIMITED"

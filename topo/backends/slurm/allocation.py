@@ -90,7 +90,8 @@ def slurm(*args: str, env: Mapping[str, str] | None = None) -> str:
         ) from None
     if done.returncode != 0:
         said = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
-        raise NoAllocation(f"{' '.join(args[:3])} failed: {said}")
+        command = " ".join([a for a in args if not a.startswith("-")][:3])  # (options aside)
+        raise NoAllocation(f"{command} failed: {said}")
     return done.stdout
 
 
