@@ -33,7 +33,11 @@ from examples.agents.node_state import (
 )
 from topo.nodes import Counter
 
-FLUSH_AT_STOP_S = 3.0  # an actor waits this long at most for its last items' confirmation
+# An actor waits this long at most for its last items' confirmation at the stop: the
+# replay releases held-back writers for 2 s at most (topo.nodes.reverb_jail.DRAIN_S), so
+# a longer wait gains nothing, and on a loaded machine (the stop heard late) it took the
+# actor past the 5 s grace period.
+FLUSH_AT_STOP_S = 2.0
 
 
 class Actor:
