@@ -1,7 +1,6 @@
 """``topo apply`` on the distributed DQN example while it trains: from 2 to 8 actors and
 back to 2. The learner never stops (same process, no restart), ``actor_steps`` keeps
-rising, the actors' rate goes up with their number, and the actors kept across a change
-keep their state."""
+rising, each new actor acts, and the actors kept across a change keep their state."""
 
 from __future__ import annotations
 
@@ -29,6 +28,11 @@ def _steps(counter: object) -> float:
     return float(counter.get_counts().get("actor_steps", 0))  # type: ignore[attr-defined]
 
 
+def _episodes(path: Path) -> int:
+    """The episodes an actor wrote to its metrics file so far."""
+    return path.read_text().count("episode_return") if path.is_file() else 0
+
+
 def _rate(counter: object, seconds: float = 5.0) -> float:
     before, t0 = _steps(counter), time.monotonic()
     time.sleep(seconds)
@@ -51,8 +55,15 @@ def test_apply_grows_and_shrinks_the_actors_while_the_learner_trains(
     up = run.apply(PATH, {**BASE, "num_actors": 8}, timeout=240)
     assert up.result == "applied", up.record
     assert sorted(run.launcher.state.nodes).count("actor/7") == 1
-    with_eight = _rate(counter)
-    assert with_eight > with_two > 0, (with_two, with_eight)
+    # each new actor acts (its episodes in its metrics); that 8 step faster than 2 on
+    # free cores is the benchmark's to say (bench/dqn_bench.py), not a busy machine's
+    metrics = run.run_dir / "metrics"
+    wait_until(
+        lambda: all(_episodes(metrics / f"actor_{i}.jsonl") for i in range(2, 8)),
+        120,
+        what="an episode from each new actor",
+    )
+    assert with_two > 0 and _rate(counter, 2.0) > 0
 
     steps_before = _steps(counter)
     down = run.apply(PATH, {**BASE, "num_actors": 2}, timeout=240)
