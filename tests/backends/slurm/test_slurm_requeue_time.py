@@ -23,9 +23,12 @@ LIVES = """name: lives
 nodes:
   lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 1}}
 """
-# The controller looks at time limits and warnings every 30 s: with a one-minute job
-# and a 30 s warning, the warning comes 30-60 s after the start and the end 30 s later.
-WARNING_S = "30"
+# The controller looks at time limits and warnings every 30 s (more on a busy machine):
+# with a one-minute job (the partition's most) and a 45 s warning, the warning is due 15 s
+# after the start and the end 45 s later, a window wider than a look's period (a 30 s
+# warning's window was the period itself: a look 33 s after the last found the job at its
+# end, never warned).
+WARNING_S = "45"
 LIMITED = ("--partition", "short", "--time", "1", "--warning-s", WARNING_S)
 JOB_S = 420.0  # two lives of a one-minute job, the requeue between, on a busy machine
 
