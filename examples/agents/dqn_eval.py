@@ -27,7 +27,9 @@ from examples.agents.node_state import pause_step
 class Evaluator:
     """Runs the greedy policy every ``every_s`` seconds for ``episodes`` episodes; logs and
     prints the mean return with the actor steps at that time, and once more when the
-    program stops (``final evaluation return: X``). The stop cuts an evaluation under way
+    program stops (``final evaluation return: X``). With ``stop_at_return`` set, an
+    evaluation whose mean reaches it stops the program (the task is solved: the budget
+    left is not spent, as RLlib's stop conditions do). The stop cuts an evaluation under way
     short after its current episode; the final one plays what fits in ``final_within_s``
     (at least one episode), well inside the stop's grace period even on a busy machine.
 
@@ -46,6 +48,7 @@ class Evaluator:
         episodes: int = 10,
         every_s: float = 10.0,
         final_within_s: float = 1.0,
+        stop_at_return: float | None = None,
     ) -> None:
         self._seed = seed_of(random_key)
         self._source = variable_source
@@ -54,6 +57,7 @@ class Evaluator:
         self._episodes = episodes
         self._every_s = every_s
         self._final_within_s = final_within_s
+        self._stop_at_return = stop_at_return
         self._played = 0  # episodes the last evaluation played
         self._env = make_environment(self._seed)
         self._logger = topo.metrics.logger("evaluator")
@@ -102,6 +106,10 @@ class Evaluator:
             mean = self.evaluate(self._params, stop=stop)
             if not stop.is_set():
                 self._report(mean, counts, time.monotonic() - started)
+                if self._stop_at_return is not None and mean >= self._stop_at_return:
+                    reason = f"an evaluation reached stop_at_return={self._stop_at_return:g}"
+                    print(f"evaluator: {reason}: stopping the program", flush=True)
+                    topo.stop(f"the evaluator: {reason}")
         self.final()
 
     def save(self) -> dict[str, Any]:

@@ -59,8 +59,8 @@ class Feeder:
 
 
 class Sampler:
-    """Samples batches until the stop: how many it got and the largest value seen (a
-    forged 1e6 would show)."""
+    """Samples batches, one every few milliseconds, until the stop: how many it got and
+    the largest value seen (a forged 1e6 would show)."""
 
     def __init__(self, replay: Any) -> None:
         self._replay = replay
@@ -79,6 +79,7 @@ class Sampler:
             with self._lock:
                 self._count += len(got)
                 self._largest = max([self._largest, *got])
+            time.sleep(0.005)  # a learner's pace, not a busy loop (it took a whole core)
 
     def count(self) -> int:
         return self._count
