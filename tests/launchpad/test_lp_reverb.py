@@ -3,17 +3,18 @@ Reverb server, on threads and on processes)."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("reverb")
-
 from lp_support import Launch
 
 import topo.launchpad as lp
 from topo.testing import wait_until
+
+# Not imported here: every worker collects this module, few run it (TensorFlow: ~3 CPU-s).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("reverb") is None, reason="needs reverb")
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import signal
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("reverb")
+# Not imported here: every worker collects this module, few run it (TensorFlow: ~3 CPU-s).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("reverb") is None, reason="needs reverb")
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and the fork server

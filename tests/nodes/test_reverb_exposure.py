@@ -4,6 +4,7 @@ no namespace can be made, the node and ``topo plan`` say what stays open."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,7 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-pytest.importorskip("reverb")
+# Not imported here: every worker collects this module, few run it (TensorFlow: ~3 CPU-s).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("reverb") is None, reason="needs reverb")
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # reverb_nodes must import in the launcher and the fork server

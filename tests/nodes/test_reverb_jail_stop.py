@@ -6,13 +6,15 @@ parent's SIGKILL 5 s later, which put every stop of such a node past the default
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("reverb")
+# Not imported here: every worker collects this module, few run it (TensorFlow: ~3 CPU-s).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("reverb") is None, reason="needs reverb")
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the fresh interpreter imports the tables from here too
