@@ -33,7 +33,7 @@ def _episodes(path: Path) -> int:
     return path.read_text().count("episode_return") if path.is_file() else 0
 
 
-def _rate(counter: object, seconds: float = 5.0) -> float:
+def _rate(counter: object, seconds: float) -> float:
     before, t0 = _steps(counter), time.monotonic()
     time.sleep(seconds)
     return (_steps(counter) - before) / (time.monotonic() - t0)
@@ -50,7 +50,7 @@ def test_apply_grows_and_shrinks_the_actors_while_the_learner_trains(
     learner_pid = learner.pid
     # the actors' first parameters fetched, the replay filling
     wait_until(lambda: _steps(counter) > 0, 120, what="the actors' first steps")
-    with_two = _rate(counter)
+    with_two = _rate(counter, 2.0)
 
     up = run.apply(PATH, {**BASE, "num_actors": 8}, timeout=240)
     assert up.result == "applied", up.record
