@@ -30,6 +30,7 @@ def launch(
     run_dir: str | Path | None = None,
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
+    metrics_to: Sequence[str] = (),
     disable_run: bool = False,
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
@@ -50,8 +51,9 @@ def launch(
     (status changes, node log lines). ``start_from`` (a snapshot directory,
     ``<run_dir>/snapshots/<n>``, or a ``Snapshot``): every node with a state there starts
     from it. Each node log file is rotated past ``log_max_mb`` MiB, ``log_keep`` rotated
-    files kept (``log_max_mb`` None or 0: no cap). A program the backend cannot run
-    raises ``topo.diagnostics.TopoError`` before anything starts."""
+    files kept (``log_max_mb`` None or 0: no cap). ``metrics_to``: the nodes' metric rows
+    also as ``csv`` and/or ``tensorboard`` files in the run directory. A program the
+    backend cannot run raises ``topo.diagnostics.TopoError`` before anything starts."""
     launcher = prepare(
         program_or_path,
         backend,
@@ -61,6 +63,7 @@ def launch(
         run_dir=run_dir,
         log_max_mb=log_max_mb,
         log_keep=log_keep,
+        metrics_to=metrics_to,
         disable_run=disable_run,
         backend_options=backend_options,
         start_from=start_from,
@@ -78,6 +81,7 @@ def prepare(
     run_dir: str | Path | None = None,
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
+    metrics_to: Sequence[str] = (),
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
     argv: Sequence[str] | None = None,
@@ -138,6 +142,7 @@ def prepare(
             topology_yaml=made.yaml_text,
             log_max_mb=log_max_mb,
             log_keep=log_keep,
+            metrics_to=_formats(metrics_to),
         )
         record = make_record(
             backend=chosen.name,
@@ -154,6 +159,7 @@ def prepare(
             from_run=from_run,
             git=git,
             topo_version=topo.__version__,
+            metrics_to=options.metrics_to,
         )
         return Launcher(RunRequest(made.program, chosen, options, record, snapshot, guard, resumed))
     except BaseException:  # a bad program: what the warm-up started ends here
@@ -267,3 +273,17 @@ def _backend(backend: str | Backend, options: Mapping[str, Any] | None) -> Backe
             raise ValueError("backend_options apply to a backend given by name")
         return backend
     return get_backend(backend, **dict(options or {}))
+
+
+def _formats(asked: Sequence[str]) -> tuple[str, ...]:
+    """``metrics_to`` checked: each one of ``metrics_out.FORMATS``, in their order."""
+    from topo.supervisor.metrics_out import FORMATS
+
+    if isinstance(asked, str):
+        asked = [asked]
+    unknown = [f for f in asked if f not in FORMATS]
+    if unknown:
+        raise ValueError(
+            f"metrics_to: unknown format {unknown[0]!r} (choose from {', '.join(FORMATS)})"
+        )
+    return tuple(f for f in FORMATS if f in asked)

@@ -89,6 +89,7 @@ class RunOptions:
     topology_yaml: str | None = None  # the topology as it runs (topology.yaml)
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
     log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
+    metrics_to: tuple[str, ...] = ()  # metric rows also as csv, tensorboard (metrics_out)
 
     @property
     def log_limit(self) -> LogLimit | None:

@@ -31,8 +31,13 @@ from topo.rundir.record import (
 
 # a run option (``Settings``, as prepare() names it) -> topo run's parameter that gives it
 _SETTINGS = {"grace_s": "grace", "log_dir": "log_dir", "log_max_mb": "log_max_mb"} | {
-    "log_keep": "log_keep"
+    "log_keep": "log_keep",
+    "metrics_to": "metrics_to",
 }
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Rerun:
             source = ctx.get_parameter_source(param)  # typer's click: compared by name
             if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
                 value = getattr(self.record, key)
-                recorded[key] = Path(value) if key == "log_dir" else value
+                recorded[key] = {"log_dir": Path, "metrics_to": tuple}.get(key, _same)(value)
         return replace(given, **recorded)
 
 

@@ -39,6 +39,7 @@ from topo.cli.run_options import (
     LogKeepOption,
     LogMaxOption,
     Looks,
+    MetricsToOption,
     Origin,
     PlotOption,
     QuietOption,
@@ -82,6 +83,7 @@ def run(
     run_dir: RunDirOption = None,
     log_max_mb: LogMaxOption = DEFAULT_LOG_MAX_MB,
     log_keep: LogKeepOption = DEFAULT_LOG_KEEP,
+    metrics_to: MetricsToOption = "",
     quiet: QuietOption = False,
     live: LiveOption = None,
     detach: DetachOption = False,
@@ -99,10 +101,24 @@ def run(
 
     With --from, --resume or --fork: a run's program again, or from its snapshot."""
     origin = Origin(file, tuple(params or ()), from_run, resume, fork, snapshot)
-    settings = Settings(grace, log_dir, run_dir, log_max_mb, log_keep)
+    settings = Settings(grace, log_dir, run_dir, log_max_mb, log_keep, _formats(metrics_to))
     dashboard = Dashboard(ui_host, ui_port, ui_allow_remote) if ui else None
     looks = Looks(quiet, live, plot, dashboard)
     raise typer.Exit(_run(ctx, backend, origin, settings, looks, detach))
+
+
+def _formats(given: str) -> tuple[str, ...]:
+    """``--metrics-to``'s formats; exit 2 with the choices for one topo does not write."""
+    from topo.supervisor.metrics_out import FORMATS
+
+    asked = tuple(f.strip() for f in given.split(",") if f.strip())
+    unknown = [f for f in asked if f not in FORMATS]
+    if unknown:
+        raise error(
+            f"--metrics-to: unknown format {unknown[0]!r} (choose from {', '.join(FORMATS)})",
+            USAGE_EXIT,
+        )
+    return asked
 
 
 def _run(

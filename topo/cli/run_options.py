@@ -45,6 +45,16 @@ GraceOption = Annotated[
     ),
 ]
 LogDirOption = Annotated[Path, typer.Option("--log-dir", help="Parent of the run directory.")]
+MetricsToOption = Annotated[
+    str,
+    typer.Option(
+        "--metrics-to",
+        metavar="FORMATS",
+        help="The nodes' metrics also as csv and/or tensorboard files in the run "
+        "directory (comma-separated: csv,tensorboard; `tensorboard --logdir "
+        "RUN_DIR/metrics/tensorboard`). JSON lines are always written.",
+    ),
+]
 RunDirOption = Annotated[
     Path | None,
     typer.Option("--run-dir", help="Exact run directory (default: <log-dir>/<name>-<timestamp>)."),
@@ -175,6 +185,7 @@ class Settings:
     run_dir: Path | None
     log_max_mb: float | None
     log_keep: int
+    metrics_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

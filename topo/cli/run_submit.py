@@ -66,6 +66,8 @@ def submitted(
     program, settings, origin_args = _origin(ctx, origin, start, settings)
     run_dir = settings.run_dir or fresh_run_dir(settings.log_dir, program.name)
     run_args = [] if settings.grace_s is None else ["--grace", str(settings.grace_s)]
+    if settings.metrics_to:
+        run_args += ["--metrics-to", ",".join(settings.metrics_to)]
     run_args += origin_args
     run_dir = run_dir.resolve()
     made = _first_missing(run_dir)  # what a failed submission removes (None: nothing)

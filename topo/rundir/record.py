@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -58,6 +58,7 @@ class RunRecord:
     git: GitState | None
     started: str  # local time, ISO 8601
     from_run: str | None = None  # the run directory this one reran (topo run --from)
+    metrics_to: list[str] = field(default_factory=list)  # --metrics-to: csv, tensorboard
     format: int = FORMAT
 
     def to_json(self) -> str:
@@ -143,6 +144,7 @@ def make_record(
     argv: Sequence[str] | None = None,
     from_run: str | Path | None = None,
     git: GitLookup | None = None,
+    metrics_to: Sequence[str] = (),
 ) -> RunRecord:
     """The record of a run about to start in this process (``argv`` None: ``sys.argv``;
     ``git``: the lookup started for ``file``, else one is made now)."""
@@ -169,6 +171,7 @@ def make_record(
         git=(git or git_lookup(path)).result(),
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         from_run=None if from_run is None else str(Path(from_run).absolute()),
+        metrics_to=list(metrics_to),
     )
 
 
@@ -261,7 +264,7 @@ def _fill(cls: Any, data: dict[str, Any], prefix: str) -> Any:
         where = prefix + f.name
         if f.name in data:
             values[f.name] = _checked(data[f.name], str(f.type), where)
-        elif f.default is MISSING:
+        elif f.default is MISSING and f.default_factory is MISSING:
             raise _Damaged(where, "missing")
     return cls(**values)
 

@@ -149,7 +149,7 @@ class Launcher:
         index.register(self.run_id, run_dir, opts.log_dir)
         recorder = StatusRecorder(run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
-        self.metrics = MetricsStore(run_dir, state.nodes, state.warnings.append)
+        self.metrics = MetricsStore(run_dir, state.nodes, state.warnings.append, opts.metrics_to)
         deadline = opts.default_deadline or max(
             (g.rpc.deadline_s for g in self.program.groups), default=60.0
         )

@@ -6,7 +6,8 @@ None), ``time`` a number, ``node`` a node of the program, bounded sizes -- and
 appended to ``<run_dir>/metrics/<node>.jsonl`` (one JSON object per line; each
 node's file opened once, flushed per batch). A bad row is dropped and counted, and
 the first one is named in the run's warnings; it never stops the run. The latest
-values of each node, merged, are what the live view and ``status.json`` show.
+values of each node, merged, are what the live view and ``status.json`` show. A run
+may ask for the rows as CSV and TensorBoard event files too (``metrics_out``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import IO, Any
 
 from topo.rundir.layout import METRICS_DIR, metrics_files, metrics_path
 from topo.runs.figures import STAMPS
+from topo.supervisor.metrics_out import outputs
 
 MAX_KEYS = 100  # per row
 MAX_KEY_CHARS = 200
@@ -65,9 +67,14 @@ class MetricsStore:
     for the first dropped row."""
 
     def __init__(
-        self, run_dir: Path, nodes: Mapping[str, Any], warn: Callable[[str], None]
+        self,
+        run_dir: Path,
+        nodes: Mapping[str, Any],
+        warn: Callable[[str], None],
+        formats: tuple[str, ...] = (),
     ) -> None:
         self.dir = run_dir / METRICS_DIR
+        self._outs = outputs(run_dir, formats)  # CSV, TensorBoard: as the run asked
         self._nodes = nodes
         self._warn = warn
         self._lock = threading.Lock()
@@ -99,9 +106,13 @@ class MetricsStore:
                 clean = _jsonable(row)
                 node = clean["node"]
                 self._file(node).write(json.dumps(clean, separators=(",", ":")) + "\n")
+                for out in self._outs:
+                    out.write(clean)
                 figures = touched.setdefault(node, {})
                 figures.update((k, v) for k, v in clean.items() if k not in STAMPS)
                 self.rows += 1
+            for out in self._outs if touched else ():
+                out.flush()
             for node, figures in touched.items():
                 self._files[node].flush()
                 merged = {**self.latest.get(node, {}), **figures}
@@ -131,6 +142,8 @@ class MetricsStore:
             for f in self._files.values():
                 f.close()
             self._files.clear()
+            for out in self._outs:
+                out.close()
 
 
 def read_rows(run_dir: Path) -> Iterator[tuple[Path, int, dict[str, Any] | None]]:
