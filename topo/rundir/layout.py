@@ -17,6 +17,8 @@ A run directory (default ``./runs/<name>-<timestamp>/``, private to its user)::
                           own, for what is written below Python ("/" in ids becomes "_")
     logs/<id>.log.<n>     what a log's size cap rotated away, 1 the newest
     metrics/<id>.jsonl    a node's metric rows
+    metrics/csv/, metrics/tensorboard/   the same rows as CSV and TensorBoard event
+                          files, when the run asked (``topo run --metrics-to``)
     snapshots/<n>/        a snapshot: manifest.json and a state file a node
     changes/<gen>.json    each change ``topo apply`` made
     agents/<host>.log     ssh and ray: the agent of each host or Ray node
@@ -47,6 +49,8 @@ UI_LOG = "ui.log"
 PLOT_FILE = "metrics.png"
 LOGS_DIR = "logs"
 METRICS_DIR = "metrics"
+METRICS_CSV_DIR = "csv"  # under METRICS_DIR
+METRICS_TENSORBOARD_DIR = "tensorboard"  # under METRICS_DIR
 SNAPSHOTS_DIR = "snapshots"
 MANIFEST_FILE = "manifest.json"  # in each snapshots/<n>/
 CHANGES_DIR = "changes"

@@ -24,12 +24,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from topo.rundir.layout import safe_name
+from topo.rundir.layout import METRICS_CSV_DIR, METRICS_DIR, METRICS_TENSORBOARD_DIR, safe_name
 from topo.runs.figures import STAMPS
 
 FORMATS = ("csv", "tensorboard")
-CSV_DIR = "csv"
-TENSORBOARD_DIR = "tensorboard"
 STEP_KEYS = ("step", "steps", "actor_steps", "learner_steps", "trainer_steps", "episodes")
 
 
@@ -128,12 +126,12 @@ class TensorBoardOut:
 
 def outputs(run_dir: Path, formats: tuple[str, ...]) -> list[CsvOut | TensorBoardOut]:
     """The writers ``formats`` ask for, each under ``<run_dir>/metrics``."""
-    base = run_dir / "metrics"
+    base = run_dir / METRICS_DIR
     made: list[CsvOut | TensorBoardOut] = []
     if "csv" in formats:
-        made.append(CsvOut(base / CSV_DIR))
+        made.append(CsvOut(base / METRICS_CSV_DIR))
     if "tensorboard" in formats:
-        made.append(TensorBoardOut(base / TENSORBOARD_DIR))
+        made.append(TensorBoardOut(base / METRICS_TENSORBOARD_DIR))
     return made
 
 
