@@ -20,8 +20,11 @@ pytestmark = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
-# Run until stopped; actors never held back by the rate limiter, so their rate is theirs.
-BASE = {"max_actor_steps": None, "samples_per_insert": None, "min_replay_size": 500}
+# Run until stopped. The rate limiter holds the actors to one insert per four learner
+# steps (256 samples per insert, batches of 64): the learner alone runs flat out, not
+# the learner and eight actors (the test took whatever CPU the machine had: 47 CPU-s on
+# an idle machine, 123 in a loaded suite).
+BASE = {"max_actor_steps": None, "samples_per_insert": 256.0, "min_replay_size": 500}
 
 
 def _steps(counter: object) -> float:

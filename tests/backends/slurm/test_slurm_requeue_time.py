@@ -23,14 +23,14 @@ LIVES = """name: lives
 nodes:
   lives: {target: "tests.backends.slurm.requeue_nodes:Lives", args: {need: 1}}
 """
-# The controller looks at time limits and warnings every 30 s (more on a busy machine):
-# with a one-minute job (the partition's most) and a 45 s warning, the warning is due 15 s
-# after the start and the end 45 s later, a window wider than a look's period (a 30 s
-# warning's window was the period itself: a look 33 s after the last found the job at its
-# end, never warned).
-WARNING_S = "45"
-LIMITED = ("--partition", "short", "--time", "1", "--warning-s", WARNING_S)
-JOB_S = 420.0  # two lives of a one-minute job, the requeue between, on a busy machine
+# The controller looks at time limits and warnings every 30 s, and later on a busy
+# machine: with a two-minute job and a 100 s warning, the warning is due 20 s after the
+# start and the end 100 s later, a window of three looks (a one-minute job's 45 s window
+# was missed on a loaded machine: no look between the warning and the end, the job
+# killed unwarned).
+WARNING_S = "100"
+LIMITED = ("--time", "2", "--warning-s", WARNING_S)
+JOB_S = 420.0  # two lives of the job (the second ends soon), the requeue between, loaded
 
 
 def test_a_run_at_its_time_limit_is_requeued_and_resumes_from_its_snapshot(
