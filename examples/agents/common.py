@@ -18,20 +18,19 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from examples.agents import envs
+from examples.agents.envs import DEFAULT
 from topo.runtime.errors import DeadlineExceeded
 
-ENV_NAME = "CartPole-v1"
 MAX_RETURN = 500.0  # CartPole-v1 is truncated after 500 steps, one reward per step
 Policy = Callable[[np.ndarray], int]
 T = TypeVar("T")
 
 
-def make_environment(seed: int | None = None) -> gym.Env[Any, Any]:
-    """A CartPole-v1 environment (observations: 4 floats; actions: 0 or 1)."""
-    env = gym.make(ENV_NAME)
-    env.reset(seed=seed)
-    env.action_space.seed(seed)
-    return env
+def make_environment(seed: int | None = None, env: str = DEFAULT) -> gym.Env[Any, Any]:
+    """The environment ``env`` (``envs``: a gymnasium id or a dm_env factory; CartPole-v1
+    by default: observations 4 floats, actions 0 or 1), seeded."""
+    return envs.make_environment(env, seed)
 
 
 def expert_action(observation: np.ndarray) -> int:

@@ -1,5 +1,8 @@
-"""Distributed DQN on CartPole as topo nodes, laid out the way Acme lays out its agents
-(``examples/topologies/acme_distributed.yaml`` and ``acme_colocated.yaml``).
+"""Distributed DQN as topo nodes, laid out the way Acme lays out its agents
+(``examples/topologies/acme_distributed.yaml`` and ``acme_colocated.yaml``), on any
+environment with discrete actions (``env``: CartPole-v1 by default, a gymnasium id or a
+dm_env factory, :mod:`examples.agents.envs`; the network and the replay's signature are
+made from its spec).
 
 - :class:`Learner` (served): samples n-step transitions from Reverb, takes jitted
   double-DQN steps (haiku MLP, optax adam, target network), updates priorities, counts
@@ -7,7 +10,7 @@
   learner (``primary_learner`` set) starts from the primary's state and keeps syncing its
   parameters from it, serving ``get_variables`` to spread the actors' load.
 - :class:`Actor` (in :mod:`examples.agents.dqn_actor`): epsilon-greedy (Ape-X epsilons
-  per actor) on CartPole, writes transitions into Reverb, refreshes its parameters
+  per actor), writes transitions into Reverb, refreshes its parameters
   without blocking, counts ``actor_steps``.
 - :class:`Evaluator`: the greedy policy every few seconds; prints and logs the mean return
   and prints ``final evaluation return: X`` when the program stops.
@@ -51,6 +54,7 @@ from examples.agents.dqn_core import (
     seed_of,
 )
 from examples.agents.dqn_eval import Evaluator, ModelSaver
+from examples.agents.envs import DEFAULT, spec_of
 from examples.agents.node_state import fill_tree, node_thread, numpy_leaves, pause_step
 from examples.agents.priorities import PrioritySender
 from topo.nodes import Counter
@@ -93,17 +97,21 @@ class Learner:
         hidden_sizes: Sequence[int] = (64, 64),
         sync_every_s: float = 1.0,
         log_every_s: float = 1.0,
+        env: str = DEFAULT,
     ) -> None:
         self._replay = replay
         self._primary = primary_learner
         self._batch_size = batch_size
         self._sync_every_s = sync_every_s
-        self._network = make_network(hidden_sizes)
+        spec = spec_of(env)  # the network's input and output sizes
+        self._network = make_network(hidden_sizes, spec.num_actions)
         self._optimizer = make_optimizer(learning_rate)
         self._sgd_step = make_sgd_step(
             self._network, self._optimizer, target_update_period, importance_sampling_exponent
         )
-        self._state = initial_state(self._network, self._optimizer, seed_of(random_key))
+        self._state = initial_state(
+            self._network, self._optimizer, seed_of(random_key), spec.observation_size
+        )
         # A count under way when the program stops is given up: the counter may be gone.
         self._counter = Counter(None if counter is None else StopAware(counter), "learner")
         self._logger = topo.metrics.logger("learner", every_s=log_every_s)

@@ -1,4 +1,4 @@
-"""The DQN agent's actor: epsilon-greedy on CartPole, n-step transitions into Reverb.
+"""The DQN agent's actor: epsilon-greedy on its environment, n-step transitions into Reverb.
 
 :mod:`examples.agents.dqn` re-exports :class:`Actor` (topologies name it
 ``examples.agents.dqn:Actor``). No JAX runs at import.
@@ -23,6 +23,7 @@ from examples.agents.dqn_core import (
     numpy_layers,
     seed_of,
 )
+from examples.agents.envs import DEFAULT
 from examples.agents.node_state import (
     CountSender,
     env_rng_state,
@@ -41,7 +42,8 @@ FLUSH_AT_STOP_S = 2.0
 
 
 class Actor:
-    """Acts epsilon-greedily on CartPole and writes n-step transitions into the replay.
+    """Acts epsilon-greedily on environment ``env`` (:mod:`examples.agents.envs`) and
+    writes n-step transitions into the replay.
 
     ``epsilon`` None gives Ape-X's per-actor value (:func:`dqn_core.apex_epsilon` of
     ``actor_id`` among ``num_actors``). It asks its variable client for an update every
@@ -75,12 +77,13 @@ class Actor:
         discount: float = 0.99,
         update_period: int = 100,
         log_every_s: float = 1.0,
+        env: str = DEFAULT,
     ) -> None:
         seed = seed_of(random_key)
         self.actor_id = actor_id
         self.epsilon = apex_epsilon(actor_id, num_actors) if epsilon is None else epsilon
         self._replay = replay
-        self._env = make_environment(seed)
+        self._env = make_environment(seed, env)
         self._rng = np.random.default_rng(seed)
         self._variables = VariableClient(variable_source, update_period, key="policy")
         parent = None if counter is None else StopAware(counter)
@@ -183,7 +186,9 @@ class Actor:
                 with topo.pausable():  # the rate limiter holds inserts while the learner lags
                     for transition in transitions:
                         writer.append(transition)
-                        writer.create_item(TABLE, 1, 1.0)  # new items get top priority first
+                        # priority 1.0, as Acme's actors give (the learner's TD errors
+                        # then set it; they are often larger)
+                        writer.create_item(TABLE, 1, 1.0)
             self._variables.update()
             observation = next_obs
             length += 1

@@ -28,9 +28,9 @@ import optax
 import reverb
 import tensorflow as tf
 
+from examples.agents.envs import DEFAULT, spec_of
+
 TABLE = "priority_table"
-OBS_DIM = 4  # CartPole-v1
-NUM_ACTIONS = 2
 FIELDS = ("observation", "action", "reward", "discount", "next_observation")
 Transition = dict[str, np.ndarray]
 
@@ -45,14 +45,14 @@ def seed_of(random_key: Any) -> int:
 # ----------------------------------------------------------------------------- replay
 
 
-def _signature() -> dict[str, tf.TensorSpec]:
+def _signature(observation_size: int) -> dict[str, tf.TensorSpec]:
     """The table's item signature: one step of each field (the writer's leading time axis)."""
     return {
-        "observation": tf.TensorSpec([1, OBS_DIM], tf.float32),
+        "observation": tf.TensorSpec([1, observation_size], tf.float32),
         "action": tf.TensorSpec([1], tf.int32),
         "reward": tf.TensorSpec([1], tf.float32),
         "discount": tf.TensorSpec([1], tf.float32),
-        "next_observation": tf.TensorSpec([1, OBS_DIM], tf.float32),
+        "next_observation": tf.TensorSpec([1, observation_size], tf.float32),
     }
 
 
@@ -63,8 +63,10 @@ def make_replay_tables(
     min_size_to_sample: int = 1_000,
     samples_per_insert: float | None = 8.0,
     samples_per_insert_tolerance: float = 0.1,
+    env: str = DEFAULT,
 ) -> list[reverb.Table]:
-    """The replay: one table of n-step transitions, prioritised or uniform, FIFO removal.
+    """The replay: one table of n-step transitions of environment ``env`` (its
+    observation's size makes the signature), prioritised or uniform, FIFO removal.
     With ``samples_per_insert`` a SampleToInsertRatio limiter keeps learner and actors in
     step (Acme's: the error buffer is ``min_size * samples_per_insert * tolerance``);
     ``None`` gives a MinSize limiter that never holds the actors back."""
@@ -90,7 +92,7 @@ def make_replay_tables(
         remover=reverb.selectors.Fifo(),
         max_size=max_size,
         rate_limiter=limiter,
-        signature=_signature(),
+        signature=_signature(spec_of(env).observation_size),
     )
     return [table]
 
@@ -156,18 +158,21 @@ class NStep:
 # ----------------------------------------------------------------------------- network
 
 
-def make_network(hidden_sizes: Sequence[int] = (64, 64)) -> hk.Transformed:
-    """The Q-network: an MLP from observations to one value per action."""
+def make_network(hidden_sizes: Sequence[int] = (64, 64), num_actions: int = 2) -> hk.Transformed:
+    """The Q-network: an MLP from observations to one value per action (``num_actions``:
+    the environment's, ``envs.spec_of``; 2 is CartPole's)."""
 
     def forward(observation: jax.Array) -> jax.Array:
-        return hk.nets.MLP([*hidden_sizes, NUM_ACTIONS])(observation)
+        return hk.nets.MLP([*hidden_sizes, num_actions])(observation)
 
     return hk.without_apply_rng(hk.transform(forward))
 
 
-def init_params(network: hk.Transformed, seed: int) -> Any:
-    """Fresh network parameters (runs JAX: call it in a node, never at import)."""
-    return network.init(jax.random.PRNGKey(seed), jnp.zeros((1, OBS_DIM), jnp.float32))
+def init_params(network: hk.Transformed, seed: int, observation_size: int = 4) -> Any:
+    """Fresh network parameters for observations of ``observation_size`` (4: CartPole's;
+    runs JAX: call it in a node, never at import)."""
+    observation = jnp.zeros((1, observation_size), jnp.float32)
+    return network.init(jax.random.PRNGKey(seed), observation)
 
 
 def numpy_layers(params: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -201,9 +206,10 @@ def epsilon_greedy(
     epsilon: float,
     rng: np.random.Generator,
 ) -> int:
-    """A random action with probability ``epsilon``, else the greedy one."""
+    """A random action with probability ``epsilon``, else the greedy one (the actions:
+    the last layer's outputs)."""
     if epsilon > 0.0 and rng.random() < epsilon:
-        return int(rng.integers(NUM_ACTIONS))
+        return int(rng.integers(len(layers[-1][1])))
     return int(np.argmax(numpy_q_values(layers, observation)))
 
 
@@ -224,9 +230,11 @@ def make_optimizer(learning_rate: float, max_gradient_norm: float = 10.0) -> Any
     return optax.chain(optax.clip_by_global_norm(max_gradient_norm), optax.adam(learning_rate))
 
 
-def initial_state(network: hk.Transformed, optimizer: Any, seed: int) -> TrainingState:
+def initial_state(
+    network: hk.Transformed, optimizer: Any, seed: int, observation_size: int = 4
+) -> TrainingState:
     """Fresh online and target parameters (equal) and optimizer state."""
-    params = init_params(network, seed)
+    params = init_params(network, seed, observation_size)
     return TrainingState(params, params, optimizer.init(params), jnp.asarray(0, jnp.int32))
 
 

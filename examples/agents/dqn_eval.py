@@ -21,6 +21,7 @@ from examples.agents.common import (
     run_episode,
 )
 from examples.agents.dqn_core import numpy_layers, numpy_q_values, seed_of
+from examples.agents.envs import DEFAULT
 from examples.agents.node_state import pause_step
 
 
@@ -49,6 +50,7 @@ class Evaluator:
         every_s: float = 10.0,
         final_within_s: float = 1.0,
         stop_at_return: float | None = None,
+        env: str = DEFAULT,
     ) -> None:
         self._seed = seed_of(random_key)
         self._source = variable_source
@@ -59,7 +61,7 @@ class Evaluator:
         self._final_within_s = final_within_s
         self._stop_at_return = stop_at_return
         self._played = 0  # episodes the last evaluation played
-        self._env = make_environment(self._seed)
+        self._env = make_environment(self._seed, env)
         self._logger = topo.metrics.logger("evaluator")
         self._params: Any = None
         self.returns: list[float] = []

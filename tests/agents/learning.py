@@ -11,8 +11,8 @@ from pathlib import Path
 
 RANDOM_RETURN = 22.0  # a uniformly random policy's mean CartPole-v1 return
 BEST_AT_LEAST = 100.0  # the best evaluation within SMALL's budget (see assert_learned)
-FINAL = re.compile(r"final evaluation return: ([0-9.]+)")
-PERIODIC = re.compile(r"mean return over \d+ episodes: ([0-9.]+)")
+FINAL = re.compile(r"final evaluation return: (-?[0-9.]+)")
+PERIODIC = re.compile(r"mean return over \d+ episodes: (-?[0-9.]+)")
 SMALL = {  # a budget that learns in well under a minute of training on 2 cores
     "max_actor_steps": 25_000,
     "samples_per_insert": 16.0,
