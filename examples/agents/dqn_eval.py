@@ -28,9 +28,11 @@ from examples.agents.node_state import pause_step
 class Evaluator:
     """Runs the greedy policy every ``every_s`` seconds for ``episodes`` episodes; logs and
     prints the mean return with the actor steps at that time, and once more when the
-    program stops (``final evaluation return: X``). With ``stop_at_return`` set, an
-    evaluation whose mean reaches it stops the program (the task is solved: the budget
-    left is not spent, as RLlib's stop conditions do). The stop cuts an evaluation under way
+    program stops (``final evaluation return: X``). With ``stop_at_return`` set,
+    ``stop_at_return_for`` evaluations in a row whose mean reaches it stop the program
+    (the task is solved: the budget left is not spent, as RLlib's stop conditions do;
+    more than one in a row: not a lucky evaluation, nor a policy that is about to
+    fall back). The stop cuts an evaluation under way
     short after its current episode; the final one plays what fits in ``final_within_s``
     (at least one episode), well inside the stop's grace period even on a busy machine.
 
@@ -50,6 +52,7 @@ class Evaluator:
         every_s: float = 10.0,
         final_within_s: float = 1.0,
         stop_at_return: float | None = None,
+        stop_at_return_for: int = 1,
         env: str = DEFAULT,
     ) -> None:
         self._seed = seed_of(random_key)
@@ -60,6 +63,8 @@ class Evaluator:
         self._every_s = every_s
         self._final_within_s = final_within_s
         self._stop_at_return = stop_at_return
+        self._stop_at_return_for = max(1, stop_at_return_for)
+        self._reached = 0  # evaluations in a row that reached stop_at_return
         self._played = 0  # episodes the last evaluation played
         self._env = make_environment(self._seed, env)
         self._logger = topo.metrics.logger("evaluator")
@@ -108,10 +113,17 @@ class Evaluator:
             mean = self.evaluate(self._params, stop=stop)
             if not stop.is_set():
                 self._report(mean, counts, time.monotonic() - started)
-                if self._stop_at_return is not None and mean >= self._stop_at_return:
-                    reason = f"an evaluation reached stop_at_return={self._stop_at_return:g}"
-                    print(f"evaluator: {reason}: stopping the program", flush=True)
-                    topo.stop(f"the evaluator: {reason}")
+                if self._stop_at_return is not None:
+                    self._reached = self._reached + 1 if mean >= self._stop_at_return else 0
+                    if self._reached >= self._stop_at_return_for:
+                        reason = f"stop_at_return={self._stop_at_return:g}"
+                        reason = (
+                            f"an evaluation reached {reason}"
+                            if self._reached == 1
+                            else f"{self._reached} evaluations in a row reached {reason}"
+                        )
+                        print(f"evaluator: {reason}: stopping the program", flush=True)
+                        topo.stop(f"the evaluator: {reason}")
         self.final()
 
     def save(self) -> dict[str, Any]:

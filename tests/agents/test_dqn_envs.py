@@ -50,18 +50,19 @@ def test_on_acrobot_the_network_has_its_three_actions(
 def test_the_agent_learns_a_dm_env_corridor(topo_launch: Callable, tmp_path: Path) -> None:
     """Walking towards the end the observation shows always reaches the goal (return 1);
     a random walk, or a policy blind to the cue, half the time. The run ends at the
-    first evaluation of 1.0, which must come after the learner learned."""
+    second evaluation of 1.0 in a row, which must come after the learner learned."""
     params = {
         **TINY,
         "env": "dm_env:tests.agents.dm_corridor:corridor",
         "max_actor_steps": 20_000,
         "stop_at_return": 1.0,
+        "stop_at_return_for": 2,  # two evaluations in a row
         "n_step": 1,
     }
     run = topo_launch(PATH, "procs", params=params)
     assert run.wait(240) == 0, run.failure
     log = run.log("evaluator/0")
-    assert "an evaluation reached stop_at_return=1" in log, log[-2000:]
+    assert "2 evaluations in a row reached stop_at_return=1: stopping" in log, log[-2000:]
     reached = re.findall(r"learner_steps=(\d+) mean return over 10 episodes: 1.0", log)
     assert reached and int(reached[-1]) > 0, log[-2000:]  # not an untrained network's luck
     assert evaluations(log)[-1] == 1.0, log[-2000:]  # the final one, of the learner's last
