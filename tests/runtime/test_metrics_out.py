@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,15 @@ def learn(steps: int = 4) -> None:
     for i in range(1, steps + 1):
         log.write({"loss": 1.0 / i, "learner_steps": 10 * i})
     topo.metrics.logger("evaluator").write({"mean_return": 42.5, "actor_steps": 900})
+
+
+def _program(tmp_path: Path) -> Path:
+    """A one-node topology whose node is ``learn``."""
+    path = tmp_path / "curves.yaml"
+    path.write_text(
+        'name: curves\nnodes:\n  learner: {kind: py, target: "test_metrics_out:learn"}\n'
+    )
+    return path
 
 
 def _scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
@@ -96,15 +104,7 @@ def test_a_csv_file_per_node_and_label_widens_for_a_new_column(tmp_path: Path) -
 def test_a_run_asked_for_csv_and_tensorboard_writes_both(
     topo_launch: Callable, tmp_path: Path, backend: str
 ) -> None:
-    path = tmp_path / "curves.yaml"
-    path.write_text(
-        textwrap.dedent("""
-        name: curves
-        nodes:
-          learner: {kind: py, target: "test_metrics_out:learn", args: {steps: 4}}
-        """)
-    )
-    run = topo_launch(path, backend, metrics_to=["tensorboard", "csv"])
+    run = topo_launch(_program(tmp_path), backend, metrics_to=["tensorboard", "csv"])
     assert run.wait(60) == 0
     metrics = run.run_dir / "metrics"
     assert (metrics / "learner.jsonl").is_file()  # JSON lines as always
@@ -124,11 +124,7 @@ def test_a_run_asked_for_csv_and_tensorboard_writes_both(
 
 
 def test_a_run_not_asked_writes_json_lines_only(topo_launch: Callable, tmp_path: Path) -> None:
-    path = tmp_path / "curves.yaml"
-    path.write_text(
-        'name: curves\nnodes:\n  learner: {kind: py, target: "test_metrics_out:learn"}\n'
-    )
-    run = topo_launch(path)
+    run = topo_launch(_program(tmp_path))
     assert run.wait(60) == 0
     assert sorted(p.name for p in (run.run_dir / "metrics").iterdir()) == ["learner.jsonl"]
 
@@ -136,13 +132,10 @@ def test_a_run_not_asked_writes_json_lines_only(topo_launch: Callable, tmp_path:
 def test_an_unknown_format_is_refused_before_anything_starts(
     run_topo: Callable, tmp_path: Path
 ) -> None:
-    path = tmp_path / "curves.yaml"
-    path.write_text(
-        'name: curves\nnodes:\n  learner: {kind: py, target: "test_metrics_out:learn"}\n'
-    )
+    path = _program(tmp_path)
     result = run_topo("run", path, "--metrics-to", "csv,wandb", "--log-dir", tmp_path / "runs")
     assert result.exit_code == 2, result.output
     assert "--metrics-to: unknown format 'wandb' (choose from csv, tensorboard)" in result.output
     assert not (tmp_path / "runs").exists()
-    with pytest.raises(ValueError, match="unknown format 'tb'"):
+    with pytest.raises(ValueError, match="metrics_to: unknown format 'tb'"):
         topo.launch(path, metrics_to=["tb"], log_dir=tmp_path / "runs")

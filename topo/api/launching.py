@@ -30,7 +30,7 @@ def launch(
     run_dir: str | Path | None = None,
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
-    metrics_to: Sequence[str] = (),
+    metrics_to: Sequence[str] | str = (),
     disable_run: bool = False,
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
@@ -81,7 +81,7 @@ def prepare(
     run_dir: str | Path | None = None,
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
-    metrics_to: Sequence[str] = (),
+    metrics_to: Sequence[str] | str = (),
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
     argv: Sequence[str] | None = None,
@@ -275,15 +275,11 @@ def _backend(backend: str | Backend, options: Mapping[str, Any] | None) -> Backe
     return get_backend(backend, **dict(options or {}))
 
 
-def _formats(asked: Sequence[str]) -> tuple[str, ...]:
-    """``metrics_to`` checked: each one of ``metrics_out.FORMATS``, in their order."""
-    from topo.supervisor.metrics_out import FORMATS
+def _formats(asked: Sequence[str] | str) -> tuple[str, ...]:
+    """``metrics_to`` checked (``metrics_out.checked_formats``), named in its error."""
+    from topo.supervisor.metrics_out import checked_formats
 
-    if isinstance(asked, str):
-        asked = [asked]
-    unknown = [f for f in asked if f not in FORMATS]
-    if unknown:
-        raise ValueError(
-            f"metrics_to: unknown format {unknown[0]!r} (choose from {', '.join(FORMATS)})"
-        )
-    return tuple(f for f in FORMATS if f in asked)
+    try:
+        return checked_formats(asked)
+    except ValueError as exc:
+        raise ValueError(f"metrics_to: {exc}") from None

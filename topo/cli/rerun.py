@@ -36,10 +36,6 @@ _SETTINGS = {"grace_s": "grace", "log_dir": "log_dir", "log_max_mb": "log_max_mb
 }
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 @dataclass(frozen=True)
 class Rerun:
     """A run directory to run again: where it is, its record, its topology file."""
@@ -56,7 +52,11 @@ class Rerun:
             source = ctx.get_parameter_source(param)  # typer's click: compared by name
             if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
                 value = getattr(self.record, key)
-                recorded[key] = {"log_dir": Path, "metrics_to": tuple}.get(key, _same)(value)
+                if key == "log_dir":
+                    value = Path(value)
+                elif key == "metrics_to":
+                    value = tuple(value)
+                recorded[key] = value
         return replace(given, **recorded)
 
 

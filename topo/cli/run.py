@@ -109,16 +109,12 @@ def run(
 
 def _formats(given: str) -> tuple[str, ...]:
     """``--metrics-to``'s formats; exit 2 with the choices for one topo does not write."""
-    from topo.supervisor.metrics_out import FORMATS
+    from topo.supervisor.metrics_out import checked_formats
 
-    asked = tuple(f.strip() for f in given.split(",") if f.strip())
-    unknown = [f for f in asked if f not in FORMATS]
-    if unknown:
-        raise error(
-            f"--metrics-to: unknown format {unknown[0]!r} (choose from {', '.join(FORMATS)})",
-            USAGE_EXIT,
-        )
-    return asked
+    try:
+        return checked_formats([f.strip() for f in given.split(",") if f.strip()])
+    except ValueError as exc:
+        raise error(f"--metrics-to: {exc}", USAGE_EXIT) from None
 
 
 def _run(

@@ -21,6 +21,7 @@ import csv
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -122,6 +123,15 @@ class TensorBoardOut:
         for f in self._files.values():
             f.close()
         self._files.clear()
+
+
+def checked_formats(asked: Sequence[str] | str) -> tuple[str, ...]:
+    """``asked`` as ``FORMATS`` orders them; ValueError naming one topo does not write."""
+    asked = [asked] if isinstance(asked, str) else list(asked)
+    unknown = [f for f in asked if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown format {unknown[0]!r} (choose from {', '.join(FORMATS)})")
+    return tuple(f for f in FORMATS if f in asked)
 
 
 def outputs(run_dir: Path, formats: tuple[str, ...]) -> list[CsvOut | TensorBoardOut]:

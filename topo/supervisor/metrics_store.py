@@ -111,7 +111,7 @@ class MetricsStore:
                 figures = touched.setdefault(node, {})
                 figures.update((k, v) for k, v in clean.items() if k not in STAMPS)
                 self.rows += 1
-            for out in self._outs if touched else ():
+            for out in self._outs:
                 out.flush()
             for node, figures in touched.items():
                 self._files[node].flush()
