@@ -1,104 +1,151 @@
-"""Distributed DQN on CartPole on procs: acme_distributed.yaml (and acme_colocated.yaml).
+"""Distributed DQN on procs, over seeds: how fast and how surely the examples learn, and
+what distributing costs an actor.
 
-1. Learning, with 1, 2 and 4 actors (and the colocated layout with 2): each run lasts
-   ``--cap-s`` and goes on after the evaluator's mean return over 20 episodes first
-   reaches 475: the wall time, actor and learner steps to that point, the learner
-   steps/s, and the policy's stability: the mean of the last five evaluations and how
-   many evaluations after first reaching 475 fell below it.
-2. Actor throughput: env steps/s of one actor inside topo (the learner idle: the replay
-   never has enough items to sample, so the actor runs unthrottled and alone) against
-   the same ``Actor.run_loop`` in this process with an in-process Reverb server and no
-   topo at all.
+1. Learning: each configuration (a topology, its actors, an environment and its goal)
+   runs once per seed. A run stops by itself once three evaluations in a row reach the
+   goal (``-p stop_at_return=GOAL -p stop_at_return_for=3``: solved), or at its actor
+   step budget. Every evaluation plays the same 10 held-out episodes (``-p eval_seed``),
+   whatever the run's seed. Per run: solved or not, actor steps and wall time to the
+   first evaluation at the goal, the last evaluation. Per configuration: the interquartile
+   mean over seeds with a 95 % bootstrap interval (bench/stats.py); a run that never
+   reached the goal counts as its whole budget (the figure is then a lower bound).
+2. Actor throughput: env steps/s of one actor inside topo (its learner never samples:
+   the actor runs unthrottled and alone) against the same ``Actor.run_loop`` without
+   topo, its Reverb server in a process of its own as topo's is (what differs is what
+   distributing adds: parameters fetched and steps counted through other nodes, topo's
+   transport). Rounds interleaved, the ratio taken per round, the median reported.
 
-Writes bench/results/<out>.json, <out>.md and <out>_curve.png (return against wall
-time). Full run (~40 min): ``.venv/bin/python bench/dqn_bench.py``; a short one:
-``--actors 4 --colocated 2 --cap-s 240 --throughput-s 0``.
+Writes bench/results/<out>.json, <out>.md and <out>_curve.png. Rerun:
+``.venv/bin/python bench/dqn_bench.py`` (5 seeds of 3 configurations and 3 throughput
+rounds: about 40 minutes on 2 quiet cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dqn_curve import GOAL, evaluations  # noqa: E402
+from bench.dqn_curve import evaluations  # noqa: E402
+from bench.stats import fraction_at_least, iqm_interval  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "acme_distributed.yaml"
 COLOCATED = ROOT / "examples" / "topologies" / "acme_colocated.yaml"
+EVAL_SEED = 1_000_000  # held out: the actors' episodes are seeded from the program seed
 
 
-def learning_run(
-    num_actors: int, cap_s: float, log_dir: Path, topology: Path = TOPOLOGY, to_goal: bool = False
-) -> dict[str, Any]:
-    """Launch, follow the evaluator's log until the cap (with ``to_goal``: until the goal),
-    stop; the figures, stability after the goal included."""
+@dataclass(frozen=True)
+class Config:
+    """One learning configuration: a topology, its parameters, the goal and the budget."""
+
+    name: str
+    topology: Path
+    goal: float
+    budget: int  # actor steps
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+CONFIGS = {
+    c.name: c
+    for c in (
+        # the main job's settings (./dev run): two actors leave a core to the learner
+        Config("cartpole-distributed-2", TOPOLOGY, 475.0, 200_000, {"num_actors": 2}),
+        Config("cartpole-colocated-2", COLOCATED, 475.0, 200_000, {"num_actors": 2}),
+        # Acrobot's "solved" threshold in gym's registry is -100
+        Config(
+            "acrobot-distributed-2",
+            TOPOLOGY,
+            -100.0,
+            150_000,
+            {"num_actors": 2, "env": "Acrobot-v1"},
+        ),
+    )
+}
+
+
+def learning_run(config: Config, seed: int, cap_s: float, log_dir: Path) -> dict[str, Any]:
+    """Launch one seed of ``config``, wait for it to stop by itself (or ``cap_s`` once
+    ready), and read its evaluator's log."""
     import topo
 
     params = {
-        "num_actors": num_actors,
-        "max_actor_steps": None,
-        "eval_episodes": 20,
+        **config.params,
+        "seed": seed,
+        "max_actor_steps": config.budget,
+        "eval_episodes": 10,
         "eval_every_s": 5.0,
+        "eval_seed": EVAL_SEED,
+        "stop_at_return": config.goal,
+        "stop_at_return_for": 3,
     }
     start = time.monotonic()
-    run = topo.launch(topology, backend="procs", params=params, log_dir=log_dir)
-    curve: list[dict[str, float]] = []
-    reached: dict[str, float] | None = None
+    run = topo.launch(config.topology, backend="procs", params=params, log_dir=log_dir)
     try:
         run.wait_ready(300)
         ready_s = time.monotonic() - start
-        ready_at = time.monotonic()  # the cap counts training time, not start-up
-        while time.monotonic() - ready_at < cap_s and run.exit_code is None:
-            if to_goal and reached is not None:
-                break
+        ready_at = time.monotonic()
+        while run.exit_code is None and time.monotonic() - ready_at < cap_s:
             time.sleep(1.0)
-            curve = [
-                {**e, "wall_s": round(ready_s + e["wall_s"], 1)}
-                for e in evaluations(run.log("evaluator/0"))
-            ]
-            reached = next((p for p in curve if p["mean_return"] >= GOAL), None)
+        curve = evaluations(run.log("evaluator/0"))
     finally:
         code = run.stop(timeout=60)
-    last = curve[-1] if curve else {}
-    train_s = max(last.get("wall_s", 0.0) - ready_s, 1e-9)
+    wall_s = time.monotonic() - start
+    first = next((p for p in curve if p["mean_return"] >= config.goal), None)
+    returns = [p["mean_return"] for p in curve]
+    solved = len(returns) >= 3 and all(r >= config.goal for r in returns[-3:])
     return {
-        "topology": topology.stem,
-        "num_actors": num_actors,
+        "config": config.name,
+        "seed": seed,
         "ready_s": round(ready_s, 1),
-        "goal_reached": reached is not None,
-        "wall_s_to_goal": None if reached is None else reached["wall_s"],
-        "actor_steps_to_goal": None if reached is None else reached["actor_steps"],
-        "learner_steps_to_goal": None if reached is None else reached["learner_steps"],
-        "best_return": max((p["mean_return"] for p in curve), default=None),
-        "learner_steps_per_s": round(last.get("learner_steps", 0) / train_s, 1),
-        "actor_steps_per_s": round(last.get("actor_steps", 0) / train_s, 1),
+        "wall_s": round(wall_s, 1),
+        "solved": solved,
+        "actor_steps_to_goal": None if first is None else first["actor_steps"],
+        "wall_s_to_goal": None if first is None else round(ready_s + first["wall_s"], 1),
+        "last_return": returns[-1] if returns else None,
+        "best_return": max(returns, default=None),
+        "actor_steps": curve[-1]["actor_steps"] if curve else 0,
+        "learner_steps": curve[-1]["learner_steps"] if curve else 0,
         "exit_code": code,
-        **stability([p["mean_return"] for p in curve]),
         "curve": curve,
     }
 
 
-def stability(returns: list[float]) -> dict[str, Any]:
-    """How well the learned policy holds: the mean of the last five evaluations, and of
-    the evaluations after the first one to reach the goal, how many fell below it."""
-    first = next((i for i, r in enumerate(returns) if r >= GOAL), None)
-    after = [] if first is None else returns[first + 1 :]
+def summary(config: Config, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """IQM [95 % CI] over seeds of the steps and the time to the goal and of the last
+    evaluation; runs that never reached the goal count as their budget (steps) or their
+    whole wall time."""
+    steps = [
+        r["actor_steps_to_goal"] if r["actor_steps_to_goal"] is not None else config.budget
+        for r in runs
+    ]
+    walls = [r["wall_s_to_goal"] if r["wall_s_to_goal"] is not None else r["wall_s"] for r in runs]
+    last = [r["last_return"] if r["last_return"] is not None else float("nan") for r in runs]
     return {
-        "evaluations": len(returns),
-        "mean_last_5": round(sum(returns[-5:]) / len(returns[-5:]), 1) if returns else None,
-        "evaluations_after_goal": len(after),
-        "below_goal_after_goal": sum(1 for r in after if r < GOAL),
+        "config": config.name,
+        "seeds": [r["seed"] for r in runs],
+        "solved": fraction_at_least([1.0 if r["solved"] else 0.0 for r in runs], 1.0),
+        "reached_goal": sum(r["actor_steps_to_goal"] is not None for r in runs),
+        "actor_steps_to_goal": iqm_interval(steps).__dict__,
+        "wall_s_to_goal": iqm_interval(walls).__dict__,
+        "last_return": iqm_interval(last).__dict__,
     }
+
+
+# -- actor throughput ---------------------------------------------------------------------
 
 
 def topo_actor_rate(seconds: float, log_dir: Path) -> float:
@@ -147,134 +194,195 @@ class LocalSource:
         return [self._params for _ in names]
 
 
+def _serve_replay(port: Any, stop: Any) -> None:
+    """A process of its own: the same replay tables topo's replay node serves."""
+    import reverb
+
+    from examples.agents.dqn_core import make_replay_tables
+
+    server = reverb.Server(make_replay_tables(samples_per_insert=None), port=None)
+    port.value = server.port
+    stop.wait()
+    server.stop()
+
+
 def plain_actor_rate(seconds: float) -> float:
-    """Env steps/s of the same actor loop in this process, without topo."""
+    """Env steps/s of the same actor loop without topo, its replay in another process."""
     import jax
     import reverb
 
     from examples.agents.dqn import Actor
-    from examples.agents.dqn_core import init_params, make_network, make_replay_tables
+    from examples.agents.dqn_core import init_params, make_network
     from topo.nodes import Counter
 
-    server = reverb.Server(make_replay_tables(samples_per_insert=None), port=None)
-    client = reverb.Client(f"localhost:{server.port}")
-    params = jax.device_get(init_params(make_network(), 0))
-    actor = Actor(0, client, LocalSource(params), Counter(), 0, num_actors=1)
-    stop = threading.Event()
-    actor.run_loop(stop, max_steps=2_000)  # warm up like the topo run's first seconds
-    before, t0 = actor.steps, time.monotonic()
-    timer = threading.Timer(seconds, stop.set)
-    timer.start()
-    actor.run_loop(stop)
-    rate = (actor.steps - before) / (time.monotonic() - t0)
-    server.stop()
-    return rate
+    ctx = multiprocessing.get_context("spawn")
+    port, stop_server = ctx.Value("i", 0), ctx.Event()
+    server = ctx.Process(target=_serve_replay, args=(port, stop_server), daemon=True)
+    server.start()
+    try:
+        while port.value == 0:
+            if not server.is_alive():
+                raise RuntimeError("the baseline's Reverb server did not start")
+            time.sleep(0.05)
+        client = reverb.Client(f"localhost:{port.value}")
+        params = jax.device_get(init_params(make_network(), 0))
+        actor = Actor(0, client, LocalSource(params), Counter(), 0, num_actors=1)
+        stop = threading.Event()
+        actor.run_loop(stop, max_steps=2_000)  # warm up like the topo run's first seconds
+        before, t0 = actor.steps, time.monotonic()
+        timer = threading.Timer(seconds, stop.set)
+        timer.start()
+        actor.run_loop(stop)
+        return (actor.steps - before) / (time.monotonic() - t0)
+    finally:
+        stop_server.set()
+        server.join(30)
+        if server.is_alive():
+            server.kill()
+            server.join()
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
-    """Mean evaluation return against wall time, one line per actor count."""
+def throughput(rounds: int, seconds: float, log_dir: Path) -> dict[str, Any]:
+    """Interleaved rounds of both, the ratio per round, the median."""
+    rows = []
+    for i in range(rounds):
+        first_topo = i % 2 == 0
+        a = topo_actor_rate(seconds, log_dir) if first_topo else plain_actor_rate(seconds)
+        b = plain_actor_rate(seconds) if first_topo else topo_actor_rate(seconds, log_dir)
+        topo_rate, plain_rate = (a, b) if first_topo else (b, a)
+        rows.append({"topo": topo_rate, "plain": plain_rate, "ratio": topo_rate / plain_rate})
+        print(json.dumps(rows[-1]), flush=True)
+    return {
+        "rounds": rows,
+        "topo": statistics.median(r["topo"] for r in rows),
+        "plain": statistics.median(r["plain"] for r in rows),
+        "ratio": statistics.median(r["ratio"] for r in rows),
+    }
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Each run's evaluations against actor steps, one panel per configuration."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r in results:
-        xs = [p["wall_s"] for p in r["curve"]]
-        ys = [p["mean_return"] for p in r["curve"]]
-        name = r.get("topology", TOPOLOGY.stem)
-        ax.plot(xs, ys, marker=".", label=f"{name}, {r['num_actors']} actor(s)")
-    ax.axhline(GOAL, color="grey", linestyle="--", linewidth=1, label=f"goal {GOAL:g}")
-    ax.set(
-        xlabel="wall time since launch (s)",
-        ylabel="mean return (20 episodes)",
-        title="Distributed DQN on CartPole-v1, topo procs backend",
-    )
-    ax.legend()
+    names = [s["config"] for s in report["summaries"]]
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        goal = CONFIGS[name].goal
+        for r in (r for r in report["runs"] if r["config"] == name):
+            xs = [p["actor_steps"] for p in r["curve"]]
+            ys = [p["mean_return"] for p in r["curve"]]
+            ax.plot(xs, ys, marker=".", ms=3, lw=1, label=f"seed {r['seed']}")
+        ax.axhline(goal, color="grey", ls="--", lw=1, label=f"goal {goal:g}")
+        ax.set(xlabel="actor steps", ylabel="mean return (10 held-out episodes)", title=name)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _cell(interval: dict[str, float], digits: int = 0) -> str:
+    value, low, high = (f"{interval[k]:,.{digits}f}" for k in ("value", "low", "high"))
+    return f"{value} [{low}, {high}]"
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The results as the markdown table docs/benchmarks.md quotes."""
+    """The results as the tables docs/benchmarks.md quotes."""
     lines = [
-        "# DQN CartPole (procs backend)",
+        "# Distributed DQN over seeds (procs backend)",
         "",
-        f"Command: `{report['command']}`; each run trains {report['cap_s']:g} s once ready "
-        f"(it goes on after reaching 475, to show whether the policy holds); "
-        f"{report['cpus']} CPU(s); "
-        "evaluations of 20 greedy episodes every 5 s.",
+        f"Command: `{report['command']}`. {report['cpus']} CPUs; load average (1 min) "
+        f"{report['load_start']:.1f} at the start, {report['load_end']:.1f} at the end; "
+        f"{report['wall_s'] / 60:.0f} minutes in all.",
         "",
-        "| topology | actors | ready (s) | wall time to 475 (s) | actor steps | learner steps "
-        "| learner steps/s | best return | mean of last 5 | below 475 after reaching it |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "Each run stops by itself once three evaluations in a row reach the goal (solved) or "
+        "at its actor-step budget; every evaluation plays the same 10 held-out episodes "
+        f"(seeds {EVAL_SEED:,}…). Figures: interquartile mean over the seeds [95 % "
+        "bootstrap interval]; a run that never reached the goal counts as its budget.",
+        "",
+        "| configuration | seeds | solved | actor steps to the goal | wall s to the goal "
+        "(from launch) | last evaluation |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in report["learning"]:
-        goal = r["wall_s_to_goal"] if r["goal_reached"] else f"not in {report['cap_s']:g}"
-        below = (
-            f"{r['below_goal_after_goal']} of {r['evaluations_after_goal']}"
-            if r["goal_reached"]
-            else "-"
-        )
+    for s in report["summaries"]:
         lines.append(
-            f"| {r.get('topology', TOPOLOGY.stem)} | {r['num_actors']} | {r['ready_s']} | {goal} "
-            f"| {r['actor_steps_to_goal']} | {r['learner_steps_to_goal']} "
-            f"| {r['learner_steps_per_s']} | {r['best_return']} | {r['mean_last_5']} | {below} |"
+            f"| {s['config']} (goal {CONFIGS[s['config']].goal:g}, budget "
+            f"{CONFIGS[s['config']].budget:,}) | {len(s['seeds'])} | {s['solved']} "
+            f"| {_cell(s['actor_steps_to_goal'])} | {_cell(s['wall_s_to_goal'])} "
+            f"| {_cell(s['last_return'], 1)} |"
+        )
+    lines += [
+        "",
+        "| configuration | seed | solved | actor steps to the goal | wall s to the goal | "
+        "last evaluation | best | learner steps | wall s |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in report["runs"]:
+        lines.append(
+            f"| {r['config']} | {r['seed']} | {'yes' if r['solved'] else 'no'} "
+            f"| {r['actor_steps_to_goal'] if r['actor_steps_to_goal'] is not None else '-'} "
+            f"| {r['wall_s_to_goal'] if r['wall_s_to_goal'] is not None else '-'} "
+            f"| {r['last_return']} | {r['best_return']} | {r['learner_steps']} | {r['wall_s']} |"
         )
     t = report["actor_throughput"]
     if t:
+        per_round = ", ".join(f"{r['ratio']:.2f}" for r in t["rounds"])
         lines += [
             "",
-            f"Actor env steps/s: inside topo {t['topo']:.0f}, same loop without topo "
-            f"{t['plain']:.0f} (ratio {t['ratio']:.2f}, goal ≥ 0.8).",
+            f"Actor env steps/s, one actor, its learner never sampling (medians of "
+            f"{len(t['rounds'])} interleaved rounds): inside topo {t['topo']:,.0f}, the same "
+            f"loop without topo with its Reverb server in a process of its own "
+            f"{t['plain']:,.0f}; ratio **{t['ratio']:.2f}** (per round: {per_round}).",
         ]
+    lines += ["", f"![curves]({report['out']}_curve.png)"]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    import os
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument(
-        "--cap-s", type=float, default=540.0, help="seconds each run trains once ready"
+        "--cap-s", type=float, default=600.0, help="seconds a run may train once ready"
     )
-    parser.add_argument("--throughput-s", type=float, default=20.0)
+    parser.add_argument("--throughput-rounds", type=int, default=3)
+    parser.add_argument("--throughput-s", type=float, default=15.0)
     parser.add_argument("--out", default="dqn_bench", help="results file stem")
-    parser.add_argument(
-        "--colocated",
-        type=int,
-        nargs="*",
-        default=[2],
-        help="actor counts to run acme_colocated.yaml with too (none: skip it)",
-    )
-    parser.add_argument(
-        "--to-goal", action="store_true", help="stop each run at 475 (no stability figures)"
-    )
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    start, load_start = time.monotonic(), os.getloadavg()[0]
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        learning = []
-        runs = [(TOPOLOGY, n) for n in args.actors] + [(COLOCATED, n) for n in args.colocated]
-        for topology, n in runs:
-            learning.append(learning_run(n, args.cap_s, Path(tmp), topology, args.to_goal))
-            print(json.dumps({k: v for k, v in learning[-1].items() if k != "curve"}), flush=True)
-        throughput: dict[str, float] = {}
-        if args.throughput_s > 0:
-            topo_rate = topo_actor_rate(args.throughput_s, Path(tmp))
-            plain_rate = plain_actor_rate(args.throughput_s)
-            throughput = {"topo": topo_rate, "plain": plain_rate, "ratio": topo_rate / plain_rate}
-            print(json.dumps(throughput), flush=True)
+        for name in args.configs:
+            for seed in args.seeds:
+                runs.append(learning_run(CONFIGS[name], seed, args.cap_s, Path(tmp)))
+                print(json.dumps({k: v for k, v in runs[-1].items() if k != "curve"}), flush=True)
+        rate = (
+            throughput(args.throughput_rounds, args.throughput_s, Path(tmp))
+            if args.throughput_rounds > 0
+            else {}
+        )
     report = {
-        "command": "python bench/dqn_bench.py " + " ".join(sys.argv[1:]),
-        "cap_s": args.cap_s,
+        "command": ".venv/bin/python bench/dqn_bench.py " + " ".join(sys.argv[1:]),
+        "out": args.out,
         "cpus": os.cpu_count(),
-        "learning": learning,
-        "actor_throughput": throughput,
+        "load_start": load_start,
+        "load_end": os.getloadavg()[0],
+        "wall_s": time.monotonic() - start,
+        "summaries": [
+            summary(CONFIGS[n], [r for r in runs if r["config"] == n]) for n in args.configs
+        ],
+        "runs": runs,
+        "actor_throughput": rate,
     }
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1) + "\n")
     (RESULTS / f"{args.out}.md").write_text(markdown(report))
-    plot(learning, RESULTS / f"{args.out}_curve.png")
+    plot(report, RESULTS / f"{args.out}_curve.png")
     print(markdown(report))
 
 

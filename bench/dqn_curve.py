@@ -11,7 +11,7 @@ from pathlib import Path
 
 EVAL = re.compile(
     r"evaluator:\s+([0-9.]+)s actor_steps=(\d+) learner_steps=(\d+) "
-    r"mean return over (\d+) episodes: ([0-9.]+)"
+    r"mean return over (\d+) episodes: (-?[0-9.]+)"
 )
 GOAL = 475.0  # CartPole's "solved" mean return, the benches' goal
 FIRST_ATTEMPT = "── topo: attempt 1 started"  # a launcher's first start of a node

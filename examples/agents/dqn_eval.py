@@ -36,7 +36,10 @@ class Evaluator:
     short after its current episode; the final one plays what fits in ``final_within_s``
     (at least one episode), well inside the stop's grace period even on a busy machine.
 
-    Snapshots: the episode seeds of an evaluation follow from the evaluations made so
+    Episode seeds: with ``eval_seed`` set, every evaluation plays the same held-out
+    episodes (seeds ``eval_seed``, ``eval_seed + 1``, ...: comparable across evaluations
+    and runs, as a benchmark wants); else they follow from the node's seed and the
+    evaluations made so far. Snapshots: the episode seeds of an evaluation follow from the evaluations made so
     far, so :meth:`save` keeps their returns; a restored evaluator plays the seeds the
     saved one would have played next. Pause points: between two evaluation episodes and
     between two evaluations; the wait between evaluations and the fetches of the
@@ -54,8 +57,10 @@ class Evaluator:
         stop_at_return: float | None = None,
         stop_at_return_for: int = 1,
         env: str = DEFAULT,
+        eval_seed: int | None = None,
     ) -> None:
         self._seed = seed_of(random_key)
+        self._eval_seed = eval_seed
         self._source = variable_source
         self._stop = program_stop_event()
         self._counter = StopAware(counter, self._stop)  # a call cut short by the stop
@@ -82,7 +87,9 @@ class Evaluator:
             return int(np.argmax(numpy_q_values(layers, observation)))
 
         end = None if within_s is None else time.monotonic() + within_s
-        seeds = self._seed + 1000 * len(self.returns)
+        seeds = (
+            self._seed + 1000 * len(self.returns) if self._eval_seed is None else self._eval_seed
+        )
         results: list[float] = []
         for i in range(self._episodes):
             pause_step()

@@ -64,15 +64,23 @@ def assert_offline_learned(evaluator_log: str) -> float:
 
 DIAL = {"max_executor_steps": 20_000}  # mava_dial: ~150 trainer updates
 DIAL_REWARD = re.compile(r"final normalised reward: (-?[\d.]+)")
+DIAL_ANY_REWARD = re.compile(r"normalised reward: (-?[\d.]+) after")
+DIAL_BEST_AT_LEAST = 0.25  # see assert_dial_learned
 
 
 def assert_dial_learned(evaluator_log: str, metrics: Path) -> float:
-    """DIAL's final greedy reward; AssertionError unless it beats telling at random (an
-    untrained network tells on day 1 or never: ~150 updates already do better) and the
-    trainer took batches all along (at least 50 steps: the executors wait on it)."""
+    """DIAL's final greedy reward; AssertionError unless it beats never telling (0; an
+    untrained network tells on day 1, about -1, or never), its best evaluation reaches
+    DIAL_BEST_AT_LEAST, and the trainer took batches all along (at least 50 steps: the
+    executors wait on it). Within DIAL's budget the best evaluation reached 0.46-0.73
+    (three seeds on procs, and 0.44-0.62 at the same point of the bench's curves); what
+    shows the learned communication (1.000 against the best rule without it, 0.722) takes
+    ten times the budget: bench/dial_bench.py."""
     found = DIAL_REWARD.findall(evaluator_log)
     assert found, evaluator_log[-2000:]
     assert float(found[-1]) > 0.0, found
+    every = [float(r) for r in DIAL_ANY_REWARD.findall(evaluator_log)]
+    assert max(every) >= DIAL_BEST_AT_LEAST, every
     rows = [json.loads(line) for line in (metrics / "trainer.jsonl").read_text().splitlines()]
     assert max(int(r["trainer_steps"]) for r in rows) >= 50, rows[-3:]
     return float(found[-1])

@@ -49,3 +49,26 @@ def test_a_stop_cuts_an_evaluation_under_way_after_one_episode() -> None:
     assert evaluator._played == 1
     evaluator.evaluate(evaluator._params)
     assert evaluator._played == 50
+
+
+def test_a_fixed_eval_seed_plays_the_same_held_out_episodes_at_every_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import examples.agents.dqn_eval as dqn_eval
+
+    played: list[int] = []
+    monkeypatch.setattr(
+        dqn_eval, "run_episode", lambda env, policy, seed: played.append(seed) or 0.0
+    )
+    fixed = _evaluator(episodes=3)
+    fixed._eval_seed = 1_000_000
+    for _ in range(2):
+        fixed.evaluate(fixed._params)
+        fixed.returns.append(0.0)
+    assert played == [1_000_000, 1_000_001, 1_000_002] * 2
+    played.clear()
+    own = _evaluator(episodes=3)  # no eval_seed: each evaluation its own episodes
+    for _ in range(2):
+        own.evaluate(own._params)
+        own.returns.append(0.0)
+    assert played[:3] != played[3:] and len(set(played)) == 6

@@ -41,6 +41,21 @@ def submission(ctx: typer.Context, backend: str) -> Any | None:
         raise fail(exc) from None
 
 
+def launcher_args(settings: Settings) -> list[str]:
+    """The run options the job's own ``topo run`` is given: those set away from their
+    defaults (the grace, the log rotation, the metrics formats)."""
+    from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
+
+    args = [] if settings.grace_s is None else ["--grace", f"{settings.grace_s:g}"]
+    if settings.log_max_mb != DEFAULT_LOG_MAX_MB:
+        args += ["--log-max-mb", f"{settings.log_max_mb or 0:g}"]
+    if settings.log_keep != DEFAULT_LOG_KEEP:
+        args += ["--log-keep", str(settings.log_keep)]
+    if settings.metrics_to:
+        args += ["--metrics-to", ",".join(settings.metrics_to)]
+    return args
+
+
 def submitted(
     ctx: typer.Context,
     sub: Any,
@@ -65,10 +80,7 @@ def submitted(
 
     program, settings, origin_args = _origin(ctx, origin, start, settings)
     run_dir = settings.run_dir or fresh_run_dir(settings.log_dir, program.name)
-    run_args = [] if settings.grace_s is None else ["--grace", str(settings.grace_s)]
-    if settings.metrics_to:
-        run_args += ["--metrics-to", ",".join(settings.metrics_to)]
-    run_args += origin_args
+    run_args = launcher_args(settings) + origin_args
     run_dir = run_dir.resolve()
     made = _first_missing(run_dir)  # what a failed submission removes (None: nothing)
     run_id = _listed(run_dir)  # before the job can start: its launcher keeps the id
