@@ -52,3 +52,20 @@ def test_the_reverb_server_process_ends_by_itself_at_the_stop(
     assert not jail.killed, f"the {start} child did not end by itself; killed after {took:.1f}s"
     assert took < STOP_WITHIN_S
     assert not wait_gone([pid], 5)
+
+
+def test_another_node_of_the_process_makes_the_server_a_fresh_interpreter() -> None:
+    """A node colocated with the replay may be starting JAX or gRPC while the replay
+    starts its server: a fork then could copy a lock held by that node's thread."""
+    import threading
+
+    release = threading.Event()
+    alone = reverb_jail._grpc_running()
+    other = threading.Thread(target=release.wait, name="topo-node-learner", daemon=True)
+    other.start()
+    try:
+        assert reverb_jail._grpc_running()
+    finally:
+        release.set()
+        other.join()
+    assert reverb_jail._grpc_running() == alone

@@ -17,7 +17,8 @@ Where no namespace can be made the server listens on the host as before, and the
 says so. The parent talks to the child over a socket pair, one JSON object per packet.
 The child is a fork of the node's process, fast (Reverb is imported already) while no
 gRPC thread runs there; where one does (the threads backend, a node colocated with a
-reverb client) forking could leave the child with gRPC's locks held, so the child is a
+reverb client; another node of the same process, which may be starting either) forking
+could leave the child with gRPC's locks held, so the child is a
 fresh interpreter, handed the spec (pickled by its own parent) on the socket pair.
 Nothing from any peer is unpickled.
 """
@@ -209,11 +210,18 @@ def _import_for_child(spec: JailSpec) -> None:
 
 
 def _grpc_running() -> bool:
-    """True when a gRPC thread runs in this process (a fork would copy its locks), or
-    JAX has started its backends (its threads too)."""
+    """True when a fork of this process could copy a lock another thread holds: a gRPC
+    thread runs here, JAX has started its backends (its threads too), or another node
+    runs in this process (colocated, or the threads backend): it may be starting JAX or
+    gRPC at the very moment of the fork (a colocated learner did: the forked server
+    hung, and the learner waited a minute for its replay)."""
     bridge = sys.modules.get("jax._src.xla_bridge")
     if bridge is not None and getattr(bridge, "_at_fork_handler_installed", False):
         return True
+    me = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not me and thread.name.startswith(("topo-node-", "topo-exe-")):
+            return True
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
