@@ -1,4 +1,6 @@
-"""Acme's distributed offline agent on CartPole: behaviour cloning or CRR on a fixed dataset.
+"""Acme's distributed offline agent: behaviour cloning or CRR on a fixed dataset, on
+CartPole by default or any environment with discrete actions (``env``, as the DQN
+examples name it; the networks' outputs come from its spec, their inputs from the data).
 
 ``examples/topologies/acme_offline.yaml`` runs it as make_distributed_offline_experiment
 does: a ``Learner`` trains on batches of transitions from a dataset factory (a YAML
@@ -33,6 +35,7 @@ import topo
 from examples.agents import offline_learners
 from examples.agents.common import Policy, VariableClient, make_environment, run_episode
 from examples.agents.demonstrations import Batch, int_seed, key_seed
+from examples.agents.envs import DEFAULT, spec_of
 from examples.agents.node_state import fill_tree, numpy_leaves, pause_step
 from examples.agents.offline_saver import (
     ModelSaver,
@@ -93,6 +96,24 @@ def to_numpy(tree: Any) -> Any:
 # -- the nodes -----------------------------------------------------------------------------
 
 
+def _check_data(batch: Batch, env: str) -> None:
+    """Refuse a dataset that was not played on ``env``: its observations' size or its
+    actions do not fit the environment the evaluators play."""
+    spec = spec_of(env)
+    size = int(np.prod(np.shape(batch["observation"])[1:]))
+    if size != spec.observation_size:
+        raise ValueError(
+            f"the dataset's observations have {size} values, {env}'s have "
+            f"{spec.observation_size}: give a dataset played on {env} (-p dataset=module:factory)"
+        )
+    actions = np.asarray(batch["action"])
+    if actions.size and (actions.min() < 0 or actions.max() >= spec.num_actions):
+        raise ValueError(
+            f"the dataset's actions go from {actions.min()} to {actions.max()}, {env} has "
+            f"actions 0 to {spec.num_actions - 1}: give a dataset played on {env}"
+        )
+
+
 class Learner:
     """An offline learner on a fixed dataset: behaviour cloning (``algorithm="bc"``,
     Acme's BCLearner) or CRR (``"crr"``, Acme's CRRLearner), from
@@ -118,15 +139,21 @@ class Learner:
         algorithm_args: Mapping[str, Any] | None = None,
         log_every_s: float = 1.0,
         print_every_s: float = 2.0,
+        env: str = DEFAULT,
     ) -> None:
         key = jnp.asarray(key_seed(random_key), dtype=jnp.uint32)
         dataset_key, init_key = jax.random.split(key)
         factory = import_target(dataset) if isinstance(dataset, str) else dataset
         self._iterator = iter(factory(np.asarray(dataset_key), **dict(dataset_args or {})))
         self._algorithm = offline_learners.make_algorithm(
-            algorithm, tuple(hidden_sizes), learning_rate, **dict(algorithm_args or {})
+            algorithm,
+            tuple(hidden_sizes),
+            learning_rate,
+            **{"num_actions": spec_of(env).num_actions, **dict(algorithm_args or {})},
         )
-        self._state = self._algorithm.init(init_key, next(self._iterator))
+        first = next(self._iterator)
+        _check_data(first, env)
+        self._state = self._algorithm.init(init_key, first)
         # Counts go to the program's counter as ``learner_steps`` (at most once a second),
         # with a deadline under the stop grace period so a stop never waits on it.
         self._parent = counter
@@ -258,6 +285,7 @@ class Evaluator:
         every_s: float = 5.0,
         refresh_s: float = 1.0,
         final_within_s: float = 1.5,
+        env: str = DEFAULT,
     ) -> None:
         self._source = variable_source
         self._final_within_s = final_within_s
@@ -265,7 +293,7 @@ class Evaluator:
         self._counter = Counter(
             _with_deadline(counter, STOP_DEADLINE_S), prefix="evaluator", time_delta=0.0
         )
-        self._env = make_environment()
+        self._env = make_environment(env=env)
         self._seed = int_seed(random_key) // 2  # room for the episode seeds above it
         self._episodes = episodes
         self._every_s = every_s

@@ -15,7 +15,7 @@ picks the policy network's parameters out of the state (what evaluators play gre
   target Q-values under the policy); the policy regresses onto the actions played, each
   weighted by a function of its advantage ``Q(s, a) - Σ_b π(b|s) Q(s, b)``: ``exp(A/β)``
   clipped at ``ratio_upper_bound`` or the indicator ``A > 0`` (Acme's
-  ``policy_loss_coeff_advantage_exp`` and ``_indicator``). With two actions the
+  ``policy_loss_coeff_advantage_exp`` and ``_indicator``). With discrete actions the
   expectation over the policy is exact, where Acme samples actions.
 """
 
@@ -30,18 +30,20 @@ import jax
 import jax.numpy as jnp
 import optax
 
-NUM_ACTIONS = 2
+NUM_ACTIONS = 2  # CartPole's; the learners take ``num_actions`` from the environment's spec
 Params = Any  # a haiku parameter tree
 Batch = Mapping[str, Any]
 StepFn = Callable[[Any, Batch], tuple[Any, dict[str, jax.Array]]]
 
 
-def make_network(hidden_sizes: Sequence[int] = (64, 64), name: str = "mlp") -> hk.Transformed:
-    """An MLP from observations to one output per action: the policy's logits (``mlp``)
-    or the critic's Q-values (``critic``)."""
+def make_network(
+    hidden_sizes: Sequence[int] = (64, 64), name: str = "mlp", num_actions: int = NUM_ACTIONS
+) -> hk.Transformed:
+    """An MLP from observations (of any size: haiku takes it from the first batch) to one
+    output per action: the policy's logits (``mlp``) or the critic's Q-values (``critic``)."""
 
     def forward(observation: jax.Array) -> jax.Array:
-        return hk.nets.MLP([*hidden_sizes, NUM_ACTIONS], name=name)(observation)
+        return hk.nets.MLP([*hidden_sizes, num_actions], name=name)(observation)
 
     return hk.without_apply_rng(hk.transform(forward))
 
@@ -79,13 +81,14 @@ def make_bc(
     hidden_sizes: Sequence[int] = (64, 64),
     learning_rate: float = 1e-3,
     top_fraction: float | None = None,
+    num_actions: int = NUM_ACTIONS,
 ) -> Algorithm:
     """Behaviour cloning: cross-entropy of the policy's logits against the played actions;
     with ``top_fraction``, filtered BC: only on the transitions of each batch that come
     from its best-returning episodes (``filter_weights``; needs ``episode_return``)."""
     if top_fraction is not None and not 0.0 < top_fraction <= 1.0:
         raise ValueError(f"top_fraction must be in (0, 1], got {top_fraction}")
-    network = make_network(hidden_sizes)
+    network = make_network(hidden_sizes, num_actions=num_actions)
     optimizer = optax.adam(learning_rate)
 
     def loss_fn(params: Params, batch: Batch) -> tuple[jax.Array, jax.Array]:
@@ -114,11 +117,14 @@ def make_bc(
 
 
 def make_filtered_bc(
-    hidden_sizes: Sequence[int] = (64, 64), learning_rate: float = 1e-3, top_fraction: float = 0.2
+    hidden_sizes: Sequence[int] = (64, 64),
+    learning_rate: float = 1e-3,
+    top_fraction: float = 0.2,
+    num_actions: int = NUM_ACTIONS,
 ) -> Algorithm:
     """Filtered (return-conditioned, "%BC") behaviour cloning: BC on the transitions of
     the best-returning ``top_fraction`` of each batch."""
-    return make_bc(hidden_sizes, learning_rate, top_fraction)
+    return make_bc(hidden_sizes, learning_rate, top_fraction, num_actions)
 
 
 # -- CRR --------------------------------------------------------------------------------------
@@ -184,13 +190,14 @@ def make_crr(
     coeff: str = "exp",
     beta: float = 1.0,
     target_update_period: int = 100,
+    num_actions: int = NUM_ACTIONS,
 ) -> Algorithm:
     """CRR for discrete actions (see the module docstring); the target critic is copied
     from the critic every ``target_update_period`` steps, as in Acme's CRRLearner."""
     if coeff not in ("exp", "indicator"):
         raise ValueError(f"unknown CRR coefficient {coeff!r}: use 'exp' or 'indicator'")
-    policy_net = make_network(hidden_sizes)
-    critic_net = make_network(hidden_sizes, name="critic")
+    policy_net = make_network(hidden_sizes, num_actions=num_actions)
+    critic_net = make_network(hidden_sizes, name="critic", num_actions=num_actions)
     policy_optimizer = optax.adam(learning_rate)
     critic_optimizer = optax.adam(critic_learning_rate)
 
