@@ -138,6 +138,7 @@ def summary(config: Config, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "config": config.name,
         "seeds": [r["seed"] for r in runs],
         "solved": fraction_at_least([1.0 if r["solved"] else 0.0 for r in runs], 1.0),
+        "failed": sum(r["exit_code"] != 0 for r in runs),
         "reached_goal": sum(r["actor_steps_to_goal"] is not None for r in runs),
         "actor_steps_to_goal": iqm_interval(steps).__dict__,
         "wall_s_to_goal": iqm_interval(walls).__dict__,
@@ -303,7 +304,8 @@ def markdown(report: dict[str, Any]) -> str:
         "Each run stops by itself once three evaluations in a row reach the goal (solved) or "
         "at its actor-step budget; every evaluation plays the same 10 held-out episodes "
         f"(seeds {EVAL_SEED:,}…). Figures: interquartile mean over the seeds [95 % "
-        "bootstrap interval]; a run that never reached the goal counts as its budget.",
+        "bootstrap interval]; a run that never reached the goal counts as its budget (its "
+        "steps) and its whole wall time; a failed run (exit not 0) is counted so too.",
         "",
         "| configuration | seeds | solved | actor steps to the goal | wall s to the goal "
         "(from launch) | last evaluation |",
@@ -312,22 +314,25 @@ def markdown(report: dict[str, Any]) -> str:
     for s in report["summaries"]:
         lines.append(
             f"| {s['config']} (goal {CONFIGS[s['config']].goal:g}, budget "
-            f"{CONFIGS[s['config']].budget:,}) | {len(s['seeds'])} | {s['solved']} "
+            f"{CONFIGS[s['config']].budget:,}) | {len(s['seeds'])} | {s['solved']}"
+            + (f" ({s['failed']} failed)" if s.get("failed") else "")
+            + " "
             f"| {_cell(s['actor_steps_to_goal'])} | {_cell(s['wall_s_to_goal'])} "
             f"| {_cell(s['last_return'], 1)} |"
         )
     lines += [
         "",
         "| configuration | seed | solved | actor steps to the goal | wall s to the goal | "
-        "last evaluation | best | learner steps | wall s |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "last evaluation | best | learner steps | wall s | exit |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in report["runs"]:
         lines.append(
             f"| {r['config']} | {r['seed']} | {'yes' if r['solved'] else 'no'} "
             f"| {r['actor_steps_to_goal'] if r['actor_steps_to_goal'] is not None else '-'} "
             f"| {r['wall_s_to_goal'] if r['wall_s_to_goal'] is not None else '-'} "
-            f"| {r['last_return']} | {r['best_return']} | {r['learner_steps']} | {r['wall_s']} |"
+            f"| {r['last_return']} | {r['best_return']} | {r['learner_steps']} | {r['wall_s']} "
+            f"| {r['exit_code']} |"
         )
     t = report["actor_throughput"]
     if t:
@@ -353,7 +358,21 @@ def main() -> None:
     parser.add_argument("--throughput-rounds", type=int, default=3)
     parser.add_argument("--throughput-s", type=float, default=15.0)
     parser.add_argument("--out", default="dqn_bench", help="results file stem")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write <out>.md and the plot again from <out>.json (no runs)",
+    )
     args = parser.parse_args()
+    if args.report_only:
+        report = json.loads((RESULTS / f"{args.out}.json").read_text())
+        for s in report["summaries"]:
+            s["failed"] = sum(
+                r["exit_code"] != 0 for r in report["runs"] if r["config"] == s["config"]
+            )
+        (RESULTS / f"{args.out}.md").write_text(markdown(report))
+        plot(report, RESULTS / f"{args.out}_curve.png")
+        return
     RESULTS.mkdir(parents=True, exist_ok=True)
     start, load_start = time.monotonic(), os.getloadavg()[0]
     runs: list[dict[str, Any]] = []

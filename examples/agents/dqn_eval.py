@@ -39,9 +39,9 @@ class Evaluator:
     Episode seeds: with ``eval_seed`` set, every evaluation plays the same held-out
     episodes (seeds ``eval_seed``, ``eval_seed + 1``, ...: comparable across evaluations
     and runs, as a benchmark wants); else they follow from the node's seed and the
-    evaluations made so far. Snapshots: the episode seeds of an evaluation follow from the evaluations made so
-    far, so :meth:`save` keeps their returns; a restored evaluator plays the seeds the
-    saved one would have played next. Pause points: between two evaluation episodes and
+    evaluations made so far. Snapshots: then :meth:`save` keeps the returns of the
+    evaluations made; a restored evaluator plays the seeds the saved one would have
+    played next. Pause points: between two evaluation episodes and
     between two evaluations; the wait between evaluations and the fetches of the
     learner's parameters and the counts are pausable waits."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from topo.targets import prepare
 
@@ -84,3 +85,52 @@ def test_the_dataset_file_round_trips_and_the_factory_reads_it(tmp_path: Path) -
     assert all(np.array_equal(first[k], again[k]) for k in first)
     other = next(demos.transition_dataset([0, 10], episodes=5, batch_size=16))
     assert not np.array_equal(other["observation"], first["observation"])
+
+
+def test_in_the_fragments_mix_the_top_episodes_by_return_hold_no_expert_play() -> None:
+    data = demos.record_episodes(episodes=100, seed=7, mix="fragments")
+    assert [b.name for b in demos.FRAGMENTS] == ["good", "mediocre", "random"]
+    returns = data.returns_by_policy("fragments")
+    for behaviour in demos.FRAGMENTS:
+        assert len(returns[behaviour.name]) == round(behaviour.share * 100)
+    # the expert's play is there, a fifth of the transitions or so, in 30-150-step windows
+    played = data.transitions_by_policy("fragments")
+    assert sum(played.values()) == len(data)
+    assert 0.15 * len(data) < played["good"] < 0.3 * len(data)
+    assert 30 <= returns["good"].min() and returns["good"].max() <= 150
+    # while the mediocre controller's whole episodes score more (about 190)
+    assert returns["mediocre"].mean() > 1.5 * returns["good"].mean()
+    # so the top 20 % of the episodes by return hold none of the expert's transitions,
+    top = np.argsort(data.episode_return)[-20:]
+    assert not np.any(data.episode_policy[top] == 0)
+    # nor do the top 20 % of the transitions by their episode's return (filtered BC's rule)
+    per_step = data.episode_return[data.episode]
+    kept = per_step >= np.quantile(per_step, 0.8)
+    assert kept.sum() > 0 and not np.any(data.episode_policy[data.episode][kept] == 0)
+    # a window ends by truncation: discount 1 (TD bootstraps through it); the expert's
+    # play is what the expert does (ε = 0.1)
+    good = data.episode_policy[data.episode] == 0
+    assert np.all(data.discount[good] == 1.0)
+    expert = np.array([common.expert_action(o) for o in data.observation[good]])
+    assert 0.9 < np.mean(expert == data.action[good]) < 0.99
+    same_episode = data.episode[1:] == data.episode[:-1]
+    assert np.array_equal(
+        data.next_observation[:-1][same_episode], data.observation[1:][same_episode]
+    )
+
+
+def test_the_mix_is_a_parameter_of_the_factory_and_of_its_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "ds.npz")
+    first = next(demos.transition_dataset([0, 3], episodes=10, batch_size=8, path=path))
+    [written] = tmp_path.glob("ds-*.npz")
+    with np.load(written) as raw:
+        assert str(raw["mix"]) == demos.describe() == demos.describe("default")
+    # the same file asked for another mix is recorded again with that mix
+    second = next(
+        demos.transition_dataset([0, 3], episodes=10, batch_size=8, path=path, mix="fragments")
+    )
+    with np.load(written) as raw:
+        assert "logged in windows of 30-150 steps" in str(raw["mix"])
+    assert not np.array_equal(first["observation"], second["observation"])
+    with pytest.raises(ValueError, match="unknown dataset mix 'nope'"):
+        demos.record_episodes(episodes=3, mix="nope")
