@@ -332,8 +332,10 @@ def bad_indentation(lines: Lines, rng: random.Random) -> Lines | None:
     cands = [
         i
         for i in _key_lines(lines)
-        if _indent(lines[i]) >= 4 and i + 1 < len(lines) and _indent(lines[i + 1]) >= 4
-        and not lines[i].rstrip().endswith(":")
+        # a sibling must follow at the same indent: a mapping's only key may sit at any
+        # deeper indent and still be valid YAML
+        if _indent(lines[i]) >= 4 and i + 1 < len(lines)
+        and _indent(lines[i + 1]) == _indent(lines[i]) and not lines[i].rstrip().endswith(":")
     ]  # fmt: skip
     if not cands:
         return None
