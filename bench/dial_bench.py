@@ -6,8 +6,10 @@ evaluator's normalised reward (greedy policy, messages as hard bits; for 3 priso
 exactly, over all 729 schedules; for 4, over 1,000 drawn ones) against training episodes
 and wall time. Each finished run is merged into bench/results/dial_bench.json (runs of
 other prisoner counts and seeds are kept), and dial_bench.md and dial_learning.png are
-rewritten from it. Rerun: ``.venv/bin/python bench/dial_bench.py --agents 3 --seeds 0 1 2``
-and ``--agents 4 --seeds 0 --steps 300000``.
+rewritten from it. Rerun: ``.venv/bin/python bench/dial_bench.py --agents 3 --seeds 0 1 2 3 4``
+and ``--agents 4 --seeds 0 --steps 300000``. Per configuration (prisoners, steps) with
+several seeds the report gives the interquartile mean over seeds with a 95 % bootstrap
+interval (bench/stats.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.stats import iqm_interval  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
 TOPOLOGY = ROOT / "examples" / "topologies" / "mava_dial.yaml"
 GOAL = 0.98
@@ -138,7 +143,38 @@ def report(results: list[dict[str, Any]]) -> str:
             f"{r['mean_last_5']:.3f} | {reach} | {r['trainer_steps']:,} | "
             f"{r['wall_s']:.0f} s | {r['load_avg_1m']:.1f} |"
         )
+    lines += summary(results)
     return "\n".join(lines) + "\n"
+
+
+def summary(results: list[dict[str, Any]]) -> list[str]:
+    """Per configuration (prisoners, executor steps) with two or more seeds: the IQM
+    [95 % CI] of the final reward and of the time to the goal, and how many reached it."""
+    configs = sorted({(r["agents"], r["steps"]) for r in results})
+    out = [
+        "",
+        f"| prisoners | executor steps | seeds | reached {GOAL} | final, IQM [95 % CI] | "
+        f"seconds to {GOAL}, IQM [95 % CI] |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    shown = False
+    for agents, steps in configs:
+        runs = [r for r in results if (r["agents"], r["steps"]) == (agents, steps)]
+        if len(runs) < 2:
+            continue
+        shown = True
+        finals = [r["final_normalised_reward"] for r in runs]
+        reached = [r["reached_goal_s"] for r in runs if r["reached_goal_s"] is not None]
+        # a run that never reached the goal counts as its whole wall time (a lower bound)
+        times = [
+            r["reached_goal_s"] if r["reached_goal_s"] is not None else r["wall_s"] for r in runs
+        ]
+        out.append(
+            f"| {agents} | {steps:,} | {len(runs)} | "
+            f"{len(reached)} of {len(runs)} | "
+            f"{iqm_interval(finals).text(3)} | {iqm_interval(times).text(0)} |"
+        )
+    return out if shown else []
 
 
 def store(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,7 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--agents", type=int, default=3, help="prisoners")
     parser.add_argument("--steps", type=int, default=200_000, help="executor steps per run")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
