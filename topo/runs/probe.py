@@ -15,7 +15,7 @@ from typing import Any
 
 from topo.rundir.pids import process_start
 from topo.rundir.status import read_status
-from topo.runs.slurm_jobs import GONE, SlurmJob, job_now, job_of
+from topo.runs.slurm_jobs import GONE, SlurmJob, job_now, job_of, record_end
 
 LIVE_STATES = ("starting", "running", "stopping")
 NODE_LIVE_STATES = ("pending", "starting", "running", "restarting", "stopping")
@@ -136,9 +136,10 @@ def probe(
 ) -> RunInfo:
     """The run in ``run_dir`` as it is now. A run submitted as a Slurm job is checked
     against the job (``jobs``: the jobs already asked about, one ``squeue`` for many runs;
-    else Slurm is asked, at most every few seconds, unless ``ask_slurm`` is false): a job still waiting is a run
-    ``starting``, a job no longer running under a live record is a ``lost`` run (its
-    launcher cannot tell: it runs on the job's node)."""
+    else Slurm is asked, at most every few seconds, unless ``ask_slurm`` is false): a job
+    still waiting is a run ``starting``, a job no longer running under a live record is a
+    ``lost`` run (its launcher cannot tell: it runs on the job's node), and how the job
+    ended is kept in the run directory once seen (Slurm forgets it after MinJobAge)."""
     record = job_of(run_dir)
     info = _probe(run_dir, run_id)
     if record is None:
@@ -156,7 +157,21 @@ def probe(
     ended = record.get("ended")
     if isinstance(ended, str) and (info.slurm is None or info.slurm.state == GONE):
         info.slurm = SlurmJob(job_id, ended)  # as topo ended it (Slurm forgets)
+    elif info.slurm is not None and info.slurm.state in FINAL and ended != info.slurm.state:
+        # Slurm forgets an ended job after its MinJobAge: keep how it ended for the
+        # readers after this one (a lost run read later says FAILED, not GONE)
+        try:
+            record_end(run_dir, info.slurm.state)
+        except OSError:
+            pass  # a reader that may not write there
     return _with_job(info, run_id)
+
+
+# job states that never come back (a preempted or requeued job may run again)
+FINAL = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL"}
+    | {"OUT_OF_MEMORY", "TIMEOUT"}
+)
 
 
 def _with_job(info: RunInfo, run_id: str | None) -> RunInfo:

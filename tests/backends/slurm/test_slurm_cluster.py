@@ -67,10 +67,15 @@ def test_scancel_ends_a_step_and_what_it_runs(slurm_cluster: SlurmCluster) -> No
         text=True,
     )
     assert step.stdout is not None
-    pid = int(Lines(step.stdout).wait_for(lambda line: line.startswith("pid "), 60).split()[1])
-    assert psutil.Process(pid).name() == "sleep"
-    stepds = slurm_cluster.stepds()
-    assert stepds and all(pid in {c.pid for c in s.children(recursive=True)} for s in stepds)
+    try:
+        pid = int(Lines(step.stdout).wait_for(lambda line: line.startswith("pid "), 60).split()[1])
+        # bash says its pid, then becomes sleep (on a busy machine, not at once)
+        wait_until(lambda: psutil.Process(pid).name() == "sleep", 60, what="the step's sleep")
+        stepds = slurm_cluster.stepds()
+        assert stepds and all(pid in {c.pid for c in s.children(recursive=True)} for s in stepds)
+    except BaseException:
+        slurm_cluster.run("scancel", held.job)  # nothing left on the cluster for the next test
+        raise
     slurm_cluster.run("scancel", held.job)
     assert wait_gone([pid, *(s.pid for s in stepds)], 60) == []
     step.wait(60)
