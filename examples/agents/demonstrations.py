@@ -52,7 +52,7 @@ argument picks ``"default"`` (what the topology passes, by default) or ``"fragme
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,21 @@ class Episodes:
     def __len__(self) -> int:
         return int(self.action.shape[0])
 
+    @classmethod
+    def from_steps(
+        cls, steps: Mapping[str, Sequence[Any]], who: Sequence[int], returns: Sequence[float]
+    ) -> Episodes:
+        """The episodes from per-step lists (``FIELDS`` and ``episode``), which behaviour
+        played each episode and each episode's return, in their dtypes."""
+        floats = {k: np.asarray(steps[k], np.float32) for k in FIELDS if k != "action"}
+        return cls(
+            **floats,
+            action=np.asarray(steps["action"], np.int32),
+            episode=np.asarray(steps["episode"], np.int32),
+            episode_policy=np.asarray(who, np.int32),
+            episode_return=np.asarray(returns, np.float64),
+        )
+
     def returns_by_policy(self, mix: Mix = MIX) -> dict[str, np.ndarray]:
         """Each behaviour's (logged) episode returns, by name."""
         behaviours = resolve_mix(mix)
@@ -193,16 +208,7 @@ def record_episodes(episodes: int = 100, seed: int = 0, mix: Mix = MIX) -> Episo
                 steps[key].append(value)
         returns.append(float(sum(float(step[2]) for step in played)))
     env.close()
-    return Episodes(
-        observation=np.asarray(steps["observation"], np.float32),
-        action=np.asarray(steps["action"], np.int32),
-        reward=np.asarray(steps["reward"], np.float32),
-        discount=np.asarray(steps["discount"], np.float32),
-        next_observation=np.asarray(steps["next_observation"], np.float32),
-        episode=np.asarray(steps["episode"], np.int32),
-        episode_policy=np.asarray(who, np.int32),
-        episode_return=np.asarray(returns, np.float64),
-    )
+    return Episodes.from_steps(steps, who, returns)
 
 
 def describe(mix: Mix = MIX) -> str:

@@ -44,16 +44,7 @@ def record(episodes: int, seed: int) -> demos.Episodes:
                 break
         returns.append(total)
         who.append(index % 2)
-    return demos.Episodes(
-        observation=np.asarray(rows["observation"], np.float32),
-        action=np.asarray(rows["action"], np.int32),
-        reward=np.asarray(rows["reward"], np.float32),
-        discount=np.asarray(rows["discount"], np.float32),
-        next_observation=np.asarray(rows["next_observation"], np.float32),
-        episode=np.asarray(rows["episode"], np.int32),
-        episode_policy=np.asarray(who, np.int32),
-        episode_return=np.asarray(returns, np.float64),
-    )
+    return demos.Episodes.from_steps(rows, who, returns)
 
 
 def corridor_dataset(
