@@ -96,6 +96,20 @@ class Picky:
         return "pong"
 
 
+class Dozer(Stepper):
+    """A Stepper whose one step, after its first pause point, lasts a minute: says
+    ``dozing`` (in its status) once it is in it."""
+
+    def run(self) -> None:
+        self.steps += 1
+        topo.pausepoint()
+        self.dozing = True
+        topo.stop_event().wait(60)
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "dozing": getattr(self, "dozing", False)}
+
+
 class Holder(Stepper):
     """A Stepper whose ``hold()`` keeps a handler thread until the process ends (with
     ``rpc.threads: 1``, every thread of the node busy)."""

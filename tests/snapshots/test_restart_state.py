@@ -11,6 +11,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,9 @@ def test_a_restarted_node_keeps_its_live_state_or_starts_fresh(
 def test_a_node_whose_threads_are_all_busy_restarts_within_the_pause_bound(
     topo_launch: Callable, topology: Callable
 ) -> None:
-    """Its state cannot be taken (the pause waits behind its calls): the restart says
-    why and goes on within the snapshots' pause bound, not a save's minutes."""
+    """The launcher's pause and save are served beside the busy handler thread (not
+    queued behind it until their deadline): the restart takes the node's state and
+    goes on at once."""
     text = STEPPER.format(cls="Holder", backoff=0.2) + (
         "        rpc: {threads: 1}\n    snapshots: {pause_timeout_s: 1}\n"
     )
@@ -90,10 +92,38 @@ def test_a_node_whose_threads_are_all_busy_restarts_within_the_pause_bound(
     # the caller gives up after 3 s; the node's one thread holds on until its process ends
     run.handle("stepper", timeout=3).submit("hold")
     wait_for_text(log_path(run.run_dir, "stepper"), "holding", 60)
+    asked = time.monotonic()
+    answer = _restart(run, "stepper")
+    waited = time.monotonic() - asked
+    assert answer["ok"], answer
+    assert re.fullmatch(
+        r"stepper keeps its live state \([\d.]+ (B|KiB), saved just now\)", answer["message"]
+    ), answer
+    # (before: the pause waited behind the held call until its 31 s deadline)
+    assert waited < 20, f"the restart was answered after {waited:.1f} s"
+    after = wait_until(lambda: _status(run, "stepper", first["pid"]), 120)
+    assert after["restored_from"] is not None
+
+
+@pytest.mark.slow
+def test_a_loop_not_at_a_pause_point_within_the_bound_is_named_in_the_answer(
+    topo_launch: Callable, topology: Callable
+) -> None:
+    """A step longer than the pause bound: the state is taken as it is when the bound
+    runs out (as a snapshot takes it) and the answer says which thread was not paused."""
+    text = STEPPER.format(cls="Dozer", backoff=0.2) + "    snapshots: {pause_timeout_s: 0.5}\n"
+    run = topo_launch(topology(text), "procs")
+    assert run.wait_ready(60)
+    first = wait_until(lambda: (s := run.handle("stepper").status())["dozing"] and s, 30)
     answer = _restart(run, "stepper")
     assert answer["ok"], answer
-    assert re.match(r"stepper .*its save\(\) failed: ", answer["message"]), answer
-    wait_until(lambda: _status(run, "stepper", first["pid"]), 120)
+    assert re.fullmatch(
+        r"stepper keeps its live state \([\d.]+ (B|KiB), saved just now, "
+        r"\S+ still busy: not paused\)",
+        answer["message"],
+    ), answer
+    after = wait_until(lambda: _status(run, "stepper", first["pid"]), 60)
+    assert after["restored_from"] == 1
 
 
 @pytest.mark.slow

@@ -21,7 +21,9 @@ run at once, and a slow one delays the others by at most about
 When every thread is busy in a handler for ``RECEIVE_AFTER``, the watcher takes the
 socket itself: calls that arrive wait in order (``stuck.Waiting``) for a thread to
 come free, and one still waiting near its deadline is answered ``NodeBusy`` rather
-than left to time out. Busy like that for ``busy_after_s``, the pool is flagged:
+than left to time out; the calls of the ``aside`` methods (the launcher's state door:
+a snapshot's pause must not wait behind the calls it pauses) are served at once, each on
+a thread of its own. Busy like that for ``busy_after_s``, the pool is flagged:
 a warning with the handlers' stacks in the node's log, and ``on_busy`` is told (the
 node reports it to the supervisor); told again (None) once a thread is free.
 
@@ -103,8 +105,10 @@ class LeaderPool:
         refuse: Refuse | None = None,
         on_busy: OnBusy | None = None,
         busy_after_s: float = BUSY_AFTER_S,
+        aside: frozenset[str] = frozenset(),
     ) -> None:
         self._sock = sock
+        self._aside = aside
         self._refuse = refuse
         self._busy_after = busy_after_s
         self._flag = BusyFlag(name, threads, busy_after_s, on_busy)
@@ -452,7 +456,22 @@ class LeaderPool:
             if sock.poll(int(wait * 1000) + 1, _POLLIN):
                 frames = sock.recv_multipart(copy=False)
                 self._waiting.take_in(frames, time.monotonic(), self._dropped)
+                for request in self._waiting.take_methods(self._aside):
+                    threading.Thread(
+                        target=self._serve_aside,
+                        args=(request,),
+                        name=f"topo-a-{self._name}",
+                        daemon=True,
+                    ).start()
         self._check_busy(time.monotonic())
+
+    def _serve_aside(self, request: tuple[Any, wire.Message, list[Any] | None]) -> None:
+        """Serve one of the ``aside`` methods on a thread of its own, beside the busy
+        handlers; its reply goes out through the outbox."""
+        self._init()
+        out = self._handle(*request)
+        if out is not None:
+            self.post(*out)
 
     def _check_busy(self, now: float) -> None:
         if self._saturated_since is None and self._flag.report is None:

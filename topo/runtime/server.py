@@ -157,6 +157,7 @@ class NodeServer:
             refuse=self._refuse,
             on_busy=on_busy,
             busy_after_s=busy_after_s,
+            aside=frozenset({STATE_METHOD}),
         )
         for name, fn in self.methods.items():
             spec = batch_spec(fn)

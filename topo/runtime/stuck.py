@@ -61,6 +61,18 @@ class Waiting:
         else:
             self.add((frames[0], msg, frames), now)
 
+    def take_methods(self, names: frozenset[str]) -> list[Request]:
+        """Remove and return the waiting calls of the methods ``names``."""
+        if not names:
+            return []
+        with self._lock:
+            out = [r for _, r in self._calls if r[1].method in names]
+            if out:
+                self._calls = collections.deque(
+                    (at, r) for at, r in self._calls if r[1].method not in names
+                )
+            return out
+
     def take(self) -> Request | None:
         """The oldest waiting call, for a handler thread that came free."""
         with self._lock:

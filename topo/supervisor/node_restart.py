@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from topo.rundir.snapshots import Snapshot, human_size
 from topo.supervisor.state import ExeStatus, NodeStatus
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A node's live state taken for its next start: its size, and the node's threads
+    still busy (in a call or a step) when the pause bound ran out -- the state is taken
+    as it is then, as a snapshot takes it."""
+
+    size: int
+    moving: tuple[str, ...] = ()
 
 
 class States(Protocol):
@@ -23,7 +34,7 @@ class States(Protocol):
 
     served: list[str]
 
-    def take_states(self, node_ids: list[str]) -> dict[str, int | str | None]: ...
+    def take_states(self, node_ids: list[str]) -> dict[str, Handed | str | None]: ...
 
     def start_fresh(self, node_ids: list[str]) -> None: ...
 
@@ -73,17 +84,18 @@ def restart_node(
 
 
 def _said(
-    node: str, taken: dict[str, int | str | None], state: str, fresh: bool, states: States
+    node: str, taken: dict[str, Handed | str | None], state: str, fresh: bool, states: States
 ) -> str:
     """What ``node`` starts from, in words ("" for a node that keeps no state)."""
     if fresh:
         return f"{node} starts fresh (--fresh)"
     got = taken.get(node, "")
-    if isinstance(got, int):
-        return f"{node} keeps its live state ({human_size(got)}, saved just now)"
+    if isinstance(got, Handed):
+        busy = f", {', '.join(got.moving)} still busy: not paused" if got.moving else ""
+        return f"{node} keeps its live state ({human_size(got.size)}, saved just now{busy})"
     if node in taken and got is None:
         return ""  # it keeps no state (no save())
-    why = f"it is {state}" if node not in taken else f"its save() failed: {got}"
+    why = f"it is {state}" if node not in taken else str(got)
     where, snapshot = states.start_source(node)
     if where == "fresh":
         return f"{node} starts fresh, as a change or restart asked before ({why})"

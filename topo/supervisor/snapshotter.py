@@ -29,6 +29,7 @@ from topo.kinds import get_kind
 from topo.rundir.snapshots import Snapshot, SnapshotError, human_size, write_snapshot
 from topo.runtime import Handle, ProgramContext, RegistryServer, connect_program
 from topo.runtime.node_state import STATE_METHOD, state_proof
+from topo.supervisor.node_restart import Handed
 
 SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
 RUNNING = ("running", "starting")
@@ -112,30 +113,31 @@ class Snapshotter:
         their next start (``topo apply`` restarts them with a new definition: a learner
         keeps its parameters). The nodes whose state was taken; one that cannot give
         it starts from the newest snapshot instead."""
-        return [n for n, got in self.take_states(node_ids).items() if isinstance(got, int)]
+        return [n for n, got in self.take_states(node_ids).items() if isinstance(got, Handed)]
 
-    def take_states(self, node_ids: list[str]) -> dict[str, int | str | None]:
-        """``hand_over``, saying for each served node what it gave: the bytes of its
-        state, None when it keeps none (no ``save``), or why it could not give it."""
-        out: dict[str, int | str | None] = {}
+    def take_states(self, node_ids: list[str]) -> dict[str, Handed | str | None]:
+        """``hand_over``, saying for each served node what it gave: its state's size (and
+        the threads the pause bound left moving), None when it keeps none (no ``save``),
+        or why it could not give it."""
+        out: dict[str, Handed | str | None] = {}
         with self._lock:
             for node_id in node_ids:
                 if node_id not in self.served:
                     continue
-                # The pause waits behind the node's calls when all its threads are busy:
-                # it gets the snapshots' own bound, not a save's minutes.
+                # The pause is served beside busy handlers (the pool's aside methods) and
+                # ends within the snapshots' own bound, not a save's minutes.
                 timeout = self.settings.pause_timeout_s
                 pausing = self._handle(node_id, timeout + 30)
                 proof = self._proof(node_id)
                 try:
-                    pausing.call(STATE_METHOD, proof, "pause", timeout)
+                    moving = pausing.call(STATE_METHOD, proof, "pause", timeout)
                     data = self._handle(node_id, SAVE_DEADLINE_S).call(STATE_METHOD, proof, "save")
                 except Exception as exc:
-                    out[node_id] = f"{type(exc).__name__}: {exc}"
+                    out[node_id] = f"its save() failed: {type(exc).__name__}: {exc}"
                     continue
                 finally:  # not waited for: the node restarts next
                     self._resume([node_id], wait=False)
-                out[node_id] = None if data is None else len(data)
+                out[node_id] = None if data is None else Handed(len(data), tuple(moving or ()))
                 if data is not None:
                     self._handed[node_id] = data
                     self._fresh.discard(node_id)
