@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import topo
 
@@ -54,6 +55,17 @@ class StuckInit:
     def __init__(self) -> None:
         while True:
             time.sleep(1)
+
+
+class Caller:
+    """Calls ``peer.ping()`` in its run, once, after saying so (a test waits for it)."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+
+    def run(self) -> None:
+        print("calling the peer", flush=True)
+        self.peer.ping()
 
 
 class Echo:

@@ -60,16 +60,19 @@ class AddressBook(ABC):
         """Release sockets/threads held by this address book."""
 
     def wait_lookup(self, node_id: str, deadline: float) -> str | None:
-        """Poll ``lookup`` with backoff until it answers or ``deadline`` (monotonic)."""
+        """Poll ``lookup`` with backoff until it answers, ``deadline`` (monotonic) or the
+        program's stop: a peer not registered by then will not serve this stopping
+        program (a caller waiting on to its deadline outlived the stop's grace)."""
         delay = 0.002
+        stop = self.stop_event
         while True:
             endpoint = self.lookup(node_id)
             if endpoint is not None:
                 return endpoint
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or stop.is_set():
                 return None
-            time.sleep(min(delay, remaining))
+            stop.wait(min(delay, remaining))
             delay = min(delay * 2, 0.1)
 
 

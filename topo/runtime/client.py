@@ -276,7 +276,10 @@ def _conn(
     if conn is None:
         endpoint = endpoints.get(key[:2]) or program.address_book.wait_lookup(node_id, deadline)
         if endpoint is None:
-            raise PeerUnavailable(node_id, time.monotonic() - start, "no address registered")
+            why = "no address registered"
+            if program.address_book.stop_event.is_set():
+                why += ", and the program is stopping"
+            raise PeerUnavailable(node_id, time.monotonic() - start, why)
         endpoints[key[:2]] = endpoint
         conn = _local.conns[key] = _Conn(program, node_id, endpoint, cap)
     return conn
