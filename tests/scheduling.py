@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests.idleness import Sampler, idle_report
+
 # unit -> (its folder, the backend parameter that puts a test elsewhere in it, the
 # fixtures only its tests may use); the ssh and ray units are "the machine's"
 UNITS = {
@@ -176,6 +178,8 @@ class DurationRecord:
         self.outcomes: dict[str, str] = {}
         self.cpu: dict[str, float] = {}
         self.worker_done: dict[str, float] = {}  # worker -> its last report, s into the run
+        self.spans: dict[str, tuple[str, float, float]] = {}  # test -> (worker, start, stop)
+        self.sampler = Sampler(machine_cpu)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.failures.write_text("")
 
@@ -185,6 +189,9 @@ class DurationRecord:
         gateway = getattr(getattr(report, "node", None), "gateway", None)  # (xdist's worker)
         worker = str(getattr(gateway, "id", "main"))
         self.worker_done[worker] = time.monotonic() - self.started
+        start, stop = getattr(report, "start", 0.0), getattr(report, "stop", 0.0)
+        _, first, _ = self.spans.get(report.nodeid, (worker, start, stop))
+        self.spans[report.nodeid] = (worker, min(first, start), stop)
         cpu = sum(v for k, v in report.user_properties if k == "cpu_s")
         self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + cpu
         if report.when == "call" or report.outcome != "passed":
@@ -197,6 +204,7 @@ class DurationRecord:
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         wall = time.monotonic() - self.started
+        self.sampler.stop()
         workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or str(
             getattr(terminalreporter.config.option, "numprocesses", None) or 1
         )
@@ -233,11 +241,15 @@ class DurationRecord:
                 f"| {k} | {v:.2f} | {self.seconds.get(k, 0.0):.2f} |"
                 for k, v in sorted(self.cpu.items(), key=lambda kv: kv[1], reverse=True)[:SLOWEST]
             ),
+            "",
+            *idle_report(self.sampler.samples, self.spans),
         ]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("\n".join(lines) + "\n")
         every = {k: round(v, 3) for k, v in sorted(self.seconds.items())}
         self.path.with_suffix(".json").write_text(json.dumps(every, indent=0) + "\n")
+        timeline = {"samples": self.sampler.samples, "spans": self.spans}
+        self.path.with_name("timeline.json").write_text(json.dumps(timeline) + "\n")
         cpu = {k: round(v, 3) for k, v in sorted(self.cpu.items())}
         self.path.with_name("cpu.json").write_text(json.dumps(cpu, indent=0) + "\n")
         terminalreporter.write_line(f"test durations: {self.path} ({wall:.0f} s wall)")

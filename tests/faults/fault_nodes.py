@@ -68,6 +68,31 @@ class Caller:
         self.peer.ping()
 
 
+class Napper:
+    """``nap(seconds)``: a call that takes long."""
+
+    def nap(self, seconds: float) -> None:
+        print("napping", flush=True)  # a test waits for this line
+        time.sleep(seconds)
+
+
+class LongCaller:
+    """Calls ``peer.nap(600)`` once in its run and says how that call ended, and when."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+
+    def run(self) -> None:
+        start = time.monotonic()
+        try:
+            self.peer.nap(600)
+            print("the call returned", flush=True)
+        except Exception as exc:
+            took = time.monotonic() - start
+            print(f"the call failed after {took:.1f} s: {type(exc).__name__}: {exc}", flush=True)
+        topo.stop_event().wait()
+
+
 class Echo:
     """A served object without run(): answers until the program stops."""
 

@@ -42,6 +42,9 @@ endpoints: dict[tuple[str, str], str] = {}
 limits: dict[tuple[str, str], int] = {}  # a peer's message limit, as it registered it
 server_keys: dict[tuple[str, str], str] = {}  # a peer's CURVE public key
 _NOBLOCK = wire.NOBLOCK
+# A call without a reply for this long looks at the registry every LOOK_S whether its
+# peer's process is still there (two looks that find it gone fail the call).
+LOOK_S = 1.0
 _RCVTIMEO = int(zmq.RCVTIMEO)  # a plain int: pyzmq's attribute-style options are slow
 _AUTH_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 _WATCHED = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_SUCCEEDED)
@@ -285,6 +288,19 @@ def _conn(
     return conn
 
 
+def _peer_gone(conn: _Conn) -> bool:
+    """Whether the process ``conn`` sent its call to is gone: the registry no longer
+    lists the peer at that address (its process ended, or it restarted elsewhere). A
+    reply can then never come; waiting on to the deadline held callers of a restarted
+    node, and at a stop they outlived the grace. A registry that does not answer (the
+    program is ending) counts as gone only once the program stops."""
+    book = conn.program.address_book
+    try:
+        return book.lookup(conn.node_id, timeout=LOOK_S) != conn.endpoint
+    except Exception:
+        return book.stop_event.is_set()
+
+
 def _refused(conn: _Conn, cap: str | None) -> PermissionDenied:
     """Drop a connection the peer refused (no retries against a refusal); the error."""
     _local.conns.pop((conn.program.program_id, conn.node_id, cap), None)
@@ -376,15 +392,27 @@ def _call(
         if not writable:
             conn.refresh()
             step = min(step * 2, 0.5)
+    gone = 0  # looks in a row that found the peer's process gone (see _peer_gone)
     while True:
         remaining = deadline - time.monotonic()
         try:
             if remaining <= 0:
                 raise zmq.Again
-            # A blocking receive with a timeout: no poller to build for every call.
-            sock.setsockopt(_RCVTIMEO, int(remaining * 1000) + 1)
+            # A blocking receive with a timeout: no poller to build for every call. Past
+            # LOOK_S without a reply, the receive is cut into looks at the registry.
+            wait_s = remaining if node_id == REGISTRY_ID else min(remaining, LOOK_S)
+            sock.setsockopt(_RCVTIMEO, int(wait_s * 1000) + 1)
             frames = sock.recv_multipart(copy=False)
         except zmq.Again:
+            if deadline - time.monotonic() > 0:
+                gone = gone + 1 if _peer_gone(conn) else 0
+                if gone < 2:
+                    continue
+                raise PeerUnavailable(
+                    node_id,
+                    time.monotonic() - start,
+                    f"its process ended or restarted before it answered {method}()",
+                ) from None
             try:  # the peer may have moved (restarted elsewhere): the next call goes there
                 conn.refresh()
             except Exception:
