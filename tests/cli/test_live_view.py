@@ -51,9 +51,13 @@ class Tmux:
             f"exec env -u COLUMNS -u LINES {env} {sys.executable} -c {shlex.quote(parent)} "
             f"{sys.executable} -m topo run " + " ".join(shlex.quote(a) for a in args)
         )
+        # The pane starts with a command, not a login shell: a shell's rc files (pyenv's
+        # rehash) killed halfway by the respawn below left a lock every later bash
+        # (the ssh test hosts') waited 60 s on.
         self.tmux(
-            "-f", str(conf), "new-session", "-d", "-s", "v", "-x", str(width), "-y", str(height)
-        )
+            "-f", str(conf), "new-session", "-d", "-s", "v", "-x", str(width), "-y", str(height),
+            "exec sleep 3600",
+        )  # fmt: skip
         self.tmux("respawn-pane", "-k", "-t", "v", command)
         self.server = int(self.tmux("display", "-p", "-t", "v", "#{pid}"))
         self.socket_path = Path(self.tmux("display", "-p", "-t", "v", "#{socket_path}"))

@@ -217,6 +217,9 @@ StrictModes no
 MaxStartups 100:30:200
 MaxSessions 100
 Subsystem sftp /usr/lib/openssh/sftp-server
+# Every command runs through root's bash, whose rc file may run `pyenv rehash`: a lock it
+# left behind (a shell killed halfway) made each command wait 60 s for it, then go on.
+SetEnv PYENV_REHASH_TIMEOUT=2
 """
 
 
