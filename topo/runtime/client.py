@@ -379,11 +379,14 @@ def _call(
         except zmq.Again:
             pass
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        # a peer with no address waits for its restart -- unless the program is stopping
+        stopping = conn.endpoint is None and program.address_book.stop_event.is_set()
+        if remaining <= 0 or stopping:
             detail = (
                 f"no connection to {conn.endpoint}"
                 if conn.endpoint
                 else "no address registered (its process ended)"
+                + (", and the program is stopping" if stopping else "")
             )
             raise PeerUnavailable(node_id, time.monotonic() - start, detail)
         writable = conn.wait_writable(int(min(step, remaining) * 1000) + 1)

@@ -355,8 +355,8 @@ class Fleet(Reports):
     def lose_host(self, host: str, why: str) -> None:
         """``host`` is lost for the rest of the run (any thread; once): its attempts sent
         there count as killed, so that their restart policy applies elsewhere; those still
-        waiting for an agent there never ran, and start elsewhere without counting as
-        failures. Nothing more goes there."""
+        waiting for an agent there, or sent but not yet started, never ran, and start
+        elsewhere without counting as failures. Nothing more goes there."""
         with self._lock:
             if host in self.lost or self.closing:
                 return
@@ -372,7 +372,9 @@ class Fleet(Reports):
         where = self.transport.where(host)
         for r in gone:
             reason = "" if r.killed else f"was lost with {where}: {why}"
-            self.sink.exited(r.exe, r.attempt, r.pid, -9, reason, started=id(r) not in unsent)
+            # an attempt that had not said it started (pid 0) never ran there either
+            ran = id(r) not in unsent and r.pid != 0
+            self.sink.exited(r.exe, r.attempt, r.pid, -9, reason, started=ran)
 
     # -- the run ----------------------------------------------------------------------
     def update(self, job: JobContext) -> None:
