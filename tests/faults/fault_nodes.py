@@ -77,15 +77,20 @@ class Napper:
 
 
 class LongCaller:
-    """Calls ``peer.nap(600)`` once in its run and says how that call ended, and when."""
+    """Calls ``peer.nap(600)`` once in its run (a blocking call, or a future's result
+    with ``futures``) and says how that call ended, and when."""
 
-    def __init__(self, peer: Any) -> None:
+    def __init__(self, peer: Any, futures: bool = False) -> None:
         self.peer = peer
+        self.futures = futures
 
     def run(self) -> None:
         start = time.monotonic()
         try:
-            self.peer.nap(600)
+            if self.futures:
+                self.peer.futures.nap(600).result()
+            else:
+                self.peer.nap(600)
             print("the call returned", flush=True)
         except Exception as exc:
             took = time.monotonic() - start

@@ -22,17 +22,22 @@ PROGRAM = """
         restart: {{policy: on-failure, max_restarts: 2, backoff: {{initial_s: {backoff}}}}}
       caller:
         target: "fault_nodes:LongCaller"
-        args: {{peer: "@napper"}}
+        args: {{peer: "@napper", futures: {futures}}}
         rpc: {{deadline_s: 600}}
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backoff", [0.1, 60], ids=["restarted", "down"])
+@pytest.mark.parametrize(
+    ("backoff", "futures"),
+    [(0.1, False), (60, False), (60, True)],
+    ids=["restarted", "down", "down-future"],
+)
 def test_a_call_to_a_killed_peer_fails_in_seconds_not_at_its_deadline(
-    topo_launch: Callable, topology: Callable, backoff: float
+    topo_launch: Callable, topology: Callable, backoff: float, futures: bool
 ) -> None:
-    run = topo_launch(topology(PROGRAM.format(backoff=backoff)), "procs")
+    program = PROGRAM.format(backoff=backoff, futures=str(futures).lower())
+    run = topo_launch(topology(program), "procs")
     napper = log_path(run.run_dir, "napper")
     wait_for_text(napper, "napping", 60)
     os.kill(run.launcher.pids()["napper"], signal.SIGKILL)

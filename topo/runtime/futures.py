@@ -41,6 +41,7 @@ from topo.runtime.peers import (
     coalescable,
     count,
     fail,
+    gone_calls,
     resolve,
     send_nowait,
 )
@@ -89,6 +90,7 @@ class _Engine:
         # (deadline, call id) of the calls in flight, soonest first: answered ones stay
         # until they come up or the heap is rebuilt (``_expire`` looks at due ones only).
         self._deadlines: list[tuple[float, int]] = []
+        self._next_look = 0.0  # when the calls in flight are next looked at (gone_calls)
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
     # -- calling threads ----------------------------------------------------------
@@ -299,6 +301,14 @@ class _Engine:
                 peer.waiting -= 1
             count(req, now, False)
             failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
+        if now >= self._next_look:  # calls whose peer's process is gone fail now
+            self._next_look = now + client.LOOK_S
+            for call_id, fut, exc in gone_calls(inflight, now, _LOOKUP_TIMEOUT_S, client.LOOK_S):
+                req = inflight.pop(call_id)
+                if req[5]._peer is not None:
+                    req[5]._peer.waiting -= 1
+                count(req, now, False)
+                failed.append((fut, exc))
         if len(heap) > 2 * len(inflight) + 1024:  # mostly answered calls: keep it small
             self._deadlines = [(r[6], call_id) for call_id, r in inflight.items()]
             heapq.heapify(self._deadlines)

@@ -23,7 +23,8 @@ from topo.runtime.client import (
     peer_limit,
 )
 from topo.runtime.context import ProgramContext
-from topo.runtime.errors import MessageTooLarge, PermissionDenied
+from topo.runtime.errors import MessageTooLarge, PeerUnavailable, PermissionDenied
+from topo.runtime.rights import REGISTRY_ID
 
 
 class Peer:
@@ -46,6 +47,7 @@ class Peer:
         self.outq_bytes = 0
         self.limit: int | None = None  # the largest request it accepts, once resolved
         self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
+        self.gone_looks = 0  # looks in a row that found its process gone (see gone_calls)
 
     def connect(self, lookup_timeout: float) -> None:
         """Look this peer up in its program's address book and (re)connect there. The
@@ -180,3 +182,48 @@ def fail(fut: Future, exc: BaseException) -> None:
         fut.set_exception(exc)
     except InvalidStateError:
         pass
+
+
+def gone_calls(
+    inflight: dict[int, Any], now: float, lookup_timeout: float, look_after: float
+) -> list[tuple[int, Future, BaseException]]:
+    """The calls in flight (call id -> request) whose peer's process is gone: those of a
+    peer with a call unanswered for ``look_after`` seconds that the registry no longer
+    lists at the address they went to, at two looks in a row (the engine looks once a
+    second; a reply can never come, and waiting out the deadline held the caller). Each:
+    (call id, future, the error). The peers found gone are connected again (a restart's
+    new address)."""
+    oldest: dict[int, tuple[Peer, float]] = {}
+    for req in inflight.values():
+        peer = req[5]._peer
+        if peer is None or peer.node_id == REGISTRY_ID or peer.endpoint is None:
+            continue
+        seen = oldest.get(id(peer))
+        if seen is None or req[7] < seen[1]:
+            oldest[id(peer)] = (peer, req[7])
+    gone: set[int] = set()
+    for key, (peer, started) in oldest.items():
+        if now - started < look_after:
+            continue
+        book = peer.program.address_book
+        try:
+            moved = book.lookup(peer.node_id, timeout=lookup_timeout) != peer.endpoint
+        except Exception:  # the registry does not answer: gone only once the program stops
+            moved = book.stop_event.is_set()
+        peer.gone_looks = peer.gone_looks + 1 if moved else 0
+        if peer.gone_looks >= 2:
+            gone.add(key)
+    out: list[tuple[int, Future, BaseException]] = []
+    for call_id, req in inflight.items():
+        peer = req[5]._peer
+        if peer is not None and id(peer) in gone:
+            why = f"its process ended or restarted before it answered {req[2]}()"
+            out.append((call_id, req[5], PeerUnavailable(req[1], now - req[7], why)))
+    for key in gone:
+        peer = oldest[key][0]
+        peer.gone_looks = 0
+        try:
+            peer.connect(lookup_timeout)
+        except Exception:
+            pass
+    return out
