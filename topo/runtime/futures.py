@@ -41,9 +41,10 @@ from topo.runtime.peers import (
     coalescable,
     count,
     fail,
-    gone_calls,
+    gone_peers,
     resolve,
     send_nowait,
+    stale_peers,
 )
 
 _HOLD_S = 0.0005  # s a call may be held back for coalescing (by the caller)
@@ -301,14 +302,6 @@ class _Engine:
                 peer.waiting -= 1
             count(req, now, False)
             failed.append((req[5], DeadlineExceeded(req[1], req[2], now - req[7])))
-        if now >= self._next_look:  # calls whose peer's process is gone fail now
-            self._next_look = now + client.LOOK_S
-            for call_id, fut, exc in gone_calls(inflight, now, _LOOKUP_TIMEOUT_S, client.LOOK_S):
-                req = inflight.pop(call_id)
-                if req[5]._peer is not None:
-                    req[5]._peer.waiting -= 1
-                count(req, now, False)
-                failed.append((fut, exc))
         if len(heap) > 2 * len(inflight) + 1024:  # mostly answered calls: keep it small
             self._deadlines = [(r[6], call_id) for call_id, r in inflight.items()]
             heapq.heapify(self._deadlines)
@@ -433,8 +426,33 @@ class _Engine:
                         peer.refused = []
             if done:
                 resolve(done)
+            if now >= self._next_look:
+                self._next_look = now + client.LOOK_S
+                failed.extend(self._fail_gone(now))
             for fut, exc in failed:
                 fail(fut, exc)
+
+    def _fail_gone(self, now: float) -> list[tuple[Future, BaseException]]:
+        """The calls in flight whose peer's process is gone, taken out to fail (see
+        ``gone_peers``; the registry is asked outside the lock)."""
+        with self._io:
+            stale = stale_peers(self._inflight, now, client.LOOK_S)
+        gone = gone_peers(stale, _LOOKUP_TIMEOUT_S) if stale else set()
+        if not gone:
+            return []
+        failed: list[tuple[Future, BaseException]] = []
+        with self._io:
+            at = time.monotonic()
+            for call_id, req in list(self._inflight.items()):
+                peer = req[5]._peer
+                if peer is None or id(peer) not in gone or req[7] > now:
+                    continue  # (one sent after the look: it may be answered)
+                del self._inflight[call_id]
+                peer.waiting -= 1
+                count(req, at, False)
+                why = f"its process ended or restarted before it answered {req[2]}()"
+                failed.append((req[5], PeerUnavailable(req[1], at - req[7], why)))
+        return failed
 
 
 _engine: _Engine | None = None

@@ -23,7 +23,7 @@ from topo.runtime.client import (
     peer_limit,
 )
 from topo.runtime.context import ProgramContext
-from topo.runtime.errors import MessageTooLarge, PeerUnavailable, PermissionDenied
+from topo.runtime.errors import MessageTooLarge, PermissionDenied
 from topo.runtime.rights import REGISTRY_ID
 
 
@@ -47,7 +47,7 @@ class Peer:
         self.outq_bytes = 0
         self.limit: int | None = None  # the largest request it accepts, once resolved
         self.refused: list[tuple[Future, BaseException]] = []  # too large, found late
-        self.gone_looks = 0  # looks in a row that found its process gone (see gone_calls)
+        self.gone_looks = 0  # looks in a row that found its process gone (see gone_peers)
 
     def connect(self, lookup_timeout: float) -> None:
         """Look this peer up in its program's address book and (re)connect there. The
@@ -184,46 +184,37 @@ def fail(fut: Future, exc: BaseException) -> None:
         pass
 
 
-def gone_calls(
-    inflight: dict[int, Any], now: float, lookup_timeout: float, look_after: float
-) -> list[tuple[int, Future, BaseException]]:
-    """The calls in flight (call id -> request) whose peer's process is gone: those of a
-    peer with a call unanswered for ``look_after`` seconds that the registry no longer
-    lists at the address they went to, at two looks in a row (the engine looks once a
-    second; a reply can never come, and waiting out the deadline held the caller). Each:
-    (call id, future, the error). The peers found gone are connected again (a restart's
-    new address)."""
-    oldest: dict[int, tuple[Peer, float]] = {}
+def stale_peers(inflight: dict[int, Any], now: float, after: float) -> list[Peer]:
+    """The peers with a call in flight unanswered for ``after`` seconds (the registry
+    itself aside): those ``gone_peers`` looks at."""
+    stale: dict[int, Peer] = {}
     for req in inflight.values():
         peer = req[5]._peer
-        if peer is None or peer.node_id == REGISTRY_ID or peer.endpoint is None:
-            continue
-        seen = oldest.get(id(peer))
-        if seen is None or req[7] < seen[1]:
-            oldest[id(peer)] = (peer, req[7])
+        if (
+            peer is not None
+            and now - req[7] >= after
+            and peer.node_id != REGISTRY_ID
+            and peer.endpoint is not None
+        ):
+            stale[id(peer)] = peer
+    return list(stale.values())
+
+
+def gone_peers(peers: list[Peer], lookup_timeout: float) -> set[int]:
+    """Of ``peers``, those (by id) whose process is gone: the registry no longer lists
+    them at the address their calls went to, at two looks in a row (one a second; a reply
+    can then never come, and waiting out the deadline held the caller). Called without
+    the engine's lock: a registry slow to answer holds up no other call."""
     gone: set[int] = set()
-    for key, (peer, started) in oldest.items():
-        if now - started < look_after:
-            continue
+    for peer in peers:
+        endpoint = peer.endpoint
         book = peer.program.address_book
         try:
-            moved = book.lookup(peer.node_id, timeout=lookup_timeout) != peer.endpoint
+            moved = book.lookup(peer.node_id, timeout=lookup_timeout) != endpoint
         except Exception:  # the registry does not answer: gone only once the program stops
             moved = book.stop_event.is_set()
         peer.gone_looks = peer.gone_looks + 1 if moved else 0
         if peer.gone_looks >= 2:
-            gone.add(key)
-    out: list[tuple[int, Future, BaseException]] = []
-    for call_id, req in inflight.items():
-        peer = req[5]._peer
-        if peer is not None and id(peer) in gone:
-            why = f"its process ended or restarted before it answered {req[2]}()"
-            out.append((call_id, req[5], PeerUnavailable(req[1], now - req[7], why)))
-    for key in gone:
-        peer = oldest[key][0]
-        peer.gone_looks = 0
-        try:
-            peer.connect(lookup_timeout)
-        except Exception:
-            pass
-    return out
+            peer.gone_looks = 0
+            gone.add(id(peer))
+    return gone
