@@ -108,12 +108,11 @@ class LeaderPool:
         aside: frozenset[str] = frozenset(),
     ) -> None:
         self._sock = sock
-        self._aside = aside
         self._refuse = refuse
         self._busy_after = busy_after_s
         self._flag = BusyFlag(name, threads, busy_after_s, on_busy)
         self._running: dict[int, tuple[str, float]] = {}  # thread -> (method, since)
-        self._waiting = Waiting()  # calls taken in by the watcher
+        self._waiting = Waiting(aside)  # calls taken in by the watcher
         self._saturated_since: float | None = None  # every thread busy since then
         self._handle = handle
         self._max = threads
@@ -456,7 +455,7 @@ class LeaderPool:
             if sock.poll(int(wait * 1000) + 1, _POLLIN):
                 frames = sock.recv_multipart(copy=False)
                 self._waiting.take_in(frames, time.monotonic(), self._dropped)
-                for request in self._waiting.take_methods(self._aside):
+                for request in self._waiting.take_aside():
                     threading.Thread(
                         target=self._serve_aside,
                         args=(request,),

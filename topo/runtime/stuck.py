@@ -34,15 +34,22 @@ OnBusy = Callable[["dict[str, Any] | None"], None]
 class Waiting:
     """Calls received while every handler was busy, oldest first (thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, aside: frozenset[str] = frozenset()) -> None:
         self._lock = threading.Lock()
         self._calls: collections.deque[tuple[float, Request]] = collections.deque()
+        self._aside_names = aside
+        self._aside: list[Request] = []  # calls of the ``aside`` methods: not queued
 
     def __bool__(self) -> bool:
         return bool(self._calls)
 
     def add(self, request: Request, now: float) -> None:
-        """Queue a call; it is given up just before the caller's deadline."""
+        """Queue a call; it is given up just before the caller's deadline. A call of one
+        of the ``aside`` methods is kept apart, for ``take_aside``."""
+        if request[1].method in self._aside_names:
+            with self._lock:
+                self._aside.append(request)
+            return
         timeout = max(0.0, request[1].timeout)
         give_up = now + timeout - min(_MARGIN_S, timeout * _MARGIN_SHARE)
         with self._lock:
@@ -61,17 +68,13 @@ class Waiting:
         else:
             self.add((frames[0], msg, frames), now)
 
-    def take_methods(self, names: frozenset[str]) -> list[Request]:
-        """Remove and return the waiting calls of the methods ``names``."""
-        if not names:
+    def take_aside(self) -> list[Request]:
+        """Remove and return the calls of the ``aside`` methods taken in."""
+        if not self._aside:
             return []
         with self._lock:
-            out = [r for _, r in self._calls if r[1].method in names]
-            if out:
-                self._calls = collections.deque(
-                    (at, r) for at, r in self._calls if r[1].method not in names
-                )
-            return out
+            out, self._aside = self._aside, []
+        return out
 
     def take(self) -> Request | None:
         """The oldest waiting call, for a handler thread that came free."""
