@@ -288,15 +288,15 @@ def _conn(
     return conn
 
 
-def _peer_gone(conn: _Conn) -> bool:
-    """Whether the process ``conn`` sent its call to is gone: the registry no longer
-    lists the peer at that address (its process ended, or it restarted elsewhere). A
-    reply can then never come; waiting on to the deadline held callers of a restarted
-    node, and at a stop they outlived the grace. A registry that does not answer (the
-    program is ending) counts as gone only once the program stops."""
-    book = conn.program.address_book
+def peer_moved(program: ProgramContext, node_id: str, endpoint: str | None, timeout: float) -> bool:
+    """Whether the process at ``endpoint`` is gone: the registry no longer lists
+    ``node_id`` there (its process ended, or it restarted elsewhere). A reply to a call
+    sent there can then never come; waiting on to the deadline held callers of a
+    restarted node, and at a stop they outlived the grace. A registry that does not
+    answer (the program is ending) counts as gone only once the program stops."""
+    book = program.address_book
     try:
-        return book.lookup(conn.node_id, timeout=LOOK_S) != conn.endpoint
+        return book.lookup(node_id, timeout=timeout) != endpoint
     except Exception:
         return book.stop_event.is_set()
 
@@ -395,7 +395,7 @@ def _call(
         if not writable:
             conn.refresh()
             step = min(step * 2, 0.5)
-    gone = 0  # looks in a row that found the peer's process gone (see _peer_gone)
+    gone = 0  # looks in a row that found the peer's process gone (see peer_moved)
     while True:
         remaining = deadline - time.monotonic()
         try:
@@ -408,7 +408,8 @@ def _call(
             frames = sock.recv_multipart(copy=False)
         except zmq.Again:
             if deadline - time.monotonic() > 0:
-                gone = gone + 1 if _peer_gone(conn) else 0
+                moved = peer_moved(program, node_id, conn.endpoint, LOOK_S)
+                gone = gone + 1 if moved else 0
                 if gone < 2:
                     continue
                 raise PeerUnavailable(

@@ -91,7 +91,7 @@ class _Engine:
         # (deadline, call id) of the calls in flight, soonest first: answered ones stay
         # until they come up or the heap is rebuilt (``_expire`` looks at due ones only).
         self._deadlines: list[tuple[float, int]] = []
-        self._next_look = 0.0  # when the calls in flight are next looked at (gone_calls)
+        self._next_look = 0.0  # when the calls in flight are next looked at (gone_peers)
         threading.Thread(target=self._loop, name="topo-futures", daemon=True).start()
 
     # -- calling threads ----------------------------------------------------------

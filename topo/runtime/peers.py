@@ -21,6 +21,7 @@ from topo.runtime.client import (
     handshakes,
     new_socket,
     peer_limit,
+    peer_moved,
 )
 from topo.runtime.context import ProgramContext
 from topo.runtime.errors import MessageTooLarge, PermissionDenied
@@ -207,12 +208,7 @@ def gone_peers(peers: list[Peer], lookup_timeout: float) -> set[int]:
     the engine's lock: a registry slow to answer holds up no other call."""
     gone: set[int] = set()
     for peer in peers:
-        endpoint = peer.endpoint
-        book = peer.program.address_book
-        try:
-            moved = book.lookup(peer.node_id, timeout=lookup_timeout) != endpoint
-        except Exception:  # the registry does not answer: gone only once the program stops
-            moved = book.stop_event.is_set()
+        moved = peer_moved(peer.program, peer.node_id, peer.endpoint, lookup_timeout)
         peer.gone_looks = peer.gone_looks + 1 if moved else 0
         if peer.gone_looks >= 2:
             peer.gone_looks = 0
