@@ -30,6 +30,7 @@ from topo.runtime import (
 )
 from topo.runtime import metrics as node_metrics
 from topo.runtime.context import current_node_info, maybe_current_program
+from topo.runtime.errors import PeerUnavailable
 from topo.runtime.membership import GroupView, Member
 from topo.runtime.rights import offering
 from topo.targets import load_target
@@ -130,7 +131,11 @@ def _clean_exit(exc: BaseException, context: ProgramContext) -> bool:
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return True
     if stopping and isinstance(exc, Exception | SystemExit):
-        if not output_gone():  # a thread that outlived its run (threads) keeps it to itself
+        if output_gone():  # a thread that outlived its run (threads) keeps it to itself
+            return True
+        if isinstance(exc, PeerUnavailable):  # a peer gone or never up at the stop: expected
+            print(f"stopped while calling a peer: {exc}")
+        else:
             print(f"raised while the program was stopping (a clean stop):\n{node_traceback(exc)}")
         return True
     return False
