@@ -54,6 +54,13 @@ def topology(kind: str, actors: int, seconds: float, variant: str) -> str:
     )
 
 
+def _text(output: str | bytes | None) -> str:
+    """A child's captured output as text (a timeout's comes as bytes)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
 def one_run(kind: str, actors: int, seconds: float, variant: str, work: Path) -> dict[str, Any]:
     path = work / f"{variant}.yaml"
     path.write_text(topology(kind, actors, seconds, variant))
@@ -67,9 +74,8 @@ def one_run(kind: str, actors: int, seconds: float, variant: str, work: Path) ->
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_S, env=env)
         code, out = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, out = None, f"{exc.stdout or ''}{exc.stderr or ''}"
-        out = out if isinstance(out, str) else out.decode(errors="replace")
+    except subprocess.TimeoutExpired as exc:  # (its output is bytes, even with text=True)
+        code, out = None, _text(exc.stdout) + _text(exc.stderr)
     took = time.perf_counter() - t0
     found = re.search(r"RESULT (\{.*\})", out)
     result = json.loads(found.group(1)) if found else None
@@ -78,7 +84,7 @@ def one_run(kind: str, actors: int, seconds: float, variant: str, work: Path) ->
         for line in out.splitlines()
         if re.search(r"(?i)(✗|error|failed|in use|lockfile|unable)", line)
     ][:12]
-    said = []  # what the nodes' logs say of the chip
+    said: list[str] = []  # what the nodes' logs say of the chip
     for log in sorted((work / "runs").glob("*/logs/*.log")):
         for line in log.read_text(errors="replace").splitlines():
             if re.search(r"(?i)tpu|libtpu|platform|backend", line) and len(said) < 12:
@@ -126,7 +132,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str
         "| run | exit | learner's platform | learner steps/s | actors' platforms |",
         "| --- | ---: | --- | ---: | --- |",
     ]
-    rate = {}
+    rate: dict[str, float | None] = {}
     for run in runs:
         res = run["result"] or {}
         learner = res.get("learner") or {}
@@ -136,11 +142,9 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str
             f"| {names[run['variant']]} | {run['exit_code']} | {learner.get('platform', '—')} | "
             f"{learner.get('steps_per_s', '—')} | {', '.join(actors) or '—'} |"
         )
-    if rate.get("default") and rate.get("cpu_learner"):
-        lines += [
-            "",
-            f"Learner steps/s, accelerator / CPU: {rate['default'] / rate['cpu_learner']:.1f}×.",
-        ]
+    on_chip, on_cpu = rate.get("default"), rate.get("cpu_learner")
+    if on_chip and on_cpu:
+        lines += ["", f"Learner steps/s, accelerator / CPU: {on_chip / on_cpu:.1f}×."]
     for run in runs:
         if run["variant"] == "auto" and run.get("devices") is not None:
             held = {n: d for n, d in sorted(run["devices"].items()) if d}

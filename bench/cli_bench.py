@@ -247,4 +247,4 @@ def _table(meta: dict[str, object], rows: list[dict[str, object]], args: object)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -355,4 +355,4 @@ def report(data: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +163,7 @@ def measure(nodes: int, runs: int, workdir: Path) -> dict[str, object]:
     }
 
 
-def markdown(rows: list[dict[str, object]], meta: dict[str, object]) -> str:
+def markdown(rows: list[dict[str, object]], meta: Mapping[str, object]) -> str:
     base = rows[0]
     lines = [
         "# Load + compile benchmark",

@@ -11,9 +11,10 @@ before and after. A failing round's pytest temp dir (run dirs, node logs with th
 nodes killed after the grace) is kept and named in the report; a passing one is removed.
 
 Tests on the SSH test hosts (tests/backends/ssh, the Ray clusters of tests/backends/ray)
-need them up: if none are, this brings three up once (``tests/backends/ssh/testhosts.py``,
-as the session fixture does) and takes them down at the end; hosts that were up already
-are left up.
+need them up: this holds as many as the tests' session fixture asks for
+(``testhosts.shared``, tests/backends/ssh/testhosts.py) for the whole run, so that the
+rounds share one set: hosts up already are reused, else brought up once, and taken down
+at the end by the last of their users to leave.
 
 Run:  ``python bench/e2e_under_load.py [--rounds 10] [--group agents_dqn ...] [NODE_ID ...]``
 (node ids given: one group of them). Writes bench/results/e2e_under_load[-LABEL].md/.json
@@ -23,6 +24,7 @@ after every round, so an interrupted run still reports what it saw.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -151,25 +153,23 @@ def run_round(group: str, nodeids: list[str], index: int) -> dict[str, Any]:
     return record
 
 
-def hosts_up() -> tuple[bool, str]:
-    """Bring the three SSH test hosts up unless some are; (whether we did, a note)."""
+def hold_hosts(held: contextlib.ExitStack) -> str:
+    """Hold the SSH test hosts until ``held`` closes, as many as the tests' session
+    fixture asks for (fewer, and a test's own ask for more would fail while this holds
+    them); a note on them for the report."""
     sys.path.insert(0, str(ROOT))
     from tests.backends.ssh import testhosts
+    from tests.conftest import RAY_HOSTS, SLURM_HOSTS, SSH_HOSTS
 
     reason = testhosts.unavailable()
     if reason:
-        return False, f"no test hosts: {reason} (those tests skip)"
-    _, mine = testhosts.ensure(3)
-    if not mine:
-        return False, "test hosts were up already (left up)"
-    return True, "test hosts brought up for this run and taken down after"
-
-
-def hosts_down() -> None:
-    """Take down the test hosts this script brought up."""
-    from tests.backends.ssh import testhosts
-
-    testhosts.down()
+        return f"no test hosts: {reason} (those tests skip)"
+    wanted = SSH_HOSTS + RAY_HOSTS + SLURM_HOSTS
+    before = testhosts.existing()
+    held.enter_context(testhosts.shared(wanted))
+    if before is not None and len(before.names) >= wanted:
+        return f"{wanted} test hosts that were up already (reused)"
+    return f"{wanted} test hosts brought up for this run (taken down by their last user)"
 
 
 def summary(records: list[dict[str, Any]], cases: dict[str, list[str]]) -> dict[str, Any]:
@@ -266,11 +266,6 @@ def main(argv: list[str] | None = None) -> int:
         "parallel": args.parallel,
         "hosts": "no test hosts needed",
     }
-    mine = False
-    if wanted_hosts:
-        mine, meta["hosts"] = hosts_up()
-    loops = start_busy_loops(args.busy)
-    meta["busy_pids"] = [p.pid for p in loops]
     records: list[dict[str, Any]] = []
     lock = threading.Lock()
 
@@ -291,23 +286,25 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-    try:
-        if args.parallel:  # each group's rounds beside the others' (more load, less time)
-            threads = [threading.Thread(target=rounds, args=item) for item in groups.items()]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        else:
-            for item in groups.items():
-                rounds(*item)
-    except KeyboardInterrupt:
-        halt.set()
-        raise
-    finally:
-        stop_busy(loops)
-        if mine:
-            hosts_down()
+    with contextlib.ExitStack() as held:  # the test hosts and the busy loops, for the rounds
+        if wanted_hosts:
+            meta["hosts"] = hold_hosts(held)
+        loops = start_busy_loops(args.busy)
+        held.callback(stop_busy, loops)  # (first: the hosts after)
+        meta["busy_pids"] = [p.pid for p in loops]
+        try:
+            if args.parallel:  # each group's rounds beside the others' (more load, less time)
+                threads = [threading.Thread(target=rounds, args=item) for item in groups.items()]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            else:
+                for item in groups.items():
+                    rounds(*item)
+        except KeyboardInterrupt:
+            halt.set()
+            raise
     write(args.label, meta, records, cases)
     return 0 if all(r["passed"] for r in records) else 1
 

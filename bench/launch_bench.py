@@ -237,9 +237,12 @@ def bench_detection(log_dir: Path, kills: int) -> list[float]:
     )
     run = launch(program, backend="procs", log_dir=log_dir, ready_timeout=120)
     seen: dict[int, float] = {}
-    run.launcher.add_listener(
-        lambda e: seen.setdefault(e.pid or 0, time.perf_counter()) if e.kind == "failed" else None
-    )
+
+    def failed(e: Event) -> None:
+        if e.kind == "failed":
+            seen.setdefault(e.pid or 0, time.perf_counter())
+
+    run.launcher.add_listener(failed)
     latencies = []
     try:
         for i in range(kills):

@@ -158,10 +158,11 @@ def main() -> None:
     compiled = measure_compile(args.actors, args.config_kb, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         startup = measure_startup(args.nodes, args.repeats, Path(tmp))
+    load_after = os.getloadavg()[0]
     result = {
         "compile": compiled,
         "startup": startup,
-        "load_avg": [load_before, os.getloadavg()[0]],
+        "load_avg": [load_before, load_after],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
     }
@@ -173,7 +174,7 @@ def main() -> None:
 
 `.venv/bin/python bench/launchpad_bench.py --actors {args.actors} --config-kb {args.config_kb} \
 --nodes {args.nodes} --repeats {args.repeats}` ({result["machine"]}; load average \
-{load_before:.1f} -> {result["load_avg"][1]:.1f}; medians of {args.repeats} rounds).
+{load_before:.1f} -> {load_after:.1f}; medians of {args.repeats} rounds).
 
 | Acme-shaped program, {c["actors"]} actors built by one closure \
 (pickled: {c["closure_pickle_bytes"] / 1024:.0f} KiB) | |

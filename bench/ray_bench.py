@@ -40,10 +40,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+if TYPE_CHECKING:
+    from tests.backends.ssh.testhosts import HostSet
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -314,14 +318,15 @@ def rpc_rows(
         ray.shutdown()
 
 
-def _hosts() -> tuple[Any, bool]:
-    """The test hosts (brought up if none are) and whether this bench brought them up."""
+def _hosts() -> AbstractContextManager[HostSet]:
+    """Three test hosts for as long as the bench runs (``testhosts.shared``: hosts up
+    already are reused, else brought up, and taken down by the last user to leave)."""
     from tests.backends.ssh import testhosts
 
     reason = testhosts.unavailable()
     if reason:
         raise SystemExit(f"ray_bench needs the test hosts: {reason}")
-    return testhosts.ensure(3)
+    return testhosts.shared(3)
 
 
 def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
@@ -329,8 +334,7 @@ def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     from tests.backends.ray.cluster import on_test_hosts
     from tests.backends.ssh import testhosts
 
-    hosts, mine = _hosts()
-    try:
+    with _hosts() as hosts:
         names = hosts.names[:3]
         pids = {name: hosts.sshd_pids(name)[0] for name in names}
         t0 = time.perf_counter()
@@ -349,9 +353,6 @@ def measure_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
         finally:
             left = cluster.stop()
             print("cluster stopped; left behind:", left or "nothing", flush=True)
-    finally:
-        if mine:
-            testhosts.down()
     return {"cluster_start_s": cluster_start, "cluster_ips": ips, "launch": rows, "rpc": rpc}
 
 

@@ -14,15 +14,19 @@ trial per path, the paths interleaved, ``--trials`` times; medians and their rat
   Unix socket door, relayed to the server in its own network namespace.
 
 The open server and the protected one are two servers built alike on the same host.
-Writes bench/results/reverb_gateway.json and .md. ``python bench/reverb_gateway_bench.py
-[--trials 5 --seconds 8 --actors 2 --where both]``.
+The test hosts are held for the run (``testhosts.shared``: brought up if none are, taken
+down after by their last user; needs root). Writes bench/results/OUT.json and .md
+(``--out``, default reverb_gateway). ``python bench/reverb_gateway_bench.py
+[--trials 5 --seconds 8 --actors 2 --where both --out reverb_gateway]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,7 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 NODE = "replay"  # the reverb node whose keys the gateway and its peers use
-TABLE_ARGS = {"prioritized": True, "max_size": 100_000, "min_size_to_sample": 1000}
+# make_replay_tables's keywords (samples_per_insert=None: no limiter holds actors back)
+TABLE_ARGS: dict[str, Any] = {
+    "prioritized": True,
+    "max_size": 100_000,
+    "min_size_to_sample": 1000,
+    "samples_per_insert": None,
+}
 HOSTS = {"replay": ("topo-h1", "10.213.0.11"), "actor": ("topo-h2", ""), "learner": ("topo-h3", "")}
 
 
@@ -74,7 +84,7 @@ def serve(host: str) -> None:
     jail = Jail(
         JailSpec(
             make_replay_tables,
-            {**TABLE_ARGS, "samples_per_insert": None},
+            TABLE_ARGS,
             os.path.join(scratch, "p"),
             door,
             listener,
@@ -86,12 +96,13 @@ def serve(host: str) -> None:
         s.bind(("", 0))
         port = s.getsockname()[1]
     checkpointer = reverb.checkpointers.DefaultCheckpointer(os.path.join(scratch, "o"))
-    tables = make_replay_tables(**TABLE_ARGS, samples_per_insert=None)
+    tables = make_replay_tables(**TABLE_ARGS)
     server = reverb.Server(tables, port=port, checkpointer=checkpointer)
     _say(open=f"{host}:{port}", unix=f"unix:{door}", gateway=gateway)
     _read()  # until told to end
     jail.stop()
     server.stop()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _secure(secret: str) -> Callable[[Any], None]:
@@ -122,15 +133,17 @@ def act(cmd: dict[str, Any], security: Any) -> dict[str, float]:
     import numpy as np
     import reverb
 
-    from examples.agents.dqn_core import OBS_DIM, TABLE
+    from examples.agents.dqn_core import TABLE
+    from examples.agents.envs import DEFAULT, spec_of
 
+    size = spec_of(DEFAULT).observation_size  # the table's signature is made from it
     rng = np.random.default_rng(0)
     step = {
-        "observation": rng.standard_normal(OBS_DIM).astype(np.float32),
+        "observation": rng.standard_normal(size).astype(np.float32),
         "action": np.int32(1),
         "reward": np.float32(1.0),
         "discount": np.float32(0.99),
-        "next_observation": rng.standard_normal(OBS_DIM).astype(np.float32),
+        "next_observation": rng.standard_normal(size).astype(np.float32),
     }
     client = reverb.Client(_address(cmd, security))
     n, start = 0, time.monotonic()
@@ -295,27 +308,35 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--where", choices=["hosts", "local", "both"], default="both")
+    parser.add_argument("--out", default="reverb_gateway", help="results file stem")
     args = parser.parse_args()
     if args.role == "server":
         return serve(args.host)
     if args.role != "driver":
         return work(args.role)
     wheres = ["local", "hosts"] if args.where == "both" else [args.where]
-    if "hosts" in wheres:
-        up = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        if not all(h in up for h, _ in HOSTS.values()):
-            sys.exit(
-                "the ssh test hosts are not up (tests/backends/ssh/testhosts.py brings them up)"
-            )
     results: dict[str, Any] = {"where": {}}
-    for where in wheres:
-        results["where"][where] = measure(where, args.trials, args.seconds, args.actors)
+    with contextlib.ExitStack() as held:
+        if "hosts" in wheres:
+            held.enter_context(_test_hosts())
+        for where in wheres:
+            results["where"][where] = measure(where, args.trials, args.seconds, args.actors)
     results["load"] = os.getloadavg()[0]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "reverb_gateway.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=2) + "\n")
     text = report(results, args)
-    (RESULTS / "reverb_gateway.md").write_text(text)
+    (RESULTS / f"{args.out}.md").write_text(text)
     print(text)
+
+
+def _test_hosts() -> contextlib.AbstractContextManager[object]:
+    """The test hosts HOSTS names, held while the bench uses them."""
+    from tests.backends.ssh import testhosts
+
+    reason = testhosts.unavailable()
+    if reason:
+        sys.exit(f"--where hosts needs the ssh test hosts: {reason}")
+    return testhosts.shared(len(HOSTS))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def iqm(values: Sequence[float]) -> float:
+def iqm(values: Sequence[float] | np.ndarray) -> float:
     """The interquartile mean: the mean of the middle 50 % of the values, with the runs
     at the quartiles counted in part (so that it is defined for any number of runs; for
     n divisible by 4 it is the mean of the middle n/2 sorted values)."""

@@ -69,9 +69,9 @@ def kind(name: str) -> str:
 
 def summary(rows: list[tuple[str, int, int, float]], wall: float, command: list[str]) -> str:
     """A markdown table: CPU seconds and processes by kind, the busiest names."""
-    by_kind: dict[str, float] = collections.Counter()
-    count: dict[str, int] = collections.Counter()
-    by_name: dict[str, float] = collections.Counter()
+    by_kind: dict[str, float] = collections.defaultdict(float)
+    count: collections.Counter[str] = collections.Counter()
+    by_name: dict[str, float] = collections.defaultdict(float)
     for name, _pid, _ppid, cpu in rows:
         by_kind[kind(name)] += cpu
         count[kind(name)] += 1

@@ -32,7 +32,7 @@ from examples.agents.envs import DEFAULT, spec_of
 
 TABLE = "priority_table"
 FIELDS = ("observation", "action", "reward", "discount", "next_observation")
-Transition = dict[str, np.ndarray]
+Transition = dict[str, np.ndarray | np.generic]  # arrays and numpy scalars
 
 
 def seed_of(random_key: Any) -> int:

@@ -83,10 +83,14 @@ def _gym(env_id: str) -> gym.Env[Any, Any]:
     if int(env.action_space.start) != 0:  # actions 0..n-1 to the agent, shifted here
         env = gym.wrappers.TransformAction(
             env,
-            lambda a, start=int(env.action_space.start): int(a) + start,
+            functools.partial(_shifted, int(env.action_space.start)),
             gym.spaces.Discrete(int(env.action_space.n)),
         )
     return gym.wrappers.TransformObservation(env, _flat, _flat_space(env.observation_space))
+
+
+def _shifted(start: int, action: Any) -> int:
+    return int(action) + start
 
 
 def _flat(observation: Any) -> np.ndarray:
@@ -108,7 +112,7 @@ def _factory(path: str) -> Callable[..., Any]:
         raise EnvError(f"dm_env environment {path!r}: {exc}") from None
 
 
-class DmEnvAdapter(gym.Env[np.ndarray, int]):
+class DmEnvAdapter(gym.Env[np.ndarray, np.int64]):
     """A dm_env environment as a gymnasium one. A last step with discount 0 is an end
     (``terminated``), one with a discount above 0 a cut (``truncated``), as Acme's
     wrappers read them. ``reset(seed=s)`` makes the environment again with ``seed=s``
@@ -144,7 +148,9 @@ class DmEnvAdapter(gym.Env[np.ndarray, int]):
             self._env = self._make(seed)
         return _flat(self._env.reset().observation), {}
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: int | np.integer[Any]
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         step = self._env.step(np.asarray(int(action) + self._first))
         last = bool(step.last())
         ended = last and float(step.discount) == 0.0

@@ -31,7 +31,7 @@ def make_run_dir(path: Path, program: str = "consumer_producers", state: str = "
     prog = compile_file(EXAMPLES / f"{program}.yaml")
     path.mkdir(parents=True, exist_ok=True)
     (path / "program.json").write_text(dumps(prog))
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "id": n.id,
             "group": n.group,

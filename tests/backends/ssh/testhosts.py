@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -304,6 +305,11 @@ def _wait_listening(ns: str) -> None:
         raise RuntimeError(f"sshd in {ns} did not start (see {BASE}/h{ns[6:]}/sshd.log)") from None
 
 
+def _emptied(ns: str) -> bool:
+    """Whether no process is left inside namespace ``ns``."""
+    return not _run("ip", "netns", "pids", ns).split()
+
+
 def down() -> None:
     """Kill every process inside the hosts (by pid) and remove them."""
     for ns in _namespaces():
@@ -314,9 +320,7 @@ def down() -> None:
                 except ProcessLookupError:
                     pass
             try:
-                wait_until(
-                    lambda ns=ns: not _run("ip", "netns", "pids", ns).split(), wait, every=0.1
-                )
+                wait_until(functools.partial(_emptied, ns), wait, every=0.1)
             except AssertionError:
                 pass  # on to SIGKILL, then to the host's removal
         subprocess.run(["ip", "link", "del", f"topo-v{ns[6:]}"], capture_output=True)
