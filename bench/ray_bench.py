@@ -179,14 +179,17 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 def in_child(spec: dict[str, Any], cluster: Any) -> dict[str, Any]:
     """``child(spec)`` in a fresh interpreter (Ray's fatal errors abort the process they
     are in: never this one, which must stop the cluster). The child checks by pid that
-    its run's processes are gone; here, that nothing it started is left below this one."""
+    its run's processes are gone; here, that nothing it started is left below this one
+    (what was below it before -- the test hosts' sshd when this bench brought them up --
+    is not the measurement's)."""
     import subprocess
 
     log = Path(spec["log_dir"]) / f"child-{time.time_ns()}.log"
     argv = [sys.executable, __file__, "--child", json.dumps(spec)]
+    before = _tree([os.getpid()])
     with open(log, "w") as err:
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, timeout=900)
-    others = _tree([p.pid for p in cluster.procs.values()]) | {os.getpid()}
+    others = _tree([p.pid for p in cluster.procs.values()]) | before
     stray = _tree([os.getpid()]) - others
     if stray:
         from topo.testing import wait_gone

@@ -163,3 +163,14 @@ class Pacer:
             topo.pausepoint()
             self.replay.insert([self.inserted], priorities={TABLE: 1.0, QUEUE: 1.0})
             self.inserted += 1
+
+
+class SavingPacer(Pacer):
+    """A Pacer that keeps its count in snapshots (``save``/``restore``): a snapshot holds
+    it at its pause point, so its saved count is what the replay's saved tables hold."""
+
+    def save(self) -> int:
+        return self.inserted
+
+    def restore(self, state: int) -> None:
+        self.inserted = int(state)

@@ -298,6 +298,45 @@ def test_a_replay_saved_while_its_writer_is_paused_holds_what_the_writer_counted
 
 
 @pytest.mark.slow
+def test_a_snapshot_lets_the_program_go_once_the_replay_has_copied_its_tables(
+    topo_launch: Callable, tmp_path: Path
+) -> None:
+    """The snapshot's pause ends once Reverb has its copy of the tables, before the
+    checkpoint is written (``capture_state``): a pacer inserting as fast as it can, let
+    go then, must not reach the saved tables, whose size is the pacer's saved count."""
+    import pickle
+
+    path = tmp_path / "paced.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        name: paced
+        nodes:
+          replay: {kind: reverb, tables: "reverb_nodes:make_state_tables"}
+          pacer:
+            target: "reverb_nodes:SavingPacer"
+            args: {replay: "@replay"}
+        """)
+    )
+    run = topo_launch(path, "procs", ready_timeout=120)
+    pacer = run.handle("pacer", timeout=60)
+    wait_until(lambda: pacer.count() >= 200, 60, what="200 pacer steps")
+    snaps = [run.snapshot() for _ in range(3)]
+    assert run.stop(timeout=60) == 0
+    assert not wait_gone(run.pids(), 15)
+
+    for snap in snaps:
+        counted = pickle.loads(snap.state("pacer"))
+        state_file = tmp_path / f"replay-{snap.number}.state"
+        state_file.write_bytes(pickle.loads(snap.state("replay")))
+        restored = _replay("reverb_nodes:RestoredReverb", state_file=str(state_file))
+        program = _program(tmp_path / f"b{snap.number}.yaml", restored)
+        again = topo_launch(program, "threads", ready_timeout=120)
+        assert again.handle("user", timeout=60).sizes() == {"uniform": counted, "queue": counted}
+        assert again.stop(timeout=60) == 0
+        assert not wait_gone(again.pids(), 15)
+
+
+@pytest.mark.slow
 def test_a_state_with_a_table_the_node_does_not_make_fails_the_node_clearly(
     topo_launch: Callable, tmp_path: Path
 ) -> None:

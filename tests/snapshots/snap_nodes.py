@@ -124,3 +124,27 @@ def probe(steppers: list[Any], seconds: float = 3.0) -> None:
     that ends the program)."""
     time.sleep(seconds)
     print("RESTORED_FROM", [s.status()["restored_from"] for s in steppers], flush=True)
+
+
+class Capturer(Stepper):
+    """A Stepper that takes its state in two steps: ``capture_state`` copies the steps and
+    the RNG while the program is held, and the function it returns builds the state
+    ``build_s`` seconds later, noting how many steps the node had made by then."""
+
+    def __init__(self, counter: Any, build_s: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(counter, **kwargs)
+        self.build_s = build_s
+        self.captures = 0
+
+    def capture_state(self) -> Any:
+        self.captures += 1
+        steps, rng = self.steps, self.rng.getstate()
+
+        def build() -> dict[str, Any]:
+            time.sleep(self.build_s)
+            return {"steps": steps, "rng": rng, "steps_when_built": self.steps}
+
+        return build
+
+    def capture_count(self) -> int:
+        return self.captures

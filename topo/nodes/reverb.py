@@ -61,6 +61,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,8 @@ from topo.runtime.streams import listening_socket, tcp_endpoint
 
 ADDRESS_KEY = "{node}@reverb"  # the address book entry remembering a node's doors
 WATCH_S = 0.5  # how often the node looks at its server's process
+ITEMS_FILE = "items.tfrecord"  # a checkpoint's file Reverb opens once every table is copied
+COPIED_POLL_S = 0.002  # how often capture_state() looks for it
 log = logging.getLogger("topo.nodes.reverb")
 
 
@@ -167,6 +170,7 @@ class ReverbServer:
             path = str(self._dir)
         else:  # made by the first save(): empty at the start, nothing loads from it
             path = os.path.join(self._space, "checkpoints")
+        self._checkpoints = path  # where the server's checkpoints go (capture_state watches it)
         listener = None
         if program is not None and program.ipc_dir is None:  # peers on other hosts
             port = int(earlier.get("port") or 0)
@@ -242,13 +246,35 @@ class ReverbServer:
     def save(self) -> bytes:
         """The replay's state for a snapshot: a Reverb checkpoint taken now, as the bytes
         of a tar (see the module's docstring)."""
-        with self._saving:
-            path = os.path.realpath(self._jail.request("checkpoint")["path"])
+        return self.capture_state()()
+
+    def capture_state(self) -> Callable[[], bytes]:
+        """``save`` in two steps (a snapshot holds the program for the first only): returns
+        once Reverb has copied every table, while it goes on writing the checkpoint; the
+        function returned waits for that and gives the tar's bytes. Reverb copies all the
+        tables first and opens the checkpoint's items file after (``_copied``); the
+        writing, which grows with the data, no longer holds the program."""
+        before = _entries(self._checkpoints)
+        built: Future[bytes] = Future()
+        self._saving.acquire()
+
+        def build() -> None:
             try:
-                return _packed(path, self._space)
+                path = os.path.realpath(self._jail.request("checkpoint")["path"])
+                try:
+                    built.set_result(_packed(path, self._space))
+                finally:
+                    if self._dir is None:  # a scratch copy: the state holds it now
+                        shutil.rmtree(path, ignore_errors=True)
+            except BaseException as exc:  # (the state's collect raises it)
+                built.set_exception(exc)
             finally:
-                if self._dir is None:  # a scratch copy: the state holds it now
-                    shutil.rmtree(path, ignore_errors=True)
+                self._saving.release()
+
+        threading.Thread(target=build, name="reverb-checkpoint", daemon=True).start()
+        while not built.done() and not _copied(self._checkpoints, before):
+            time.sleep(COPIED_POLL_S)
+        return built.result
 
     def restore(self, state: bytes) -> None:
         """Serve the tables of a ``save()`` state from now on (its items replace what the
@@ -305,6 +331,23 @@ class ReverbServer:
 
 
 STATE_DIR = "checkpoint"  # the one directory in a reverb node's state (a tar)
+
+
+def _entries(root: str) -> set[str]:
+    """The names in the directory ``root`` (none when it does not exist yet)."""
+    try:
+        return set(os.listdir(root))
+    except FileNotFoundError:
+        return set()
+
+
+def _copied(root: str, before: set[str]) -> bool:
+    """Whether a checkpoint begun under ``root`` after ``before`` was listed has copied
+    its tables: Reverb (0.14; ``TFRecordCheckpointer::Save``) takes each table's copy
+    while writing ``tables.tfrecord`` and opens ``items.tfrecord`` only after the last."""
+    return any(
+        os.path.exists(os.path.join(root, name, ITEMS_FILE)) for name in _entries(root) - before
+    )
 
 
 def _packed(checkpoint: str, space: str) -> bytes:

@@ -40,11 +40,13 @@ from topo.runtime.stuck import OnBusy
 
 log = logging.getLogger("topo.runtime.server")
 _LINGER_MS = 200  # how long a closing server keeps sending queued replies
-NOT_SERVED = frozenset({"run"})
+# run is the node's loop; capture_state is a snapshot's hook (topo.runtime.node_state),
+# whose answer is a function: neither is a method peers call.
+NOT_SERVED = frozenset({"run", "capture_state"})
 
 
 def public_methods(obj: Any) -> dict[str, Callable[..., Any]]:
-    """The methods a node serves: the public callables of ``dir(obj)`` (not ``run``) and
+    """The methods a node serves: the public callables of ``dir(obj)`` (not NOT_SERVED) and
     ``__call__``. ``dir`` of the instance, as Launchpad does: a wrapper's ``__dir__`` can
     expose the methods of the object it wraps (Acme's checkpointing runners do). A
     property whose value is callable is served as that value, read once here, as

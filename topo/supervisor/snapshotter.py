@@ -28,10 +28,14 @@ from topo.ir.structure import node_target, structure_digest
 from topo.kinds import get_kind
 from topo.rundir.snapshots import Snapshot, SnapshotError, human_size, write_snapshot
 from topo.runtime import Handle, ProgramContext, RegistryServer, connect_program
-from topo.runtime.node_state import STATE_METHOD, state_proof
+from topo.runtime.node_state import LATER, STATE_METHOD, state_proof
 from topo.supervisor.node_restart import Handed
 
 SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
+# Snapshots on a clock hold the program at most this share of the time: after a pause of
+# p seconds the next waits at least p * (1 / share - 1), whatever every_s asks (on a
+# loaded machine a pause takes longer, and every_s: 5 held it still half the time).
+MAX_PAUSE_SHARE = 0.05
 RUNNING = ("running", "starting")
 Say = Callable[[bool, str, dict[str, Any]], None]  # (ok, message, figures)
 
@@ -70,6 +74,7 @@ class Snapshotter:
         self._clock: threading.Thread | None = None
         self.served = _served(program)
         self.changing = ""  # why no snapshot can be taken now (topo apply changes the program)
+        self.spacing_s = 0.0  # the clock's least wait after the last pause (MAX_PAUSE_SHARE)
 
     def adopt(self, program: Program) -> None:
         """The run's program is ``program`` from now on (``topo apply``): its nodes and
@@ -131,7 +136,10 @@ class Snapshotter:
                 proof = self._proof(node_id)
                 try:
                     moving = pausing.call(STATE_METHOD, proof, "pause", timeout)
-                    data = self._handle(node_id, SAVE_DEADLINE_S).call(STATE_METHOD, proof, "save")
+                    saving = self._handle(node_id, SAVE_DEADLINE_S)
+                    data = saving.call(STATE_METHOD, proof, "save")
+                    if data == LATER:  # (the node restarts next: no need to let it go first)
+                        data = saving.call(STATE_METHOD, proof, "collect")
                 except Exception as exc:
                     out[node_id] = f"its save() failed: {type(exc).__name__}: {exc}"
                     continue
@@ -226,9 +234,12 @@ class Snapshotter:
                 for n in up
             }
             states: dict[str, bytes] = {}
+            follows: list[str] = []  # nodes that captured their state and build it after
             for node_id, fut in saves.items():
                 data = self._result(fut, node_id, "save", before[node_id])
-                if data is not None:
+                if data == LATER:
+                    follows.append(node_id)
+                elif data is not None:
                     states[node_id] = data
             counts = self._counts(up)
             for node_id in up:  # a state saved by a new attempt is not of the paused moment
@@ -236,6 +247,13 @@ class Snapshotter:
         finally:
             self._resume(up)
         pause_s = time.monotonic() - started
+        collects = {
+            n: self._handle(n, SAVE_DEADLINE_S).submit(STATE_METHOD, self._proof(n), "collect")
+            for n in follows
+        }
+        for node_id, fut in collects.items():
+            states[node_id] = self._result(fut, node_id, "build", before[node_id])
+        built_s = time.monotonic() - started - pause_s
         saved = set(states)
         carried = self._carry(states, up)
         snapshot = write_snapshot(
@@ -255,6 +273,12 @@ class Snapshotter:
             self._handed.pop(node_id, None)
             self._fresh.discard(node_id)
         notes = []
+        self.spacing_s = pause_s * (1 / MAX_PAUSE_SHARE - 1)
+        if self.settings.every_s and self.spacing_s > self.settings.every_s:
+            notes.append(
+                f"the next in {self.spacing_s:.0f}s, not {self.settings.every_s:g}s "
+                f"(snapshots hold the program at most {MAX_PAUSE_SHARE:.0%} of the time)"
+            )
         if moving:
             notes.append(f"not paused: {', '.join(sorted(moving))}")
         if carried:
@@ -264,6 +288,7 @@ class Snapshotter:
             f"snapshot {snapshot.number} ({reason}): {len(states)} node state(s), "
             f"{human_size(snapshot.size)}, paused {pause_s:.2f}s"
             + (f" (pausing took {paused_s:.2f}s)" if paused_s > 1 else "")
+            + (f", built after it in {built_s:.2f}s" if follows else "")
             + (f"; {'; '.join(notes)}" if notes else ""),
             {"number": snapshot.number, "pause_s": pause_s, "bytes": snapshot.size},
         )
@@ -340,10 +365,12 @@ class Snapshotter:
         self._clock.start()
 
     def _tick(self, every: float) -> None:
-        while not self._stop.wait(every):
+        wait = every
+        while not self._stop.wait(wait):
             if self.running() and self.settings.every_s:
                 self.try_take(f"every {every:g}s")
             every = self.settings.every_s or every  # (topo apply may change it)
+            wait = max(every, self.spacing_s)
 
     def try_take(self, reason: str) -> Snapshot | None:
         """``take``, telling the user instead of raising when it fails."""
