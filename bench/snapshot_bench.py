@@ -137,9 +137,9 @@ def main() -> None:
     if args.base:
         codes = {f"base {export(args.base, work / 'base')}": work / "base", **codes}
     trials: list[dict[str, Any]] = []
-    for busy in args.busy:
+    for i, busy in enumerate(args.busy):
         order = list(codes.items())
-        if busy % 2:
+        if i % 2:  # which side goes first alternates from one load to the next
             order.reverse()
         for name, code in order:
             t = trial(code, busy, args.seconds, args.every, work / f"runs-{len(trials)}")

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "snapshot": "topo.cli.snapshot",
     "apply": "topo.cli.apply",
     "restart": "topo.cli.restart",
+    "stacks": "topo.cli.stacks",
     "attach": "topo.cli.attach",
     "ui": "topo.cli.ui",
 }
@@ -64,6 +65,7 @@ HELP: dict[str, str] = {
     "snapshot": "Snapshot a live run now, or list a run's snapshots.",
     "apply": "Change a running program into FILE's program.",
     "restart": "Restart one node of a live run now.",
+    "stacks": "Print the Python stack of every thread of a live run's nodes.",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
     "ui": "Serve a run's web dashboard on this machine and print its URL.",
 }

@@ -1,6 +1,6 @@
 """A node's state for snapshots: the launcher's door into a node server (pause, save,
-resume; collect, for a node that captures its state while held and builds it after) and
-the restore of a state into a new node object.
+resume; collect, for a node that captures its state while held and builds it after;
+stacks, for ``topo stacks``) and the restore of a state into a new node object.
 
 Only the launcher may use the door: each call carries a proof derived from the node's
 CURVE server secret, which only the node's own executable and the launcher hold (a
@@ -18,6 +18,7 @@ from typing import Any
 
 from topo.runtime.errors import PermissionDenied
 from topo.runtime.pause import gate_of
+from topo.runtime.stacks import thread_stacks
 
 STATE_METHOD = "__topo_state__"
 # What ``save`` answers for a node whose state is built after the pause (``captures``):
@@ -62,6 +63,8 @@ class StateDoor:
         if op == "resume":
             gate.resume()
             return None
+        if op == "stacks":  # -> every thread's stack in the node's process (topo stacks)
+            return thread_stacks()
         if op == "has_state":  # -> whether a change that ends it loses a state
             return has_state(self._obj)
         if op == "save":  # -> pickled state, LATER, or None for a node that keeps none

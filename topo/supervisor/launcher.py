@@ -281,6 +281,22 @@ class Launcher:
             restart=self.supervisor.restart,
         )
 
+    def node_stacks(self, names: list[str]) -> dict[str, Any]:
+        """The Python stacks of ``names`` (every node when empty), taken without stopping
+        them (``topo stacks``); ``ok`` false naming a node the program lacks."""
+        from topo.supervisor.stacks import node_stacks
+
+        snaps = self.snapshots
+        if snaps is None or self.done:
+            return {"ok": False, "error": f"the run is {self.phase}: no node is running"}
+        return node_stacks(
+            names,
+            self.state.nodes,
+            self.state.exes,
+            lambda n: n in snaps.served,
+            lambda n, timeout: snaps.ask(n, "stacks", timeout),
+        )
+
     def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]:
         """What the checks of a new program (``topo apply``) need of its targets, imported
         where the nodes import them (procs: the fork server; threads: here), as plain

@@ -48,6 +48,8 @@ class Operated(Protocol):
 
     def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]: ...
 
+    def node_stacks(self, names: list[str]) -> dict[str, Any]: ...
+
     @property
     def backend(self) -> Backend: ...
 
@@ -95,6 +97,11 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
             return {"ok": False, "error": "restart needs the node to restart"}
         by = str(request.get("by") or "topo restart")
         return launcher.restart_node(node, by, bool(request.get("fresh")))
+    if op == "stacks":
+        names = request.get("nodes") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return {"ok": False, "error": "stacks needs the nodes, a list of names"}
+        return launcher.node_stacks(names)
     return {"ok": False, "error": f"unknown request {op!r}"}
 
 

@@ -36,6 +36,7 @@ SAVE_DEADLINE_S = 300.0  # a replay's checkpoint of many items can take a while
 # p seconds the next waits at least p * (1 / share - 1), whatever every_s asks (on a
 # loaded machine a pause takes longer, and every_s: 5 held it still half the time).
 MAX_PAUSE_SHARE = 0.05
+CLOCK = "every "  # how the reason of a snapshot on the clock begins ("every 300s")
 RUNNING = ("running", "starting")
 Say = Callable[[bool, str, dict[str, Any]], None]  # (ok, message, figures)
 
@@ -196,6 +197,10 @@ class Snapshotter:
         with self._lock:
             return self._take(reason)
 
+    def ask(self, node_id: str, op: str, timeout: float) -> Future[Any]:
+        """Send ``op`` to ``node_id``'s state door (``stacks``: ``topo stacks``)."""
+        return self._handle(node_id, timeout).submit(STATE_METHOD, self._proof(node_id), op)
+
     def _handle(self, node_id: str, timeout: float) -> Handle:
         with self._client_lock:
             if self._client is None:
@@ -274,7 +279,8 @@ class Snapshotter:
             self._fresh.discard(node_id)
         notes = []
         self.spacing_s = pause_s * (1 / MAX_PAUSE_SHARE - 1)
-        if self.settings.every_s and self.spacing_s > self.settings.every_s:
+        on_clock = reason.startswith(CLOCK)
+        if on_clock and self.settings.every_s and self.spacing_s > self.settings.every_s:
             notes.append(
                 f"the next in {self.spacing_s:.0f}s, not {self.settings.every_s:g}s "
                 f"(snapshots hold the program at most {MAX_PAUSE_SHARE:.0%} of the time)"
@@ -368,7 +374,7 @@ class Snapshotter:
         wait = every
         while not self._stop.wait(wait):
             if self.running() and self.settings.every_s:
-                self.try_take(f"every {every:g}s")
+                self.try_take(f"{CLOCK}{every:g}s")
             every = self.settings.every_s or every  # (topo apply may change it)
             wait = max(every, self.spacing_s)
 
