@@ -1,6 +1,7 @@
 """Conformance: a snapshot taken while the nodes work is one consistent point (a counter
 fed by steppers holds the sum of their steps), is written in the launcher's run
-directory, and a new run started from it takes every node's state back."""
+directory, and a new run started from it takes every node's state back; ``topo stacks``,
+through the same door of each node, shows a node's loop without stopping it."""
 
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ class Snapshots:
         assert snap.number == 2 and snap.nodes["stepper/1"].target == f"{NODES}:Stepper"
         after = stepper.status()["steps"]  # let go once it is taken: the nodes go on
         wait_until(lambda: stepper.status()["steps"] > after + 20, 60, what="steps after it")
+        # topo stacks goes through the same door: the loop's stack, the node not stopped
+        answer = run.launcher.node_stacks(["stepper/1"])
+        assert answer["ok"] and list(answer["stacks"]) == ["stepper/1"], answer
+        text = answer["stacks"]["stepper/1"]
+        assert "topo/testing/nodes.py" in text and ", in run\n" in text, text
+        after = stepper.status()["steps"]
+        wait_until(lambda: stepper.status()["steps"] > after + 20, 60, what="steps after stacks")
         assert run.stop(timeout=60) == 0
 
         again = suite.launch(path, start_from=snap.path)
