@@ -297,6 +297,8 @@ class Executor:
 
 class Evaluator:
     """Plays greedy episodes every ``every_s`` seconds and reports the normalised reward.
+    With ``stop_at_reward`` set, the first evaluation that reaches it is the final one
+    and stops the program.
 
     Snapshots: nothing to keep (no ``save``/``restore``): every evaluation plays the same
     schedules with the same seed, whatever came before. Pause point: between two
@@ -312,8 +314,10 @@ class Evaluator:
         exact_up_to: int = 5000,
         every_s: float = 5.0,
         seed: int = 0,
+        stop_at_reward: float | None = None,
     ) -> None:
         self._source = variable_source
+        self._stop_at_reward = stop_at_reward
         self._counter = counter
         self._cfg = Config(num_agents=num_agents)
         self._episodes = episodes
@@ -367,7 +371,10 @@ class Evaluator:
             if not final or self._params is None:
                 raise
         score = self.normalised_reward = self.evaluate(learning, self._params)
-        final = final or topo.stop_event().is_set()
+        reached = (
+            not final and self._stop_at_reward is not None and score >= self._stop_at_reward
+        )
+        final = final or reached or topo.stop_event().is_set()
         steps = int(self._counts.get("executor_steps", 0))
         episodes = int(self._counts.get("executor_episodes", 0))
         self._log.write(
@@ -375,6 +382,10 @@ class Evaluator:
         )
         label = "final normalised reward" if final else "normalised reward"
         print(f"{label}: {score:.3f} after {steps} executor steps", flush=True)
+        if reached:  # this evaluation is the final one: no second, later one to differ
+            reason = f"an evaluation reached stop_at_reward={self._stop_at_reward:g}"
+            print(f"evaluator: {reason}: stopping the program", flush=True)
+            topo.stop(f"the evaluator: {reason}")
         return final
 
     def run(self) -> None:

@@ -1,4 +1,5 @@
-"""mava_dial.yaml end to end with a tiny budget: it stops by itself, the trainer learns
+"""mava_dial.yaml end to end with a tiny budget: it stops by itself (at the first
+evaluation that shows it learned, or at the steps limit), the trainer learns
 from fresh batches (the Reverb queue hands every played episode to the trainer once),
 and the greedy policy already does better than telling at random.
 
@@ -27,5 +28,6 @@ def test_dial_trains_on_fresh_batches_and_stops(
         params={**DIAL, "num_caches": caches},
     )
     assert run.wait(300) == 0, run.failure
-    assert "coordinator" in run.launcher.state.stop_reason
+    reason = run.launcher.state.stop_reason
+    assert "coordinator" in reason or "stop_at_reward" in reason, reason
     assert_dial_learned(run.log("evaluator"), run.run_dir / "metrics")
