@@ -371,9 +371,7 @@ class Evaluator:
             if not final or self._params is None:
                 raise
         score = self.normalised_reward = self.evaluate(learning, self._params)
-        reached = (
-            not final and self._stop_at_reward is not None and score >= self._stop_at_reward
-        )
+        reached = not final and self._stop_at_reward is not None and score >= self._stop_at_reward
         final = final or reached or topo.stop_event().is_set()
         steps = int(self._counts.get("executor_steps", 0))
         episodes = int(self._counts.get("executor_episodes", 0))
