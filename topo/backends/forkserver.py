@@ -47,7 +47,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from topo.backends.grant_pipe import read_blob, wipe
@@ -58,11 +58,16 @@ from topo.backends.proctree import (
     kill_tree,
     sweep_orphans,
 )
-from topo.rundir.pids import pid_alive
+from topo.rundir.pids import still_running
 
 PR_SET_PDEATHSIG = 1
 SWEEP_INTERVAL_S = 2.0  # how often the server reaps re-parented processes that ended
 _status: socket.socket | None = None
+
+
+# Whether the launcher still runs (``still_running``, made when the server took the run,
+# so a forked executable inherits the launcher's start time).
+_launcher_runs: Callable[[], bool] | None = None
 
 
 def send_status(**msg: Any) -> None:
@@ -132,7 +137,8 @@ def child_main(
         devices_assigned=bool(init.get("devices_assigned", False)),  # on Ray: counts
         accelerators=init.get("accelerator_ids", {}).get(exe_id),
     )
-    child.child_main(spec, lambda: pid_alive(launcher_pid) and os.getppid() == server_pid)
+    runs = _launcher_runs or still_running(launcher_pid)  # (the server's: since the start)
+    child.child_main(spec, lambda: runs() and os.getppid() == server_pid)
 
 
 # -- the server ---------------------------------------------------------------------
@@ -253,7 +259,10 @@ def serve(status_fd: int) -> None:
     init["program"] = loads(init.pop("program_json"))
     set_title(f"topo: {init['program'].name} fork server")
     errors += _import_modules(init["modules"])
-    launcher_pid = init["launcher_pid"]
+    # A launcher killed with SIGKILL stays a zombie until its parent reaps it: that one is
+    # gone too (pid_alive counted it, and the run's socket directory was left behind).
+    global _launcher_runs
+    _launcher_runs = launcher_runs = still_running(init["launcher_pid"])
     import gc
 
     gc.collect()
@@ -270,7 +279,7 @@ def serve(status_fd: int) -> None:
             watched = [fd for fd in children if fd >= 0]
             polled = [fd for fd in children if fd < 0]
             ready = wait([0, *watched], timeout=0.1 if polled else 0.5)
-            if not pid_alive(launcher_pid):
+            if not launcher_runs():
                 return
             ended = [fd for fd in [*ready, *polled] if fd != 0 and _has_ended(children[fd][0])]
             _end_executables([_forget(children, fd) for fd in ended], children)
@@ -315,7 +324,7 @@ def serve(status_fd: int) -> None:
             _join(p, 5.0)
             send_status(t="exited", exe=exe, attempt=attempt, pid=p.pid, code=p.exitcode)
         sweep_orphans([], kill=True)
-        if not pid_alive(launcher_pid):
+        if not launcher_runs():
             # The launcher died (kill -9): its registry could not remove the run's socket
             # directory, so the server that outlives it does.
             ipc_dir = init["registry"].get("ipc_dir")

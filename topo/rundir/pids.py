@@ -6,6 +6,7 @@ fork server."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 def pid_alive(pid: int) -> bool:
@@ -17,6 +18,16 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def still_running(pid: int) -> Callable[[], bool]:
+    """A check of whether the process that is ``pid`` now still runs: not ended, not a
+    zombie that its parent has not reaped yet (``pid_alive`` counts one), not replaced by
+    another process under the same pid. Where there is no /proc, ``pid_alive``."""
+    start = process_start(pid)
+    if start is None:
+        return lambda: pid_alive(pid)
+    return lambda: process_start(pid) == start
 
 
 def process_start(pid: int) -> int | None:
