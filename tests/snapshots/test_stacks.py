@@ -94,6 +94,15 @@ def test_topo_stacks_prints_the_nodes_stacks_and_refuses_what_it_cannot_show(
         assert shown.returncode == 0, shown.stderr
         assert "── stepper ──" in shown.stderr
         assert 'thread "topo-node-stepper"' in shown.stdout and ", in run\n" in shown.stdout
+        # topo's housekeeping is named, not shown; --all shows it
+        assert "topo-stop-watch" in shown.stdout and "(topo stacks --all shows them)" in (
+            shown.stdout
+        )
+        assert 'thread "topo-stop-watch"' not in shown.stdout
+        every = topo("stacks", run_id, "stepper", "--all")
+        assert every.returncode == 0, every.stderr
+        assert 'thread "topo-stop-watch" (daemon)' in every.stdout
+        assert "--all shows them" not in every.stdout
         wrong = topo("stacks", run_id, "nope")
         assert wrong.returncode == 1
         assert "error: the program has no node 'nope' (its nodes: counter, stepper)" in (

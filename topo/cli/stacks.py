@@ -24,15 +24,26 @@ def stacks(
         list[str] | None,
         typer.Argument(help="The nodes (default: every node).", show_default=False),
     ] = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            "-a",
+            help="Every frame of every thread, topo's own and Python's too.",
+        ),
+    ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
     """Print the Python stack of every thread of a live run's nodes.
 
     Taken at once, without stopping them: a node whose handlers are all stuck answers
-    too. Nodes sharing a process show the same threads."""
+    too. Nodes sharing a process show the same threads. The frames of topo and Python
+    above the program's first are counted, not shown, and threads with none of the
+    program's frames are named on one line (--all shows them)."""
     info = pick_run(run, log_dir)
     require_live(info, "no stacks to show")
-    answer = ask_launcher(info, {"op": "stacks", "nodes": list(nodes or [])}, STACKS_TIMEOUT_S)
+    asked = {"op": "stacks", "nodes": list(nodes or []), "all": everything}
+    answer = ask_launcher(info, asked, STACKS_TIMEOUT_S)
     if not answer.get("ok"):
         say(f"error: {answer.get('error')}", "red")
         raise typer.Exit(1)

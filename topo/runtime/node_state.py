@@ -63,8 +63,8 @@ class StateDoor:
         if op == "resume":
             gate.resume()
             return None
-        if op == "stacks":  # -> every thread's stack in the node's process (topo stacks)
-            return thread_stacks()
+        if op in ("stacks", "stacks-all"):  # -> the threads' stacks of its process
+            return thread_stacks(everything=op == "stacks-all")
         if op == "has_state":  # -> whether a change that ends it loses a state
             return has_state(self._obj)
         if op == "save":  # -> pickled state, LATER, or None for a node that keeps none

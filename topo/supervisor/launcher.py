@@ -281,9 +281,10 @@ class Launcher:
             restart=self.supervisor.restart,
         )
 
-    def node_stacks(self, names: list[str]) -> dict[str, Any]:
+    def node_stacks(self, names: list[str], everything: bool = False) -> dict[str, Any]:
         """The Python stacks of ``names`` (every node when empty), taken without stopping
-        them (``topo stacks``); ``ok`` false naming a node the program lacks."""
+        them (``topo stacks``; ``everything``: topo's own frames and threads too); ``ok``
+        false naming a node the program lacks."""
         from topo.supervisor.stacks import node_stacks
 
         snaps = self.snapshots
@@ -294,7 +295,7 @@ class Launcher:
             self.state.nodes,
             self.state.exes,
             lambda n: n in snaps.served,
-            lambda n, timeout: snaps.ask(n, "stacks", timeout),
+            lambda n, timeout: snaps.ask(n, "stacks-all" if everything else "stacks", timeout),
         )
 
     def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]:

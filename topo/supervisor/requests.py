@@ -48,7 +48,7 @@ class Operated(Protocol):
 
     def describe_targets(self, targets: list[str], source: str | None) -> dict[str, Any]: ...
 
-    def node_stacks(self, names: list[str]) -> dict[str, Any]: ...
+    def node_stacks(self, names: list[str], everything: bool = False) -> dict[str, Any]: ...
 
     @property
     def backend(self) -> Backend: ...
@@ -101,7 +101,7 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
         names = request.get("nodes") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             return {"ok": False, "error": "stacks needs the nodes, a list of names"}
-        return launcher.node_stacks(names)
+        return launcher.node_stacks(names, bool(request.get("all")))
     return {"ok": False, "error": f"unknown request {op!r}"}
 
 
