@@ -75,8 +75,9 @@ DIAL_ANY_REWARD = re.compile(r"normalised reward: (-?[\d.]+) after")
 def assert_dial_learned(evaluator_log: str, metrics: Path) -> float:
     """DIAL's final greedy reward; AssertionError unless it beats never telling (0; an
     untrained network tells on day 1, about -1, or never), its best evaluation reaches
-    DIAL_BEST_AT_LEAST, and the trainer took batches all along (at least 50 steps: the
-    executors wait on it). Run to the whole budget, the best evaluation reached 0.46-0.73
+    DIAL_BEST_AT_LEAST, and the trainer took batches along (at least 15 steps: the
+    run stops as soon as it learned, after 19-37 trainer steps beside busy loops, about
+    100 on an idle machine). Run to the whole budget, the best evaluation reached 0.46-0.73
     (three seeds on procs) but the final one was twice below 0 in fresh-clone suites
     (-0.028, -0.039: a policy that had learned and lost it again in the last updates),
     and the best 0.061 once on Slurm; so the run stops at the first evaluation that
@@ -89,5 +90,5 @@ def assert_dial_learned(evaluator_log: str, metrics: Path) -> float:
     every = [float(r) for r in DIAL_ANY_REWARD.findall(evaluator_log)]
     assert max(every) >= DIAL_BEST_AT_LEAST, every
     rows = [json.loads(line) for line in (metrics / "trainer.jsonl").read_text().splitlines()]
-    assert max(int(r["trainer_steps"]) for r in rows) >= 50, rows[-3:]
+    assert max(int(r["trainer_steps"]) for r in rows) >= 15, rows[-3:]
     return float(found[-1])

@@ -16,7 +16,7 @@ import pytest
 from tests.cli.operate import ticker_topology
 from topo.backends.base import Event
 from topo.runs.control import request
-from topo.runtime import callstats
+from topo.runtime import callstats, latency
 from topo.supervisor.events_log import EventLog, event_row
 from topo.testing import wait_until
 
@@ -73,29 +73,55 @@ def test_a_run_records_its_events_and_the_nodes_call_figures(
     assert all(e["method"] == "work" and e["errors"] == 0 and e["mean_ms"] > 0 for e in made)
 
 
-def test_the_call_counters_report_rates_and_fall_quiet() -> None:
+def test_the_call_counters_report_rates_percentiles_and_fall_quiet() -> None:
     state = callstats._Counters()
     reporter = callstats.Reporter(state)
     book = type("Book", (), {"metrics": lambda self, rows: None})()
     state.books["n"] = book
-    state.served["n"] = {"get": [10, 1, 0.5, 0.2]}
+    cell: list[Any] = [0, 0, 0.0, 0.0, latency.empty()]
+    state.served["n"] = {"get": cell}
+    for _ in range(9):
+        callstats._add(cell, 0.03, True)
+    callstats._add(cell, 0.23, False)  # 10 calls, 0.5 s in all, one failed
     [(_, row)] = reporter.rows(100.0)
     [entry] = row["served"]
+    p50, p99 = entry.pop("p50_ms"), entry.pop("p99_ms")
     assert entry == {
         "method": "get",
         "calls": 10,
         "errors": 1,
         "rate": 5.0,
         "mean_ms": 50.0,
-        "max_ms": 200.0,
+        "max_ms": 230.0,
     }
-    state.served["n"]["get"][0] += 4  # 4 more calls, 0.1 s more, in 2 s
-    state.served["n"]["get"][2] += 0.1
+    # within a bucket (a quarter) of the calls' own latencies, never above the slowest
+    assert 30 / latency.GROWTH <= p50 <= 30 * latency.GROWTH
+    assert 230 / latency.GROWTH <= p99 <= 230
+    assert row["latency"]["served"] == {"p50_ms": p50, "p99_ms": p99}
+    assert row["latency"]["made"] == {"p50_ms": None, "p99_ms": None}
+    for _ in range(4):  # 4 more calls, 0.1 s more, in 2 s: the percentiles are theirs
+        callstats._add(cell, 0.025, True)
     [(_, row)] = reporter.rows(102.0)
     assert row["served"][0]["rate"] == 2.0 and row["served"][0]["mean_ms"] == 25.0
+    assert row["served"][0]["max_ms"] == 25.0 and row["served"][0]["p99_ms"] <= 25.0
     [(_, row)] = reporter.rows(104.0)  # nothing new: one row saying so...
-    assert row["served"][0]["rate"] == 0.0
+    assert row["served"][0]["rate"] == 0.0 and row["served"][0]["p50_ms"] is None
     assert reporter.rows(106.0) == []  # ...then nothing
+
+
+def test_a_latency_quantile_lies_within_its_bucket() -> None:
+    histogram = latency.empty()
+    for ms in range(1, 1001):  # 1 ms .. 1 s, evenly
+        histogram[latency.bucket(ms / 1000)] += 1
+    for q in (0.5, 0.9, 0.99):
+        found = latency.quantile(histogram, q)
+        assert found is not None and abs(found - q) <= q * (latency.GROWTH - 1), (q, found)
+    assert latency.quantile(latency.empty(), 0.5) is None
+    assert latency.quantile(histogram, 1.0, worst=0.5) == 0.5  # never above the slowest
+    assert (
+        latency.merged([histogram, histogram])[latency.bucket(0.5)]
+        == 2 * histogram[latency.bucket(0.5)]
+    )
 
 
 def _restart(run_dir: Path, node: str) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 the calls it makes, with their rate and latency, for the launcher (``status.json``, the
 dashboard).
 
-Recording a call is a lock, a dict look-up and four additions (well under a microsecond
-against the tens of microseconds of a call). A background thread of the process, started
+Recording a call is a lock, a dict look-up, four additions and a bisect into the
+interval's latency histogram (``topo.runtime.latency``; well under a microsecond against
+the tens of microseconds of a call). A background thread of the process, started
 by the first call recorded, sends each node's figures every ``REPORT_S`` seconds as one
 row labelled ``RPC_LABEL`` through the ``topo.metrics`` sender (the registry's
 authenticated ``metrics`` RPC): calls and errors in total, and over the last interval the
-rate, mean and worst latency. A node with no calls since its last row sends nothing, after
+rate, mean, median (p50), p99 and worst latency, and each direction's p50 and p99 over
+all its calls (``latency``). A node with no calls since its last row sends nothing, after
 one row that says its rate fell to 0. ``TOPO_RPC_STATS=0`` in a node's environment turns
 the counters off (``bench/rpc_bench.py`` measures their cost so).
 """
@@ -19,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from topo.runtime import metrics
+from topo.runtime import latency, metrics
 from topo.runtime.context import current_node_info
 
 RPC_LABEL = "topo.rpc"  # the label of the rows the launcher takes as call figures
@@ -27,8 +29,9 @@ REPORT_S = 2.0
 MAX_KEYS = 200  # (method) or (peer, method) pairs reported per node and direction
 OFF_VARIABLE = "TOPO_RPC_STATS"  # "0": no counting (read when a node is first counted)
 
-# [calls, errors, seconds in total, worst seconds in the interval]
-Cell = list[float]
+# [calls, errors, seconds in total, worst seconds in the interval, the interval's
+# latency histogram]
+Cell = list[Any]
 
 
 class _Counters:
@@ -68,6 +71,7 @@ def _add(cell: Cell, seconds: float, ok: bool) -> None:
     cell[2] += seconds
     if seconds > cell[3]:
         cell[3] = seconds
+    cell[4][latency.bucket(seconds)] += 1
 
 
 def active() -> bool:
@@ -118,7 +122,7 @@ def _count(
         if cell is None:
             if len(cells) >= MAX_KEYS:
                 return
-            cell = cells[key] = [0, 0, 0.0, 0.0]
+            cell = cells[key] = [0, 0, 0.0, 0.0, latency.empty()]
         _add(cell, seconds, ok)
 
 
@@ -144,8 +148,8 @@ def _note(state: _Counters, node: str, program: Any) -> bool:
 
 
 def _figures(cell: Cell, before: Cell | None, dt: float) -> dict[str, Any]:
-    """A cell's row entry: totals; rate and worst latency over the interval; the mean
-    latency over the interval (over every call when the interval had none)."""
+    """A cell's row entry: totals; rate, worst, p50 and p99 latency over the interval;
+    the mean latency over the interval (over every call when the interval had none)."""
     calls = cell[0] - (before[0] if before else 0)
     spent = cell[2] - (before[2] if before else 0.0)
     if not calls:
@@ -156,6 +160,22 @@ def _figures(cell: Cell, before: Cell | None, dt: float) -> dict[str, Any]:
         "rate": round((cell[0] - (before[0] if before else 0)) / dt, 2) if dt > 0 else 0.0,
         "mean_ms": round(1000 * spent / calls, 3) if calls else None,
         "max_ms": round(1000 * cell[3], 3) if cell[3] else None,
+        "p50_ms": _ms(latency.quantile(cell[4], 0.5, cell[3])),
+        "p99_ms": _ms(latency.quantile(cell[4], 0.99, cell[3])),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(1000 * seconds, 3)
+
+
+def _overall(cells: dict[Any, Cell]) -> dict[str, float | None]:
+    """p50 and p99 over the interval's calls of every cell of a node and direction."""
+    histogram = latency.merged(c[4] for c in cells.values())
+    worst = max((c[3] for c in cells.values()), default=0.0) or None
+    return {
+        "p50_ms": _ms(latency.quantile(histogram, 0.5, worst)),
+        "p99_ms": _ms(latency.quantile(histogram, 0.99, worst)),
     }
 
 
@@ -188,7 +208,8 @@ class Reporter:
                 for n, cells in table.items():  # type: ignore[attr-defined]
                     snap[(direction, n)] = {k: list(c) for k, c in cells.items()}
                     for c in cells.values():
-                        c[3] = 0.0  # the worst latency is per interval
+                        c[3] = 0.0  # the worst latency and the histogram are per interval
+                        c[4] = latency.empty()
             books = dict(state.books)
         out = []
         for node in sorted({n for _, n in snap}):
@@ -205,8 +226,10 @@ class Reporter:
                 continue
             dt = now - self.last_time.get(node, now - REPORT_S)
             row: dict[str, Any] = {"time": time.time(), "node": node, "label": RPC_LABEL}
+            row["latency"] = {}
             for direction in ("served", "made"):
                 cells = snap.get((direction, node), {})
+                row["latency"][direction] = _overall(cells)
                 before = self.last.get((direction, node), {})
                 entries = []
                 for key, cell in cells.items():

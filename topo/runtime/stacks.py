@@ -4,7 +4,7 @@ a node whose handler threads are all stuck still answers; nothing is stopped.
 
 By default the stacks are the program's: frames of topo's machinery and Python's own
 above the first frame of the program's code (the node's class, its libraries, topo's
-node kinds) are counted, not shown, and threads with no frame of the program's code
+node kinds and test nodes) are counted, not shown, and threads with no frame of the program's code
 (topo's housekeeping, idle handler threads) are named on one line. ``everything`` shows
 every frame of every thread."""
 
@@ -18,7 +18,8 @@ import traceback
 from pathlib import Path
 
 _TOPO = Path(__file__).resolve().parent.parent
-_NODE_KINDS = _TOPO / "nodes"  # topo's own node kinds are the program's code
+# topo's own node kinds and the test nodes of topo.testing are the program's code
+_PROGRAMS = (_TOPO / "nodes", _TOPO / "testing")
 _PYTHON = {
     str(Path(p).resolve())
     for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
@@ -32,7 +33,7 @@ def _machinery(filename: str) -> bool:
         return True
     path = Path(filename)
     if path.is_relative_to(_TOPO):
-        return not path.is_relative_to(_NODE_KINDS)
+        return not any(path.is_relative_to(p) for p in _PROGRAMS)
     if "multiprocess" in path.parts and "site-packages" in path.parts:
         return True
     return any(filename.startswith(p + os.sep) for p in _PYTHON)

@@ -11,7 +11,7 @@ from typing import Any
 
 from topo.runtime.callstats import MAX_KEYS, RPC_LABEL
 
-_NUMBERS = ("rate", "mean_ms", "max_ms")
+_NUMBERS = ("rate", "mean_ms", "max_ms", "p50_ms", "p99_ms")
 _COUNTS = ("calls", "errors")
 _MAX_NAME = 200
 
@@ -76,4 +76,19 @@ def checked(row: dict[str, Any], nodes: Mapping[str, Any]) -> tuple[str, dict[st
             return None
         entries = [_entry(e, direction == "made") for e in raw[:MAX_KEYS]]
         figures[direction] = [e for e in entries if e is not None]
+    figures["latency"] = _latency(row.get("latency"))
     return node, figures
+
+
+def _latency(raw: Any) -> dict[str, dict[str, float | None]]:
+    """Each direction's p50 and p99 over all its calls (a figure that is not a finite
+    number reads None)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for direction in ("served", "made"):
+        given = raw.get(direction) if isinstance(raw, dict) else None
+        given = given if isinstance(given, dict) else {}
+        out[direction] = {
+            key: float(given[key]) if _finite(given.get(key)) else None
+            for key in ("p50_ms", "p99_ms")
+        }
+    return out

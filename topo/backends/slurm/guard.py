@@ -153,14 +153,21 @@ class JobGuard(Guard):
         return max(1.0, self._kill_wait - min(KILL_MARGIN_S, self._kill_wait / 2))
 
     def _check_due(self) -> None:
-        """The warning came before its handler was there (Python starting): act now.
-        Slurm's KillWait is read meanwhile."""
+        """The warning came before its handler was there (Python starting): act now, or
+        at its time. Slurm sends it at its first look at the job from up to its period
+        (30 s) before it is due -- possibly while Python started, when the script's
+        trap ignored it, and it is sent once: a run whose warning came so was killed at
+        its time limit, unwarned, on a loaded machine. Slurm's KillWait is read
+        meanwhile."""
         self._kill_wait = kill_wait()
         record = read_job(self.job)
         if record is not None:
             self._warning_at = warning_at(record, self.warning_s)
         if record is not None and warning_due(record, self.warning_s, time.time()):
             self._warned(signal.SIGUSR1)
+        elif self._warning_at is not None:
+            time.sleep(max(0.0, self._warning_at - time.time()))
+            self._warned(signal.SIGUSR1)  # (nothing if the signal came: one is acted on)
 
     def _warned(self, signum: int) -> None:
         if not self._once.acquire(blocking=False):
