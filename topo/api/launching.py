@@ -31,6 +31,7 @@ def launch(
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
     metrics_to: Sequence[str] | str = (),
+    metrics_port: int | None = None,
     disable_run: bool = False,
     ready_timeout: float | None = None,
     backend_options: Mapping[str, Any] | None = None,
@@ -52,8 +53,11 @@ def launch(
     ``<run_dir>/snapshots/<n>``, or a ``Snapshot``): every node with a state there starts
     from it. Each node log file is rotated past ``log_max_mb`` MiB, ``log_keep`` rotated
     files kept (``log_max_mb`` None or 0: no cap). ``metrics_to``: the nodes' metric rows
-    also as ``csv`` and/or ``tensorboard`` files in the run directory. A program the
-    backend cannot run raises ``topo.diagnostics.TopoError`` before anything starts."""
+    also as ``csv`` and/or ``tensorboard`` files in the run directory. ``metrics_port``:
+    the launcher serves every node's metrics and topo's own at ``/metrics`` on
+    127.0.0.1 (0: any free port; ``status.json`` names it, ``metrics.token`` in the run
+    directory is the bearer token a scrape needs). A program the backend cannot run
+    raises ``topo.diagnostics.TopoError`` before anything starts."""
     launcher = prepare(
         program_or_path,
         backend,
@@ -64,6 +68,7 @@ def launch(
         log_max_mb=log_max_mb,
         log_keep=log_keep,
         metrics_to=metrics_to,
+        metrics_port=metrics_port,
         disable_run=disable_run,
         backend_options=backend_options,
         start_from=start_from,
@@ -82,6 +87,7 @@ def prepare(
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB,
     log_keep: int = DEFAULT_LOG_KEEP,
     metrics_to: Sequence[str] | str = (),
+    metrics_port: int | None = None,
     disable_run: bool = False,
     backend_options: Mapping[str, Any] | None = None,
     argv: Sequence[str] | None = None,
@@ -143,6 +149,7 @@ def prepare(
             log_max_mb=log_max_mb,
             log_keep=log_keep,
             metrics_to=_formats(metrics_to),
+            metrics_port=metrics_port,
         )
         record = make_record(
             backend=chosen.name,

@@ -90,6 +90,7 @@ class RunOptions:
     log_max_mb: float | None = DEFAULT_LOG_MAX_MB  # cap of each node log file; None/0: none
     log_keep: int = DEFAULT_LOG_KEEP  # rotated files kept per log (<node>.log.1 ...)
     metrics_to: tuple[str, ...] = ()  # metric rows also as csv, tensorboard (metrics_out)
+    metrics_port: int | None = None  # the launcher's /metrics endpoint (0: any free port)
 
     @property
     def log_limit(self) -> LogLimit | None:

@@ -39,6 +39,7 @@ from topo.cli.run_options import (
     LogKeepOption,
     LogMaxOption,
     Looks,
+    MetricsPortOption,
     MetricsToOption,
     Origin,
     PlotOption,
@@ -84,6 +85,7 @@ def run(
     log_max_mb: LogMaxOption = DEFAULT_LOG_MAX_MB,
     log_keep: LogKeepOption = DEFAULT_LOG_KEEP,
     metrics_to: MetricsToOption = "",
+    metrics_port: MetricsPortOption = None,
     quiet: QuietOption = False,
     live: LiveOption = None,
     detach: DetachOption = False,
@@ -101,7 +103,11 @@ def run(
 
     With --from, --resume or --fork: a run's program again, or from its snapshot."""
     origin = Origin(file, tuple(params or ()), from_run, resume, fork, snapshot)
-    settings = Settings(grace, log_dir, run_dir, log_max_mb, log_keep, _formats(metrics_to))
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise error(f"--metrics-port {metrics_port}: expected a port, 0 to 65535", USAGE_EXIT)
+    settings = Settings(
+        grace, log_dir, run_dir, log_max_mb, log_keep, _formats(metrics_to), metrics_port
+    )
     dashboard = Dashboard(ui_host, ui_port, ui_allow_remote) if ui else None
     looks = Looks(quiet, live, plot, dashboard)
     raise typer.Exit(_run(ctx, backend, origin, settings, looks, detach))

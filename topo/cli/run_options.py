@@ -45,6 +45,17 @@ GraceOption = Annotated[
     ),
 ]
 LogDirOption = Annotated[Path, typer.Option("--log-dir", help="Parent of the run directory.")]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        metavar="PORT",
+        help="Serve every node's metrics and topo's own for Prometheus at "
+        "http://127.0.0.1:PORT/metrics (0: any free port; status.json names it), behind "
+        "the bearer token in RUN_DIR/metrics.token.",
+        show_default=False,
+    ),
+]
 MetricsToOption = Annotated[
     str,
     typer.Option(
@@ -186,6 +197,7 @@ class Settings:
     log_max_mb: float | None
     log_keep: int
     metrics_to: tuple[str, ...] = ()
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def submission(ctx: typer.Context, backend: str) -> Any | None:
 
 def launcher_args(settings: Settings) -> list[str]:
     """The run options the job's own ``topo run`` is given: those set away from their
-    defaults (the grace, the log rotation, the metrics formats)."""
+    defaults (the grace, the log rotation, the metrics formats and port)."""
     from topo.backends.rotation import DEFAULT_LOG_KEEP, DEFAULT_LOG_MAX_MB
 
     args = [] if settings.grace_s is None else ["--grace", f"{settings.grace_s:g}"]
@@ -53,6 +53,8 @@ def launcher_args(settings: Settings) -> list[str]:
         args += ["--log-keep", str(settings.log_keep)]
     if settings.metrics_to:
         args += ["--metrics-to", ",".join(settings.metrics_to)]
+    if settings.metrics_port is not None:  # (on the batch node's loopback: a tunnel's end)
+        args += ["--metrics-port", str(settings.metrics_port)]
     return args
 
 

@@ -80,6 +80,7 @@ class Launcher:
         self.metrics: MetricsStore | None = None
         self.run_id = ""
         self.control: ControlServer | None = None
+        self.endpoint: Any = None  # openmetrics.MetricsEndpoint, with --metrics-port
         self.snapshots: Snapshotter | None = None
         self.applier: Applier | None = None
         self.launcher_record = launcher_record()  # this process, as status.json names it
@@ -146,6 +147,10 @@ class Launcher:
         self.control = ControlServer(
             run_dir, lambda asked: answer(self, asked), host=net.control_host
         )
+        if opts.metrics_port is not None:  # /metrics for Prometheus (topo run --metrics-port)
+            from topo.supervisor.openmetrics import MetricsEndpoint
+
+            self.endpoint = MetricsEndpoint(run_dir, self.summary, port=opts.metrics_port)
         index.register(self.run_id, run_dir, opts.log_dir)
         recorder = StatusRecorder(run_dir, self.summary)
         recorder.tick(time.monotonic())  # a record exists from the first moment
@@ -207,7 +212,8 @@ class Launcher:
             self.state.warnings.extend(self.backend.left_behind())
         except Exception as exc:
             self.state.warnings.append(f"backend shutdown failed: {exc!r}")
-        for part in (self.snapshots, self._tailer, self.registry, self.control, self.metrics):
+        parts = (self.snapshots, self._tailer, self.registry, self.control, self.endpoint)
+        for part in (*parts, self.metrics):
             if part is not None:
                 part.close()
 

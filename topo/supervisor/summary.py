@@ -32,6 +32,7 @@ class Summarised(Protocol):
     applier: Applier | None
     registry: RegistryServer | None
     metrics: MetricsStore | None
+    endpoint: Any  # openmetrics.MetricsEndpoint with --metrics-port, else None
 
     @property
     def phase(self) -> str: ...
@@ -84,6 +85,7 @@ def run_summary(launcher: Summarised, helpers: Helpers) -> dict[str, Any]:
         "failure": None if state.failure is None else vars(state.failure),
         "warnings": state.warnings,
         "socket_dir": None if launcher.registry is None else launcher.registry.info.ipc_dir,
+        "metrics_endpoint": None if launcher.endpoint is None else launcher.endpoint.url,
         "started": started,
         "duration_s": round(now - started, 3) if started else None,
         "ready_s": None if state.ready_at is None else round(state.ready_at - started, 3),
