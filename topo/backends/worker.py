@@ -234,6 +234,9 @@ def run_executable(
     servers: list[NodeServer] | None = None,
 ) -> int:
     """Run every node of ``exe_id`` as a thread; 0 when all finished, 1 when one failed."""
+    from topo.runtime import debugger
+
+    debugger.install()  # breakpoint() in a node stops it for topo debug
     exe = program.executable_index[exe_id]
     outcomes: queue.Queue[bool] = queue.Queue()
 

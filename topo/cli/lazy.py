@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "restart": "topo.cli.restart",
     "stacks": "topo.cli.stacks",
     "top": "topo.cli.top",
+    "debug": "topo.cli.debug",
     "attach": "topo.cli.attach",
     "ui": "topo.cli.ui",
 }
@@ -67,7 +68,8 @@ HELP: dict[str, str] = {
     "apply": "Change a running program into FILE's program.",
     "restart": "Restart one node of a live run now.",
     "stacks": "Print the Python stack of every thread of a live run's nodes.",
-    "top": "Show a live table of a run's nodes: CPU, memory, calls, latency, rates.",
+    "top": "Show a live table of a run's nodes: CPU, memory, calls, latency.",
+    "debug": "Open a pdb session on a node stopped at breakpoint().",
     "attach": "Show a run's live view; Ctrl-C detaches (the run goes on).",
     "ui": "Serve a run's web dashboard on this machine and print its URL.",
 }

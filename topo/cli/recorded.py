@@ -66,6 +66,7 @@ class StatusSource:
             node.stalled_s = row.get("stalled_s")
             node.busy = row.get("busy")
             node.phase = row.get("phase") or ""
+            node.breakpoint = row.get("breakpoint") or None
             self.nodes[node.id] = node
             hosts[node.exe] = row.get("host")
             devices[node.exe] = row.get("device")

@@ -127,7 +127,7 @@ def top(
     ] = False,
     log_dir: LogDirOption = Path("runs"),
 ) -> None:
-    """Show a live table of a run's nodes: CPU, memory, calls, latency, rates.
+    """Show a live table of a run's nodes: CPU, memory, calls, latency.
 
     Calls in and out are per second; p50 and p99 are the latency of the calls a node
     serves over the last seconds (of the calls it makes, for a node that serves none);

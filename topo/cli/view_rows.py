@@ -53,6 +53,8 @@ def state_cell(st: NodeStatus, source: RunSource, now: float) -> tuple[str, str]
         text = f"starting {clock(now - st.started)}"  # a node stuck starting shows it
         if st.phase:
             text += f" · {st.phase}"
+    if st.breakpoint and st.state == "running":
+        return f"at breakpoint ({st.breakpoint})", "bold magenta"
     if st.stalled_s is not None:
         text = f"{text} · stalled {clock(st.stalled_s)}"
         return text, "bold yellow"
@@ -61,7 +63,7 @@ def state_cell(st: NodeStatus, source: RunSource, now: float) -> tuple[str, str]
 
 def needs_attention(st: NodeStatus) -> bool:
     """A node listed on its own even when its group is collapsed."""
-    return st.state in ATTENTION or bool(st.stalled_s)
+    return st.state in ATTENTION or bool(st.stalled_s) or bool(st.breakpoint)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class NodeStatus:
     phase: str = ""  # what a starting node waits for: "waiting for replay" (supervisor.phases)
     rpc: dict[str, Any] | None = None  # its latest call figures (supervisor.rpc_stats)
     pid_start: int | None = None  # its process's start time (``topo.runs.probe``), if local
+    breakpoint: str | None = None  # "file:line" while stopped at breakpoint() (topo debug)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,10 @@ class StateDoor:
         if op == "resume":
             gate.resume()
             return None
+        if op == "debug":  # -> its pdb session at a breakpoint (topo debug)
+            from topo.runtime.debugger import door
+
+            return door(self._node_id, *args)
         if op in ("stacks", "stacks-all"):  # -> the threads' stacks of its process
             return thread_stacks(everything=op == "stacks-all")
         if op == "has_state":  # -> whether a change that ends it loses a state

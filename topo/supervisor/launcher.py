@@ -45,6 +45,7 @@ from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import ChangeAsk, LivePlan, plan_change
+from topo.supervisor.debugging import breakpoint_rows, said_at, stopped_at
 from topo.supervisor.events_log import EventLog
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.preflight import preflight
@@ -287,6 +288,18 @@ class Launcher:
             restart=self.supervisor.restart,
         )
 
+    def debug(
+        self, node: str, action: str, text: str, wait_s: float, again: bool = False
+    ) -> dict[str, Any]:
+        """``topo debug``: read the pdb output of ``node`` at its breakpoint, or write it
+        a line (``supervisor.debugging``)."""
+        from topo.supervisor.debugging import debug_node
+
+        snaps = self.snapshots
+        if snaps is None or self.done:
+            return {"ok": False, "error": f"the run is {self.phase}: no node is running"}
+        return debug_node(node, action, text, wait_s, self.state.nodes, snaps, again)
+
     def node_stacks(self, names: list[str], everything: bool = False) -> dict[str, Any]:
         """The Python stacks of ``names`` (every node when empty), taken without stopping
         them (``topo stacks``; ``everything``: topo's own frames and threads too); ``ok``
@@ -468,6 +481,10 @@ class Launcher:
         if store is None:
             return
         nodes = self.state.nodes
+        rows, stops = breakpoint_rows(rows)  # nodes at breakpoint() or going on
+        for node, at in stopped_at(stops, nodes):
+            self.supervisor.mark_dirty()
+            self._emit("log", node, message=said_at(self.run_id, node, at))
         rows, figures = split(rows)
         for row in figures:  # call figures (topo.runtime.callstats): status.json only
             found = checked(row, nodes)

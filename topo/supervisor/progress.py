@@ -94,7 +94,7 @@ class ProgressWatch:
     def _stalled_for(self, node: str, st: NodeStatus, now: float) -> float | None:
         limit = self.limit(node)
         last = self.last(node)
-        if limit is None or last is None or st.state != "running":
+        if limit is None or last is None or st.state != "running" or st.breakpoint:
             return None
         since = max(last, st.started or last)
         idle = now - since

@@ -50,6 +50,10 @@ class Operated(Protocol):
 
     def node_stacks(self, names: list[str], everything: bool = False) -> dict[str, Any]: ...
 
+    def debug(
+        self, node: str, action: str, text: str, wait_s: float, again: bool = ...
+    ) -> dict[str, Any]: ...
+
     @property
     def backend(self) -> Backend: ...
 
@@ -97,6 +101,15 @@ def answer(launcher: Operated, request: dict[str, Any]) -> dict[str, Any]:
             return {"ok": False, "error": "restart needs the node to restart"}
         by = str(request.get("by") or "topo restart")
         return launcher.restart_node(node, by, bool(request.get("fresh")))
+    if op == "debug":
+        node, action, text = request.get("node"), request.get("action"), request.get("text", "")
+        wait_s = request.get("wait_s", 1.0)
+        if not isinstance(node, str) or action not in ("read", "write"):
+            return {"ok": False, "error": "debug needs a node and an action, read or write"}
+        if not isinstance(text, str) or not isinstance(wait_s, int | float):
+            return {"ok": False, "error": "debug: text is a string, wait_s a number"}
+        wait_s = min(max(float(wait_s), 0.0), 30.0)
+        return launcher.debug(node, action, text, wait_s, bool(request.get("again")))
     if op == "stacks":
         names = request.get("nodes") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

@@ -197,9 +197,11 @@ class Snapshotter:
         with self._lock:
             return self._take(reason)
 
-    def ask(self, node_id: str, op: str, timeout: float) -> Future[Any]:
-        """Send ``op`` to ``node_id``'s state door (``stacks``: ``topo stacks``)."""
-        return self._handle(node_id, timeout).submit(STATE_METHOD, self._proof(node_id), op)
+    def ask(self, node_id: str, op: str, timeout: float, *args: Any) -> Future[Any]:
+        """Send ``op`` (with ``args``) to ``node_id``'s state door (``stacks``: ``topo
+        stacks``; ``debug``: ``topo debug``)."""
+        handle = self._handle(node_id, timeout)
+        return handle.submit(STATE_METHOD, self._proof(node_id), op, *args)
 
     def _handle(self, node_id: str, timeout: float) -> Handle:
         with self._client_lock:

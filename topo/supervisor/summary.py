@@ -112,6 +112,7 @@ def run_summary(launcher: Summarised, helpers: Helpers) -> dict[str, Any]:
                 "phase": n.phase,
                 "last_line": n.last_line[-500:],
                 "rpc": n.rpc,
+                "breakpoint": n.breakpoint,
             }
             for n in list(state.nodes.values())  # (topo apply may add or drop some)
         ],

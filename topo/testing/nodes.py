@@ -287,3 +287,15 @@ class Looper(Echo):
 
     def pid(self) -> int:
         return os.getpid()
+
+
+class Breaker:
+    """Stops at ``breakpoint()`` in its run (``topo debug``), then says what its local
+    became and waits for the stop."""
+
+    def run(self) -> None:
+        value = 41
+        breakpoint()
+        value += 1
+        print(f"after the breakpoint: {value}", flush=True)
+        wait_for_stop()

@@ -35,6 +35,7 @@ NODE_FIELDS = (
     "last_line",
     "metrics",
     "rpc",
+    "breakpoint",
 )
 RUN_FIELDS = (
     "id",

@@ -1,7 +1,8 @@
 """Conformance: a snapshot taken while the nodes work is one consistent point (a counter
 fed by steppers holds the sum of their steps), is written in the launcher's run
 directory, and a new run started from it takes every node's state back; ``topo stacks``,
-through the same door of each node, shows a node's loop without stopping it."""
+through the same door of each node, shows a node's loop without stopping it, and
+``topo debug`` drives the pdb of a node stopped at ``breakpoint()``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ import pytest
 
 from topo.testing.suite.harness import NODES, Harness
 from topo.testing.waiting import wait_until
+
+BREAKER = f"""
+name: breaker
+nodes:
+  breaker: {{target: "{NODES}:Breaker"}}
+"""
 
 STEPS = f"""
 name: steps
@@ -74,3 +81,26 @@ class Snapshots:
         wait_until(lambda: "restored at step" in again.log("stepper/0"), 30, what="its log")
         assert again.stop(timeout=60) == 0
         suite.assert_nothing_left(again)
+
+    @pytest.mark.slow
+    def test_a_node_at_a_breakpoint_is_debugged_and_goes_on(self, suite: Harness) -> None:
+        run = suite.launch(suite.write(BREAKER))
+        node = run.launcher.state.nodes["breaker"]
+        wait_until(lambda: node.breakpoint, 60, what="the node at its breakpoint")
+        assert str(node.breakpoint).startswith("nodes.py:"), node.breakpoint
+
+        def until_prompt(again: bool = False) -> str:
+            seen = ""
+            while not seen.endswith("(Pdb) "):
+                answer = run.launcher.debug("breaker", "read", "", 5.0, again)
+                assert answer["ok"] and answer["active"], (answer, seen)
+                seen, again = seen + answer["output"], False
+            return seen
+
+        assert "-> value += 1" in until_prompt(again=True)
+        run.launcher.debug("breaker", "write", "p value", 0.0)
+        assert until_prompt().startswith("41")
+        run.launcher.debug("breaker", "write", "c", 0.0)
+        wait_until(lambda: node.breakpoint is None, 60, what="the node let go")
+        answer = run.launcher.debug("breaker", "read", "", 1.0)
+        assert answer["ok"] and not answer["active"], answer

@@ -137,7 +137,7 @@
     }).join("");
   }
 
-  const TROUBLE = ["failed", "restarting", "stalled", "busy", "killed"];
+  const TROUBLE = ["failed", "restarting", "stalled", "busy", "breakpoint", "killed"];
   const LIFE = ["starting", "started", "ready", "finished", "exited", "stopping", "stopped", "snapshot", "applied"];
   const KNOWN = ["node", "executable", "pid", "message", "kind", "time", "traceback"];
 

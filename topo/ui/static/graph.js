@@ -6,7 +6,7 @@
   const T = window.Topo;
   const PLACEHOLDER = "000 running, 000 restarting";
   // Worst first: a box takes the colour of its worst node.
-  const ORDER = ["failed", "restarting", "busy", "stalled", "starting", "running",
+  const ORDER = ["failed", "restarting", "busy", "stalled", "breakpoint", "starting", "running",
     "pending", "killed", "stopped", "finished"];
   let drawing = null;
   let expanded = [];
@@ -14,6 +14,7 @@
 
   function shown(n) {
     if (!n) return "pending";
+    if (n.state === "running" && n.breakpoint) return "breakpoint";
     if (n.state === "running" && n.busy) return "busy";
     if (n.state === "running" && n.stalled_s) return "stalled";
     return n.state || "pending";

@@ -76,7 +76,8 @@
     const up = n.since && ["running", "starting"].includes(n.state) ? T.duration(Date.now() / 1000 - n.since) : "–";
     $("panel-facts").innerHTML = [
       fact("state", `<span class="st-${T.graph.shown(n)}">${esc(T.graph.shown(n))}</span>` + (n.phase ? ` · ${esc(n.phase)}` : "")
-        + (n.stalled_s ? ` · no progress for ${T.duration(n.stalled_s)}` : "") + (n.busy ? ` · ${esc(n.busy)}` : "")),
+        + (n.stalled_s ? ` · no progress for ${T.duration(n.stalled_s)}` : "") + (n.busy ? ` · ${esc(n.busy)}` : "")
+        + (n.breakpoint ? ` · at ${esc(n.breakpoint)} (topo debug RUN ${esc(n.id)})` : "")),
       fact("group", esc(n.group || "")),
       fact("executable", esc(n.executable || "")),
       fact("host", esc(n.host || "this machine")),
