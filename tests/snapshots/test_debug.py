@@ -172,3 +172,6 @@ def test_outside_a_node_breakpoint_is_python_s_own(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sys, "breakpointhook", os.abort)
     debugger.install()
     assert sys.breakpointhook is os.abort
+    monkeypatch.setenv("PYTHONBREAKPOINT", "ray.util.rpdb.set_trace")  # Ray's is not
+    debugger.install()
+    assert sys.breakpointhook is debugger.hook and "PYTHONBREAKPOINT" not in os.environ

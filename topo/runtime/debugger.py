@@ -29,6 +29,7 @@ from topo.runtime.context import current_node_info, maybe_current_program
 
 DEBUG_LABEL = "topo.debug"
 PROMPT = "(Pdb) "
+RAYS = "ray.util.rpdb."  # what Ray sets PYTHONBREAKPOINT to in its workers
 MAX_LINE = 4096
 
 
@@ -125,9 +126,14 @@ _previous: Callable[..., Any] | None = None
 
 def install() -> None:
     """``breakpoint()`` stops the calling node under ``topo debug`` (idempotent; a
-    ``PYTHONBREAKPOINT`` the user set is kept)."""
+    ``PYTHONBREAKPOINT`` the user set is kept, not the one Ray sets in its workers,
+    whose debugger ``topo debug`` replaces)."""
     global _previous
-    if os.environ.get("PYTHONBREAKPOINT") or sys.breakpointhook is hook:
+    chosen = os.environ.get("PYTHONBREAKPOINT", "")
+    if chosen.startswith(RAYS):
+        del os.environ["PYTHONBREAKPOINT"]  # (Python reads it at each breakpoint())
+        chosen = ""
+    if chosen or sys.breakpointhook is hook:
         return
     _previous = sys.breakpointhook
     sys.breakpointhook = hook
