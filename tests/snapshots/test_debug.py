@@ -175,3 +175,22 @@ def test_outside_a_node_breakpoint_is_python_s_own(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("PYTHONBREAKPOINT", "ray.util.rpdb.set_trace")  # Ray's is not
     debugger.install()
     assert sys.breakpointhook is debugger.hook and "PYTHONBREAKPOINT" not in os.environ
+
+
+def test_a_node_at_a_breakpoint_in_its_constructor_is_said_to_be_out_of_reach() -> None:
+    from topo.runs.node_status import NodeStatus
+    from topo.supervisor.debugging import debug_node
+
+    class Doors:
+        served = {"learner"}
+
+        def ask(self, *args: Any) -> Any:
+            raise AssertionError("a starting node is not asked")
+
+    starting = NodeStatus("learner", "learner", state="starting", breakpoint="learner.py:3")
+    answer = debug_node("learner", "read", "", 1.0, {"learner": starting}, Doors())
+    assert answer == {
+        "ok": False,
+        "error": "node learner is at a breakpoint in its constructor: topo debug reaches a "
+        "node once it is up (a breakpoint() in run() or in a method)",
+    }

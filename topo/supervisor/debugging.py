@@ -72,6 +72,13 @@ def debug_node(
         }
     if node not in doors.served:
         return {"ok": False, "error": f"node {node} serves no calls: it cannot be debugged"}
+    if nodes[node].state == "starting":
+        why = "at a breakpoint in its constructor" if nodes[node].breakpoint else "starting"
+        return {
+            "ok": False,
+            "error": f"node {node} is {why}: topo debug reaches a node once it is up "
+            "(a breakpoint() in run() or in a method)",
+        }
     try:
         answer = doors.ask(node, "debug", wait_s + 10.0, action, text, wait_s, again)
         found = answer.result(timeout=wait_s + 12.0)
