@@ -21,6 +21,7 @@ from topo.runtime import client
 from topo.runtime.addressbook import AddressBook, InProcessAddressBook
 from topo.runtime.auth import secure_client, zmq_context
 from topo.runtime.context import ProgramContext
+from topo.runtime.errors import DeadlineExceeded
 from topo.runtime.membership import Views, members_from_wire
 from topo.runtime.registry import (
     END_TOPIC,
@@ -34,6 +35,7 @@ from topo.runtime.registry import (
 from topo.runtime.rights import REGISTRY_ID, Grant, client_keypair
 
 log = logging.getLogger("topo.runtime.registry")
+REGISTER_TRIES = 3  # a registration whose deadline passed is tried again (see register)
 __all__ = ["RegistryClient", "connect_program"]
 
 
@@ -89,7 +91,17 @@ class RegistryClient(AddressBook):
         return client.call(self._boot, REGISTRY_ID, method, args, {}, deadline, self._key)
 
     def register(self, node_id: str, endpoint: str, max_message_bytes: int | None = None) -> None:
-        self._call("register", node_id, endpoint, max_message_bytes)
+        # Registering again is harmless (the same endpoint), and a registry slow to
+        # answer 200 nodes registering at once on a loaded machine must not fail one: a
+        # deadline passed is tried again, up to REGISTER_TRIES, unless the program stops.
+        for attempt in range(1, REGISTER_TRIES + 1):
+            try:
+                self._call("register", node_id, endpoint, max_message_bytes)
+                return
+            except DeadlineExceeded:
+                if attempt == REGISTER_TRIES or self._stop.is_set():
+                    raise
+                log.warning("registering %s again: the registry did not answer", node_id)
 
     def unregister(self, node_id: str, endpoint: str) -> None:
         self._call("unregister", node_id, endpoint)
