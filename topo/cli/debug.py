@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, pick_run, require_live, say
+from topo.cli.operate import LiveRunArgument, LogDirOption, pick_run, require_live, say
 
 if TYPE_CHECKING:
     from topo.runs.probe import RunInfo
@@ -53,9 +53,7 @@ def _pick(info: RunInfo, stopped: list[tuple[str, str]]) -> str:
 
 @app.command("debug")
 def debug(
-    run: Annotated[
-        str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
-    ],
+    run: LiveRunArgument,
     node: Annotated[
         str | None,
         typer.Argument(help="The node (default: the one at a breakpoint).", show_default=False),

@@ -30,6 +30,14 @@ RunArgument = Annotated[
         autocompletion=complete_run,
     ),
 ]
+LiveRunArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Run id, unique id prefix or run directory.",
+        show_default=False,
+        autocompletion=complete_run,
+    ),
+]
 LogDirOption = Annotated[
     Path, typer.Option("--log-dir", help="Where `runs/latest` is looked for.", hidden=True)
 ]

@@ -13,16 +13,21 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, ask_launcher, pick_run, require_live, say
+from topo.cli.operate import (
+    LiveRunArgument,
+    LogDirOption,
+    ask_launcher,
+    pick_run,
+    require_live,
+    say,
+)
 
 RESTART_TIMEOUT_S = 330.0  # beyond the launcher's deadline for one node's save()
 
 
 @app.command("restart")
 def restart(
-    run: Annotated[
-        str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
-    ],
+    run: LiveRunArgument,
     node: Annotated[str, typer.Argument(help="The node to restart.", show_default=False)],
     fresh: Annotated[
         bool,

@@ -10,16 +10,21 @@ from typing import Annotated
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, ask_launcher, pick_run, require_live, say
+from topo.cli.operate import (
+    LiveRunArgument,
+    LogDirOption,
+    ask_launcher,
+    pick_run,
+    require_live,
+    say,
+)
 
 STACKS_TIMEOUT_S = 30.0  # every node is asked at once; a silent one gets a few seconds
 
 
 @app.command("stacks")
 def stacks(
-    run: Annotated[
-        str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
-    ],
+    run: LiveRunArgument,
     nodes: Annotated[
         list[str] | None,
         typer.Argument(help="The nodes (default: every node).", show_default=False),

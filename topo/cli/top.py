@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from topo.cli.app import app
-from topo.cli.operate import LogDirOption, pick_run, say
+from topo.cli.operate import LiveRunArgument, LogDirOption, pick_run, say
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -106,9 +106,7 @@ def _figures(info: RunInfo) -> Any:
 
 @app.command("top")
 def top(
-    run: Annotated[
-        str, typer.Argument(help="Run id, unique id prefix or run directory.", show_default=False)
-    ],
+    run: LiveRunArgument,
     sort: Annotated[
         str,
         typer.Option(

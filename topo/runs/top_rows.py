@@ -32,7 +32,6 @@ class Row:
     name: str
     group: str
     state: str
-    count: int = 1
     cpu: float | None = None  # percent of one core
     mem: int | None = None  # bytes (RSS)
     calls_in: float | None = None  # calls served per second
@@ -155,7 +154,6 @@ def group_row(group: str, members: list[Row]) -> Row:
         name=f"{group} ×{len(members)}",
         group=group,
         state=state,
-        count=len(members),
         cpu=_sum([m.cpu for m in members]),
         mem=sum(mems) if mems else None,
         calls_in=_sum([m.calls_in for m in members]),

@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from topo.runs.node_status import NodeStatus
-from topo.runtime.debugger import DEBUG_LABEL
 
 MAX_AT = 300  # characters of "file:line" kept
 
@@ -19,14 +18,6 @@ class Asks(Protocol):
     served: Any
 
     def ask(self, node_id: str, op: str, timeout: float, *args: Any) -> Any: ...
-
-
-def breakpoint_rows(rows: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """(the other rows, the breakpoint rows) of one ``metrics`` call."""
-    stops = [r for r in rows if isinstance(r, dict) and r.get("label") == DEBUG_LABEL]
-    if not stops:
-        return rows, []
-    return [r for r in rows if not (isinstance(r, dict) and r.get("label") == DEBUG_LABEL)], stops
 
 
 def stopped_at(

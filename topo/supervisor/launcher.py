@@ -41,11 +41,12 @@ from topo.runs import index
 from topo.runs.control import ControlServer
 from topo.runs.probe import launcher_record
 from topo.runtime import RegistryServer, new_program_id, new_secret
+from topo.runtime.debugger import DEBUG_LABEL
 from topo.supervisor import exiting
 from topo.supervisor.applier import Applier
 from topo.supervisor.benign import is_benign
 from topo.supervisor.change_plan import ChangeAsk, LivePlan, plan_change
-from topo.supervisor.debugging import breakpoint_rows, said_at, stopped_at
+from topo.supervisor.debugging import said_at, stopped_at
 from topo.supervisor.events_log import EventLog
 from topo.supervisor.metrics_store import MetricsStore
 from topo.supervisor.preflight import preflight
@@ -481,7 +482,7 @@ class Launcher:
         if store is None:
             return
         nodes = self.state.nodes
-        rows, stops = breakpoint_rows(rows)  # nodes at breakpoint() or going on
+        rows, stops = split(rows, DEBUG_LABEL)  # nodes at breakpoint() or going on
         for node, at in stopped_at(stops, nodes):
             self.supervisor.mark_dirty()
             self._emit("log", node, message=said_at(self.run_id, node, at))

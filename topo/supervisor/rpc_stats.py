@@ -16,16 +16,17 @@ _COUNTS = ("calls", "errors")
 _MAX_NAME = 200
 
 
-def split(rows: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """(metric rows, call-figure rows) of one ``metrics`` call."""
+def split(rows: list[Any], label: str = RPC_LABEL) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(the other rows, the rows labelled ``label``: topo's own, call figures by default)
+    of one ``metrics`` call."""
     metrics: list[Any] = []
-    calls: list[dict[str, Any]] = []
+    taken: list[dict[str, Any]] = []
     for row in rows:
-        if isinstance(row, dict) and row.get("label") == RPC_LABEL:
-            calls.append(row)
+        if isinstance(row, dict) and row.get("label") == label:
+            taken.append(row)
         else:
             metrics.append(row)
-    return metrics, calls
+    return metrics, taken
 
 
 def _finite(value: Any) -> bool:
