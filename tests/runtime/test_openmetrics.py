@@ -132,3 +132,32 @@ def test_the_text_names_escapes_and_skips_what_is_not_a_number() -> None:
     assert _sample(text, "topo_call_latency_seconds", quantile="0.99") == 0.009
     assert text.endswith("\n") and text.count("# HELP topo_node_up ") == 1
     assert _sample(exposition({**summary, "state": "ended"}), "topo_run_up") == 0
+
+
+@pytest.mark.slow
+def test_topo_run_says_where_its_metrics_are(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.cli.operate import env
+
+    file = tmp_path / "calls.yaml"
+    file.write_text(TOPOLOGY)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "topo", "run", str(file), "--metrics-port", "0", "-q"],
+        cwd=tmp_path,
+        env=env(tmp_path),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = next(line for line in proc.stderr if "metrics for Prometheus" in line)
+        url, token = re.search(r"at (\S+) \(bearer token: (\S+)\)", said).groups()  # type: ignore[union-attr]
+        assert _get(url, Path(token).read_text().strip())[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 130

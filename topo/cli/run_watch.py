@@ -51,6 +51,13 @@ def watch(launcher: Launcher, looks: Looks, warm: Warm | None, detached: Detache
         except TopoError as refused:  # e.g. no run directory can be made there; nothing runs
             raise fail(refused) from None
         run_dir = launcher.state.run_dir
+        if launcher.endpoint is not None:  # (--metrics-port 0: the port is known only now)
+            token = run_dir / "metrics.token"
+            stderr.print(
+                Text(f"metrics for Prometheus at {launcher.endpoint.url} (bearer token: {token})"),
+                soft_wrap=True,
+                highlight=False,
+            )
         if detached is not None:
             detached.settle(run_dir)
         if warm is not None:

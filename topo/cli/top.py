@@ -86,7 +86,8 @@ def render(info: RunInfo, rows: list[tuple[Row, bool]], sort: str, width: int) -
         )
     rates = sorted({r.rate_name for r, _ in rows if r.rate_name})
     caption = [f"rate: {', '.join(rates)}"] if rates else []
-    table.caption = " · ".join([*caption, *sorted(notes)]) or None
+    # (always a caption line: a live table that grows by a line leaves its title behind)
+    table.caption = " · ".join([*caption, *sorted(notes)]) or "rate: none yet"
     table.caption_justify = "left"
     return table
 
@@ -161,8 +162,12 @@ def top(
     if once or not console.is_terminal:
         console.print(look())
         return
+    # On the terminal's alternate screen, as top's: at the end (Ctrl-C, the run over) the
+    # screen comes back and the last table is printed once (redrawn in place, a Ctrl-C's
+    # echo moved the cursor and the title line was left twice).
+    table = look()
     try:
-        with Live(look(), console=console, auto_refresh=False) as live:
+        with Live(table, console=console, auto_refresh=False, screen=True) as live:
             while True:
                 time.sleep(every)
                 table = look()
@@ -171,3 +176,4 @@ def top(
                     break
     except KeyboardInterrupt:
         pass
+    console.print(table)
